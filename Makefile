@@ -1,0 +1,32 @@
+# scalestack: `make demo` records a real program and writes a report; `make test` runs the suite.
+# Both start from a fresh clone: they create .venv and install everything themselves.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: install demo test lint bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+demo: install
+	$(PY) -m scalestack.demo demo-out
+
+test: install
+	$(PY) -m pytest -q -p no:cacheprovider
+
+lint: install
+	$(PY) -m ruff check src tests benchmarks
+
+bench: install
+	$(PY) benchmarks/run_all.py --quick
+
+clean:
+	rm -rf $(VENV) demo-out build *.egg-info

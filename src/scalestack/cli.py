@@ -1,0 +1,78 @@
+"""The `scalestack` command. Each subcommand lives in its own module under
+`scalestack.commands` and exposes a click command named `command`; this file only finds them
+and turns user errors into one line on stderr with a non-zero exit status.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+
+import click
+
+import scalestack.commands
+from scalestack import __version__
+from scalestack.errors import UserError
+
+
+class _Group(click.Group):
+    """Subcommands discovered from `scalestack.commands`, loaded only when listed or run."""
+
+    def _modules(self) -> dict[str, str]:
+        found = {}
+        for info in pkgutil.iter_modules(scalestack.commands.__path__):
+            if not info.name.startswith("_"):
+                found[info.name.replace("_", "-")] = f"scalestack.commands.{info.name}"
+        return found
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(self._modules())
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        module = self._modules().get(name)
+        if module is None:
+            return None
+        return importlib.import_module(module).command
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="scalestack")
+@click.option("--debug", is_flag=True, help="Show full tracebacks instead of one-line errors.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Why doesn't your multi-threaded program get faster with more cores?
+
+    Record a program with `scalestack record -- CMD`, then `scalestack report`.
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in args
+    try:
+        cli.main(args=args, prog_name="scalestack", standalone_mode=False)
+    except UserError as exc:
+        if debug:
+            raise
+        click.echo(f"scalestack: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("scalestack: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        sys.exit(0)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        click.echo("scalestack: interrupted", err=True)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

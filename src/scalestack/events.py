@@ -1,0 +1,188 @@
+"""Raw kernel events, the common currency between tokenizers and the state builder.
+
+Every Linux source (perf.data read directly, `perf script` text, tracefs, eBPF) turns its bytes
+into one `RawEvents` table: one row per tracepoint hit or side-band record, with a small fixed
+set of integer arguments whose meaning depends on `kind`. The shared `state_builder` turns it
+into a `Trace`, so a fix to state logic fixes every source at once (the Perfetto split of
+tokenizer and parser).
+
+Argument meaning per kind (tid = the task in whose context the event fired, i.e. perf's
+sample tid; pid = that task's thread-group id, -1 when the source does not say):
+
+=============  ==================  ==================  ===================  ==================
+kind           arg0                arg1                arg2                 comm0 / comm1
+=============  ==================  ==================  ===================  ==================
+SWITCH         prev tid            next tid            prev_state bits      prev / next comm
+WAKEUP         woken tid           target cpu          0                    woken comm
+WAKEUP_NEW     woken tid           target cpu          0                    woken comm
+FORK           parent tid          child tid           0                    child / parent comm
+EXEC           tid (pid field)     old pid             0                    filename
+EXIT           exiting tid         0                   0                    comm
+RENAME         renamed tid         0                   0                    new / old comm
+FUTEX_ENTER    uaddr               op                  0                    -
+FUTEX_EXIT     return value        0                   0                    -
+FUTEX_WAITV    waiters pointer     nr_futexes          0                    -
+NEWTASK        child tid           clone_flags         0                    comm
+TASK_COMM      tid                 pid                 1 if from exec       comm      (side band)
+TASK_FORK      child tid           child pid           parent tid           -         (side band)
+TASK_EXIT      tid                 pid                 0                    -         (side band)
+=============  ==================  ==================  ===================  ==================
+
+prev_state bits follow the kernel's task-state report letters: 0 = R (still runnable, including
+R+ = preempted), S = 1, D = 2, T = 4, t = 8, X = 16, Z = 32, P = 64, I = 128.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any
+
+import numpy as np
+
+
+class Kind(enum.IntEnum):
+    SWITCH = 1
+    WAKEUP = 2
+    WAKEUP_NEW = 3
+    FORK = 4
+    EXEC = 5
+    EXIT = 6
+    RENAME = 7
+    FUTEX_ENTER = 8
+    FUTEX_EXIT = 9
+    FUTEX_WAITV = 10
+    NEWTASK = 11
+    TASK_COMM = 12
+    TASK_FORK = 13
+    TASK_EXIT = 14
+
+
+# Tracepoint name -> Kind, for sources that name events.
+TRACEPOINT_KINDS: dict[str, Kind] = {
+    "sched:sched_switch": Kind.SWITCH,
+    "sched:sched_wakeup": Kind.WAKEUP,
+    "sched:sched_wakeup_new": Kind.WAKEUP_NEW,
+    "sched:sched_process_fork": Kind.FORK,
+    "sched:sched_process_exec": Kind.EXEC,
+    "sched:sched_process_exit": Kind.EXIT,
+    "task:task_rename": Kind.RENAME,
+    "task:task_newtask": Kind.NEWTASK,
+    "syscalls:sys_enter_futex": Kind.FUTEX_ENTER,
+    "syscalls:sys_exit_futex": Kind.FUTEX_EXIT,
+    "syscalls:sys_enter_futex_waitv": Kind.FUTEX_WAITV,
+    "syscalls:sys_exit_futex_waitv": Kind.FUTEX_EXIT,
+}
+
+# prev_state letters -> bits (see module docstring).
+STATE_LETTER_BITS = {"R": 0, "S": 1, "D": 2, "T": 4, "t": 8, "X": 16, "Z": 32, "P": 64, "I": 128}
+PREV_STATE_DEAD = 16 | 32
+
+# futex(2) operations that block the caller (op & FUTEX_CMD_MASK).
+FUTEX_CMD_MASK = 0x7F
+FUTEX_WAIT_OPS = (0, 6, 9, 11, 13)  # WAIT, LOCK_PI, WAIT_BITSET, WAIT_REQUEUE_PI, LOCK_PI2
+
+# The tracepoints `scalestack record` enables; each source documents the same list.
+RECORD_TRACEPOINTS = [
+    "sched:sched_switch",
+    "sched:sched_wakeup",
+    "sched:sched_wakeup_new",
+    "sched:sched_process_fork",
+    "sched:sched_process_exec",
+    "sched:sched_process_exit",
+    "task:task_rename",
+    "syscalls:sys_enter_futex",
+    "syscalls:sys_exit_futex",
+]
+
+_COLUMNS: dict[str, Any] = {
+    "time": np.int64,
+    "cpu": np.int32,
+    "tid": np.int32,
+    "pid": np.int32,
+    "kind": np.uint8,
+    "arg0": np.int64,
+    "arg1": np.int64,
+    "arg2": np.int64,
+    "comm0": np.int32,
+    "comm1": np.int32,
+}
+
+
+@dataclasses.dataclass(eq=False)
+class RawEvents:
+    """Columnar raw events. `comms` is the string table that comm0/comm1 index (-1 = none).
+
+    stats counts what the source found dubious or lost: ``lost_events`` (kernel LOST
+    records), ``lost_samples``, ``skipped_lines`` and so on; the state builder copies it into
+    the Trace metadata.
+    """
+
+    time: np.ndarray
+    cpu: np.ndarray
+    tid: np.ndarray
+    pid: np.ndarray
+    kind: np.ndarray
+    arg0: np.ndarray
+    arg1: np.ndarray
+    arg2: np.ndarray
+    comm0: np.ndarray
+    comm1: np.ndarray
+    comms: list[str] = dataclasses.field(default_factory=list)
+    stats: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        n = len(self.time)
+        for name, dtype in _COLUMNS.items():
+            arr = np.ascontiguousarray(getattr(self, name), dtype=dtype)
+            if arr.shape != (n,):
+                raise ValueError(f"RawEvents column {name!r} has shape {arr.shape}, expected ({n},)")
+            setattr(self, name, arr)
+
+    def __len__(self) -> int:
+        return len(self.time)
+
+    @classmethod
+    def empty(cls) -> RawEvents:
+        return cls(**{k: np.empty(0, dtype=v) for k, v in _COLUMNS.items()})
+
+    @classmethod
+    def from_rows(cls, rows: list[tuple], comms: list[str] | None = None, stats: dict | None = None) -> RawEvents:
+        """From (time, cpu, tid, pid, kind, arg0, arg1, arg2, comm0, comm1) tuples; for tests."""
+        if not rows:
+            ev = cls.empty()
+        else:
+            cols = list(zip(*rows, strict=True))
+            ev = cls(**{k: np.asarray(c) for k, c in zip(_COLUMNS, cols, strict=True)})
+        ev.comms = list(comms or [])
+        ev.stats = dict(stats or {})
+        return ev
+
+    def sorted(self) -> RawEvents:
+        """Stable sort by time (perf writes per-CPU buffers; only FINISHED_ROUNDs order them)."""
+        if len(self) < 2 or bool(np.all(self.time[1:] >= self.time[:-1])):
+            return self
+        order = np.argsort(self.time, kind="stable")
+        return self.take(order)
+
+    def take(self, index: np.ndarray) -> RawEvents:
+        return RawEvents(
+            **{k: getattr(self, k)[index] for k in _COLUMNS}, comms=self.comms, stats=dict(self.stats)
+        )
+
+    def comm(self, index: int) -> str:
+        return self.comms[index] if 0 <= index < len(self.comms) else ""
+
+    def equals(self, other: RawEvents) -> bool:
+        """Same rows with the same comm strings (string tables may be ordered differently)."""
+        if len(self) != len(other):
+            return False
+        for k in _COLUMNS:
+            if k in ("comm0", "comm1"):
+                a = np.array([self.comm(i) for i in getattr(self, k)], dtype=object)
+                b = np.array([other.comm(i) for i in getattr(other, k)], dtype=object)
+                if not np.array_equal(a, b):
+                    return False
+            elif not np.array_equal(getattr(self, k), getattr(other, k)):
+                return False
+        return True

@@ -1,0 +1,108 @@
+"""Save and load a Trace: one file, a ZIP of Parquet tables plus `meta.json`.
+
+One file because users mail traces and attach them to issues; Parquet inside because it is
+columnar, compressed and readable from any notebook (`pyarrow.parquet.read_table` on the
+member). The schema version is checked on load. Writes go to a temporary file that is renamed
+into place, so an interrupted save never leaves a half-written trace.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tempfile
+import zipfile
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from scalestack.errors import UserError
+from scalestack.trace import SCHEMA_VERSION, NameTable, StateTable, ThreadTable, Trace
+
+MAGIC_MEMBER = "scalestack-trace"
+TABLES = {"threads": ThreadTable, "states": StateTable, "names": NameTable}
+
+
+def _to_arrow(table) -> pa.Table:
+    cols = {}
+    for name, dtype in table.SCHEMA.items():
+        arr = getattr(table, name)
+        cols[name] = pa.array(arr.tolist(), type=pa.string()) if dtype is object else pa.array(arr)
+    return pa.table(cols)
+
+
+def _from_arrow(cls, table: pa.Table):
+    cols = {}
+    for name, dtype in cls.SCHEMA.items():
+        if name not in table.column_names:
+            raise UserError(f"trace file is missing column {name!r}; was it written by a newer scalestack?")
+        col = table.column(name)
+        cols[name] = col.to_pylist() if dtype is object else np.asarray(col.to_numpy(), dtype=dtype)
+    return cls(**cols)
+
+
+def save(trace: Trace, path: str | os.PathLike) -> None:
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".scalestack-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED) as zf:
+            zf.writestr(MAGIC_MEMBER, str(SCHEMA_VERSION))
+            meta = dict(trace.meta)
+            meta["schema_version"] = SCHEMA_VERSION
+            zf.writestr("meta.json", json.dumps(meta, indent=1, sort_keys=True, default=_json_default))
+            for member, _cls in TABLES.items():
+                buf = io.BytesIO()
+                pq.write_table(_to_arrow(getattr(trace, member)), buf, compression="zstd")
+                zf.writestr(f"{member}.parquet", buf.getvalue())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _json_default(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def is_trace_file(path: str | os.PathLike) -> bool:
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return MAGIC_MEMBER in zf.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return False
+
+
+def load(path: str | os.PathLike) -> Trace:
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise UserError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise UserError(f"{path} is a directory; give a trace file written by `scalestack record`")
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = zf.namelist()
+            if MAGIC_MEMBER not in names:
+                raise UserError(f"{path} is a ZIP file but not a scalestack trace")
+            meta = json.loads(zf.read("meta.json"))
+            version = int(meta.get("schema_version", 0))
+            if version > SCHEMA_VERSION:
+                raise UserError(
+                    f"{path} uses trace schema {version}, newer than this scalestack's {SCHEMA_VERSION}; upgrade scalestack"
+                )
+            tables = {m: _from_arrow(cls, pq.read_table(io.BytesIO(zf.read(f"{m}.parquet")))) for m, cls in TABLES.items()}
+    except zipfile.BadZipFile:
+        raise UserError(
+            f"{path} is not a scalestack trace (use `scalestack import` for perf.data, perf script text or Chrome JSON)"
+        ) from None
+    except (KeyError, pa.ArrowInvalid, json.JSONDecodeError) as exc:
+        raise UserError(f"{path}: damaged trace file ({exc})") from None
+    return Trace(threads=tables["threads"], states=tables["states"], names=tables["names"], meta=meta)
