@@ -23,7 +23,7 @@ class _Group(click.Group):
         found = {}
         for info in pkgutil.iter_modules(scalestack.commands.__path__):
             if not info.name.startswith("_"):
-                found[info.name.replace("_", "-")] = f"scalestack.commands.{info.name}"
+                found[info.name.rstrip("_").replace("_", "-")] = f"scalestack.commands.{info.name}"
         return found
 
     def list_commands(self, ctx: click.Context) -> list[str]:
