@@ -1,0 +1,320 @@
+"""`scalestack record`: run an unmodified program under `perf record` and keep its Trace.
+
+Designed around what was measured on these machines (shared/DESIGN.md):
+
+* Per-task recording never sees a switch *into* a traced thread, so we record system-wide
+  (``-a``) for the command's lifetime and keep only the command's process tree, followed
+  through fork, in the state builder.
+* The default ring buffer loses events on switch-heavy programs, so the buffer is sized from
+  the machine (``--mmap-size``), and LOST records are counted into the Trace metadata.
+* The command is started through a tiny `sh` wrapper that writes its pid before it `exec`s the
+  command: that pid roots the process tree, and the command's second exec marks the start of
+  the trace, so perf's own start-up is not part of it.
+* The command's stdout and stderr stay the user's; perf's own messages are captured and
+  parsed (lost chunks) and shown only on failure.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from scalestack.errors import UserError
+from scalestack.events import RECORD_TRACEPOINTS, Kind, RawEvents
+from scalestack.trace import Trace
+
+TRACEFS = "/sys/kernel/tracing"
+DEFAULT_OUTPUT = "scalestack.trace"
+# $0 = pid file; fd {fd} = the user's stderr (perf's own stderr is captured).
+_WRAPPER = 'echo $$ > "$0"; exec 2>&{fd} {fd}>&-; exec "$@"'
+
+
+def perf_binary() -> str:
+    path = shutil.which("perf")
+    if path is None:
+        raise UserError("perf is not installed; install it with `apt-get install linux-perf` (Debian/Ubuntu)")
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UserError(f"perf at {path} does not run: {exc}") from None
+    if out.returncode != 0 or "perf version" not in out.stdout:
+        hint = out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "no version output"
+        raise UserError(f"perf at {path} does not work ({hint}); install the linux-perf package matching your kernel")
+    return path
+
+
+def perf_version(path: str) -> str:
+    out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20)
+    return out.stdout.strip().replace("perf version ", "")
+
+
+def ensure_tracefs() -> str:
+    """The tracefs events directory, mounting tracefs if this is root and it is not mounted."""
+    for base in (TRACEFS, "/sys/kernel/debug/tracing"):
+        if os.path.isdir(os.path.join(base, "events")):
+            return base
+    if os.geteuid() == 0:
+        subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS], capture_output=True)
+        if os.path.isdir(os.path.join(TRACEFS, "events")):
+            return TRACEFS
+        raise UserError(f"tracefs is not mounted and mounting it failed; run `mount -t tracefs nodev {TRACEFS}`")
+    raise UserError(
+        "recording scheduler tracepoints needs root: run `sudo scalestack record ...` "
+        f"(tracefs at {TRACEFS} is not readable by this user)"
+    )
+
+
+def check_permission() -> None:
+    if os.geteuid() == 0:
+        return
+    try:
+        paranoid = int(open("/proc/sys/kernel/perf_event_paranoid").read())
+    except OSError:
+        paranoid = 2
+    if paranoid > -1:
+        raise UserError(
+            f"system-wide tracepoint recording is not permitted (kernel.perf_event_paranoid={paranoid}); "
+            "run as root, or `sudo sysctl kernel.perf_event_paranoid=-1` and make /sys/kernel/tracing readable"
+        )
+
+
+def available_tracepoints(tracefs: str, wanted: Sequence[str]) -> tuple[list[str], list[str]]:
+    have, missing = [], []
+    for tp in wanted:
+        group, name = tp.split(":", 1)
+        (have if os.path.isdir(os.path.join(tracefs, "events", group, name)) else missing).append(tp)
+    return have, missing
+
+
+def default_mmap_size() -> str:
+    """Per-CPU ring buffer: big enough for ~1 s of a switch-storm (≈ 0.5 M events/s/CPU)."""
+    try:
+        mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        mem = 4 << 30
+    mb = 64 if mem >= (8 << 30) else 16
+    return f"{mb}M"
+
+
+def resolve_command(command: Sequence[str]) -> list[str]:
+    if not command:
+        raise UserError("no command given; usage: scalestack record [OPTIONS] -- CMD [ARGS...]")
+    exe = command[0]
+    if os.sep in exe:
+        if not os.path.exists(exe):
+            raise UserError(f"{exe}: no such file")
+        if not os.access(exe, os.X_OK) or os.path.isdir(exe):
+            raise UserError(f"{exe}: not an executable file")
+    elif shutil.which(exe) is None:
+        raise UserError(f"{exe}: command not found")
+    return list(command)
+
+
+_LOST_RE = re.compile(r"lost (\d+) chunks", re.I)
+
+
+def read_events(perf_data: str, perf: str, reader: str = "auto") -> RawEvents:
+    """RawEvents from a perf.data file, by the direct reader or via `perf script` text."""
+    if reader in ("auto", "perf-data"):
+        try:
+            from scalestack.ingest.perf_data import read_perf_data
+        except ImportError:
+            if reader == "perf-data":
+                raise UserError("the direct perf.data reader is not available in this build") from None
+        else:
+            return read_perf_data(perf_data)
+    from scalestack.ingest.perf_script import parse_perf_script
+
+    with tempfile.TemporaryDirectory(prefix="scalestack-") as tmp:
+        text = os.path.join(tmp, "perf.txt")
+        with open(text, "wb") as fh:
+            proc = subprocess.run(
+                [perf, "script", "-i", perf_data, "-F", "comm,pid,tid,cpu,time,event,trace", "--ns"],
+                stdout=fh, stderr=subprocess.PIPE,
+            )
+        if proc.returncode != 0:
+            raise UserError(f"`perf script` failed on {perf_data}: {_last_line(proc.stderr)}")
+        events = parse_perf_script(text)
+    lost = _LOST_RE.findall(proc.stderr.decode("utf-8", "replace"))
+    if lost:
+        events.stats["lost_chunks"] = sum(int(x) for x in lost)
+    return events
+
+
+def _last_line(raw: bytes) -> str:
+    lines = [ln.strip() for ln in raw.decode("utf-8", "replace").splitlines() if ln.strip()]
+    return lines[-1] if lines else "no message"
+
+
+def record(
+    command: Sequence[str] | None = None,
+    output: str | None = DEFAULT_OUTPUT,
+    *,
+    pid: int | None = None,
+    duration: float | None = None,
+    mmap_size: str | None = None,
+    role_rules=None,
+    reader: str = "auto",
+    keep_perf_data: str | None = None,
+    extra_events: Sequence[str] = (),
+    futex: bool = True,
+) -> Trace:
+    """Record `command` (or attach to `pid` for `duration` seconds) and return its Trace.
+
+    Parameters
+    ----------
+    command : list of str
+        The program and its arguments, run unmodified.
+    output : str or None
+        Where to save the Trace (None: do not save).
+    pid, duration : optional
+        Attach to a running process for `duration` seconds instead of running a command.
+    mmap_size : str, optional
+        Per-CPU ring buffer for `perf record -m` (e.g. "64M"); default from the machine's memory.
+    role_rules : str or RoleRules, optional
+        Extra thread-role rules, ``regex=role,...``.
+    reader : {"auto", "perf-data", "perf-script"}
+        How to read perf.data: directly (fast) or through `perf script` text.
+    keep_perf_data : str, optional
+        Also keep the raw perf.data at this path.
+    futex : bool
+        Record the futex syscalls (SYNC_WAIT needs them; costs more on sync-heavy programs).
+    """
+    if (command is None) == (pid is None):
+        raise UserError("give either a command (after --) or --pid PID")
+    perf = perf_binary()
+    check_permission()
+    tracefs = ensure_tracefs()
+    wanted = [tp for tp in RECORD_TRACEPOINTS if futex or "futex" not in tp] + list(extra_events)
+    tracepoints, missing = available_tracepoints(tracefs, wanted)
+    warnings = []
+    if "sched:sched_switch" not in tracepoints:
+        raise UserError("this kernel has no sched:sched_switch tracepoint; scalestack cannot record here")
+    if missing:
+        warnings.append(f"tracepoints not available on this kernel: {', '.join(missing)}")
+    if command is not None:
+        command = resolve_command(command)
+    else:
+        if not os.path.isdir(f"/proc/{pid}"):
+            raise UserError(f"no process with pid {pid}")
+        if duration is None or duration <= 0:
+            raise UserError("attaching with --pid needs --duration SECONDS")
+    size = mmap_size or default_mmap_size()
+
+    with tempfile.TemporaryDirectory(prefix="scalestack-rec-") as tmp:
+        data = os.path.join(tmp, "perf.data")
+        pidfile = os.path.join(tmp, "pid")
+        perf_err = os.path.join(tmp, "perf.stderr")
+        argv = [perf, "record", "-k", "CLOCK_MONOTONIC", "-a", "-m", size, "-o", data, "-e", ",".join(tracepoints)]
+        started = datetime.datetime.now(datetime.UTC)
+        t_wall = time.monotonic()
+        old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the program
+        try:
+            with open(perf_err, "wb") as err:
+                if command is not None:
+                    user_err = os.dup(2)
+                    try:
+                        proc = subprocess.Popen(
+                            argv + ["--", "/bin/sh", "-c", _WRAPPER.format(fd=user_err), pidfile, *command],
+                            stderr=err, pass_fds=(user_err,),
+                        )
+                    finally:
+                        os.close(user_err)
+                    rc = proc.wait()
+                else:
+                    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
+                    rc = _attach_wait(proc, pid, duration)
+        finally:
+            signal.signal(signal.SIGINT, old_int)
+        elapsed = time.monotonic() - t_wall
+        perf_messages = open(perf_err, "rb").read()
+        root = None
+        if command is not None:
+            try:
+                root = int(open(pidfile).read().strip())
+            except (OSError, ValueError):
+                raise UserError(f"perf record failed: {_last_line(perf_messages)}") from None
+        if not os.path.exists(data) or os.path.getsize(data) == 0:
+            raise UserError(f"perf record wrote no data: {_last_line(perf_messages)}")
+        if keep_perf_data:
+            shutil.copyfile(data, keep_perf_data)
+        events = read_events(data, perf, reader)
+
+    exit_status, sig = None, None
+    if command is not None:
+        if rc < 0:
+            sig = -rc
+            warnings.append(f"the command was killed by signal {sig} ({signal.Signals(sig).name}); the trace ends there")
+        elif rc > 128 and rc - 128 in signal.valid_signals():
+            # perf re-raises the child's signal; some shells report 128+N instead
+            exit_status = rc
+        else:
+            exit_status = rc
+    lost_chunks = _LOST_RE.findall(perf_messages.decode("utf-8", "replace"))
+    if lost_chunks:
+        events.stats["lost_chunks"] = sum(int(x) for x in lost_chunks)
+        warnings.append(f"perf reported {events.stats['lost_chunks']} lost chunks; raise --mmap-size")
+
+    meta = {
+        "source": "perf",
+        "command": list(command) if command is not None else None,
+        "attached_pid": pid,
+        "duration_s": duration,
+        "exit_status": exit_status,
+        "signal": sig,
+        "cores": os.cpu_count(),
+        "cpus_online": _online_cpus(),
+        "kernel": platform.release(),
+        "host": platform.node(),
+        "perf_version": perf_version(perf),
+        "clock": "CLOCK_MONOTONIC",
+        "recorded_at": started.isoformat(timespec="seconds"),
+        "record_elapsed_s": round(elapsed, 6),
+        "mmap_size": size,
+        "tracepoints": tracepoints,
+        "reader": reader,
+        "warnings": warnings,
+    }
+    if events.stats.get("lost_chunks"):
+        meta["lost_chunks"] = events.stats["lost_chunks"]
+    from scalestack.state_builder import build_trace
+
+    if command is not None:
+        execs = np.flatnonzero((events.kind == Kind.EXEC) & (events.arg0 == root))
+        if len(execs) == 0:
+            raise UserError("the recording has no exec of the command; was it killed before it started?")
+        start = int(events.time[execs[1] if len(execs) > 1 else execs[0]])
+        trace = build_trace(events, root_pids=[root], start_ns=start, meta=meta, role_rules=role_rules,
+                            root_known=True)
+    else:
+        trace = build_trace(events, root_pids=[pid], meta=meta, role_rules=role_rules)
+    if output:
+        trace.save(output)
+    return trace
+
+
+def _attach_wait(proc: subprocess.Popen, pid: int, duration: float) -> int:
+    deadline = time.monotonic() + duration
+    time.sleep(0.3)  # let perf open its events before the clock starts
+    while time.monotonic() < deadline and proc.poll() is None and os.path.isdir(f"/proc/{pid}"):
+        time.sleep(0.05)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    return proc.wait()
+
+
+def _online_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except OSError:
+        return os.cpu_count() or 1

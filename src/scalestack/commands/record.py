@@ -1,0 +1,53 @@
+"""`scalestack record`: run a program under perf and save its Trace."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from scalestack.errors import UserError
+
+
+@click.command(context_settings={"ignore_unknown_options": False})
+@click.option("-o", "--output", default="scalestack.trace", show_default=True, help="Trace file to write.")
+@click.option("-p", "--pid", type=int, help="Attach to a running process instead of running a command.")
+@click.option("--duration", type=float, help="With --pid: seconds to record.")
+@click.option("--threads-as-roles", "roles", metavar="RULES",
+              help="Thread-role rules REGEX=ROLE,... (roles: main, app, gc, jit, runtime, or any pool name).")
+@click.option("--mmap-size", metavar="SIZE", help="Per-CPU ring buffer for perf (e.g. 64M); default from memory.")
+@click.option("--reader", type=click.Choice(["auto", "perf-data", "perf-script"]), default="auto",
+              show_default=True, help="Read perf.data directly (fast) or through `perf script`.")
+@click.option("--keep-perf-data", metavar="FILE", help="Also keep perf's raw perf.data here.")
+@click.option("--no-futex", is_flag=True, help="Do not trace futex syscalls (cheaper; no SYNC_WAIT state).")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def command(output, pid, duration, roles, mmap_size, reader, keep_perf_data, no_futex, quiet, command):
+    """Record CMD (after --) with the kernel's scheduler and futex tracepoints.
+
+    Exits with the command's own exit status. Example:
+
+        scalestack record -o run.trace -- ./myprog 4
+    """
+    from scalestack.collect.perf import record
+
+    if pid is None and not command:
+        raise UserError("no command given; usage: scalestack record [OPTIONS] -- CMD [ARGS...]")
+    if pid is not None and command:
+        raise UserError("give either --pid or a command, not both")
+    trace = record(list(command) if command else None, output, pid=pid, duration=duration, mmap_size=mmap_size,
+                   role_rules=roles, reader=reader, keep_perf_data=keep_perf_data, futex=not no_futex)
+    if not quiet:
+        m = trace.meta
+        click.echo(
+            f"scalestack: recorded {len(trace.threads)} threads, {trace.wall_ns / 1e9:.3f} s, "
+            f"{m.get('n_events', 0)} events, lost {m.get('lost_events', 0)}, "
+            f"chain gaps {m.get('chain_gaps_traced', 0)} -> {output}",
+            err=True,
+        )
+        for w in trace.warnings:
+            click.echo(f"scalestack: warning: {w}", err=True)
+    status = trace.meta.get("exit_status")
+    if trace.meta.get("signal"):
+        sys.exit(128 + int(trace.meta["signal"]))
+    sys.exit(int(status or 0))

@@ -1,0 +1,482 @@
+"""Turn raw kernel events into per-thread state intervals: the one place state logic lives.
+
+Every Linux source (perf.data, perf script text, tracefs, eBPF) ends here, so a fix to the
+logic fixes every source at once (Perfetto's `thread_state_tracker`). The walk over events is
+inherently sequential (each event changes the state of one or two threads), so it is one
+numba-compiled pass over time-sorted events; everything around it is vectorized NumPy.
+
+What the kernel does not tell us is counted, bounded and marked, never silently guessed
+(measured on these machines: `perf record -a` drops some switches out of idle and wakeups done
+from idle without any LOST record):
+
+* **chain gaps** - on each CPU the next_pid of one switch must be the prev_pid of the next one;
+  a break means switches are missing. Counted per CPU (`meta["chain_gaps"]`) and, separately,
+  the gaps touching traced threads (`meta["chain_gaps_traced"]`).
+* **missing switch-in** - a traced thread emits an event (its own switch-out, a futex call, a
+  wakeup it performs) while we believe it is off-CPU. It must have been switched in on that CPU
+  after the CPU's previous event and after its own previous state change. If it had been woken
+  (RUNNABLE), an idle CPU runs it at once, so the lower bound is used; otherwise there is no
+  evidence it ran before this event, so the event time is used. The interval is marked
+  `repaired` and the width of the bound is added to `meta["repair_uncertainty_ns"][tid]`.
+* **missing switch-out** - the chain shows another task on the CPU where a traced thread was
+  running: its RUNNING interval ends at the CPU's last event (the last proof it ran) and it is
+  SLEEP (repaired) until its next event.
+* **missing wakeup** - a blocked thread switched in with no wakeup: its wait simply ends at the
+  switch-in (counted as `missing_wakeups`).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from scalestack.errors import UserError
+from scalestack.events import FUTEX_CMD_MASK, FUTEX_WAIT_OPS, PREV_STATE_DEAD, Kind, RawEvents
+from scalestack.trace import NameTable, State, StateTable, ThreadTable, Trace
+
+# The compiled walk uses the enum values as literals; keep them in step.
+assert [int(v) for v in State] == [0, 1, 2, 3, 4, 5]
+assert (Kind.SWITCH, Kind.WAKEUP, Kind.WAKEUP_NEW, Kind.FORK, Kind.EXIT) == (1, 2, 3, 4, 6)
+assert (Kind.FUTEX_ENTER, Kind.FUTEX_EXIT, Kind.FUTEX_WAITV, Kind.TASK_COMM) == (8, 9, 10, 12)
+assert PREV_STATE_DEAD == 48 and FUTEX_CMD_MASK == 0x7F
+
+_WAIT_OPS_MASK = 0
+for _op in FUTEX_WAIT_OPS:
+    _WAIT_OPS_MASK |= 1 << _op
+
+
+@numba.njit(cache=True, inline="always")
+def _emit(out, m, slot, start, end, state, cpu, addr, waker, rep):
+    out[m, 0] = slot
+    out[m, 1] = start
+    out[m, 2] = end
+    out[m, 3] = state
+    out[m, 4] = cpu
+    out[m, 5] = addr
+    out[m, 6] = waker
+    out[m, 7] = rep
+    return m + 1
+
+
+@numba.njit(cache=True)
+def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, wait_ops_mask):
+    """One pass over time-sorted events; returns the state intervals of traced threads.
+
+    Output rows: slot, start, end, state, cpu, addr (uint64 bits), waker, repaired.
+    """
+    n = time.shape[0]
+    out = np.empty((2 * n + 2 * n_slots + 16, 8), np.int64)
+    m = 0
+    n_map = slot_of.shape[0]
+
+    st = np.full(n_slots, -1, np.int64)  # current State, -1 = not born yet
+    st_start = np.zeros(n_slots, np.int64)
+    st_cpu = np.full(n_slots, -1, np.int64)
+    st_addr = np.zeros(n_slots, np.int64)
+    st_rep = np.zeros(n_slots, np.int64)
+    futex_addr = np.zeros(n_slots, np.int64)
+    in_futex = np.zeros(n_slots, np.bool_)
+    exiting = np.zeros(n_slots, np.bool_)
+    exit_time = np.zeros(n_slots, np.int64)
+    dead = np.zeros(n_slots, np.bool_)
+    end_time = np.zeros(n_slots, np.int64)
+    uncertain = np.zeros(n_slots, np.int64)
+    repairs = np.zeros(n_slots, np.int64)
+
+    chain = np.full(n_cpus, -1, np.int64)  # task believed current on each CPU (-1 unknown)
+    cpu_last = np.full(n_cpus, -1, np.int64)  # time of the CPU's previous event
+    gaps = np.zeros(n_cpus, np.int64)
+    gaps_traced = 0
+    missing_wakeups = 0
+    double_running = 0
+
+    # threads alive before their first event (no fork seen) are UNKNOWN from the first event
+    t0 = time[0] if n > 0 else 0
+    for s in range(n_slots):
+        if born_at[s] < 0:
+            st[s] = 5
+            st_start[s] = t0
+
+    for i in range(n):
+        t = time[i]
+        c = cpu[i]
+        k = kind[i]
+        if k >= 12:  # side-band records carry no CPU state
+            continue
+        x = ctx[i]
+        xs = slot_of[x] if 0 <= x < n_map else -1
+        cvalid = 0 <= c < n_cpus
+
+        # --- the context task x is current on CPU c: check the CPU's chain
+        if cvalid:
+            q = chain[c]
+            if q >= 0 and q != x:
+                gaps[c] += 1
+                qs = slot_of[q] if 0 <= q < n_map else -1
+                if qs >= 0 or xs >= 0:
+                    gaps_traced += 1
+                # q was running here but its switch-out was lost: last proof is cpu_last[c]
+                if qs >= 0 and st[qs] == 0 and st_cpu[qs] == c and not dead[qs]:
+                    at = max(cpu_last[c], st_start[qs])
+                    repairs[qs] += 1
+                    uncertain[qs] += t - at
+                    if at > st_start[qs]:
+                        m = _emit(out, m, qs, st_start[qs], at, 0, c, 0, -1, st_rep[qs])
+                        st_start[qs] = at
+                    st[qs] = 4  # SLEEP, reason unknown
+                    st_cpu[qs] = -1
+                    st_addr[qs] = 0
+                    st_rep[qs] = 1
+            chain[c] = x
+
+        # --- and if x is traced, it is RUNNING on c now
+        if xs >= 0 and st[xs] >= 0 and not dead[xs]:
+            was = st[xs]
+            if was != 0:
+                lo = st_start[xs]
+                if cvalid and cpu_last[c] > lo:
+                    lo = cpu_last[c]
+                if lo > t:
+                    lo = t
+                # woken (or never seen): an idle CPU runs it at once; else no proof before now
+                at = lo if (was == 1 or was == 5) else t
+                if was != 5:
+                    repairs[xs] += 1
+                    uncertain[xs] += t - lo
+                if at > st_start[xs]:
+                    m = _emit(out, m, xs, st_start[xs], at, was, st_cpu[xs], st_addr[xs], -1, st_rep[xs])
+                    st_start[xs] = at
+                st[xs] = 0
+                st_cpu[xs] = c
+                st_addr[xs] = 0
+                st_rep[xs] = 1 if was != 5 else 0
+            elif cvalid and st_cpu[xs] != c:
+                # running, but now on another CPU: a switch-out/in pair was lost
+                double_running += 1
+                if t > st_start[xs]:
+                    m = _emit(out, m, xs, st_start[xs], t, 0, st_cpu[xs], 0, -1, st_rep[xs])
+                    st_start[xs] = t
+                st_cpu[xs] = c
+                st_rep[xs] = 1
+
+        if k == 1:  # SWITCH: x (== prev) leaves, next enters
+            nx = a1[i]
+            ps = a2[i]
+            if xs >= 0 and st[xs] == 0 and not dead[xs]:
+                if t > st_start[xs]:
+                    m = _emit(out, m, xs, st_start[xs], t, 0, st_cpu[xs], 0, -1, st_rep[xs])
+                st_start[xs] = t
+                st_rep[xs] = 0
+                st_addr[xs] = 0
+                if (ps & 48) != 0:  # X or Z: the task is gone
+                    dead[xs] = True
+                    end_time[xs] = t
+                    st[xs] = -1
+                elif ps == 0:
+                    st[xs] = 1  # preempted: still runnable
+                    st_cpu[xs] = c
+                elif in_futex[xs]:
+                    st[xs] = 2
+                    st_cpu[xs] = -1
+                    st_addr[xs] = futex_addr[xs]
+                elif (ps & 2) != 0:
+                    st[xs] = 3
+                    st_cpu[xs] = -1
+                else:
+                    st[xs] = 4
+                    st_cpu[xs] = -1
+            ns = slot_of[nx] if 0 <= nx < n_map else -1
+            if ns >= 0 and st[ns] >= 0 and not dead[ns]:
+                if st[ns] == 0:
+                    if st_cpu[ns] != c:
+                        double_running += 1
+                        if t > st_start[ns]:
+                            m = _emit(out, m, ns, st_start[ns], t, 0, st_cpu[ns], 0, -1, st_rep[ns])
+                            st_start[ns] = t
+                        st_cpu[ns] = c
+                else:
+                    if st[ns] != 1 and st[ns] != 5:
+                        missing_wakeups += 1
+                    if t > st_start[ns]:
+                        m = _emit(out, m, ns, st_start[ns], t, st[ns], st_cpu[ns], st_addr[ns], -1, st_rep[ns])
+                        st_start[ns] = t
+                    st[ns] = 0
+                    st_cpu[ns] = c
+                    st_addr[ns] = 0
+                    st_rep[ns] = 0
+            if cvalid:
+                chain[c] = nx
+        elif k == 2 or k == 3:  # WAKEUP(_NEW)
+            w = a0[i]
+            ws = slot_of[w] if 0 <= w < n_map else -1
+            if ws >= 0 and st[ws] >= 2 and not dead[ws]:
+                # blocked -> RUNNABLE; a wakeup of a running or runnable task changes nothing
+                if t > st_start[ws]:
+                    m = _emit(out, m, ws, st_start[ws], t, st[ws], st_cpu[ws], st_addr[ws], x, st_rep[ws])
+                    st_start[ws] = t
+                st[ws] = 1
+                st_cpu[ws] = a1[i]
+                st_addr[ws] = 0
+                st_rep[ws] = 0
+        elif k == 4:  # FORK: the child is runnable at once
+            ch = a1[i]
+            cs = slot_of[ch] if 0 <= ch < n_map else -1
+            if cs >= 0 and st[cs] < 0 and not dead[cs]:
+                st[cs] = 1
+                st_start[cs] = t
+                st_cpu[cs] = c
+                st_rep[cs] = 0
+        elif k == 6:  # EXIT
+            e = a0[i]
+            es = slot_of[e] if 0 <= e < n_map else -1
+            if es >= 0:
+                exiting[es] = True
+                exit_time[es] = t
+        elif k == 8:  # FUTEX_ENTER: only the blocking operations make a SYNC_WAIT
+            if xs >= 0:
+                op = a1[i] & 0x7F
+                if op < 63 and ((wait_ops_mask >> op) & 1) == 1:
+                    in_futex[xs] = True
+                    futex_addr[xs] = a0[i]
+        elif k == 10:  # FUTEX_WAITV
+            if xs >= 0:
+                in_futex[xs] = True
+                futex_addr[xs] = a0[i]
+        elif k == 9:  # FUTEX_EXIT
+            if xs >= 0:
+                in_futex[xs] = False
+
+        if cvalid:
+            cpu_last[c] = t
+
+    # close what is still open at the last event
+    t_last = time[n - 1] if n > 0 else 0
+    for s in range(n_slots):
+        if st[s] >= 0 and not dead[s]:
+            end = t_last
+            if exiting[s]:
+                end = max(exit_time[s], st_start[s])
+                dead[s] = True
+            if end > st_start[s]:
+                m = _emit(out, m, s, st_start[s], end, st[s], st_cpu[s], st_addr[s], -1, st_rep[s])
+            end_time[s] = max(end, st_start[s])
+    return out[:m], dead, end_time, gaps, gaps_traced, missing_wakeups, double_running, uncertain, repairs
+
+
+def traced_tids(events: RawEvents, root_pids: list[int] | None = None, comm: str | None = None) -> tuple[np.ndarray, dict[int, int]]:
+    """The tids of the process trees rooted at `root_pids` (or at every process named `comm`).
+
+    Membership follows the thread-group id where the source records it (perf's sample pid,
+    PERF_RECORD_FORK/COMM) and fork lineage everywhere, so threads and child processes of the
+    command are traced and nothing else is. Returns (sorted tids, {child tid: creator tid}).
+    """
+    kind = events.kind
+    roots: set[int] = {int(p) for p in (root_pids or [])}
+    if comm is not None:
+        idx = np.flatnonzero(np.isin(events.comm0, [i for i, s in enumerate(events.comms) if s == comm]))
+        for i in idx:
+            k = kind[i]
+            if k in (Kind.TASK_COMM,):
+                roots.add(int(events.arg1[i]))
+            elif k in (Kind.SWITCH,):
+                roots.add(int(events.pid[i]) if events.pid[i] > 0 else int(events.arg0[i]))
+            elif k in (Kind.RENAME, Kind.EXIT, Kind.WAKEUP, Kind.WAKEUP_NEW):
+                roots.add(int(events.arg0[i]))
+            elif k == Kind.FORK:
+                roots.add(int(events.arg1[i]))
+        roots.discard(0)
+        roots.discard(-1)
+        if not roots:
+            raise UserError(f"no process named {comm!r} in the recording; check `scalestack import --list` or use --pid")
+    if not roots:
+        raise UserError("no process chosen: give --pid PID or --comm NAME")
+    tracked_pids = set(roots)
+    # thread-group ids known from the data
+    known = (events.pid > 0) & (events.tid > 0)
+    tg_tid = np.concatenate([events.tid[known], events.arg0[kind == Kind.TASK_COMM], events.arg0[kind == Kind.TASK_FORK]])
+    tg_pid = np.concatenate([events.pid[known], events.arg1[kind == Kind.TASK_COMM], events.arg1[kind == Kind.TASK_FORK]])
+    tracked = set(int(t) for t in np.unique(tg_tid[np.isin(tg_pid, list(tracked_pids))]))
+    tracked |= roots
+    parents: dict[int, int] = {}
+    forks = np.flatnonzero((kind == Kind.FORK) | (kind == Kind.TASK_FORK))
+    for i in forks:  # few: one per thread or process created
+        if kind[i] == Kind.FORK:
+            parent, child = int(events.arg0[i]), int(events.arg1[i])
+        else:
+            parent, child = int(events.arg2[i]), int(events.arg0[i])
+        if parent in tracked and child not in tracked:
+            tracked.add(child)
+        if child in tracked and parent in tracked:
+            parents.setdefault(child, parent)
+    tracked = {t for t in tracked if t > 0}
+    return np.array(sorted(tracked), dtype=np.int64), parents
+
+
+def _thread_names(events: RawEvents, tids: np.ndarray, end_of: dict[int, int]) -> NameTable:
+    """Name history of each traced thread, from every event that states a task's comm."""
+    k = events.kind
+    parts_tid, parts_t, parts_c = [], [], []
+    for mask, who, which in (
+        (k == Kind.SWITCH, events.arg0, events.comm0),
+        (k == Kind.SWITCH, events.arg1, events.comm1),
+        (k == Kind.FORK, events.arg1, events.comm0),
+        (k == Kind.RENAME, events.arg0, events.comm0),
+        (k == Kind.TASK_COMM, events.arg0, events.comm0),
+        ((k == Kind.WAKEUP) | (k == Kind.WAKEUP_NEW), events.arg0, events.comm0),
+    ):
+        parts_tid.append(who[mask])
+        parts_t.append(events.time[mask])
+        parts_c.append(which[mask])
+    tid = np.concatenate(parts_tid)
+    t = np.concatenate(parts_t)
+    c = np.concatenate(parts_c)
+    keep = np.isin(tid, tids) & (c >= 0)
+    tid, t, c = tid[keep], t[keep], c[keep]
+    order = np.lexsort((t, tid))
+    tid, t, c = tid[order], t[order], c[order]
+    change = np.r_[True, (tid[1:] != tid[:-1]) | (c[1:] != c[:-1])] if len(tid) else np.zeros(0, bool)
+    names = [events.comms[i] for i in c[change]]
+    return NameTable(tid=tid[change], time_ns=t[change], name=names)
+
+
+def build_trace(
+    events: RawEvents,
+    *,
+    root_pids: list[int] | None = None,
+    comm: str | None = None,
+    start_ns: int | None = None,
+    end_ns: int | None = None,
+    meta: dict | None = None,
+    role_rules=None,
+    root_known: bool = False,
+) -> Trace:
+    """Per-thread states of the process tree(s) chosen by `root_pids` or `comm`.
+
+    Parameters
+    ----------
+    events : RawEvents
+        From any tokenizer; sorted here if needed.
+    root_pids : list of int, optional
+        Process ids whose trees are traced (threads and child processes).
+    comm : str, optional
+        Alternatively, trace every process with this name.
+    start_ns, end_ns : int, optional
+        Window of the trace; default from the first to the last event. Intervals are clipped.
+    meta : dict, optional
+        Facts about the run (command, cores, ...) merged into the Trace metadata.
+    role_rules : RoleRules or str, optional
+        Thread-role rules; defaults to the built-in presets.
+    root_known : bool
+        The root processes' first threads are known to start at `start_ns` (the recorder
+        starts the trace at the command's exec), rather than having existed before.
+    """
+    events = events.sorted()
+    meta = dict(meta or {})
+    if len(events) == 0:
+        raise UserError("the recording holds no events; was the program too short, or were the tracepoints missing?")
+    tids, parents = traced_tids(events, root_pids, comm)
+    if len(tids) == 0:
+        raise UserError("none of the chosen process's threads appear in the recording")
+    slot_of = np.full(int(tids.max()) + 1, -1, np.int32)
+    slot_of[tids] = np.arange(len(tids), dtype=np.int32)
+    fork_mask = events.kind == Kind.FORK
+    born_at = np.full(len(tids), -1, np.int64)
+    fork_child = events.arg1[fork_mask]
+    in_set = np.isin(fork_child, tids)
+    child_slots = slot_of[fork_child[in_set]]
+    born_at[child_slots[::-1]] = events.time[fork_mask][in_set][::-1]  # first fork wins
+    n_cpus = int(max(events.cpu.max(initial=0) + 1, 1))
+    # sched_switch fires in prev's context, but perf reports tid -1 for a task already dead
+    ctx = np.where(events.kind == Kind.SWITCH, events.arg0, events.tid).astype(np.int64)
+    out, dead, end_time, gaps, gaps_traced, missing_wakeups, double_running, uncertain, repairs = _walk(
+        events.time, events.cpu, ctx, events.kind, events.arg0, events.arg1, events.arg2,
+        slot_of, born_at, len(tids), n_cpus, _WAIT_OPS_MASK,
+    )
+    o_slot, o_start, o_end = out[:, 0].astype(np.int32), out[:, 1], out[:, 2]
+    o_state, o_cpu = out[:, 3].astype(np.uint8), out[:, 4].astype(np.int16)
+    o_addr, o_waker, o_rep = out[:, 5].view(np.uint64), out[:, 6].astype(np.int32), out[:, 7].astype(bool)
+    t_first, t_last = int(events.time[0]), int(events.time[-1])
+    t0 = t_first if start_ns is None else int(start_ns)
+    t1 = t_last if end_ns is None else int(end_ns)
+    if end_ns is None and np.all(dead):
+        t1 = int(end_time.max())
+    if t1 <= t0:
+        raise UserError("the chosen time window is empty")
+    # clip to the window
+    keep = (o_end > t0) & (o_start < t1)
+    o_slot, o_start, o_end = o_slot[keep], np.maximum(o_start[keep], t0), np.minimum(o_end[keep], t1)
+    o_state, o_cpu, o_addr, o_waker, o_rep = o_state[keep], o_cpu[keep], o_addr[keep], o_waker[keep], o_rep[keep]
+    o_tid = tids[o_slot].astype(np.int32)
+    order = np.lexsort((o_start, o_tid))
+    states = StateTable(
+        tid=o_tid[order], start_ns=o_start[order], end_ns=o_end[order], state=o_state[order],
+        cpu=o_cpu[order], addr=o_addr[order], waker=o_waker[order], repaired=o_rep[order],
+    )
+    present, first_idx = np.unique(states.tid, return_index=True)
+    last_idx = np.r_[first_idx[1:] - 1, len(states) - 1] if len(first_idx) else first_idx
+    slots = slot_of[present]
+    th_start = states.start_ns[first_idx]
+    th_end = states.end_ns[last_idx]
+    start_known = (born_at[slots] >= t0) & (born_at[slots] >= 0)
+    if root_known:
+        start_known |= np.isin(present, [int(p) for p in (root_pids or [])])
+    exited = dead[slots] & (end_time[slots] <= t1)
+    # thread-group ids
+    pid_of = {}
+    known = (events.pid > 0) & np.isin(events.tid, present)
+    if np.any(known):
+        u_tid, u_idx = np.unique(events.tid[known], return_index=True)
+        pid_of = dict(zip(u_tid.tolist(), events.pid[known][u_idx].tolist(), strict=True))
+    sb = np.isin(events.kind, [Kind.TASK_COMM, Kind.TASK_FORK]) & np.isin(events.arg0, present)
+    for t_, p_ in zip(events.arg0[sb].tolist(), events.arg1[sb].tolist(), strict=True):
+        pid_of.setdefault(int(t_), int(p_))
+    names = _thread_names(events, present, {})
+    # latest name per thread (at or before the window end)
+    latest = {}
+    for t_, n_, tm in zip(names.tid.tolist(), names.name.tolist(), names.time_ns.tolist(), strict=True):
+        if tm <= t1 or t_ not in latest:
+            latest[t_] = n_
+    roots = sorted(int(p) for p in (root_pids or []))
+    threads = ThreadTable(
+        tid=present.astype(np.int32),
+        pid=np.array([pid_of.get(int(t), -1) for t in present], dtype=np.int32),
+        ppid=np.array([parents.get(int(t), -1) for t in present], dtype=np.int32),
+        name=[latest.get(int(t), "") for t in present],
+        role=[""] * len(present),
+        start_ns=th_start,
+        end_ns=th_end,
+        start_known=start_known,
+        exited=exited,
+    )
+    warnings = list(meta.get("warnings", []))
+    n_gaps = int(gaps.sum())
+    if gaps_traced:
+        warnings.append(
+            f"{int(gaps_traced)} scheduler-event gaps touched the traced threads "
+            f"({int(repairs.sum())} intervals repaired; see `scalestack info`)"
+        )
+    lost = int(events.stats.get("lost_events", 0) or 0)
+    if lost:
+        warnings.append(f"the kernel lost {lost} events (ring buffer full); enlarge it with --mmap-pages")
+    unc = {str(t): int(u) for t, u in zip(tids.tolist(), uncertain.tolist(), strict=True) if u}
+    rep = {str(t): int(r) for t, r in zip(tids.tolist(), repairs.tolist(), strict=True) if r}
+    meta.update(
+        start_ns=t0,
+        end_ns=t1,
+        root_tid=roots[0] if roots else int(present[0]) if len(present) else -1,
+        lost_events=lost,
+        chain_gaps=n_gaps,
+        chain_gaps_traced=int(gaps_traced),
+        chain_gaps_per_cpu=[int(g) for g in gaps],
+        missing_wakeups=int(missing_wakeups),
+        double_running=int(double_running),
+        repaired_intervals=rep,
+        repair_uncertainty_ns=unc,
+        n_events=len(events),
+        warnings=warnings,
+    )
+    for key in ("lost_samples", "unknown_events", "skipped_lines"):
+        if key in events.stats:
+            meta[key] = events.stats[key]
+    trace = Trace(threads=threads, states=states, names=names, meta=meta)
+    return trace.with_roles(role_rules)
