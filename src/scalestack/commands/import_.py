@@ -1,0 +1,48 @@
+"""`scalestack import`: turn a trace recorded elsewhere into a scalestack Trace file."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from scalestack.errors import UserError
+from scalestack.ingest import IMPORTERS, sniff_format
+
+
+@click.command()
+@click.argument("fmt", metavar="[FORMAT]", required=False)
+@click.argument("path", metavar="FILE", required=False)
+@click.option("-o", "--output", help="Trace file to write (default: FILE with .trace).")
+@click.option("--pid", type=int, help="perf inputs: the process whose tree to keep.")
+@click.option("--comm", help="perf inputs: keep every process with this name instead.")
+@click.option("--threads-as-roles", "roles", metavar="RULES", help="Thread-role rules REGEX=ROLE,...")
+def command(fmt, path, output, pid, comm, roles):
+    """Import FILE. FORMAT is one of perf-data, perf-script, chrome (guessed when omitted).
+
+    perf inputs hold every process on the machine: choose one with --pid or --comm.
+    """
+    if path is None:
+        if fmt is None:
+            raise UserError("usage: scalestack import [FORMAT] FILE [-o OUT]")
+        fmt, path = None, fmt
+    if not os.path.exists(path):
+        raise UserError(f"{path}: no such file")
+    if fmt is None:
+        fmt = sniff_format(path)
+    if fmt not in IMPORTERS:
+        raise UserError(f"unknown format {fmt!r}; choose one of: {', '.join(IMPORTERS)}")
+    options = {}
+    if fmt in ("perf-data", "perf-script"):
+        if pid is None and comm is None:
+            raise UserError(f"{path} records the whole machine: choose the program with --pid PID or --comm NAME")
+        options = {"pid": pid, "comm": comm}
+    trace = IMPORTERS[fmt].load(path, **options)
+    if roles:
+        trace = trace.with_roles(roles).with_meta(role_rules=None)
+    out = output or os.path.splitext(path)[0] + ".trace"
+    if os.path.abspath(out) == os.path.abspath(path):
+        raise UserError(f"refusing to overwrite the input {path}; give -o")
+    trace.save(out)
+    click.echo(f"scalestack: imported {len(trace.threads)} threads, {trace.wall_ns / 1e9:.3f} s from {fmt} -> {out}",
+               err=True)

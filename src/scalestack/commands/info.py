@@ -1,0 +1,72 @@
+"""`scalestack info`: what a trace holds, per thread, and everything dubious about it."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+import scalestack
+from scalestack.trace import State
+
+
+def summary(trace) -> dict:
+    """Per-thread time in each state plus the trace's facts, as plain data."""
+    times = trace.time_in_states()
+    th = trace.threads
+    threads = []
+    for i in range(len(th)):
+        threads.append({
+            "tid": int(th.tid[i]), "pid": int(th.pid[i]), "name": str(th.name[i]), "role": str(th.role[i]),
+            "start_ns": int(th.start_ns[i]), "end_ns": int(th.end_ns[i]),
+            "start_known": bool(th.start_known[i]), "exited": bool(th.exited[i]),
+            **{f"{s.label}_ns": int(times[i, s]) for s in State},
+        })
+    m = trace.meta
+    keys = ("source", "command", "exit_status", "signal", "cores", "kernel", "perf_version", "clock",
+            "recorded_at", "lost_events", "lost_chunks", "chain_gaps", "chain_gaps_traced", "missing_wakeups",
+            "double_running", "repaired_intervals", "repair_uncertainty_ns", "n_events")
+    return {"wall_ns": trace.wall_ns, "threads": threads, **{k: m.get(k) for k in keys if k in m},
+            "warnings": trace.warnings}
+
+
+@click.command()
+@click.argument("path", metavar="TRACE")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def command(path, as_json):
+    """Threads, roles, time in each state, wall time, lost events and warnings of TRACE."""
+    trace = scalestack.load(path)
+    data = summary(trace)
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=max(Console().width, 110))
+    m = trace.meta
+    cmd = " ".join(m["command"]) if m.get("command") else m.get("input", "")
+    console.print(f"[bold]{path}[/]  {m.get('source', '?')}  {cmd}")
+    console.print(
+        f"wall {trace.wall_ns / 1e9:.6f} s   threads {len(trace.threads)}   cores {m.get('cores', '?')}   "
+        f"exit {m.get('exit_status')}" + (f"   killed by signal {m['signal']}" if m.get("signal") else "")
+    )
+    console.print(
+        f"events {m.get('n_events', '?')}   lost {m.get('lost_events', 0)}"
+        + (f" (+{m['lost_chunks']} chunks)" if m.get("lost_chunks") else "")
+        + f"   chain gaps {m.get('chain_gaps_traced', 0)} on traced threads ({m.get('chain_gaps', 0)} on all CPUs)"
+        + f"   repaired intervals {sum((m.get('repaired_intervals') or {}).values())}"
+    )
+    table = Table(show_edge=False, header_style="bold", pad_edge=False)
+    for col in ("tid", "name", "role", "running", "runnable", "sync", "io", "sleep", "unknown", "repair±"):
+        table.add_column(col, justify="left" if col in ("name", "role") else "right", no_wrap=True)
+    unc = m.get("repair_uncertainty_ns") or {}
+    for row in data["threads"]:
+        cells = [f"{row[f'{s.label}_ns'] / 1e6:.1f}" for s in State]
+        u = unc.get(str(row["tid"]), 0)
+        table.add_row(str(row["tid"]), row["name"] + ("" if row["start_known"] else " *"), row["role"], *cells,
+                      f"{u / 1e6:.1f}" if u else "")
+    console.print(table)
+    console.print("times in ms; * = thread existed before recording (its first state is unknown)")
+    for w in trace.warnings:
+        console.print(f"[yellow]warning:[/] {w}")

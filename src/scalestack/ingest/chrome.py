@@ -1,0 +1,260 @@
+"""Chrome / Perfetto JSON trace events: import into a Trace, and export a Trace for the Perfetto UI.
+
+Export writes one complete ("X") slice per state interval, named after the state, on the
+thread's track, with ``cat = "scalestack.state"`` and the exact integer nanosecond times in
+``args``, so `scalestack import chrome` of our own export gives back the same states.
+
+Import also accepts traces written by other tools: for each thread, its slices (B/E pairs or
+X events, nested or not) are taken as the thread being busy (RUNNING) and the time between
+them as SLEEP, over the thread's lifetime from its first to its last event. Slices named after
+a scalestack state ("running", "runnable", "sync_wait", ...) keep that state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import numpy as np
+
+from scalestack.errors import TraceFormatError, UserError
+from scalestack.trace import STATE_NAMES, State, Trace, make_trace
+
+CATEGORY = "scalestack.state"
+
+
+def export_chrome(trace: Trace, path: str | None = None) -> dict[str, Any]:
+    """Chrome JSON for `trace` (written to `path` atomically when given)."""
+    t0 = trace.start_ns
+    events: list[dict[str, Any]] = []
+    th = trace.threads
+    pid_of = {int(t): int(p) if p >= 0 else 0 for t, p in zip(th.tid, th.pid, strict=True)}
+    rows = zip(th.tid.tolist(), th.pid.tolist(), th.ppid.tolist(), th.name.tolist(), th.role.tolist(),
+               th.start_known.tolist(), th.exited.tolist(), strict=True)
+    history: dict[int, list] = {}
+    for t, tm, nm in zip(trace.names.tid.tolist(), trace.names.time_ns.tolist(), trace.names.name.tolist(), strict=True):
+        history.setdefault(t, []).append([tm, nm])
+    for tid, pid, ppid, name, role, known, exited in rows:
+        shown = pid if pid >= 0 else 0
+        events.append({"ph": "M", "name": "thread_name", "pid": shown, "tid": tid, "args": {"name": name}})
+        events.append({"ph": "M", "name": "thread_sort_index", "pid": shown, "tid": tid, "args": {"sort_index": tid}})
+        events.append({"ph": "M", "name": "scalestack_thread", "pid": shown, "tid": tid,
+                       "args": {"role": role, "pid": pid, "ppid": ppid, "start_known": known, "exited": exited,
+                                "names": history.get(tid, [])}})
+    s = trace.states
+    cols = [c.tolist() for c in (s.tid, s.start_ns, s.end_ns, s.state, s.cpu, s.addr, s.waker, s.repaired)]
+    for tid, a, b, st, cpu, addr, waker, rep in zip(*cols, strict=True):
+        args: dict[str, Any] = {"start_ns": a, "end_ns": b}
+        if cpu >= 0:
+            args["cpu"] = cpu
+        if addr:
+            args["addr"] = hex(addr)
+        if waker >= 0:
+            args["waker"] = waker
+        if rep:
+            args["repaired"] = True
+        events.append({
+            "ph": "X", "cat": CATEGORY, "name": STATE_NAMES[st], "pid": pid_of.get(tid, 0), "tid": tid,
+            "ts": (a - t0) / 1000.0, "dur": (b - a) / 1000.0, "args": args,
+        })
+    doc = {
+        "traceEvents": events,
+        "displayTimeUnit": "ns",
+        "otherData": {"scalestack": {k: v for k, v in trace.meta.items() if _jsonable(v)}},
+    }
+    if path is not None:
+        _atomic_write(path, json.dumps(doc, separators=(",", ":")))
+    return doc
+
+
+def _jsonable(v: Any) -> bool:
+    try:
+        json.dumps(v)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def _atomic_write(path: str, text: str) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def sniff(head: bytes) -> bool:
+    text = head.lstrip()[:1]
+    return text in (b"{", b"[") and (b"traceEvents" in head or b'"ph"' in head)
+
+
+def load(path: str, **_: Any) -> Trace:
+    """Import a Chrome / Perfetto JSON trace-event file as a Trace."""
+    try:
+        with open(path, "rb") as fh:
+            doc = json.load(fh)
+    except OSError as exc:
+        raise UserError(f"{path}: {exc.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        pos = getattr(exc, "pos", None)
+        where = f" at byte {pos}" if pos is not None else ""
+        raise TraceFormatError(f"{path}: not valid JSON{where}: {getattr(exc, 'msg', exc)}") from None
+    return from_chrome(doc, source=os.path.abspath(path))
+
+
+def from_chrome(doc: Any, *, source: str = "chrome") -> Trace:
+    if isinstance(doc, list):
+        events, other = doc, {}
+    elif isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list):
+        events, other = doc["traceEvents"], doc.get("otherData") or {}
+    else:
+        raise TraceFormatError(f"{source}: not a Chrome trace (expected a list of events or an object with 'traceEvents')")
+    saved_meta = other.get("scalestack") if isinstance(other, dict) else None
+    names: dict[int, str] = {}
+    info: dict[int, dict] = {}
+    pids: dict[int, int] = {}
+    ours: dict[int, list[tuple[int, int, int, int, int, int, bool]]] = {}
+    opens: dict[int, list[float]] = {}
+    spans: dict[int, list[tuple[float, float, int]]] = {}
+    for n, ev in enumerate(events):
+        if not isinstance(ev, dict):
+            raise TraceFormatError(f"{source}: event {n} is not an object")
+        ph = ev.get("ph")
+        try:
+            tid = int(ev.get("tid", 0))
+            pid = int(ev.get("pid", 0))
+        except (TypeError, ValueError):
+            raise TraceFormatError(f"{source}: event {n} has a non-integer pid/tid") from None
+        pids.setdefault(tid, pid)
+        args = ev.get("args") or {}
+        if ph == "M":
+            if ev.get("name") == "thread_name" and isinstance(args, dict):
+                names[tid] = str(args.get("name", ""))
+            elif ev.get("name") == "scalestack_thread" and isinstance(args, dict):
+                info[tid] = args
+            continue
+        if ph not in ("X", "B", "E"):
+            continue
+        try:
+            ts = float(ev["ts"])
+        except (KeyError, TypeError, ValueError):
+            raise TraceFormatError(f"{source}: event {n} ({ph}) has no numeric 'ts'") from None
+        if ph == "X":
+            try:
+                dur = float(ev.get("dur", 0.0))
+            except (TypeError, ValueError):
+                raise TraceFormatError(f"{source}: event {n} has a non-numeric 'dur'") from None
+            if dur < 0:
+                raise TraceFormatError(f"{source}: event {n} has a negative duration")
+            if ev.get("cat") == CATEGORY and isinstance(args, dict) and "start_ns" in args:
+                try:
+                    st = STATE_NAMES.index(ev.get("name"))
+                    addr = args.get("addr", 0)
+                    addr = int(addr, 16) if isinstance(addr, str) else int(addr)
+                    ours.setdefault(tid, []).append((
+                        int(args["start_ns"]), int(args["end_ns"]), st, int(args.get("cpu", -1)),
+                        addr, int(args.get("waker", -1)), bool(args.get("repaired", False)),
+                    ))
+                except (ValueError, TypeError, KeyError):
+                    raise TraceFormatError(f"{source}: event {n} is a malformed scalestack state slice") from None
+                continue
+            spans.setdefault(tid, []).append((ts, ts + dur, _state_of(ev.get("name"))))
+        elif ph == "B":
+            opens.setdefault(tid, []).append(ts)
+        else:  # E closes the innermost open slice
+            stack = opens.get(tid)
+            if not stack:
+                raise TraceFormatError(f"{source}: event {n} ends a slice that was never begun on tid {tid}")
+            begin = stack.pop()
+            spans.setdefault(tid, []).append((begin, ts, -1))
+    for tid, stack in opens.items():
+        if stack:
+            raise TraceFormatError(f"{source}: {len(stack)} slice(s) on tid {tid} were begun but never ended")
+    if ours and not spans:
+        return _from_ours(ours, names, info, pids, saved_meta)
+    if not spans and not ours:
+        raise UserError(f"{source}: the trace holds no slices (X or B/E events)")
+    return _from_slices(spans, names, pids, source)
+
+
+def _state_of(name: Any) -> int:
+    """A slice named after a state keeps it; anything else is RUNNING (-1 = plain busy)."""
+    if isinstance(name, str) and name.lower() in STATE_NAMES:
+        return STATE_NAMES.index(name.lower())
+    return -1
+
+
+def _from_ours(ours, names, info, pids, saved_meta) -> Trace:
+    tid_c, a_c, b_c, st_c, cpu_c, addr_c, w_c, r_c = ([] for _ in range(8))
+    for tid, rows in ours.items():
+        for a, b, st, cpu, addr, waker, rep in rows:
+            tid_c.append(tid); a_c.append(a); b_c.append(b); st_c.append(st)
+            cpu_c.append(cpu); addr_c.append(addr); w_c.append(waker); r_c.append(rep)
+    a_arr, b_arr, tid_arr = np.array(a_c, np.int64), np.array(b_c, np.int64), np.array(tid_c, np.int64)
+    tids = np.unique(tid_arr)
+    starts = np.array([a_arr[tid_arr == t].min() for t in tids])
+    ends = np.array([b_arr[tid_arr == t].max() for t in tids])
+    meta = dict(saved_meta or {})
+    meta["imported_from"] = meta.get("source", "chrome")
+    meta["source"] = "chrome"
+    inf = [info.get(int(t), {}) for t in tids]
+    roles = [str(i.get("role", "")) for i in inf]
+    hist = [(int(t), int(tm), str(nm)) for t, i in zip(tids, inf, strict=True) for tm, nm in i.get("names", [])]
+    names_cols = None
+    if hist:
+        names_cols = {"tid": [h[0] for h in hist], "time_ns": [h[1] for h in hist], "name": [h[2] for h in hist]}
+    trace = make_trace(
+        {"tid": tids, "pid": [int(i.get("pid", pids.get(int(t), 0))) for t, i in zip(tids, inf, strict=True)],
+         "ppid": [int(i.get("ppid", -1)) for i in inf], "name": [names.get(int(t), "") for t in tids],
+         "role": roles, "start_ns": starts, "end_ns": ends,
+         "start_known": [bool(i.get("start_known", True)) for i in inf],
+         "exited": [bool(i.get("exited", True)) for i in inf]},
+        {"tid": tid_arr, "start_ns": a_arr, "end_ns": b_arr, "state": st_c, "cpu": cpu_c,
+         "addr": np.array(addr_c, dtype=np.uint64), "waker": w_c, "repaired": r_c},
+        names=names_cols,
+        meta=meta,
+    )
+    return trace
+
+
+def _from_slices(spans, names, pids, source) -> Trace:
+    """Generic traces: the union of each thread's slices is RUNNING (or the named state)."""
+    tid_c, a_c, b_c, st_c = [], [], [], []
+    th_tid, th_start, th_end = [], [], []
+    for tid, rows in spans.items():
+        arr = np.array([(round(a * 1000), round(b * 1000), s) for a, b, s in rows], dtype=np.int64)
+        arr = arr[arr[:, 1] > arr[:, 0]]
+        if len(arr) == 0:
+            continue
+        arr = arr[np.argsort(arr[:, 0], kind="stable")]
+        # union of (possibly nested) busy slices: a running max of ends
+        a, b, s = arr[:, 0], arr[:, 1], arr[:, 2]
+        run_end = np.maximum.accumulate(b)
+        new = np.r_[True, a[1:] >= run_end[:-1]]
+        ga = a[new]
+        gb = np.maximum.reduceat(b, np.flatnonzero(new))
+        gs = s[new]
+        gs = np.where(gs < 0, int(State.RUNNING), gs)
+        # idle gaps between groups
+        gap_a, gap_b = gb[:-1], ga[1:]
+        keep = gap_b > gap_a
+        gap_a, gap_b = gap_a[keep], gap_b[keep]
+        for x, y, st in zip(ga.tolist(), gb.tolist(), gs.tolist(), strict=True):
+            tid_c.append(tid); a_c.append(x); b_c.append(y); st_c.append(st)
+        for x, y in zip(gap_a.tolist(), gap_b.tolist(), strict=True):
+            tid_c.append(tid); a_c.append(x); b_c.append(y); st_c.append(int(State.SLEEP))
+        th_tid.append(tid); th_start.append(int(ga[0])); th_end.append(int(gb[-1]))
+    if not th_tid:
+        raise UserError(f"{source}: every slice in the trace is empty")
+    return make_trace(
+        {"tid": th_tid, "pid": [pids.get(t, 0) for t in th_tid], "name": [names.get(t, str(t)) for t in th_tid],
+         "start_ns": th_start, "end_ns": th_end},
+        {"tid": tid_c, "start_ns": a_c, "end_ns": b_c, "state": st_c},
+        meta={"source": "chrome", "input": source,
+              "warnings": ["imported from generic Chrome slices: busy = RUNNING, between slices = SLEEP"]},
+    )
