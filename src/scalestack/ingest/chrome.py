@@ -190,11 +190,8 @@ def _state_of(name: Any) -> int:
 
 
 def _from_ours(ours, names, info, pids, saved_meta) -> Trace:
-    tid_c, a_c, b_c, st_c, cpu_c, addr_c, w_c, r_c = ([] for _ in range(8))
-    for tid, rows in ours.items():
-        for a, b, st, cpu, addr, waker, rep in rows:
-            tid_c.append(tid); a_c.append(a); b_c.append(b); st_c.append(st)
-            cpu_c.append(cpu); addr_c.append(addr); w_c.append(waker); r_c.append(rep)
+    flat = [(tid, *row) for tid, rows in ours.items() for row in rows]
+    tid_c, a_c, b_c, st_c, cpu_c, addr_c, w_c, r_c = (list(col) for col in zip(*flat, strict=True))
     a_arr, b_arr, tid_arr = np.array(a_c, np.int64), np.array(b_c, np.int64), np.array(tid_c, np.int64)
     tids = np.unique(tid_arr)
     starts = np.array([a_arr[tid_arr == t].min() for t in tids])
@@ -244,11 +241,14 @@ def _from_slices(spans, names, pids, source) -> Trace:
         gap_a, gap_b = gb[:-1], ga[1:]
         keep = gap_b > gap_a
         gap_a, gap_b = gap_a[keep], gap_b[keep]
-        for x, y, st in zip(ga.tolist(), gb.tolist(), gs.tolist(), strict=True):
-            tid_c.append(tid); a_c.append(x); b_c.append(y); st_c.append(st)
-        for x, y in zip(gap_a.tolist(), gap_b.tolist(), strict=True):
-            tid_c.append(tid); a_c.append(x); b_c.append(y); st_c.append(int(State.SLEEP))
-        th_tid.append(tid); th_start.append(int(ga[0])); th_end.append(int(gb[-1]))
+        n_busy, n_gap = len(ga), len(gap_a)
+        tid_c.extend([tid] * (n_busy + n_gap))
+        a_c.extend(ga.tolist() + gap_a.tolist())
+        b_c.extend(gb.tolist() + gap_b.tolist())
+        st_c.extend(gs.tolist() + [int(State.SLEEP)] * n_gap)
+        th_tid.append(tid)
+        th_start.append(int(ga[0]))
+        th_end.append(int(gb[-1]))
     if not th_tid:
         raise UserError(f"{source}: every slice in the trace is empty")
     return make_trace(
