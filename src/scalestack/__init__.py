@@ -22,11 +22,15 @@ def load(path: str) -> Trace:
     return _load(path)
 
 
-def record(command: list[str], **options):
-    """Run `command` under perf and return its Trace; see `scalestack.collect.perf.record`."""
+def record(command: list[str] | None, output: str | None = None, **options) -> Trace:
+    """Run `command` under perf and return its Trace (saved to `output` when given).
+
+    See `scalestack.collect.perf.record` for the options (pid/duration to attach, mmap_size,
+    role_rules, reader, futex).
+    """
     from scalestack.collect.perf import record as _record
 
-    return _record(command, **options)
+    return _record(command, output, **options)
 
 
 __all__ = ["State", "Trace", "load", "record", "__version__"]

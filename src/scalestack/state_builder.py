@@ -263,6 +263,26 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
     return out[:m], dead, end_time, gaps, gaps_traced, missing_wakeups, double_running, uncertain, repairs
 
 
+def _merge_adjacent(s: StateTable) -> StateTable:
+    """Join consecutive rows of one thread that differ only in where a dropped event split them."""
+    if len(s) < 2:
+        return s
+    same = (
+        (s.tid[1:] == s.tid[:-1]) & (s.state[1:] == s.state[:-1]) & (s.cpu[1:] == s.cpu[:-1])
+        & (s.addr[1:] == s.addr[:-1]) & (s.repaired[1:] == s.repaired[:-1]) & (s.waker[:-1] == -1)
+        & (s.start_ns[1:] == s.end_ns[:-1])
+    )
+    if not same.any():
+        return s
+    head = np.r_[True, ~same]
+    starts = np.flatnonzero(head)
+    last = np.r_[starts[1:] - 1, len(s) - 1]
+    cols = {k: v[starts] for k, v in s.columns().items()}
+    cols["end_ns"] = s.end_ns[last]
+    cols["waker"] = s.waker[last]
+    return StateTable(**cols)
+
+
 def traced_tids(events: RawEvents, root_pids: list[int] | None = None, comm: str | None = None) -> tuple[np.ndarray, dict[int, int]]:
     """The tids of the process trees rooted at `root_pids` (or at every process named `comm`).
 
@@ -408,10 +428,10 @@ def build_trace(
     o_state, o_cpu, o_addr, o_waker, o_rep = o_state[keep], o_cpu[keep], o_addr[keep], o_waker[keep], o_rep[keep]
     o_tid = tids[o_slot].astype(np.int32)
     order = np.lexsort((o_start, o_tid))
-    states = StateTable(
+    states = _merge_adjacent(StateTable(
         tid=o_tid[order], start_ns=o_start[order], end_ns=o_end[order], state=o_state[order],
         cpu=o_cpu[order], addr=o_addr[order], waker=o_waker[order], repaired=o_rep[order],
-    )
+    ))
     present, first_idx = np.unique(states.tid, return_index=True)
     last_idx = np.r_[first_idx[1:] - 1, len(states) - 1] if len(first_idx) else first_idx
     slots = slot_of[present]

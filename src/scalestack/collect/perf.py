@@ -37,6 +37,7 @@ TRACEFS = "/sys/kernel/tracing"
 DEFAULT_OUTPUT = "scalestack.trace"
 # $0 = pid file; fd {fd} = the user's stderr (perf's own stderr is captured).
 _WRAPPER = 'echo $$ > "$0"; exec 2>&{fd} {fd}>&-; exec "$@"'
+_WRAPPER_PLAIN = 'echo $$ > "$0"; exec "$@"'
 
 
 def perf_binary() -> str:
@@ -222,14 +223,19 @@ def record(
         try:
             with open(perf_err, "wb") as err:
                 if command is not None:
-                    user_err = os.dup(2)
+                    user_err = _low_dup(2)  # sh redirects only single-digit fds
                     try:
+                        if user_err is None:  # no free fd 3..9: the command shares perf's stderr
+                            wrapper, fds, perf_stderr = _WRAPPER_PLAIN, (), None
+                        else:
+                            wrapper, fds, perf_stderr = _WRAPPER.format(fd=user_err), (user_err,), err
                         proc = subprocess.Popen(
-                            argv + ["--", "/bin/sh", "-c", _WRAPPER.format(fd=user_err), pidfile, *command],
-                            stderr=err, pass_fds=(user_err,),
+                            argv + ["--", "/bin/sh", "-c", wrapper, pidfile, *command],
+                            stderr=perf_stderr, pass_fds=fds,
                         )
                     finally:
-                        os.close(user_err)
+                        if user_err is not None:
+                            os.close(user_err)
                     rc = proc.wait()
                 else:
                     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
@@ -301,6 +307,17 @@ def record(
     if output:
         trace.save(output)
     return trace
+
+
+def _low_dup(fd: int) -> int | None:
+    """A duplicate of `fd` on a free descriptor number 3..9, or None if all are taken."""
+    for target in range(3, 10):
+        try:
+            os.fstat(target)
+        except OSError:
+            os.dup2(fd, target, inheritable=False)
+            return target
+    return None
 
 
 def _attach_wait(proc: subprocess.Popen, pid: int, duration: float) -> int:

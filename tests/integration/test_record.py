@@ -1,0 +1,116 @@
+"""Record real programs compiled by the tests and check the states the kernel showed."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import scalestack
+from scalestack.errors import UserError
+from scalestack.ingest.chrome import export_chrome
+from scalestack.ingest.chrome import load as load_chrome
+from scalestack.trace import State
+
+from ..conftest import requires_recording
+
+pytestmark = requires_recording
+
+
+def per_thread(trace):
+    times = trace.time_in_states()
+    return {int(t): times[i] for i, t in enumerate(trace.threads.tid)}
+
+
+def workers(trace):
+    """Threads other than the root, in creation order."""
+    th = trace.threads
+    order = np.argsort(th.start_ns, kind="stable")
+    return [int(th.tid[i]) for i in order if th.tid[i] != trace.meta["root_tid"]]
+
+
+def test_imbalanced_barrier_fast_thread_waits_two_thirds(c_programs, tmp_path):
+    out = tmp_path / "bi.trace"
+    trace = scalestack.record([str(c_programs["barrier_imbalance"]), "8", "3000000", "3"], str(out))
+    trace.validate()
+    assert out.exists()
+    t0, t1 = workers(trace)
+    times = per_thread(trace)
+    th = trace.threads
+    i0, i1 = (int(np.flatnonzero(th.tid == t)[0]) for t in (t0, t1))
+    parallel = min(th.end_ns[i0], th.end_ns[i1]) - max(th.start_ns[i0], th.start_ns[i1])
+    sync0 = times[t0][State.SYNC_WAIT]
+    # thread 0 does 1/3 of thread 1's work, so it waits ~2/3 of the parallel section
+    assert 0.5 * parallel < sync0 < 0.8 * parallel, (sync0 / parallel)
+    assert times[t1][State.RUNNING] > 2.0 * times[t0][State.RUNNING]
+    assert trace.meta["exit_status"] == 0
+    assert list(th.role[[i0, i1]]) == ["app", "app"]
+    assert th.role[int(np.flatnonzero(th.tid == trace.meta["root_tid"])[0])] == "main"
+
+
+def test_contended_mutex_on_two_cores_shows_runnable_and_sync(c_programs):
+    trace = scalestack.record([str(c_programs["mutex_counter"]), "4", "5000", "500", "3000"], None)
+    trace.validate()
+    ws = workers(trace)
+    assert len(ws) == 4
+    times = per_thread(trace)
+    assert sum(times[t][State.RUNNABLE] for t in ws) > 0
+    assert sum(times[t][State.SYNC_WAIT] for t in ws) > 0
+    assert trace.meta["lost_events"] == 0, "the default ring buffer must hold a contended mutex run"
+
+
+def test_java_threads_carry_runtime_roles(java_classes):
+    trace = scalestack.record(["java", "-Xmx64m", "-XX:+UseParallelGC", "-XX:ParallelGCThreads=2", "-cp",
+                               str(java_classes), "AllocHeavy", "2", "10"], None)
+    trace.validate()
+    roles = dict(zip(trace.threads.name.tolist(), trace.threads.role.tolist(), strict=True))
+    assert roles.get("GC Thread#0") == "gc"
+    assert any(r == "jit" for n, r in roles.items() if "Compiler" in n)
+    assert roles.get("worker-0") == "app" and roles.get("worker-1") == "app"
+    times = per_thread(trace)
+    gc = [int(t) for t, r in zip(trace.threads.tid, trace.threads.role, strict=True) if r == "gc"]
+    assert sum(times[t][State.RUNNING] for t in gc) > 0
+
+
+def test_exit_status_and_signal_are_kept(c_programs, tmp_path):
+    src = tmp_path / "die.c"
+    src.write_text("#include <signal.h>\n#include <stdlib.h>\n"
+                   "int main(int c, char **v){ if (c > 1) raise(SIGTERM); return 7; }\n")
+    exe = tmp_path / "die"
+    subprocess.run(["gcc", str(src), "-o", str(exe)], check=True)
+    trace = scalestack.record([str(exe)], None)
+    assert trace.meta["exit_status"] == 7 and trace.meta["signal"] is None
+    trace = scalestack.record([str(exe), "x"], None)
+    assert trace.meta["signal"] == 15
+    assert any("signal 15" in w for w in trace.warnings)
+
+
+def test_record_save_load_export_import_roundtrip(c_programs, tmp_path):
+    path = tmp_path / "m.trace"
+    rec = scalestack.record([str(c_programs["mutex_counter"]), "2", "3000"], str(path))
+    loaded = scalestack.load(path)
+    assert loaded.equals(rec, meta_keys=("start_ns", "end_ns", "root_tid", "command"))
+    export_chrome(loaded, str(tmp_path / "m.json"))
+    back = load_chrome(str(tmp_path / "m.json"))
+    assert back.equals(loaded, meta_keys=("start_ns", "end_ns", "root_tid", "command"))
+
+
+def test_cli_record_returns_the_commands_status(c_programs, tmp_path):
+    out = tmp_path / "x.trace"
+    proc = subprocess.run([sys.executable, "-m", "scalestack.cli", "record", "-q", "-o", str(out), "--",
+                           "sh", "-c", "echo hello; echo oops >&2; exit 3"], capture_output=True, text=True)
+    assert proc.returncode == 3
+    assert proc.stdout == "hello\n" and proc.stderr == "oops\n"
+    assert out.exists()
+
+
+def test_command_not_found_is_one_clear_line(tmp_path):
+    with pytest.raises(UserError, match="command not found"):
+        scalestack.record(["no-such-program-xyz"], None)
+    proc = subprocess.run([sys.executable, "-m", "scalestack.cli", "record", "-o", str(tmp_path / "y.trace"), "--",
+                           "no-such-program-xyz"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "scalestack: error: no-such-program-xyz: command not found"
+    assert not (tmp_path / "y.trace").exists()

@@ -1,0 +1,176 @@
+"""The shared state builder on hand-made event streams with hand-computed states."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scalestack.events import Kind, RawEvents
+from scalestack.state_builder import build_trace
+from scalestack.trace import State
+
+R, RN, SY, IO, SL, UN = (int(s) for s in State)
+S_BIT, D_BIT, X_BIT = 1, 2, 16
+COMMS = ["main", "worker", "swapper/0", "other"]
+
+
+def ev(rows):
+    """rows: (time, cpu, ctx_tid, kind, a0, a1, a2) with pid 100 for tids >= 100."""
+    full = []
+    for t, cpu, tid, kind, a0, a1, a2 in rows:
+        pid = 100 if tid >= 100 else (0 if tid == 0 else tid)
+        c0 = c1 = -1
+        if kind == Kind.SWITCH:
+            c0 = 0 if a0 == 100 else 1 if a0 >= 100 else 2 if a0 == 0 else 3
+            c1 = 0 if a1 == 100 else 1 if a1 >= 100 else 2 if a1 == 0 else 3
+        elif kind == Kind.FORK:
+            c0, c1 = 1, 0
+        full.append((t, cpu, tid, pid, int(kind), a0, a1, a2, c0, c1))
+    return RawEvents.from_rows(full, comms=COMMS)
+
+
+def intervals(trace, tid):
+    s = trace.states
+    m = s.tid == tid
+    return list(zip(s.start_ns[m].tolist(), s.end_ns[m].tolist(), s.state[m].tolist(), strict=True))
+
+
+def test_fork_run_futex_wait_wakeup_exit():
+    e = ev([
+        (0, 0, 0, Kind.SWITCH, 0, 100, 0),
+        (10, 0, 100, Kind.FORK, 100, 101, 0),
+        (11, 0, 100, Kind.WAKEUP_NEW, 101, 1, 0),
+        (12, 1, 0, Kind.SWITCH, 0, 101, 0),             # worker runs on cpu 1
+        (20, 0, 100, Kind.FUTEX_ENTER, 0xABC, 0, 0),     # main waits on futex 0xabc
+        (21, 0, 100, Kind.SWITCH, 100, 0, S_BIT),
+        (50, 1, 101, Kind.WAKEUP, 100, 0, 0),            # worker wakes main
+        (52, 0, 0, Kind.SWITCH, 0, 100, 0),
+        (53, 0, 100, Kind.FUTEX_EXIT, 0, 0, 0),
+        (60, 1, 101, Kind.EXIT, 101, 0, 0),
+        (61, 1, 101, Kind.SWITCH, 101, 0, X_BIT),
+        (70, 0, 100, Kind.EXIT, 100, 0, 0),
+        (71, 0, 100, Kind.SWITCH, 100, 0, 32),
+    ])
+    tr = build_trace(e, root_pids=[100])
+    tr.validate()
+    assert intervals(tr, 100) == [(0, 21, R), (21, 50, SY), (50, 52, RN), (52, 71, R)]
+    assert intervals(tr, 101) == [(10, 12, RN), (12, 61, R)]
+    s = tr.states
+    wait = (s.tid == 100) & (s.state == SY)
+    assert s.addr[wait][0] == 0xABC and s.waker[wait][0] == 101
+    assert tr.meta["chain_gaps"] == 0 and tr.wall_ns == 71
+    assert list(tr.threads.exited) == [True, True]
+
+
+def test_preemption_and_io_and_sleep():
+    e = ev([
+        (0, 0, 0, Kind.SWITCH, 0, 100, 0),
+        (5, 0, 100, Kind.SWITCH, 100, 7, 0),          # preempted by an unrelated task 7
+        (9, 0, 7, Kind.SWITCH, 7, 100, S_BIT),
+        (15, 0, 100, Kind.SWITCH, 100, 0, D_BIT),     # disk wait
+        (20, 0, 0, Kind.WAKEUP, 100, 0, 0),
+        (21, 0, 0, Kind.SWITCH, 0, 100, 0),
+        (25, 0, 100, Kind.SWITCH, 100, 0, S_BIT),     # plain sleep (no futex)
+        (40, 0, 0, Kind.SWITCH, 0, 7, 0),
+    ])
+    tr = build_trace(e, root_pids=[100])
+    tr.validate()
+    assert intervals(tr, 100) == [(0, 5, R), (5, 9, RN), (9, 15, R), (15, 20, IO), (20, 21, RN), (21, 25, R),
+                                  (25, 40, SL)]
+
+
+def test_missing_switch_in_after_wakeup_is_repaired_at_the_wakeup():
+    # cpu 1 goes idle at 10; worker is woken at 20 for cpu 1; the idle->worker switch is lost
+    e = ev([
+        (0, 0, 0, Kind.SWITCH, 0, 100, 0),
+        (1, 0, 100, Kind.FORK, 100, 101, 0),
+        (2, 1, 0, Kind.SWITCH, 0, 101, 0),
+        (5, 1, 101, Kind.FUTEX_ENTER, 0x10, 0, 0),
+        (10, 1, 101, Kind.SWITCH, 101, 0, S_BIT),
+        (20, 0, 100, Kind.WAKEUP, 101, 1, 0),
+        # lost: (21, 1, 0, SWITCH, 0 -> 101)
+        (30, 1, 101, Kind.FUTEX_EXIT, 0, 0, 0),
+        (40, 1, 101, Kind.SWITCH, 101, 0, S_BIT),
+        (50, 0, 100, Kind.SWITCH, 100, 0, S_BIT),
+    ])
+    tr = build_trace(e, root_pids=[100])
+    tr.validate()
+    w = intervals(tr, 101)
+    assert w[:4] == [(1, 2, RN), (2, 10, R), (10, 20, SY), (20, 40, R)]
+    assert tr.meta["chain_gaps"] == 1
+    assert tr.meta["repaired_intervals"] == {"101": 1}
+    assert tr.meta["repair_uncertainty_ns"] == {"101": 10}  # the switch-in lies in [20, 30]
+    rep = tr.states.repaired[(tr.states.tid == 101) & (tr.states.start_ns == 20)]
+    assert rep.tolist() == [True]
+
+
+def test_missing_switch_in_without_wakeup_gets_no_credit_before_proof():
+    e = ev([
+        (0, 0, 0, Kind.SWITCH, 0, 100, 0),
+        (1, 0, 100, Kind.FORK, 100, 101, 0),
+        (2, 1, 0, Kind.SWITCH, 0, 101, 0),
+        (10, 1, 101, Kind.SWITCH, 101, 0, S_BIT),      # sleeps
+        # lost: wakeup from idle, idle -> 101
+        (30, 1, 101, Kind.SWITCH, 101, 0, S_BIT),      # first proof it ran
+        (50, 0, 100, Kind.SWITCH, 100, 0, S_BIT),
+    ])
+    tr = build_trace(e, root_pids=[100])
+    tr.validate()
+    assert intervals(tr, 101) == [(1, 2, RN), (2, 10, R), (10, 50, SL)]
+    assert tr.meta["repair_uncertainty_ns"] == {"101": 20}
+
+
+def test_only_the_process_tree_is_traced():
+    e = ev([
+        (0, 0, 0, Kind.SWITCH, 0, 100, 0),
+        (1, 0, 100, Kind.FORK, 100, 101, 0),
+        (2, 1, 0, Kind.SWITCH, 0, 7, 0),           # unrelated task 7
+        (3, 1, 7, Kind.FORK, 7, 8, 0),
+        (9, 0, 100, Kind.SWITCH, 100, 101, 0),
+        (12, 0, 101, Kind.SWITCH, 101, 100, S_BIT),
+    ])
+    tr = build_trace(e, root_pids=[100])
+    assert sorted(tr.threads.tid.tolist()) == [100, 101]
+
+
+@st.composite
+def event_streams(draw):
+    """Plausible scheduler streams for 3 traced threads + 1 foreign on 2 CPUs, with drops."""
+    tids = [100, 101, 102]
+    rows = [(0, 0, 0, Kind.SWITCH, 0, 100, 0), (1, 0, 100, Kind.FORK, 100, 101, 0), (2, 0, 100, Kind.FORK, 100, 102, 0)]
+    on_cpu = {0: 100, 1: 0}
+    t = 3
+    for _ in range(draw(st.integers(0, 60))):
+        t += draw(st.integers(0, 5))
+        cpu = draw(st.integers(0, 1))
+        cur = on_cpu[cpu]
+        choice = draw(st.integers(0, 4))
+        if choice == 0:
+            nxt = draw(st.sampled_from([0, 7, *tids]))
+            if nxt in on_cpu.values() and nxt != 0:
+                continue
+            ps = draw(st.sampled_from([0, S_BIT, D_BIT]))
+            rows.append((t, cpu, cur, Kind.SWITCH, cur, nxt, ps))
+            on_cpu[cpu] = nxt
+        elif choice == 1:
+            rows.append((t, cpu, cur, Kind.WAKEUP, draw(st.sampled_from(tids)), draw(st.integers(0, 1)), 0))
+        elif choice == 2:
+            rows.append((t, cpu, cur, Kind.FUTEX_ENTER, 0x40, draw(st.sampled_from([0, 1, 9, 128])), 0))
+        elif choice == 3:
+            rows.append((t, cpu, cur, Kind.FUTEX_EXIT, 0, 0, 0))
+        else:
+            rows.append((t, cpu, cur, Kind.RENAME, cur, 0, 0))
+    keep = draw(st.lists(st.booleans(), min_size=len(rows), max_size=len(rows)))
+    rows = rows[:3] + [r for r, k in zip(rows[3:], keep[3:], strict=True) if k or r[3] != Kind.SWITCH]
+    return ev(rows)
+
+
+@settings(max_examples=150, deadline=None)
+@given(event_streams())
+def test_states_always_tile_lifetimes(events):
+    tr = build_trace(events, root_pids=[100])
+    tr.validate()
+    # every traced thread's time adds up to its lifetime
+    life = tr.threads.end_ns - tr.threads.start_ns
+    assert np.array_equal(tr.time_in_states().sum(axis=1), life)
