@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint bench clean
+.PHONY: install system-deps demo test lint bench clean
 
 install: $(STAMP)
 
@@ -19,7 +19,10 @@ $(STAMP): pyproject.toml
 demo: install
 	$(PY) -m scalestack.demo demo-out
 
-test: install
+system-deps:
+	@bash scripts/system-deps.sh
+
+test: install system-deps
 	$(PY) -m pytest -q -p no:cacheprovider
 
 lint: install

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Install the system tools scalestack's tests use, where they are missing and we may (root + apt).
+# perf records, gcc builds the test programs, java runs the managed workloads, chromium opens the
+# HTML report in a test. Without root this only says what is missing; those tests then skip.
+set -u
+need=()
+command -v perf >/dev/null 2>&1 || need+=(linux-perf)
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
+command -v javac >/dev/null 2>&1 || need+=(default-jdk-headless)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "system-deps: installing ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null && apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null \
+    || echo "system-deps: could not install ${need[*]}; the tests that need them will be skipped"
+else
+  echo "system-deps: missing ${need[*]} (not root: the tests that need them will be skipped)"
+fi
+exit 0

@@ -1,0 +1,55 @@
+"""`make demo`: compile a small real C pthread program, record it, and write its report.
+
+The program is workloads/c/barrier_imbalance.c: two threads meet at a barrier ten times and
+thread 1 does three times the work of thread 0, so thread 1 is the critical thread and thread 0
+waits at the barrier for about two thirds of the parallel section.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from scalestack.errors import UserError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def main(out_dir: str = "demo-out") -> int:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    src = ROOT / "workloads" / "c" / "barrier_imbalance.c"
+    if not src.exists():
+        raise UserError(f"{src} is missing; run the demo from a scalestack checkout")
+    if shutil.which("gcc") is None:
+        raise UserError("gcc is not installed; install it with `apt-get install gcc`")
+    exe = out / "barrier_imbalance"
+    subprocess.run(["gcc", "-O1", "-pthread", str(src), "-o", str(exe)], check=True)
+    trace_path = out / "barrier_imbalance.trace"
+    print(f"recording: {exe} 10 4000000 3  (thread 1 does 3x the work of thread 0)", flush=True)
+    from scalestack.collect.perf import record
+
+    trace = record([str(exe), "10", "4000000", "3"], str(trace_path))
+    print(f"trace: {trace_path} ({len(trace.threads)} threads, {trace.wall_ns / 1e9:.3f} s)", flush=True)
+    report_dir = out / "report"
+    from scalestack.cli import main as cli_main
+
+    try:
+        cli_main(["report", str(trace_path), "-o", str(report_dir)])
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            return int(exc.code)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(*sys.argv[1:]))
+    except UserError as exc:
+        print(f"scalestack: error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except subprocess.CalledProcessError as exc:
+        print(f"scalestack: error: {' '.join(map(str, exc.cmd))} failed with status {exc.returncode}", file=sys.stderr)
+        sys.exit(1)
