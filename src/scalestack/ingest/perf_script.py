@@ -12,6 +12,7 @@ Comm strings are hashed inside the compiled loop; only the distinct ones become 
 
 from __future__ import annotations
 
+import mmap
 import os
 from collections.abc import Callable
 
@@ -568,15 +569,18 @@ def parse_perf_script(
         (time, cpu, tid, pid, kind, a0, a1, a2, h0, h1, has0, has1, nh, na, nb, sk, err, err_line, err_off,
          line_no) = res
         for h, a, b in zip(nh.tolist(), na.tolist(), nb.tolist(), strict=True):
-            strings[h] = chunk[a:b].decode("utf-8", "replace").strip()
+            strings[h] = bytes(chunk[a:b]).decode("utf-8", "replace").strip()
+        size = len(chunk)
+        del buf, chunk  # release the mapped pages before the next chunk (and before unmapping)
         if err:
+            chunks_iter.close()
             raise TraceFormatError(
                 f"{where}: line {err_line}: not perf script output ({_ERR_TEXT[err]}); "
                 "expected the text of `perf script -F comm,pid,tid,cpu,time,event,trace --ns`"
             )
         skipped += sk
         parts.append((time, cpu, tid, pid, kind, a0, a1, a2, h0, h1, has0, has1))
-        done += len(chunk)
+        done += size
         if progress is not None:
             progress(done, total)
     if len(seen) > len(strings):  # more than 4096 new names in one chunk: recover them by re-reading
@@ -607,21 +611,24 @@ def _chunks_of_bytes(data: bytes):
 
 
 def _chunks_of_file(path: str):
+    """Chunks of a memory-mapped file cut at line ends: no copy, pages reclaimable by the OS."""
     with open(path, "rb") as fh:
-        rest = b""
-        while True:
-            block = fh.read(CHUNK_BYTES)
-            if not block:
-                if rest:
-                    yield rest
-                return
-            data = rest + block
-            nl = data.rfind(b"\n")
-            if nl < 0:
-                rest = data
-                continue
-            yield data[: nl + 1]
-            rest = data[nl + 1:]
+        if os.fstat(fh.fileno()).st_size == 0:
+            return
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            view = memoryview(mm)
+            try:
+                size = len(mm)
+                start = 0
+                while start < size:
+                    end = min(start + CHUNK_BYTES, size)
+                    if end < size:
+                        nl = mm.rfind(b"\n", start, end)
+                        end = nl + 1 if nl >= start else end
+                    yield view[start:end]
+                    start = end
+            finally:
+                view.release()
 
 
 def sniff(head: bytes) -> bool:
