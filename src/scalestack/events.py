@@ -23,6 +23,8 @@ FUTEX_ENTER    uaddr               op                  0                    -
 FUTEX_EXIT     return value        0                   0                    -
 FUTEX_WAITV    waiters pointer     nr_futexes          0                    -
 NEWTASK        child tid           clone_flags         0                    comm
+STAT_RUNTIME   tid (pid field)     runtime ns          0                    comm
+MIGRATE        tid (pid field)     orig cpu            dest cpu             comm
 TASK_COMM      tid                 pid                 1 if from exec       comm      (side band)
 TASK_FORK      child tid           child pid           parent tid           -         (side band)
 TASK_EXIT      tid                 pid                 0                    -         (side band)
@@ -30,6 +32,9 @@ TASK_EXIT      tid                 pid                 0                    -   
 
 prev_state bits follow the kernel's task-state report letters: 0 = R (still runnable, including
 R+ = preempted), S = 1, D = 2, T = 4, t = 8, X = 16, Z = 32, P = 64, I = 128.
+
+Side-band kinds (TASK_*) are numbered from 12; STAT_RUNTIME and MIGRATE come after them but are
+ordinary tracepoints (the kernel's own runtime accounting, and a runnable task moving CPUs).
 """
 
 from __future__ import annotations
@@ -56,6 +61,8 @@ class Kind(enum.IntEnum):
     TASK_COMM = 12
     TASK_FORK = 13
     TASK_EXIT = 14
+    STAT_RUNTIME = 15
+    MIGRATE = 16
 
 
 # Tracepoint name -> Kind, for sources that name events.
@@ -72,6 +79,8 @@ TRACEPOINT_KINDS: dict[str, Kind] = {
     "syscalls:sys_exit_futex": Kind.FUTEX_EXIT,
     "syscalls:sys_enter_futex_waitv": Kind.FUTEX_WAITV,
     "syscalls:sys_exit_futex_waitv": Kind.FUTEX_EXIT,
+    "sched:sched_stat_runtime": Kind.STAT_RUNTIME,
+    "sched:sched_migrate_task": Kind.MIGRATE,
 }
 
 # prev_state letters -> bits (see module docstring).
@@ -93,6 +102,8 @@ RECORD_TRACEPOINTS = [
     "task:task_rename",
     "syscalls:sys_enter_futex",
     "syscalls:sys_exit_futex",
+    "sched:sched_stat_runtime",
+    "sched:sched_migrate_task",
 ]
 
 _COLUMNS: dict[str, Any] = {

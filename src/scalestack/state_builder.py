@@ -38,6 +38,7 @@ from scalestack.trace import NameTable, State, StateTable, ThreadTable, Trace
 assert [int(v) for v in State] == [0, 1, 2, 3, 4, 5]
 assert (Kind.SWITCH, Kind.WAKEUP, Kind.WAKEUP_NEW, Kind.FORK, Kind.EXIT) == (1, 2, 3, 4, 6)
 assert (Kind.FUTEX_ENTER, Kind.FUTEX_EXIT, Kind.FUTEX_WAITV, Kind.TASK_COMM) == (8, 9, 10, 12)
+assert (Kind.TASK_FORK, Kind.TASK_EXIT, Kind.STAT_RUNTIME, Kind.MIGRATE) == (13, 14, 15, 16)
 assert PREV_STATE_DEAD == 48 and FUTEX_CMD_MASK == 0x7F
 
 _WAIT_OPS_MASK = 0
@@ -58,8 +59,18 @@ def _emit(out, m, slot, start, end, state, cpu, addr, waker, rep):
     return m + 1
 
 
+@numba.njit(cache=True, inline="always")
+def _settle(out, m, s, pend, p_state, p_start, p_cpu, p_addr, p_rep, st_start):
+    """Emit the interval before a tentatively repaired switch-in, as it now stands."""
+    if pend[s]:
+        if st_start[s] > p_start[s]:
+            m = _emit(out, m, s, p_start[s], st_start[s], p_state[s], p_cpu[s], p_addr[s], -1, p_rep[s])
+        pend[s] = False
+    return m
+
+
 @numba.njit(cache=True)
-def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, wait_ops_mask):
+def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, wait_ops_mask, win_start):
     """One pass over time-sorted events; returns the state intervals of traced threads.
 
     Output rows: slot, start, end, state, cpu, addr (uint64 bits), waker, repaired.
@@ -74,6 +85,8 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
     st_cpu = np.full(n_slots, -1, np.int64)
     st_addr = np.zeros(n_slots, np.int64)
     st_rep = np.zeros(n_slots, np.int64)
+    st_hint = np.zeros(n_slots, np.int64)  # earliest possible switch-in (wakeup or migration)
+    kernel_rt = np.zeros(n_slots, np.int64)  # sched_stat_runtime sums: the kernel's own accounting
     futex_addr = np.zeros(n_slots, np.int64)
     in_futex = np.zeros(n_slots, np.bool_)
     exiting = np.zeros(n_slots, np.bool_)
@@ -82,6 +95,18 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
     end_time = np.zeros(n_slots, np.int64)
     uncertain = np.zeros(n_slots, np.int64)
     repairs = np.zeros(n_slots, np.int64)
+    # a repaired switch-in stays tentative until the kernel's next runtime report for the thread
+    # (sched_stat_runtime: ns run since the switch-in) fixes it; p_* hold the interval before it
+    pend = np.zeros(n_slots, np.bool_)
+    p_state = np.zeros(n_slots, np.int64)
+    p_start = np.zeros(n_slots, np.int64)
+    p_cpu = np.zeros(n_slots, np.int64)
+    p_addr = np.zeros(n_slots, np.int64)
+    p_rep = np.zeros(n_slots, np.int64)
+    p_lo = np.zeros(n_slots, np.int64)
+    p_hi = np.zeros(n_slots, np.int64)
+    p_unc = np.zeros(n_slots, np.int64)
+    settled = 0
 
     chain = np.full(n_cpus, -1, np.int64)  # task believed current on each CPU (-1 unknown)
     cpu_last = np.full(n_cpus, -1, np.int64)  # time of the CPU's previous event
@@ -101,7 +126,7 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
         t = time[i]
         c = cpu[i]
         k = kind[i]
-        if k >= 12:  # side-band records carry no CPU state
+        if k == 12 or k == 13 or k == 14:  # side-band records carry no CPU state
             continue
         x = ctx[i]
         xs = slot_of[x] if 0 <= x < n_map else -1
@@ -117,6 +142,7 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
                     gaps_traced += 1
                 # q was running here but its switch-out was lost: last proof is cpu_last[c]
                 if qs >= 0 and st[qs] == 0 and st_cpu[qs] == c and not dead[qs]:
+                    m = _settle(out, m, qs, pend, p_state, p_start, p_cpu, p_addr, p_rep, st_start)
                     at = max(cpu_last[c], st_start[qs])
                     repairs[qs] += 1
                     uncertain[qs] += t - at
@@ -138,12 +164,38 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
                     lo = cpu_last[c]
                 if lo > t:
                     lo = t
-                # woken (or never seen): an idle CPU runs it at once; else no proof before now
-                at = lo if (was == 1 or was == 5) else t
-                if was != 5:
+                if was == 1 and st_cpu[xs] == c:
+                    # woken for (or moved to) this CPU: it ran as soon as the CPU was free
+                    at = max(lo, st_hint[xs])
+                elif was == 5:
+                    at = lo  # first sight of a thread that existed before the recording
+                elif was == 2:
+                    at = t  # a futex waiter's first act after its wakeup is leaving the futex call
+                else:
+                    at = lo + (t - lo) // 2  # no evidence either way: the middle halves the worst case
+                if k == 15 and a0[i] == x and was != 5:
+                    # the kernel's report says how long x has run since it was switched in
+                    at = min(max(t - a1[i], lo), t)
                     repairs[xs] += 1
-                    uncertain[xs] += t - lo
-                if at > st_start[xs]:
+                    settled += 1
+                    if at > st_start[xs]:
+                        m = _emit(out, m, xs, st_start[xs], at, was, st_cpu[xs], st_addr[xs], -1, st_rep[xs])
+                        st_start[xs] = at
+                elif was != 5:
+                    repairs[xs] += 1
+                    pend[xs] = True
+                    p_state[xs] = was
+                    p_start[xs] = st_start[xs]
+                    p_cpu[xs] = st_cpu[xs]
+                    p_addr[xs] = st_addr[xs]
+                    p_rep[xs] = st_rep[xs]
+                    p_lo[xs] = lo
+                    p_hi[xs] = t
+                    p_unc[xs] = max(at - lo, t - at)
+                    uncertain[xs] += p_unc[xs]
+                    if at > st_start[xs]:
+                        st_start[xs] = at
+                elif at > st_start[xs]:
                     m = _emit(out, m, xs, st_start[xs], at, was, st_cpu[xs], st_addr[xs], -1, st_rep[xs])
                     st_start[xs] = at
                 st[xs] = 0
@@ -152,6 +204,7 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
                 st_rep[xs] = 1 if was != 5 else 0
             elif cvalid and st_cpu[xs] != c:
                 # running, but now on another CPU: a switch-out/in pair was lost
+                m = _settle(out, m, xs, pend, p_state, p_start, p_cpu, p_addr, p_rep, st_start)
                 double_running += 1
                 if t > st_start[xs]:
                     m = _emit(out, m, xs, st_start[xs], t, 0, st_cpu[xs], 0, -1, st_rep[xs])
@@ -163,6 +216,7 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
             nx = a1[i]
             ps = a2[i]
             if xs >= 0 and st[xs] == 0 and not dead[xs]:
+                m = _settle(out, m, xs, pend, p_state, p_start, p_cpu, p_addr, p_rep, st_start)
                 if t > st_start[xs]:
                     m = _emit(out, m, xs, st_start[xs], t, 0, st_cpu[xs], 0, -1, st_rep[xs])
                 st_start[xs] = t
@@ -175,6 +229,7 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
                 elif ps == 0:
                     st[xs] = 1  # preempted: still runnable
                     st_cpu[xs] = c
+                    st_hint[xs] = t
                 elif in_futex[xs]:
                     st[xs] = 2
                     st_cpu[xs] = -1
@@ -189,6 +244,7 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
             if ns >= 0 and st[ns] >= 0 and not dead[ns]:
                 if st[ns] == 0:
                     if st_cpu[ns] != c:
+                        m = _settle(out, m, ns, pend, p_state, p_start, p_cpu, p_addr, p_rep, st_start)
                         double_running += 1
                         if t > st_start[ns]:
                             m = _emit(out, m, ns, st_start[ns], t, 0, st_cpu[ns], 0, -1, st_rep[ns])
@@ -216,6 +272,7 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
                     st_start[ws] = t
                 st[ws] = 1
                 st_cpu[ws] = a1[i]
+                st_hint[ws] = t
                 st_addr[ws] = 0
                 st_rep[ws] = 0
         elif k == 4:  # FORK: the child is runnable at once
@@ -224,6 +281,7 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
             if cs >= 0 and st[cs] < 0 and not dead[cs]:
                 st[cs] = 1
                 st_start[cs] = t
+                st_hint[cs] = t
                 st_cpu[cs] = c
                 st_rep[cs] = 0
         elif k == 6:  # EXIT
@@ -245,6 +303,21 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
         elif k == 9:  # FUTEX_EXIT
             if xs >= 0:
                 in_futex[xs] = False
+        elif k == 15:  # STAT_RUNTIME: the kernel charged `runtime` ns to the task
+            rs = slot_of[a0[i]] if 0 <= a0[i] < n_map else -1
+            if rs >= 0 and t > win_start:
+                kernel_rt[rs] += a1[i]
+            if rs >= 0 and rs == xs and pend[xs]:
+                # first report since a repaired switch-in: it happened `runtime` ns ago
+                uncertain[xs] -= p_unc[xs]
+                st_start[xs] = min(max(t - a1[i], p_lo[xs]), p_hi[xs])
+                m = _settle(out, m, xs, pend, p_state, p_start, p_cpu, p_addr, p_rep, st_start)
+                settled += 1
+        elif k == 16:  # MIGRATE: a runnable task moved to another CPU's queue
+            ms = slot_of[a0[i]] if 0 <= a0[i] < n_map else -1
+            if ms >= 0 and st[ms] == 1:
+                st_cpu[ms] = a2[i]
+                st_hint[ms] = t
 
         if cvalid:
             cpu_last[c] = t
@@ -252,6 +325,7 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
     # close what is still open at the last event
     t_last = time[n - 1] if n > 0 else 0
     for s in range(n_slots):
+        m = _settle(out, m, s, pend, p_state, p_start, p_cpu, p_addr, p_rep, st_start)
         if st[s] >= 0 and not dead[s]:
             end = t_last
             if exiting[s]:
@@ -260,7 +334,36 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
             if end > st_start[s]:
                 m = _emit(out, m, s, st_start[s], end, st[s], st_cpu[s], st_addr[s], -1, st_rep[s])
             end_time[s] = max(end, st_start[s])
-    return out[:m], dead, end_time, gaps, gaps_traced, missing_wakeups, double_running, uncertain, repairs
+    return (out[:m], dead, end_time, gaps, gaps_traced, missing_wakeups, double_running, uncertain, repairs,
+            kernel_rt, settled)
+
+
+def kernel_runtime_check(states: StateTable, tids: np.ndarray, kernel_rt: np.ndarray, available: bool) -> dict:
+    """Compare each thread's RUNNING time with the kernel's own runtime accounting.
+
+    sched_stat_runtime reports every runtime increment the scheduler charges to a task, so its
+    sum over the trace is the kernel's truth for that thread (what /proc/<tid>/schedstat shows),
+    available even for threads that exited during the recording. A thread whose RUNNING time
+    differs by more than 2% (and more than 1 ms) is listed. Steal time in a VM is excluded from
+    the kernel's figure but not from wall-clock RUNNING, so small positive differences remain.
+    """
+    if not available:
+        return {"available": False}
+    run = np.zeros(len(tids), np.int64)
+    if len(states):
+        m = states.state == int(State.RUNNING)
+        pos = np.searchsorted(tids, states.tid[m])
+        np.add.at(run, pos, states.duration_ns[m])
+    diff = run - kernel_rt
+    bad = (np.abs(diff) > 0.02 * np.maximum(kernel_rt, 1)) & (np.abs(diff) > 1_000_000) & (kernel_rt > 0)
+    rel = np.where(kernel_rt > 0, diff / np.maximum(kernel_rt, 1), 0.0)
+    return {
+        "available": True,
+        "per_thread": {str(int(t)): [int(r), int(k)] for t, r, k in zip(tids, run, kernel_rt, strict=True) if k or r},
+        "max_abs_rel_diff": float(np.max(np.abs(rel))) if len(rel) else 0.0,
+        "disagreeing": [[int(t), int(r), int(k), float(x)] for t, r, k, x, b in zip(tids, run, kernel_rt, rel, bad,
+                                                                                      strict=True) if b],
+    }
 
 
 def _merge_adjacent(s: StateTable) -> StateTable:
@@ -300,7 +403,7 @@ def traced_tids(events: RawEvents, root_pids: list[int] | None = None, comm: str
                 roots.add(int(events.arg1[i]))
             elif k in (Kind.SWITCH,):
                 roots.add(int(events.pid[i]) if events.pid[i] > 0 else int(events.arg0[i]))
-            elif k in (Kind.RENAME, Kind.EXIT, Kind.WAKEUP, Kind.WAKEUP_NEW):
+            elif k in (Kind.RENAME, Kind.EXIT, Kind.WAKEUP, Kind.WAKEUP_NEW, Kind.STAT_RUNTIME, Kind.MIGRATE):
                 roots.add(int(events.arg0[i]))
             elif k == Kind.FORK:
                 roots.add(int(events.arg1[i]))
@@ -342,7 +445,8 @@ def _thread_names(events: RawEvents, tids: np.ndarray, end_of: dict[int, int]) -
         (k == Kind.FORK, events.arg1, events.comm0),
         (k == Kind.RENAME, events.arg0, events.comm0),
         (k == Kind.TASK_COMM, events.arg0, events.comm0),
-        ((k == Kind.WAKEUP) | (k == Kind.WAKEUP_NEW), events.arg0, events.comm0),
+        ((k == Kind.WAKEUP) | (k == Kind.WAKEUP_NEW) | (k == Kind.STAT_RUNTIME) | (k == Kind.MIGRATE), events.arg0,
+         events.comm0),
     ):
         parts_tid.append(who[mask])
         parts_t.append(events.time[mask])
@@ -408,9 +512,11 @@ def build_trace(
     n_cpus = int(max(events.cpu.max(initial=0) + 1, 1))
     # sched_switch fires in prev's context, but perf reports tid -1 for a task already dead
     ctx = np.where(events.kind == Kind.SWITCH, events.arg0, events.tid).astype(np.int64)
-    out, dead, end_time, gaps, gaps_traced, missing_wakeups, double_running, uncertain, repairs = _walk(
+    win_start = int(events.time[0]) - 1 if start_ns is None else int(start_ns)
+    (out, dead, end_time, gaps, gaps_traced, missing_wakeups, double_running, uncertain, repairs,
+     kernel_rt, settled) = _walk(
         events.time, events.cpu, ctx, events.kind, events.arg0, events.arg1, events.arg2,
-        slot_of, born_at, len(tids), n_cpus, _WAIT_OPS_MASK,
+        slot_of, born_at, len(tids), n_cpus, _WAIT_OPS_MASK, win_start,
     )
     o_slot, o_start, o_end = out[:, 0].astype(np.int32), out[:, 1], out[:, 2]
     o_state, o_cpu = out[:, 3].astype(np.uint8), out[:, 4].astype(np.int16)
@@ -478,6 +584,14 @@ def build_trace(
     lost = int(events.stats.get("lost_events", 0) or 0)
     if lost:
         warnings.append(f"the kernel lost {lost} events (ring buffer full); enlarge it with --mmap-pages")
+    check = kernel_runtime_check(states, tids, kernel_rt, "sched:sched_stat_runtime" in str(meta.get("tracepoints", "")) or
+                                 bool(np.any(events.kind == Kind.STAT_RUNTIME)))
+    if check.get("disagreeing"):
+        worst = max(check["disagreeing"], key=lambda r: abs(r[3]))
+        warnings.append(
+            f"{len(check['disagreeing'])} threads' RUNNING time differs from the kernel's own runtime accounting by "
+            f"more than 2% (worst: tid {worst[0]}, {worst[1] / 1e6:.2f} ms recorded vs {worst[2] / 1e6:.2f} ms)"
+        )
     unc = {str(t): int(u) for t, u in zip(tids.tolist(), uncertain.tolist(), strict=True) if u}
     rep = {str(t): int(r) for t, r in zip(tids.tolist(), repairs.tolist(), strict=True) if r}
     meta.update(
@@ -491,8 +605,10 @@ def build_trace(
         missing_wakeups=int(missing_wakeups),
         double_running=int(double_running),
         repaired_intervals=rep,
+        repairs_settled_by_runtime=int(settled),
         repair_uncertainty_ns=unc,
         n_events=len(events),
+        kernel_runtime_check=check,
         warnings=warnings,
     )
     for key in ("lost_samples", "unknown_events", "skipped_lines"):

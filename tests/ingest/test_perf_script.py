@@ -28,15 +28,19 @@ SAMPLE = b"""\
             b  2366/2368  [000]   319.113000000:     irq:irq_handler_entry: irq=1 name=foo
             b  2366/2368  [000]   319.114000000:         task:task_rename: pid=2368 oldcomm=b newcomm=worker 1 oom_score_adj=0
             b  2366/2368  [000]   319.115000000: sched:sched_switch: prev_comm=worker 1 prev_pid=2368 prev_prio=120 prev_state=X ==> next_comm=swapper/0 next_pid=0 next_prio=120
+            b  2366/2368  [000]   319.116000000: sched:sched_stat_runtime: comm=b pid=2369 runtime=123456 [ns]
+            b  2366/2368  [000]   319.117000000: sched:sched_migrate_task: comm=b pid=2369 prio=120 orig_cpu=0 dest_cpu=1
 """
 
 
 def test_fields_of_each_event_kind():
     ev = parse_perf_script(SAMPLE)
-    assert len(ev) == 10 and ev.stats["unknown_events"] == 1
+    assert len(ev) == 12 and ev.stats["unknown_events"] == 1
     k = ev.kind.tolist()
     assert k == [Kind.EXEC, Kind.FORK, Kind.WAKEUP_NEW, Kind.SWITCH, Kind.FUTEX_ENTER, Kind.SWITCH, Kind.WAKEUP,
-                 Kind.FUTEX_EXIT, Kind.RENAME, Kind.SWITCH]
+                 Kind.FUTEX_EXIT, Kind.RENAME, Kind.SWITCH, Kind.STAT_RUNTIME, Kind.MIGRATE]
+    assert (ev.arg0[10], ev.arg1[10]) == (2369, 123456)
+    assert (ev.arg0[11], ev.arg1[11], ev.arg2[11]) == (2369, 0, 1)
     assert ev.time[0] == 319_095_639_875
     assert ev.pid[0] == 2366 and ev.tid[4] == 2368 and ev.cpu[6] == 1
     sw = ev.take(np.flatnonzero(ev.kind == Kind.SWITCH))

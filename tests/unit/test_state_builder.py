@@ -105,20 +105,66 @@ def test_missing_switch_in_after_wakeup_is_repaired_at_the_wakeup():
     assert rep.tolist() == [True]
 
 
-def test_missing_switch_in_without_wakeup_gets_no_credit_before_proof():
+def test_missing_switch_in_of_a_sleeper_is_put_midway_between_its_bounds():
     e = ev([
         (0, 0, 0, Kind.SWITCH, 0, 100, 0),
         (1, 0, 100, Kind.FORK, 100, 101, 0),
         (2, 1, 0, Kind.SWITCH, 0, 101, 0),
-        (10, 1, 101, Kind.SWITCH, 101, 0, S_BIT),      # sleeps
+        (10, 1, 101, Kind.SWITCH, 101, 0, S_BIT),      # sleeps (not in a futex)
         # lost: wakeup from idle, idle -> 101
         (30, 1, 101, Kind.SWITCH, 101, 0, S_BIT),      # first proof it ran
         (50, 0, 100, Kind.SWITCH, 100, 0, S_BIT),
     ])
     tr = build_trace(e, root_pids=[100])
     tr.validate()
-    assert intervals(tr, 101) == [(1, 2, RN), (2, 10, R), (10, 50, SL)]
-    assert tr.meta["repair_uncertainty_ns"] == {"101": 20}
+    assert intervals(tr, 101) == [(1, 2, RN), (2, 10, R), (10, 20, SL), (20, 30, R), (30, 50, SL)]
+    assert tr.meta["repair_uncertainty_ns"] == {"101": 10}
+
+
+def test_missing_switch_in_of_a_futex_waiter_starts_at_its_first_own_event():
+    e = ev([
+        (0, 0, 0, Kind.SWITCH, 0, 100, 0),
+        (1, 0, 100, Kind.FORK, 100, 101, 0),
+        (2, 1, 0, Kind.SWITCH, 0, 101, 0),
+        (5, 1, 101, Kind.FUTEX_ENTER, 0x10, 0, 0),
+        (10, 1, 101, Kind.SWITCH, 101, 0, S_BIT),
+        # lost: wakeup from idle, idle -> 101
+        (30, 1, 101, Kind.FUTEX_EXIT, 0, 0, 0),
+        (40, 1, 101, Kind.SWITCH, 101, 0, S_BIT),
+        (50, 0, 100, Kind.SWITCH, 100, 0, S_BIT),
+    ])
+    tr = build_trace(e, root_pids=[100])
+    assert intervals(tr, 101)[:4] == [(1, 2, RN), (2, 10, R), (10, 30, SY), (30, 40, R)]
+
+
+def test_migration_bounds_the_switch_in_of_a_preempted_thread():
+    e = ev([
+        (0, 0, 0, Kind.SWITCH, 0, 100, 0),
+        (1, 0, 100, Kind.FORK, 100, 101, 0),
+        (2, 0, 100, Kind.SWITCH, 100, 101, 0),         # main preempted by the worker on cpu 0
+        (3, 1, 5, Kind.SWITCH, 5, 0, S_BIT),           # cpu 1 goes idle
+        (9, 0, 101, Kind.SWITCH, 101, 100, 0),         # worker preempted back
+        (20, 1, 0, Kind.MIGRATE, 101, 0, 1),           # idle cpu 1 pulls the worker
+        # lost: idle -> 101 on cpu 1
+        (35, 1, 101, Kind.SWITCH, 101, 0, S_BIT),
+        (50, 0, 100, Kind.SWITCH, 100, 0, S_BIT),
+    ])
+    tr = build_trace(e, root_pids=[100])
+    tr.validate()
+    assert intervals(tr, 101)[:4] == [(1, 2, RN), (2, 9, R), (9, 20, RN), (20, 35, R)]
+
+
+def test_kernel_runtime_accounting_is_compared():
+    e = ev([
+        (0, 0, 0, Kind.SWITCH, 0, 100, 0),
+        (4, 0, 100, Kind.STAT_RUNTIME, 100, 4, 0),
+        (10, 0, 100, Kind.STAT_RUNTIME, 100, 6, 0),
+        (10, 0, 100, Kind.SWITCH, 100, 0, S_BIT),
+        (20, 0, 0, Kind.SWITCH, 0, 7, 0),
+    ])
+    tr = build_trace(e, root_pids=[100])
+    check = tr.meta["kernel_runtime_check"]
+    assert check["available"] and check["per_thread"] == {"100": [10, 10]} and check["disagreeing"] == []
 
 
 def test_only_the_process_tree_is_traced():

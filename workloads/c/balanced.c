@@ -1,5 +1,6 @@
 /* THREADS threads each do the same work between ROUNDS barriers: a balanced program whose
  * criticality stack should be even.  Usage: balanced [THREADS=2] [ROUNDS=10] [WORK=3000000] */
+#include "schedstat.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@ static void *worker(void *arg) {
         sink = x;
         pthread_barrier_wait(&barrier);
     }
+    report_schedstat();
     return NULL;
 }
 

@@ -2,6 +2,7 @@
  * thread 0 between barriers, so thread 0 waits at the barrier for about (RATIO-1)/RATIO of
  * the parallel section.  Usage: barrier_imbalance [ROUNDS=10] [WORK=2000000] [RATIO=3] [THREADS=2]
  * With THREADS > 2, thread k does (k == THREADS-1 ? RATIO : 1) units (one slow thread). */
+#include "schedstat.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@ static void *worker(void *arg) {
         compute(work * units);
         pthread_barrier_wait(&barrier);
     }
+    report_schedstat();
     return NULL;
 }
 

@@ -2,6 +2,7 @@
  * OUTSIDE units of private work between increments.  On a 2-core machine 4 threads contend for
  * both the lock (SYNC_WAIT) and the CPUs (RUNNABLE).
  * Usage: mutex_counter [THREADS=4] [ITERS=200000] [OUTSIDE=50] [INSIDE=50] */
+#include "schedstat.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@ static void *worker(void *arg) {
         spin(inside);
         pthread_mutex_unlock(&lock);
     }
+    report_schedstat();
     return NULL;
 }
 

@@ -1,5 +1,6 @@
 /* One producer and CONSUMERS consumers share a bounded queue (mutex + two condition
  * variables).  Usage: prodcons [ITEMS=100000] [CONSUMERS=2] [WORK=2000] */
+#include "schedstat.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@ static void *producer(void *arg) {
         pthread_cond_signal(&not_empty);
         pthread_mutex_unlock(&lock);
     }
+    report_schedstat();
     return NULL;
 }
 
@@ -34,7 +36,7 @@ static void *consumer(void *arg) {
         long v = queue[head]; head = (head + 1) % CAP; count--;
         pthread_cond_signal(&not_full);
         pthread_mutex_unlock(&lock);
-        if (v < 0) return NULL;
+        if (v < 0) { report_schedstat(); return NULL; }
         spin(work);
     }
 }

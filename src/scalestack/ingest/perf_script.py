@@ -29,11 +29,11 @@ _EVENT_NAMES = [
     b"sched:sched_switch", b"sched:sched_wakeup", b"sched:sched_wakeup_new", b"sched:sched_process_fork",
     b"sched:sched_process_exec", b"sched:sched_process_exit", b"task:task_rename", b"task:task_newtask",
     b"syscalls:sys_enter_futex", b"syscalls:sys_exit_futex", b"syscalls:sys_enter_futex_waitv",
-    b"syscalls:sys_exit_futex_waitv",
+    b"syscalls:sys_exit_futex_waitv", b"sched:sched_stat_runtime", b"sched:sched_migrate_task",
 ]
 _KIND_CODES = np.array([
     Kind.SWITCH, Kind.WAKEUP, Kind.WAKEUP_NEW, Kind.FORK, Kind.EXEC, Kind.EXIT, Kind.RENAME, Kind.NEWTASK,
-    Kind.FUTEX_ENTER, Kind.FUTEX_EXIT, Kind.FUTEX_WAITV, Kind.FUTEX_EXIT,
+    Kind.FUTEX_ENTER, Kind.FUTEX_EXIT, Kind.FUTEX_WAITV, Kind.FUTEX_EXIT, Kind.STAT_RUNTIME, Kind.MIGRATE,
 ], dtype=np.int64)
 _NAME_LEN = max(len(n) for n in _EVENT_NAMES)
 _NAMES = np.zeros((len(_EVENT_NAMES), _NAME_LEN), dtype=np.uint8)
@@ -53,6 +53,7 @@ _KEYS = {name: _k(text) for name, text in {
     "pid0": "pid=", "oldcomm": " oldcomm=", "newcomm": " newcomm=", "oom": " oom_score_adj=", "prio": " prio=",
     "clone_flags": " clone_flags=", "uaddr": "uaddr: ", "op": " op: ", "waiters": "waiters: ",
     "nr_futexes": " nr_futexes: ", "group_dead": " group_dead=", "success": " success=",
+    "runtime": " runtime=", "orig_cpu": " orig_cpu=", "dest_cpu": " dest_cpu=",
 }.items()}
 
 _ERR_NONE, _ERR_HEADER, _ERR_TIME, _ERR_PAYLOAD = 0, 1, 2, 3
@@ -209,7 +210,7 @@ def _parse(buf, names, name_lens, kind_codes, keys, seen, line0):
     pos = 0
     (k_prev_comm, k_prev_pid, k_prev_state, k_next_comm, k_next_pid, k_comm, k_pid, k_target_cpu,
      k_child_comm, k_child_pid, k_filename, k_old_pid, k_pid0, k_oldcomm, k_newcomm, k_oom, k_prio,
-     k_clone_flags, k_uaddr, k_op, k_waiters, k_nr_futexes) = keys
+     k_clone_flags, k_uaddr, k_op, k_waiters, k_nr_futexes, k_runtime, k_orig_cpu, k_dest_cpu) = keys
     while pos < n:
         line_no += 1
         eol = pos
@@ -511,6 +512,42 @@ def _parse(buf, names, name_lens, kind_codes, keys, seen, line0):
         elif kd == 9:  # FUTEX_EXIT: "0x..."
             v, _, ok = _hex(buf, p, e)
             a0[m] = v
+        elif kd == 15 or kd == 16:  # STAT_RUNTIME "comm=%s pid=%d runtime=%Lu [ns]"; MIGRATE "... orig_cpu= dest_cpu="
+            a = _find(buf, p, e, k_comm)
+            stop = _find(buf, p, e, k_runtime) if kd == 15 else _find(buf, p, e, k_orig_cpu)
+            if a != p or stop < 0:
+                ok = False
+            else:
+                b = -1
+                bb = p
+                while True:  # the last " pid=" before the numeric fields (a comm may contain " pid=")
+                    nb = _find(buf, bb, stop, k_pid)
+                    if nb < 0:
+                        break
+                    b = nb
+                    bb = nb + 1
+                if b < 0:
+                    ok = False
+                else:
+                    v, _, ok = _int(buf, b + k_pid.shape[0], e)
+                    a0[m] = v
+                    if kd == 15:
+                        v, _, ok2 = _int(buf, stop + k_runtime.shape[0], e)
+                        a1[m] = v
+                    else:
+                        v, _, ok2 = _int(buf, stop + k_orig_cpu.shape[0], e)
+                        a1[m] = v
+                        dc = _find(buf, stop, e, k_dest_cpu)
+                        ok2 = ok2 and dc >= 0
+                        if dc >= 0:
+                            v, _, ok3 = _int(buf, dc + k_dest_cpu.shape[0], e)
+                            a2[m] = v
+                            ok2 = ok2 and ok3
+                    ok = ok and ok2
+                    ca = a + k_comm.shape[0]
+                    h0[m] = _hash(buf, ca, b)
+                    has0[m] = True
+                    n_new = _remember(h0[m], ca, b, seen, new_h, new_a, new_b, n_new)
         if not ok:
             err = 3
             err_line = line_no
@@ -525,7 +562,7 @@ def _parse(buf, names, name_lens, kind_codes, keys, seen, line0):
 
 _KEY_ORDER = ["prev_comm", "prev_pid", "prev_state", "next_comm", "next_pid", "comm", "pid", "target_cpu",
               "child_comm", "child_pid", "filename", "old_pid", "pid0", "oldcomm", "newcomm", "oom", "prio",
-              "clone_flags", "uaddr", "op", "waiters", "nr_futexes"]
+              "clone_flags", "uaddr", "op", "waiters", "nr_futexes", "runtime", "orig_cpu", "dest_cpu"]
 
 
 def _keys_tuple():
