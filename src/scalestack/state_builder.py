@@ -306,7 +306,7 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
         elif k == 15:  # STAT_RUNTIME: the kernel charged `runtime` ns to the task
             rs = slot_of[a0[i]] if 0 <= a0[i] < n_map else -1
             if rs >= 0 and t > win_start:
-                kernel_rt[rs] += a1[i]
+                kernel_rt[rs] += min(a1[i], t - win_start)  # only the part inside the window
             if rs >= 0 and rs == xs and pend[xs]:
                 # first report since a repaired switch-in: it happened `runtime` ns ago
                 uncertain[xs] -= p_unc[xs]

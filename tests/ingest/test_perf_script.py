@@ -30,12 +30,13 @@ SAMPLE = b"""\
             b  2366/2368  [000]   319.115000000: sched:sched_switch: prev_comm=worker 1 prev_pid=2368 prev_prio=120 prev_state=X ==> next_comm=swapper/0 next_pid=0 next_prio=120
             b  2366/2368  [000]   319.116000000: sched:sched_stat_runtime: comm=b pid=2369 runtime=123456 [ns]
             b  2366/2368  [000]   319.117000000: sched:sched_migrate_task: comm=b pid=2369 prio=120 orig_cpu=0 dest_cpu=1
+         perf  8445/8445  [000]  319.118000000: PERF_RECORD_LOST lost 4310
 """
 
 
 def test_fields_of_each_event_kind():
     ev = parse_perf_script(SAMPLE)
-    assert len(ev) == 12 and ev.stats["unknown_events"] == 1
+    assert len(ev) == 12 and ev.stats["unknown_events"] == 1 and ev.stats["lost_events"] == 4310
     k = ev.kind.tolist()
     assert k == [Kind.EXEC, Kind.FORK, Kind.WAKEUP_NEW, Kind.SWITCH, Kind.FUTEX_ENTER, Kind.SWITCH, Kind.WAKEUP,
                  Kind.FUTEX_EXIT, Kind.RENAME, Kind.SWITCH, Kind.STAT_RUNTIME, Kind.MIGRATE]

@@ -140,3 +140,20 @@ def test_running_time_matches_the_kernels_own_accounting(c_programs, tmp_path, m
         assert err <= max(0.06 * on_cpu, 2_000_000), (program, tid, times[tid][State.RUNNING], on_cpu)
     check = trace.meta["kernel_runtime_check"]
     assert check["available"]
+
+
+def test_full_speed_mutex_contention_loses_nothing_by_default(c_programs):
+    trace = scalestack.record([str(c_programs["mutex_counter"]), "4", "20000", "50", "1000"], None)
+    assert trace.meta["n_events"] > 50_000
+    assert trace.meta["lost_events"] == 0
+
+
+def test_a_too_small_buffer_reports_exactly_what_was_lost(c_programs, tmp_path):
+    out = tmp_path / "lossy.trace"
+    trace = scalestack.record([str(c_programs["mutex_counter"]), "4", "20000", "50", "1000"], str(out),
+                              mmap_size="8K", reader="perf-script")
+    assert trace.meta["lost_events"] > 0
+    assert any("lost" in w for w in trace.warnings)
+    proc = subprocess.run([sys.executable, "-m", "scalestack.cli", "info", str(out)], capture_output=True, text=True)
+    assert proc.returncode == 0
+    assert f"lost {trace.meta['lost_events']}" in proc.stdout

@@ -140,7 +140,8 @@ def read_events(perf_data: str, perf: str, reader: str = "auto") -> RawEvents:
         text = os.path.join(tmp, "perf.txt")
         with open(text, "wb") as fh:
             proc = subprocess.run(
-                [perf, "script", "-i", perf_data, "-F", "comm,pid,tid,cpu,time,event,trace", "--ns"],
+                [perf, "script", "-i", perf_data, "--show-lost-events", "-F", "comm,pid,tid,cpu,time,event,trace",
+                 "--ns"],
                 stdout=fh, stderr=subprocess.PIPE,
             )
         if proc.returncode != 0:

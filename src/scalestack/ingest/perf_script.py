@@ -6,6 +6,9 @@ the tracepoints in `scalestack.events.RECORD_TRACEPOINTS`; plain ``perf script``
 column, microsecond times) is accepted too. Lines of other events are counted and skipped;
 a line that is not a perf-script event line stops the import with its line number.
 
+Lines ``PERF_RECORD_LOST lost N`` (from ``--show-lost-events``) are summed into
+``stats["lost_events"]``.
+
 The text is read in chunks cut at line ends, so memory holds one chunk plus the event columns.
 Comm strings are hashed inside the compiled loop; only the distinct ones become Python strings.
 """
@@ -24,16 +27,20 @@ from scalestack.events import Kind, RawEvents
 
 CHUNK_BYTES = 32 << 20
 
+_LOST_CODE = 255  # `perf script --show-lost-events` lines: counted, not events
+
 # Event names the compiled parser knows, in the order of _KIND_CODES.
 _EVENT_NAMES = [
     b"sched:sched_switch", b"sched:sched_wakeup", b"sched:sched_wakeup_new", b"sched:sched_process_fork",
     b"sched:sched_process_exec", b"sched:sched_process_exit", b"task:task_rename", b"task:task_newtask",
     b"syscalls:sys_enter_futex", b"syscalls:sys_exit_futex", b"syscalls:sys_enter_futex_waitv",
     b"syscalls:sys_exit_futex_waitv", b"sched:sched_stat_runtime", b"sched:sched_migrate_task",
+    b"PERF_RECORD_LOST",
 ]
 _KIND_CODES = np.array([
     Kind.SWITCH, Kind.WAKEUP, Kind.WAKEUP_NEW, Kind.FORK, Kind.EXEC, Kind.EXIT, Kind.RENAME, Kind.NEWTASK,
     Kind.FUTEX_ENTER, Kind.FUTEX_EXIT, Kind.FUTEX_WAITV, Kind.FUTEX_EXIT, Kind.STAT_RUNTIME, Kind.MIGRATE,
+    _LOST_CODE,
 ], dtype=np.int64)
 _NAME_LEN = max(len(n) for n in _EVENT_NAMES)
 _NAMES = np.zeros((len(_EVENT_NAMES), _NAME_LEN), dtype=np.uint8)
@@ -53,7 +60,7 @@ _KEYS = {name: _k(text) for name, text in {
     "pid0": "pid=", "oldcomm": " oldcomm=", "newcomm": " newcomm=", "oom": " oom_score_adj=", "prio": " prio=",
     "clone_flags": " clone_flags=", "uaddr": "uaddr: ", "op": " op: ", "waiters": "waiters: ",
     "nr_futexes": " nr_futexes: ", "group_dead": " group_dead=", "success": " success=",
-    "runtime": " runtime=", "orig_cpu": " orig_cpu=", "dest_cpu": " dest_cpu=",
+    "runtime": " runtime=", "orig_cpu": " orig_cpu=", "dest_cpu": " dest_cpu=", "lost": "lost ",
 }.items()}
 
 _ERR_NONE, _ERR_HEADER, _ERR_TIME, _ERR_PAYLOAD = 0, 1, 2, 3
@@ -210,7 +217,8 @@ def _parse(buf, names, name_lens, kind_codes, keys, seen, line0):
     pos = 0
     (k_prev_comm, k_prev_pid, k_prev_state, k_next_comm, k_next_pid, k_comm, k_pid, k_target_cpu,
      k_child_comm, k_child_pid, k_filename, k_old_pid, k_pid0, k_oldcomm, k_newcomm, k_oom, k_prio,
-     k_clone_flags, k_uaddr, k_op, k_waiters, k_nr_futexes, k_runtime, k_orig_cpu, k_dest_cpu) = keys
+     k_clone_flags, k_uaddr, k_op, k_waiters, k_nr_futexes, k_runtime, k_orig_cpu, k_dest_cpu, k_lost) = keys
+    lost = 0
     while pos < n:
         line_no += 1
         eol = pos
@@ -340,6 +348,21 @@ def _parse(buf, names, name_lens, kind_codes, keys, seen, line0):
             skipped += 1
             continue
         kd = kind_codes[code]
+        if kd == 255:  # "PERF_RECORD_LOST lost N": the kernel dropped N events here
+            a = _find(buf, k, e, k_lost)
+            if a < 0:
+                err = 3
+                err_line = line_no
+                err_off = k
+                break
+            v, _, okl = _int(buf, a + k_lost.shape[0], e)
+            if not okl:
+                err = 3
+                err_line = line_no
+                err_off = a
+                break
+            lost += v
+            continue
         k += 1
         while k < e and buf[k] == 32:
             k += 1
@@ -557,12 +580,12 @@ def _parse(buf, names, name_lens, kind_codes, keys, seen, line0):
         m += 1
     return (time[:m], cpu[:m], tid[:m], pid[:m], kind[:m], a0[:m], a1[:m], a2[:m], h0[:m], h1[:m],
             has0[:m], has1[:m], new_h[:n_new], new_a[:n_new], new_b[:n_new], skipped, err, err_line, err_off,
-            line_no)
+            line_no, lost)
 
 
 _KEY_ORDER = ["prev_comm", "prev_pid", "prev_state", "next_comm", "next_pid", "comm", "pid", "target_cpu",
               "child_comm", "child_pid", "filename", "old_pid", "pid0", "oldcomm", "newcomm", "oom", "prio",
-              "clone_flags", "uaddr", "op", "waiters", "nr_futexes", "runtime", "orig_cpu", "dest_cpu"]
+              "clone_flags", "uaddr", "op", "waiters", "nr_futexes", "runtime", "orig_cpu", "dest_cpu", "lost"]
 
 
 def _keys_tuple():
@@ -598,13 +621,15 @@ def parse_perf_script(
     parts = []
     strings: dict[int, str] = {}
     skipped = 0
+    lost = 0
     line_no = 0
     done = 0
     for chunk in chunks_iter:
         buf = np.frombuffer(chunk, dtype=np.uint8)
         res = _parse(buf, _NAMES, _NAME_LENS, _KIND_CODES, keys, seen, line_no)
         (time, cpu, tid, pid, kind, a0, a1, a2, h0, h1, has0, has1, nh, na, nb, sk, err, err_line, err_off,
-         line_no) = res
+         line_no, lost_here) = res
+        lost += lost_here
         for h, a, b in zip(nh.tolist(), na.tolist(), nb.tolist(), strict=True):
             strings[h] = bytes(chunk[a:b]).decode("utf-8", "replace").strip()
         size = len(chunk)
@@ -623,7 +648,9 @@ def parse_perf_script(
     if len(seen) > len(strings):  # more than 4096 new names in one chunk: recover them by re-reading
         raise UserError("too many distinct thread names in one chunk of the text; please report this input")
     if not parts:
-        return RawEvents.empty()
+        ev = RawEvents.empty()
+        ev.stats = {"unknown_events": int(skipped), "lost_events": int(lost), "source_format": "perf-script"}
+        return ev
     cols = [np.concatenate([p[i] for p in parts]) for i in range(12)]
     time, cpu, tid, pid, kind, a0, a1, a2, h0, h1, has0, has1 = cols
     hashes = np.array(sorted(strings), dtype=np.int64)
@@ -632,7 +659,7 @@ def parse_perf_script(
     comm1 = np.where(has1, np.searchsorted(hashes, h1), -1)
     ev = RawEvents(time=time, cpu=cpu, tid=tid, pid=pid, kind=kind, arg0=a0, arg1=a1, arg2=a2,
                    comm0=comm0, comm1=comm1, comms=comms,
-                   stats={"unknown_events": int(skipped), "source_format": "perf-script"})
+                   stats={"unknown_events": int(skipped), "lost_events": int(lost), "source_format": "perf-script"})
     return ev.sorted()
 
 
