@@ -473,6 +473,7 @@ def build_trace(
     meta: dict | None = None,
     role_rules=None,
     root_known: bool = False,
+    known_names: dict[int, str] | None = None,
 ) -> Trace:
     """Per-thread states of the process tree(s) chosen by `root_pids` or `comm`.
 
@@ -490,6 +491,9 @@ def build_trace(
         Facts about the run (command, cores, ...) merged into the Trace metadata.
     role_rules : RoleRules or str, optional
         Thread-role rules; defaults to the built-in presets.
+    known_names : dict, optional
+        tid -> name observed outside the events (e.g. /proc at attach time), used for threads
+        no event names.
     root_known : bool
         The root processes' first threads are known to start at `start_ns` (the recorder
         starts the trace at the command's exec), rather than having existed before.
@@ -562,6 +566,8 @@ def build_trace(
     for t_, n_, tm in zip(names.tid.tolist(), names.name.tolist(), names.time_ns.tolist(), strict=True):
         if tm <= t1 or t_ not in latest:
             latest[t_] = n_
+    for t_, n_ in (known_names or {}).items():
+        latest.setdefault(int(t_), n_)
     roots = sorted(int(p) for p in (root_pids or []))
     threads = ThreadTable(
         tid=present.astype(np.int32),

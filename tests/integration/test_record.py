@@ -14,7 +14,7 @@ from scalestack.ingest.chrome import export_chrome
 from scalestack.ingest.chrome import load as load_chrome
 from scalestack.trace import State
 
-from ..conftest import requires_recording
+from ..conftest import ROOT, requires_recording
 
 pytestmark = requires_recording
 
@@ -161,3 +161,46 @@ def test_a_too_small_buffer_reports_exactly_what_was_lost(c_programs, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "scalestack.cli", "info", str(out)], capture_output=True, text=True)
     assert proc.returncode == 0
     assert f"lost {trace.meta['lost_events']}" in proc.stdout
+
+
+def test_attach_to_a_running_process(c_programs):
+    proc = subprocess.Popen([str(c_programs["barrier_imbalance"]), "400", "3000000", "3"])
+    try:
+        import time
+        time.sleep(0.2)
+        trace = scalestack.record(None, None, pid=proc.pid, duration=0.4)
+    finally:
+        proc.kill()
+        proc.wait()
+    trace.validate()
+    assert 0.35e9 < trace.wall_ns < 1.0e9
+    th = trace.threads
+    assert len(th) == 3 and not th.start_known.any()
+    assert set(th.name) == {"barrier_imbalan"}
+    times = per_thread(trace)
+    main_row = int(np.flatnonzero(th.tid == proc.pid)[0])
+    # the main thread sits in pthread_join with no event while we watch: its state is unknown, not guessed
+    assert times[proc.pid][State.UNKNOWN] == th.end_ns[main_row] - th.start_ns[main_row]
+    slow = max((t for t in times if t != proc.pid), key=lambda t: times[t][State.RUNNING])
+    assert times[slow][State.RUNNING] > 0.8 * trace.wall_ns
+
+
+def test_attach_errors_are_one_line():
+    with pytest.raises(UserError, match="no process with pid"):
+        scalestack.record(None, None, pid=2**22 + 12345, duration=1)
+    with pytest.raises(UserError, match="--duration"):
+        scalestack.record(None, None, pid=1)
+
+
+def test_not_root_gets_the_exact_fix(tmp_path):
+    import shutil
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv is not installed")
+    proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m",
+                           "scalestack.cli", "record", "-o", str(tmp_path / "z.trace"), "--", "true"],
+                          capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path),
+                                                               "PYTHONPATH": str(ROOT / "src")})
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("scalestack: error: ")
+    assert "root" in lines[0] or "perf_event_paranoid" in lines[0]

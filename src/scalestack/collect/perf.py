@@ -211,6 +211,7 @@ def record(
             raise UserError(f"no process with pid {pid}")
         if duration is None or duration <= 0:
             raise UserError("attaching with --pid needs --duration SECONDS")
+        attach_names = _thread_names(pid)
     size = mmap_size or default_mmap_size()
 
     with tempfile.TemporaryDirectory(prefix="scalestack-rec-") as tmp:
@@ -239,8 +240,12 @@ def record(
                             os.close(user_err)
                     rc = proc.wait()
                 else:
-                    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err)
-                    rc = _attach_wait(proc, pid, duration)
+                    ctl, ack = os.path.join(tmp, "ctl"), os.path.join(tmp, "ack")
+                    os.mkfifo(ctl)
+                    os.mkfifo(ack)
+                    proc = subprocess.Popen(argv + ["-D", "-1", "--control", f"fifo:{ctl},{ack}"],
+                                            stdout=subprocess.DEVNULL, stderr=err)
+                    rc = _attach_wait(proc, pid, duration, ctl, ack)
         finally:
             signal.signal(signal.SIGINT, old_int)
         elapsed = time.monotonic() - t_wall
@@ -304,10 +309,27 @@ def record(
         trace = build_trace(events, root_pids=[root], start_ns=start, meta=meta, role_rules=role_rules,
                             root_known=True)
     else:
-        trace = build_trace(events, root_pids=[pid], meta=meta, role_rules=role_rules)
+        trace = build_trace(events, root_pids=[pid], meta=meta, role_rules=role_rules,
+                            known_names=attach_names)
     if output:
         trace.save(output)
     return trace
+
+
+def _thread_names(pid: int) -> dict[int, str]:
+    """Names of the threads a process has now (threads that never run while we watch have no
+    event that names them)."""
+    names = {}
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/comm") as fh:
+                    names[int(tid)] = fh.read().strip()
+            except OSError:
+                continue
+    except OSError:
+        pass
+    return names
 
 
 def _low_dup(fd: int) -> int | None:
@@ -321,14 +343,39 @@ def _low_dup(fd: int) -> int | None:
     return None
 
 
-def _attach_wait(proc: subprocess.Popen, pid: int, duration: float) -> int:
-    deadline = time.monotonic() + duration
-    time.sleep(0.3)  # let perf open its events before the clock starts
-    while time.monotonic() < deadline and proc.poll() is None and os.path.isdir(f"/proc/{pid}"):
-        time.sleep(0.05)
+def _attach_wait(proc: subprocess.Popen, pid: int, duration: float, ctl: str, ack: str) -> int:
+    """Enable perf's events once it is ready, record `duration` s or until `pid` exits, stop."""
+    fd = None
+    deadline = time.monotonic() + 30
+    while fd is None:  # a FIFO opens for writing only once perf has opened it for reading
+        try:
+            fd = os.open(ctl, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                return proc.wait()
+            time.sleep(0.02)
+    ack_fd = os.open(ack, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        os.write(fd, b"enable\n")
+        deadline = time.monotonic() + 30
+        while b"ack" not in _read_nonblock(ack_fd) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        stop = time.monotonic() + duration
+        while time.monotonic() < stop and proc.poll() is None and os.path.isdir(f"/proc/{pid}"):
+            time.sleep(0.02)
+    finally:
+        os.close(fd)
+        os.close(ack_fd)
     if proc.poll() is None:
         proc.send_signal(signal.SIGINT)
     return proc.wait()
+
+
+def _read_nonblock(fd: int) -> bytes:
+    try:
+        return os.read(fd, 64)
+    except BlockingIOError:
+        return b""
 
 
 def _online_cpus() -> int:
