@@ -25,6 +25,7 @@ FUTEX_WAITV    waiters pointer     nr_futexes          0                    -
 NEWTASK        child tid           clone_flags         0                    comm
 STAT_RUNTIME   tid (pid field)     runtime ns          0                    comm
 MIGRATE        tid (pid field)     orig cpu            dest cpu             comm
+SAMPLE         instruction ptr     offset in symbol    0                    symbol / binary
 TASK_COMM      tid                 pid                 1 if from exec       comm      (side band)
 TASK_FORK      child tid           child pid           parent tid           -         (side band)
 TASK_EXIT      tid                 pid                 0                    -         (side band)
@@ -63,6 +64,7 @@ class Kind(enum.IntEnum):
     TASK_EXIT = 14
     STAT_RUNTIME = 15
     MIGRATE = 16
+    SAMPLE = 17  # a cpu-clock sample of the context task (record --sample)
 
 
 # Tracepoint name -> Kind, for sources that name events.

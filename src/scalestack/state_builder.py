@@ -32,7 +32,7 @@ import numpy as np
 
 from scalestack.errors import UserError
 from scalestack.events import FUTEX_CMD_MASK, FUTEX_WAIT_OPS, PREV_STATE_DEAD, Kind, RawEvents
-from scalestack.trace import NameTable, State, StateTable, ThreadTable, Trace
+from scalestack.trace import NameTable, SampleTable, State, StateTable, ThreadTable, Trace
 
 # The compiled walk uses the enum values as literals; keep them in step.
 assert [int(v) for v in State] == [0, 1, 2, 3, 4, 5]
@@ -620,5 +620,21 @@ def build_trace(
     for key in ("lost_samples", "unknown_events", "skipped_lines"):
         if key in events.stats:
             meta[key] = events.stats[key]
-    trace = Trace(threads=threads, states=states, names=names, meta=meta)
+    trace = Trace(threads=threads, states=states, names=names, meta=meta,
+                  samples=_samples(events, present, t0, t1))
     return trace.with_roles(role_rules)
+
+
+def _samples(events: RawEvents, tids: np.ndarray, t0: int, t1: int) -> SampleTable:
+    """The traced threads' cpu-clock samples inside the window."""
+    m = (events.kind == Kind.SAMPLE) & np.isin(events.tid, tids) & (events.time >= t0) & (events.time < t1)
+    idx = np.flatnonzero(m)
+    if len(idx) == 0:
+        return SampleTable.empty()
+    comms = np.array(events.comms + ["[unknown]"], dtype=object)
+    sym = events.comm0[idx]
+    dso = events.comm1[idx]
+    return SampleTable(
+        tid=events.tid[idx], time_ns=events.time[idx], cpu=events.cpu[idx], ip=events.arg0[idx].view(np.uint64),
+        offset=events.arg1[idx], symbol=comms[np.where(sym >= 0, sym, -1)], binary=comms[np.where(dso >= 0, dso, -1)],
+    )

@@ -19,10 +19,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from scalestack.errors import UserError
-from scalestack.trace import SCHEMA_VERSION, NameTable, StateTable, ThreadTable, Trace
+from scalestack.trace import SCHEMA_VERSION, NameTable, SampleTable, StateTable, ThreadTable, Trace
 
 MAGIC_MEMBER = "scalestack-trace"
 TABLES = {"threads": ThreadTable, "states": StateTable, "names": NameTable}
+OPTIONAL_TABLES = {"samples": SampleTable}  # written only when not empty
 
 
 def _to_arrow(table) -> pa.Table:
@@ -54,7 +55,7 @@ def save(trace: Trace, path: str | os.PathLike) -> None:
             meta = dict(trace.meta)
             meta["schema_version"] = SCHEMA_VERSION
             zf.writestr("meta.json", json.dumps(meta, indent=1, sort_keys=True, default=_json_default))
-            for member, _cls in TABLES.items():
+            for member in [*TABLES, *(m for m in OPTIONAL_TABLES if len(getattr(trace, m)))]:
                 buf = io.BytesIO()
                 pq.write_table(_to_arrow(getattr(trace, member)), buf, compression="zstd")
                 zf.writestr(f"{member}.parquet", buf.getvalue())
@@ -99,10 +100,14 @@ def load(path: str | os.PathLike) -> Trace:
                     f"{path} uses trace schema {version}, newer than this scalestack's {SCHEMA_VERSION}; upgrade scalestack"
                 )
             tables = {m: _from_arrow(cls, pq.read_table(io.BytesIO(zf.read(f"{m}.parquet")))) for m, cls in TABLES.items()}
+            for m, cls in OPTIONAL_TABLES.items():
+                tables[m] = (_from_arrow(cls, pq.read_table(io.BytesIO(zf.read(f"{m}.parquet"))))
+                             if f"{m}.parquet" in names else cls.empty())
     except zipfile.BadZipFile:
         raise UserError(
             f"{path} is not a scalestack trace (use `scalestack import` for perf.data, perf script text or Chrome JSON)"
         ) from None
     except (KeyError, pa.ArrowInvalid, json.JSONDecodeError) as exc:
         raise UserError(f"{path}: damaged trace file ({exc})") from None
-    return Trace(threads=tables["threads"], states=tables["states"], names=tables["names"], meta=meta)
+    return Trace(threads=tables["threads"], states=tables["states"], names=tables["names"], meta=meta,
+                 samples=tables["samples"])

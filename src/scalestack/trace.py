@@ -160,6 +160,25 @@ class NameTable(_Table):
     SCHEMA: ClassVar[dict[str, Any]] = {"tid": np.int32, "time_ns": np.int64, "name": object}
 
 
+class SampleTable(_Table):
+    """Periodic samples of what each thread was executing (`record --sample`), sorted by time.
+
+    ip: instruction pointer (kernel addresses included). symbol: the function perf resolved
+    (without the +offset; "[unknown]" when perf could not). offset: ip's offset in the symbol.
+    binary: the executable or library (perf's dso). Phase detection reads these.
+    """
+
+    SCHEMA: ClassVar[dict[str, Any]] = {
+        "tid": np.int32,
+        "time_ns": np.int64,
+        "cpu": np.int16,
+        "ip": np.uint64,
+        "offset": np.int64,
+        "symbol": object,
+        "binary": object,
+    }
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Trace:
     """A recorded (or imported, or simulated) multi-threaded execution.
@@ -171,6 +190,8 @@ class Trace:
         Per-thread state intervals; for each thread they tile ``[start_ns, end_ns)``.
     names : NameTable
         Name history (JVMs and thread pools rename threads after creating them).
+    samples : SampleTable
+        What each thread was executing, sampled (empty unless recorded with ``--sample``).
     meta : dict
         JSON-serialisable facts about the run: ``command``, ``exit_status``, ``signal``,
         ``cores``, ``kernel``, ``perf_version``, ``clock``, ``start_ns``, ``end_ns``,
@@ -182,6 +203,7 @@ class Trace:
     states: StateTable
     names: NameTable
     meta: Mapping[str, Any]
+    samples: SampleTable = dataclasses.field(default_factory=lambda: SampleTable.empty())
 
     def __post_init__(self) -> None:
         meta = dict(self.meta)
@@ -271,11 +293,13 @@ class Trace:
         tcols["exited"] = tcols["exited"] & (tcols["end_ns"] <= t1_ns)
         tcols["end_ns"] = np.minimum(tcols["end_ns"], t1_ns)
         names_keep = np.isin(self.names.tid, tcols["tid"])
+        sm = self.samples
         return Trace(
             threads=ThreadTable(**tcols),
             states=StateTable(**cols),
             names=self.names.take(names_keep),
             meta={**self.meta, "start_ns": t0_ns, "end_ns": t1_ns},
+            samples=sm.take((sm.time_ns >= t0_ns) & (sm.time_ns < t1_ns)),
         )
 
     # ----------------------------------------------------------------- checks
@@ -320,6 +344,7 @@ class Trace:
             self.threads == other.threads
             and self.states == other.states
             and self.names == other.names
+            and self.samples == other.samples
             and all(self.meta.get(k) == other.meta.get(k) for k in meta_keys)
         )
 
@@ -348,6 +373,7 @@ def make_trace(
     states: Mapping[str, Any],
     names: Mapping[str, Any] | None = None,
     meta: Mapping[str, Any] | None = None,
+    samples: Mapping[str, Any] | None = None,
 ) -> Trace:
     """Build a Trace from plain columns, filling optional ones with their neutral values.
 
@@ -373,7 +399,8 @@ def make_trace(
     st_table = st_table.take(order)
     if names is None:
         names = {"tid": th["tid"], "time_ns": th["start_ns"], "name": th["name"]}
-    trace = Trace(ThreadTable(**th), st_table, NameTable(**names), dict(meta or {}))
+    sample_table = SampleTable.empty() if samples is None else SampleTable(**samples)
+    trace = Trace(ThreadTable(**th), st_table, NameTable(**names), dict(meta or {}), sample_table)
     if not any(th["role"]):
         trace = trace.with_roles()
     return trace

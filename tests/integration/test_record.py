@@ -204,3 +204,18 @@ def test_not_root_gets_the_exact_fix(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("scalestack: error: ")
     assert "root" in lines[0] or "perf_event_paranoid" in lines[0]
+
+
+def test_sampling_names_the_code_each_thread_runs(c_programs, tmp_path):
+    out = tmp_path / "s.trace"
+    trace = scalestack.record([str(c_programs["balanced"]), "2", "10", "4000000"], str(out), sample_hz=2000)
+    s = trace.samples
+    ws = workers(trace)
+    assert len(s) > 20
+    assert set(np.unique(s.tid)) <= set(trace.threads.tid.tolist())
+    for w in ws:
+        mine = s.symbol[s.tid == w]
+        assert len(mine) > 5 and np.mean(mine == "worker") > 0.8
+        assert all(b.endswith("balanced") for b in s.binary[(s.tid == w) & (s.symbol == "worker")])
+    assert np.all(np.diff(s.time_ns) >= 0)
+    assert scalestack.load(out).equals(trace)

@@ -124,8 +124,13 @@ def resolve_command(command: Sequence[str]) -> list[str]:
 _LOST_RE = re.compile(r"lost (\d+) chunks", re.I)
 
 
-def read_events(perf_data: str, perf: str, reader: str = "auto") -> RawEvents:
-    """RawEvents from a perf.data file, by the direct reader or via `perf script` text."""
+def read_events(perf_data: str, perf: str, reader: str = "auto", samples: bool = False) -> RawEvents:
+    """RawEvents from a perf.data file, by the direct reader or via `perf script` text.
+
+    Samples need perf's symbol resolution, so a recording with samples is read as text.
+    """
+    if samples:
+        reader = "perf-script"
     if reader in ("auto", "perf-data"):
         try:
             from scalestack.ingest.perf_data import read_perf_data
@@ -139,9 +144,11 @@ def read_events(perf_data: str, perf: str, reader: str = "auto") -> RawEvents:
     with tempfile.TemporaryDirectory(prefix="scalestack-") as tmp:
         text = os.path.join(tmp, "perf.txt")
         with open(text, "wb") as fh:
+            fields = ["-F", "trace:comm,pid,tid,cpu,time,event,trace"]
+            if samples:
+                fields += ["-F", "sw:comm,pid,tid,cpu,time,event,ip,sym,symoff,dso"]
             proc = subprocess.run(
-                [perf, "script", "-i", perf_data, "--show-lost-events", "-F", "comm,pid,tid,cpu,time,event,trace",
-                 "--ns"],
+                [perf, "script", "-i", perf_data, "--show-lost-events", *fields, "--ns"],
                 stdout=fh, stderr=subprocess.PIPE,
             )
         if proc.returncode != 0:
@@ -170,6 +177,7 @@ def record(
     keep_perf_data: str | None = None,
     extra_events: Sequence[str] = (),
     futex: bool = True,
+    sample_hz: int | None = None,
 ) -> Trace:
     """Record `command` (or attach to `pid` for `duration` seconds) and return its Trace.
 
@@ -191,6 +199,9 @@ def record(
         Also keep the raw perf.data at this path.
     futex : bool
         Record the futex syscalls (SYNC_WAIT needs them; costs more on sync-heavy programs).
+    sample_hz : int, optional
+        Also sample what every thread executes, this many times per second of CPU time
+        (perf's cpu-clock; instruction-pointer samples land in `Trace.samples`).
     """
     if (command is None) == (pid is None):
         raise UserError("give either a command (after --) or --pid PID")
@@ -219,6 +230,10 @@ def record(
         pidfile = os.path.join(tmp, "pid")
         perf_err = os.path.join(tmp, "perf.stderr")
         argv = [perf, "record", "-k", "CLOCK_MONOTONIC", "-a", "-m", size, "-o", data, "-e", ",".join(tracepoints)]
+        if sample_hz:
+            if not 1 <= sample_hz <= 100_000:
+                raise UserError(f"--sample-hz {sample_hz} is out of range (1 to 100000)")
+            argv += ["-e", f"cpu-clock/period={int(1e9 // sample_hz)}/"]
         started = datetime.datetime.now(datetime.UTC)
         t_wall = time.monotonic()
         old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the program
@@ -260,7 +275,7 @@ def record(
             raise UserError(f"perf record wrote no data: {_last_line(perf_messages)}")
         if keep_perf_data:
             shutil.copyfile(data, keep_perf_data)
-        events = read_events(data, perf, reader)
+        events = read_events(data, perf, reader, samples=bool(sample_hz))
 
     exit_status, sig = None, None
     if command is not None:
@@ -294,7 +309,8 @@ def record(
         "record_elapsed_s": round(elapsed, 6),
         "mmap_size": size,
         "tracepoints": tracepoints,
-        "reader": reader,
+        "reader": "perf-script" if sample_hz else reader,
+        "sample_hz": sample_hz,
         "warnings": warnings,
     }
     if events.stats.get("lost_chunks"):

@@ -20,9 +20,12 @@ from scalestack.errors import UserError
               show_default=True, help="Read perf.data directly (fast) or through `perf script`.")
 @click.option("--keep-perf-data", metavar="FILE", help="Also keep perf's raw perf.data here.")
 @click.option("--no-futex", is_flag=True, help="Do not trace futex syscalls (cheaper; no SYNC_WAIT state).")
+@click.option("--sample", "sample", is_flag=True, help="Also sample what each thread executes (for phases).")
+@click.option("--sample-hz", type=int, default=1000, show_default=True, help="Samples per second of CPU time.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def command(output, pid, duration, roles, mmap_size, reader, keep_perf_data, no_futex, quiet, command):
+def command(output, pid, duration, roles, mmap_size, reader, keep_perf_data, no_futex, sample, sample_hz, quiet,
+            command):
     """Record CMD (after --) with the kernel's scheduler and futex tracepoints.
 
     Exits with the command's own exit status. Example:
@@ -36,7 +39,8 @@ def command(output, pid, duration, roles, mmap_size, reader, keep_perf_data, no_
     if pid is not None and command:
         raise UserError("give either --pid or a command, not both")
     trace = record(list(command) if command else None, output, pid=pid, duration=duration, mmap_size=mmap_size,
-                   role_rules=roles, reader=reader, keep_perf_data=keep_perf_data, futex=not no_futex)
+                   role_rules=roles, reader=reader, keep_perf_data=keep_perf_data, futex=not no_futex,
+                   sample_hz=sample_hz if sample else None)
     if not quiet:
         m = trace.meta
         click.echo(

@@ -344,10 +344,14 @@ def _parse(buf, names, name_lens, kind_codes, keys, seen, line0):
                 if same:
                     code = q
                     break
-        if code < 0:
+        if code < 0 and ev_e - ev_s >= 9 and buf[ev_s] == 99 and buf[ev_s + 1] == 112 and buf[ev_s + 2] == 117 \
+                and buf[ev_s + 3] == 45:  # "cpu-clock...": a sample (record --sample)
+            kd = 17
+        elif code < 0:
             skipped += 1
             continue
-        kd = kind_codes[code]
+        else:
+            kd = kind_codes[code]
         if kd == 255:  # "PERF_RECORD_LOST lost N": the kernel dropped N events here
             a = _find(buf, k, e, k_lost)
             if a < 0:
@@ -535,6 +539,33 @@ def _parse(buf, names, name_lens, kind_codes, keys, seen, line0):
         elif kd == 9:  # FUTEX_EXIT: "0x..."
             v, _, ok = _hex(buf, p, e)
             a0[m] = v
+        elif kd == 17:  # SAMPLE: "IP SYMBOL+0xOFF (DSO)"
+            v, q, ok = _hex(buf, p, e)
+            a0[m] = v
+            while q < e and buf[q] == 32:
+                q += 1
+            ds = e - 1
+            while ds > q and buf[ds] != 40:  # the last '(' opens the binary's name
+                ds -= 1
+            se = ds - 1 if ds > q else e
+            while se > q and buf[se - 1] == 32:
+                se -= 1
+            plus = se - 1
+            while plus > q and buf[plus] != 43:  # "+0x..." offset inside the symbol
+                plus -= 1
+            sym_end = se
+            if plus > q and plus + 2 < se and buf[plus + 1] == 48 and buf[plus + 2] == 120:
+                off, _, okoff = _hex(buf, plus + 1, se)
+                if okoff:
+                    a1[m] = off
+                    sym_end = plus
+            h0[m] = _hash(buf, q, sym_end)
+            has0[m] = True
+            n_new = _remember(h0[m], q, sym_end, seen, new_h, new_a, new_b, n_new)
+            if ds > q and buf[e - 1] == 41:
+                h1[m] = _hash(buf, ds + 1, e - 1)
+                has1[m] = True
+                n_new = _remember(h1[m], ds + 1, e - 1, seen, new_h, new_a, new_b, n_new)
         elif kd == 15 or kd == 16:  # STAT_RUNTIME "comm=%s pid=%d runtime=%Lu [ns]"; MIGRATE "... orig_cpu= dest_cpu="
             a = _find(buf, p, e, k_comm)
             stop = _find(buf, p, e, k_runtime) if kd == 15 else _find(buf, p, e, k_orig_cpu)
