@@ -37,7 +37,17 @@ def command(fmt, path, output, pid, comm, roles):
         if pid is None and comm is None:
             raise UserError(f"{path} records the whole machine: choose the program with --pid PID or --comm NAME")
         options = {"pid": pid, "comm": comm}
-    trace = IMPORTERS[fmt].load(path, **options)
+    big = os.path.getsize(path) > (32 << 20)
+    if big and fmt in ("perf-data", "perf-script"):
+        from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+
+        with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                      TimeRemainingColumn(), transient=True) as bar:
+            task = bar.add_task(f"reading {os.path.basename(path)}", total=os.path.getsize(path))
+            trace = IMPORTERS[fmt].load(path, progress=lambda done, total: bar.update(task, completed=done),
+                                        **options)
+    else:
+        trace = IMPORTERS[fmt].load(path, **options)
     if roles:
         trace = trace.with_roles(roles).with_meta(role_rules=None)
     out = output or os.path.splitext(path)[0] + ".trace"

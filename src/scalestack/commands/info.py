@@ -58,15 +58,26 @@ def command(path, as_json):
         + f"   repaired intervals {sum((m.get('repaired_intervals') or {}).values())}"
     )
     table = Table(show_edge=False, header_style="bold", pad_edge=False)
-    for col in ("tid", "name", "role", "running", "runnable", "sync", "io", "sleep", "unknown", "repair±"):
+    check = m.get("kernel_runtime_check") or {}
+    kernel = check.get("per_thread", {}) if check.get("available") else {}
+    cols = ["tid", "name", "role", "running", "runnable", "sync", "io", "sleep", "unknown", "repair±"]
+    if kernel:
+        cols.append("kernel")
+    for col in cols:
         table.add_column(col, justify="left" if col in ("name", "role") else "right", no_wrap=True)
     unc = m.get("repair_uncertainty_ns") or {}
     for row in data["threads"]:
         cells = [f"{row[f'{s.label}_ns'] / 1e6:.1f}" for s in State]
         u = unc.get(str(row["tid"]), 0)
+        extra = []
+        if kernel:
+            k = kernel.get(str(row["tid"]))
+            extra.append(f"{k[1] / 1e6:.1f}" if k else "")
         table.add_row(str(row["tid"]), row["name"] + ("" if row["start_known"] else " *"), row["role"], *cells,
-                      f"{u / 1e6:.1f}" if u else "")
+                      f"{u / 1e6:.1f}" if u else "", *extra)
     console.print(table)
-    console.print("times in ms; * = thread existed before recording (its first state is unknown)")
+    console.print("times in ms; * = thread existed before recording (its first state is unknown); "
+                  "repair± = how far repairs of missing kernel events could be off"
+                  + ("; kernel = CPU time the scheduler itself charged (sched_stat_runtime)" if kernel else ""))
     for w in trace.warnings:
         console.print(f"[yellow]warning:[/] {w}")
