@@ -581,6 +581,12 @@ def build_trace(
         exited=exited,
     )
     warnings = list(meta.get("warnings", []))
+    if not np.any(events.pid > 0) and not np.any((events.kind == Kind.TASK_COMM) | (events.kind == Kind.TASK_FORK)):
+        warnings.append(
+            "the input does not say which process each thread belongs to (no pid column): threads are followed "
+            "from the chosen process through fork only, so threads it had before the recording are missed; "
+            "produce the text with `perf script -F comm,pid,tid,cpu,time,event,trace --ns`"
+        )
     n_gaps = int(gaps.sum())
     if gaps_traced:
         warnings.append(
