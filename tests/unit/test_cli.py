@@ -1,0 +1,55 @@
+"""The CLI: every user error is one line on stderr with a non-zero status, never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from ..ingest.test_perf_script import SAMPLE
+
+
+def run(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "scalestack.cli", *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_help_lists_the_commands():
+    proc = run("--help")
+    assert proc.returncode == 0
+    for name in ("record", "import", "export", "info"):
+        assert name in proc.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["info", "missing.trace"], "missing.trace: no such file"),
+    (["import", "missing.txt"], "missing.txt: no such file"),
+    (["import", "bogus-format", "x"], "no such file"),
+    (["record"], "no command given"),
+])
+def test_errors_are_one_line(tmp_path, args, message):
+    proc = run(*args, cwd=tmp_path)
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("scalestack: error: ") and message in lines[0]
+
+
+def test_import_guesses_the_format_and_asks_for_the_process(tmp_path):
+    (tmp_path / "garbage.bin").write_bytes(b"\x00\x01garbage")
+    proc = run("import", "garbage.bin", cwd=tmp_path)
+    assert proc.returncode == 2 and "unrecognised format" in proc.stderr
+    (tmp_path / "p.txt").write_bytes(SAMPLE)
+    proc = run("import", "p.txt", cwd=tmp_path)
+    assert proc.returncode == 2 and "--pid" in proc.stderr
+    proc = run("import", "p.txt", "--pid", "2366", "-o", "p.trace", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    info = run("info", "p.trace", "--json", cwd=tmp_path)
+    assert info.returncode == 0 and '"tid": 2368' in info.stdout
+
+
+def test_garbled_input_names_the_line_and_writes_nothing(tmp_path):
+    (tmp_path / "bad.txt").write_bytes(SAMPLE.replace(b"[001]   319.109068661", b"[001]   319,109068661"))
+    proc = run("import", "perf-script", "bad.txt", "--pid", "2366", "-o", "bad.trace", cwd=tmp_path)
+    assert proc.returncode == 2 and "line 8" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "bad.trace").exists()
