@@ -156,6 +156,25 @@ def _remember(h, a, b, seen, new_h, new_a, new_b, n_new):
     return n_new
 
 
+@numba.njit(cache=True, inline="always")
+def _string(buf, a, b, h, has, m, seen, new_h, new_a, new_b, n_new):
+    """Row m's string field is buf[a:b]: store its hash; remember its first occurrence."""
+    h[m] = _hash(buf, a, b)
+    has[m] = True
+    return _remember(h[m], a, b, seen, new_h, new_a, new_b, n_new)
+
+
+@numba.njit(cache=True)
+def _find_last(buf, start, stop, key):
+    """Last index in [start, stop) where key starts, or -1 (comms may contain a key's text)."""
+    found = -1
+    i = _find(buf, start, stop, key)
+    while i >= 0:
+        found = i
+        i = _find(buf, i + 1, stop, key)
+    return found
+
+
 @numba.njit(cache=True)
 def _state_bits(buf, a, b):
     v = 0
@@ -392,16 +411,12 @@ def _parse(buf, names, name_lens, kind_codes, keys, seen, line0):
                 a2[m] = _state_bits(buf, ss, se)
                 ok = ok1 and ok2
                 ca = a + k_prev_comm.shape[0]
-                h0[m] = _hash(buf, ca, b)
-                has0[m] = True
-                n_new = _remember(h0[m], ca, b, seen, new_h, new_a, new_b, n_new)
+                n_new = _string(buf, ca, b, h0, has0, m, seen, new_h, new_a, new_b, n_new)
                 # next_comm ends at " next_pid="
                 cb = d + k_next_comm.shape[0]
                 ce = f
                 # "==> next_comm=" : d points at the space before next_comm
-                h1[m] = _hash(buf, cb, ce)
-                has1[m] = True
-                n_new = _remember(h1[m], cb, ce, seen, new_h, new_a, new_b, n_new)
+                n_new = _string(buf, cb, ce, h1, has1, m, seen, new_h, new_a, new_b, n_new)
         elif kd == 2 or kd == 3 or kd == 6:  # WAKEUP(_NEW), EXIT: "comm=%s pid=%d ..."
             a = _find(buf, p, e, k_comm)
             b = _find(buf, p, e, k_pid)
@@ -411,13 +426,7 @@ def _parse(buf, names, name_lens, kind_codes, keys, seen, line0):
                 # the comm may contain " pid="; the pid key is the last before " prio="
                 pr = _find(buf, b + 1, e, k_prio)
                 if pr >= 0:
-                    bb = b
-                    while True:
-                        nb = _find(buf, bb + 1, pr, k_pid)
-                        if nb < 0:
-                            break
-                        bb = nb
-                    b = bb
+                    b = _find_last(buf, b, pr, k_pid)
                 v, _, ok = _int(buf, b + k_pid.shape[0], e)
                 a0[m] = v
                 if kd != 6:
@@ -429,9 +438,7 @@ def _parse(buf, names, name_lens, kind_codes, keys, seen, line0):
                     else:
                         a1[m] = -1
                 ca = a + k_comm.shape[0]
-                h0[m] = _hash(buf, ca, b)
-                has0[m] = True
-                n_new = _remember(h0[m], ca, b, seen, new_h, new_a, new_b, n_new)
+                n_new = _string(buf, ca, b, h0, has0, m, seen, new_h, new_a, new_b, n_new)
         elif kd == 4:  # FORK: "comm=%s pid=%d child_comm=%s child_pid=%d"
             a = _find(buf, p, e, k_comm)
             cc = _find(buf, p, e, k_child_comm)
@@ -446,27 +453,16 @@ def _parse(buf, names, name_lens, kind_codes, keys, seen, line0):
                 a1[m] = v
                 ok = ok1 and ok2
                 ca = cc + k_child_comm.shape[0]
-                h0[m] = _hash(buf, ca, cp)
-                has0[m] = True
-                n_new = _remember(h0[m], ca, cp, seen, new_h, new_a, new_b, n_new)
+                n_new = _string(buf, ca, cp, h0, has0, m, seen, new_h, new_a, new_b, n_new)
                 pa = a + k_comm.shape[0]
-                h1[m] = _hash(buf, pa, b)
-                has1[m] = True
-                n_new = _remember(h1[m], pa, b, seen, new_h, new_a, new_b, n_new)
+                n_new = _string(buf, pa, b, h1, has1, m, seen, new_h, new_a, new_b, n_new)
         elif kd == 5:  # EXEC: "filename=%s pid=%d old_pid=%d"
             a = _find(buf, p, e, k_filename)
             op_ = _find(buf, p, e, k_old_pid)
             if a != p or op_ < 0:
                 ok = False
             else:
-                b = -1
-                bb = p
-                while True:
-                    nb = _find(buf, bb, op_, k_pid)
-                    if nb < 0:
-                        break
-                    b = nb
-                    bb = nb + 1
+                b = _find_last(buf, p, op_, k_pid)
                 if b < 0:
                     ok = False
                 else:
@@ -476,9 +472,7 @@ def _parse(buf, names, name_lens, kind_codes, keys, seen, line0):
                     a1[m] = v
                     ok = ok1 and ok2
                     fa = a + k_filename.shape[0]
-                    h0[m] = _hash(buf, fa, b)
-                    has0[m] = True
-                    n_new = _remember(h0[m], fa, b, seen, new_h, new_a, new_b, n_new)
+                    n_new = _string(buf, fa, b, h0, has0, m, seen, new_h, new_a, new_b, n_new)
         elif kd == 7:  # RENAME: "pid=%d oldcomm=%s newcomm=%s oom_score_adj=%hd"
             a = _find(buf, p, e, k_pid0)
             oc = _find(buf, p, e, k_oldcomm)
@@ -491,13 +485,9 @@ def _parse(buf, names, name_lens, kind_codes, keys, seen, line0):
                 a0[m] = v
                 ne = oo if oo >= 0 else e
                 na = nc + k_newcomm.shape[0]
-                h0[m] = _hash(buf, na, ne)
-                has0[m] = True
-                n_new = _remember(h0[m], na, ne, seen, new_h, new_a, new_b, n_new)
+                n_new = _string(buf, na, ne, h0, has0, m, seen, new_h, new_a, new_b, n_new)
                 oa = oc + k_oldcomm.shape[0]
-                h1[m] = _hash(buf, oa, nc)
-                has1[m] = True
-                n_new = _remember(h1[m], oa, nc, seen, new_h, new_a, new_b, n_new)
+                n_new = _string(buf, oa, nc, h1, has1, m, seen, new_h, new_a, new_b, n_new)
         elif kd == 11:  # NEWTASK: "pid=%d comm=%s clone_flags=%llx oom_score_adj=%hd"
             a = _find(buf, p, e, k_pid0)
             cm = _find(buf, p, e, k_comm)
@@ -511,9 +501,7 @@ def _parse(buf, names, name_lens, kind_codes, keys, seen, line0):
                 a1[m] = v
                 ok = ok1 and ok2
                 ca = cm + k_comm.shape[0]
-                h0[m] = _hash(buf, ca, cf)
-                has0[m] = True
-                n_new = _remember(h0[m], ca, cf, seen, new_h, new_a, new_b, n_new)
+                n_new = _string(buf, ca, cf, h0, has0, m, seen, new_h, new_a, new_b, n_new)
         elif kd == 8:  # FUTEX_ENTER: "uaddr: 0x..., op: 0x..., ..."
             a = _find(buf, p, e, k_uaddr)
             b = _find(buf, p, e, k_op)
@@ -559,27 +547,16 @@ def _parse(buf, names, name_lens, kind_codes, keys, seen, line0):
                 if okoff:
                     a1[m] = off
                     sym_end = plus
-            h0[m] = _hash(buf, q, sym_end)
-            has0[m] = True
-            n_new = _remember(h0[m], q, sym_end, seen, new_h, new_a, new_b, n_new)
+            n_new = _string(buf, q, sym_end, h0, has0, m, seen, new_h, new_a, new_b, n_new)
             if ds > q and buf[e - 1] == 41:
-                h1[m] = _hash(buf, ds + 1, e - 1)
-                has1[m] = True
-                n_new = _remember(h1[m], ds + 1, e - 1, seen, new_h, new_a, new_b, n_new)
+                n_new = _string(buf, ds + 1, e - 1, h1, has1, m, seen, new_h, new_a, new_b, n_new)
         elif kd == 15 or kd == 16:  # STAT_RUNTIME "comm=%s pid=%d runtime=%Lu [ns]"; MIGRATE "... orig_cpu= dest_cpu="
             a = _find(buf, p, e, k_comm)
             stop = _find(buf, p, e, k_runtime) if kd == 15 else _find(buf, p, e, k_orig_cpu)
             if a != p or stop < 0:
                 ok = False
             else:
-                b = -1
-                bb = p
-                while True:  # the last " pid=" before the numeric fields (a comm may contain " pid=")
-                    nb = _find(buf, bb, stop, k_pid)
-                    if nb < 0:
-                        break
-                    b = nb
-                    bb = nb + 1
+                b = _find_last(buf, p, stop, k_pid)
                 if b < 0:
                     ok = False
                 else:
@@ -599,9 +576,7 @@ def _parse(buf, names, name_lens, kind_codes, keys, seen, line0):
                             ok2 = ok2 and ok3
                     ok = ok and ok2
                     ca = a + k_comm.shape[0]
-                    h0[m] = _hash(buf, ca, b)
-                    has0[m] = True
-                    n_new = _remember(h0[m], ca, b, seen, new_h, new_a, new_b, n_new)
+                    n_new = _string(buf, ca, b, h0, has0, m, seen, new_h, new_a, new_b, n_new)
         if not ok:
             err = 3
             err_line = line_no
