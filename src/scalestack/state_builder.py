@@ -410,7 +410,7 @@ def traced_tids(events: RawEvents, root_pids: list[int] | None = None, comm: str
         roots.discard(0)
         roots.discard(-1)
         if not roots:
-            raise UserError(f"no process named {comm!r} in the recording; check `scalestack import --list` or use --pid")
+            raise UserError(f"no process named {comm!r} in the recording; see `scalestack import FILE --list`, or use --pid")
     if not roots:
         raise UserError("no process chosen: give --pid PID or --comm NAME")
     tracked_pids = set(roots)
@@ -433,6 +433,26 @@ def traced_tids(events: RawEvents, root_pids: list[int] | None = None, comm: str
             parents.setdefault(child, parent)
     tracked = {t for t in tracked if t > 0}
     return np.array(sorted(tracked), dtype=np.int64), parents
+
+
+def list_processes(events: RawEvents) -> list[dict]:
+    """The processes in a system-wide recording: pid, latest name, threads seen, events, for
+    choosing what to import."""
+    known = (events.pid > 0) & (events.tid > 0)
+    if not np.any(known):
+        return []
+    pids, tids = events.pid[known], events.tid[known]
+    out = []
+    names = {}
+    sw = np.flatnonzero((events.kind == Kind.SWITCH) & known)
+    for i in sw[::-1]:  # latest name of each thread group leader
+        if events.arg0[i] == events.pid[i] and int(events.pid[i]) not in names:
+            names[int(events.pid[i])] = events.comm(events.comm0[i])
+    for pid in np.unique(pids):
+        mine = pids == pid
+        out.append({"pid": int(pid), "name": names.get(int(pid), ""), "threads": int(len(np.unique(tids[mine]))),
+                    "events": int(mine.sum())})
+    return sorted(out, key=lambda r: -r["events"])
 
 
 def _thread_names(events: RawEvents, tids: np.ndarray, end_of: dict[int, int]) -> NameTable:

@@ -53,3 +53,11 @@ def test_garbled_input_names_the_line_and_writes_nothing(tmp_path):
     proc = run("import", "perf-script", "bad.txt", "--pid", "2366", "-o", "bad.trace", cwd=tmp_path)
     assert proc.returncode == 2 and "line 8" in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "bad.trace").exists()
+
+
+def test_import_list_shows_the_processes(tmp_path):
+    (tmp_path / "p.txt").write_bytes(SAMPLE)
+    proc = run("import", "p.txt", "--list", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.splitlines()[1].split()
+    assert first[0] == "2366" and first[-1] == "b"

@@ -17,7 +17,8 @@ from scalestack.ingest import IMPORTERS, sniff_format
 @click.option("--pid", type=int, help="perf inputs: the process whose tree to keep.")
 @click.option("--comm", help="perf inputs: keep every process with this name instead.")
 @click.option("--threads-as-roles", "roles", metavar="RULES", help="Thread-role rules REGEX=ROLE,...")
-def command(fmt, path, output, pid, comm, roles):
+@click.option("--list", "list_only", is_flag=True, help="perf inputs: list the processes in FILE and exit.")
+def command(fmt, path, output, pid, comm, roles, list_only):
     """Import FILE. FORMAT is one of perf-data, perf-script, chrome (guessed when omitted).
 
     perf inputs hold every process on the machine: choose one with --pid or --comm.
@@ -32,6 +33,9 @@ def command(fmt, path, output, pid, comm, roles):
         fmt = sniff_format(path)
     if fmt not in IMPORTERS:
         raise UserError(f"unknown format {fmt!r}; choose one of: {', '.join(IMPORTERS)}")
+    if list_only:
+        _list(fmt, path)
+        return
     options = {}
     if fmt in ("perf-data", "perf-script"):
         if pid is None and comm is None:
@@ -56,3 +60,22 @@ def command(fmt, path, output, pid, comm, roles):
     trace.save(out)
     click.echo(f"scalestack: imported {len(trace.threads)} threads, {trace.wall_ns / 1e9:.3f} s from {fmt} -> {out}",
                err=True)
+
+
+def _list(fmt: str, path: str) -> None:
+    """Print the processes a system-wide perf recording holds, busiest first."""
+    from scalestack.state_builder import list_processes
+
+    if fmt == "perf-script":
+        from scalestack.ingest.perf_script import parse_perf_script as read
+    elif fmt == "perf-data":
+        from scalestack.ingest.perf_data import read_perf_data as read
+    else:
+        raise UserError(f"--list is for perf inputs; {path} is {fmt}")
+    rows = list_processes(read(path))
+    if not rows:
+        raise UserError(f"{path} does not say which process each thread belongs to (no pid column); "
+                        "produce it with `perf script -F comm,pid,tid,cpu,time,event,trace --ns`")
+    click.echo(f"{'pid':>8}  {'threads':>7}  {'events':>9}  name")
+    for r in rows:
+        click.echo(f"{r['pid']:>8}  {r['threads']:>7}  {r['events']:>9}  {r['name']}")
