@@ -396,17 +396,20 @@ def traced_tids(events: RawEvents, root_pids: list[int] | None = None, comm: str
     kind = events.kind
     roots: set[int] = {int(p) for p in (root_pids or [])}
     if comm is not None:
-        idx = np.flatnonzero(np.isin(events.comm0, [i for i, s in enumerate(events.comms) if s == comm]))
-        for i in idx:
-            k = kind[i]
-            if k in (Kind.TASK_COMM,):
-                roots.add(int(events.arg1[i]))
-            elif k in (Kind.SWITCH,):
-                roots.add(int(events.pid[i]) if events.pid[i] > 0 else int(events.arg0[i]))
-            elif k in (Kind.RENAME, Kind.EXIT, Kind.WAKEUP, Kind.WAKEUP_NEW, Kind.STAT_RUNTIME, Kind.MIGRATE):
-                roots.add(int(events.arg0[i]))
-            elif k == Kind.FORK:
-                roots.add(int(events.arg1[i]))
+        ids = [i for i, s in enumerate(events.comms) if s == comm]
+        named = np.isin(events.comm0, ids)
+        # the task each event names: a thread group for TASK_COMM, a thread otherwise
+        who = np.where(kind == Kind.FORK, events.arg1, events.arg0)
+        candidates = np.unique(who[named & (kind != Kind.TASK_COMM) & (kind != Kind.EXEC)])
+        groups = np.unique(events.arg1[named & (kind == Kind.TASK_COMM)])
+        # threads -> their thread groups, where the source says (perf's sample pid)
+        known = (events.pid > 0) & (events.tid > 0)
+        k_tid, first = np.unique(events.tid[known], return_index=True)
+        k_pid = events.pid[known][first]
+        pos = np.clip(np.searchsorted(k_tid, candidates), 0, max(len(k_tid) - 1, 0))
+        mapped = np.where((len(k_tid) > 0) & (k_tid[pos] == candidates) if len(k_tid) else False,
+                          k_pid[pos] if len(k_tid) else candidates, candidates)
+        roots |= {int(p) for p in np.concatenate([mapped, groups])}
         roots.discard(0)
         roots.discard(-1)
         if not roots:

@@ -44,6 +44,13 @@ def _from_arrow(cls, table: pa.Table):
     return cls(**cols)
 
 
+def _read(zf: zipfile.ZipFile, member: str) -> pa.Table:
+    # Arrow's thread pool can abort the interpreter at exit (pyarrow 26: "terminate called
+    # without an active exception" in about 1 run in 5); these tables are small, read them
+    # on this thread.
+    return pq.read_table(io.BytesIO(zf.read(f"{member}.parquet")), use_threads=False)
+
+
 def save(trace: Trace, path: str | os.PathLike) -> None:
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
@@ -99,10 +106,9 @@ def load(path: str | os.PathLike) -> Trace:
                 raise UserError(
                     f"{path} uses trace schema {version}, newer than this scalestack's {SCHEMA_VERSION}; upgrade scalestack"
                 )
-            tables = {m: _from_arrow(cls, pq.read_table(io.BytesIO(zf.read(f"{m}.parquet")))) for m, cls in TABLES.items()}
+            tables = {m: _from_arrow(cls, _read(zf, m)) for m, cls in TABLES.items()}
             for m, cls in OPTIONAL_TABLES.items():
-                tables[m] = (_from_arrow(cls, pq.read_table(io.BytesIO(zf.read(f"{m}.parquet"))))
-                             if f"{m}.parquet" in names else cls.empty())
+                tables[m] = _from_arrow(cls, _read(zf, m)) if f"{m}.parquet" in names else cls.empty()
     except zipfile.BadZipFile:
         raise UserError(
             f"{path} is not a scalestack trace (use `scalestack import` for perf.data, perf script text or Chrome JSON)"
