@@ -5,8 +5,9 @@ and the medians are compared. The recorded run's time is the trace's own wall ti
 command's exec to its last thread's exit), so perf's start-up and the trace processing are not
 counted; the plain run is timed around fork/exec/wait, which adds about a millisecond.
 
-Configurations: the default recorder (sched + futex + runtime events), without the futex
-syscall tracepoints (`--no-futex`), and the in-kernel aggregation mode where available
+Configurations: the perf collector (sched + futex + runtime events), the same without the futex
+syscall tracepoints (`--no-futex`), the tracefs collector (the same events in the kernel's ftrace
+buffer, read after the run), and the in-kernel aggregation mode where available
 (benchmarks/overhead_aggregate.py). Compare with the thesis's kernel module: 0.68% on average.
 
     .venv/bin/python benchmarks/overhead.py            # 5 pairs per program (a few minutes)
@@ -100,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="also write the figures to this file")
     args = ap.parse_args(argv)
     pairs = args.pairs or (1 if args.quick else 5)
-    configs = {"default": {}, "no-futex": {"futex": False}}
+    configs = {"perf": {"collector": "perf"}, "perf no-futex": {"collector": "perf", "futex": False},
+               "tracefs": {"collector": "tracefs"}}
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="scalestack-overhead-") as tmp:
         progs = build(Path(tmp), args.quick)
@@ -110,27 +112,27 @@ def main(argv: list[str] | None = None) -> int:
             from overhead_aggregate import measure_aggregate as aggregate  # type: ignore
         except ImportError:
             pass
-        print(f"{'program':34} {'config':10} {'plain s':>9} {'recorded s':>11} {'slowdown':>9} {'events/s':>10} {'lost':>6}")
+        print(f"{'program':34} {'config':13} {'plain s':>9} {'recorded s':>11} {'slowdown':>9} {'events/s':>10} {'lost':>6}")
         for name, prog in progs.items():
             for cname, opts in configs.items():
-                if args.quick and cname != "default":
+                if args.quick and cname == "perf no-futex":
                     continue
                 try:
                     r = measure(prog, pairs, opts)
                 except UserError as exc:
-                    print(f"{name:34} {cname:10} skipped: {exc}")
+                    print(f"{name:34} {cname:13} skipped: {exc}")
                     continue
                 results[f"{name} [{cname}]"] = r
-                print(f"{name:34} {cname:10} {r['plain_s']:9.3f} {r['recorded_s']:11.3f} {r['slowdown_pct']:8.1f}% "
+                print(f"{name:34} {cname:13} {r['plain_s']:9.3f} {r['recorded_s']:11.3f} {r['slowdown_pct']:8.1f}% "
                       f"{r['event_rate_per_s']:10.0f} {r['lost']:6d}", flush=True)
             if aggregate is not None and not args.quick:
                 try:
                     r = aggregate(prog, pairs)
                     results[f"{name} [aggregate]"] = r
-                    print(f"{name:34} {'aggregate':10} {r.get('plain_s', 0):9.3f} {r.get('recorded_s', 0):11.3f} "
+                    print(f"{name:34} {'aggregate':13} {r.get('plain_s', 0):9.3f} {r.get('recorded_s', 0):11.3f} "
                           f"{r.get('slowdown_pct', 0):8.1f}%")
                 except Exception as exc:  # noqa: BLE001 - report, do not hide, and go on
-                    print(f"{name:34} aggregate  failed: {exc}")
+                    print(f"{name:34} {'aggregate':13} failed: {exc}")
     print("thesis kernel-module collector: 0.68% average, 1.11% max (Du Bois, Table 5.1)")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))

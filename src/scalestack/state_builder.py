@@ -604,7 +604,8 @@ def build_trace(
         exited=exited,
     )
     warnings = list(meta.get("warnings", []))
-    if not np.any(events.pid > 0) and not np.any((events.kind == Kind.TASK_COMM) | (events.kind == Kind.TASK_FORK)):
+    no_groups = not np.any(events.pid > 0) and not np.any((events.kind == Kind.TASK_COMM) | (events.kind == Kind.TASK_FORK))
+    if no_groups and not root_known:  # a recorded command's tree is complete by fork lineage alone
         warnings.append(
             "the input does not say which process each thread belongs to (no pid column): threads are followed "
             "from the chosen process through fork only, so threads it had before the recording are missed; "

@@ -121,16 +121,18 @@ def _kernel_truth(path):
     return {int(r[0]): (int(r[1]), int(r[2])) for r in rows}
 
 
+@pytest.mark.parametrize("collector", ["perf", "tracefs"])
 @pytest.mark.parametrize("program,args", [
     ("barrier_imbalance", ["8", "3000000", "3"]),
     ("mutex_counter", ["4", "3000", "500", "3000"]),
     ("prodcons", ["20000", "2", "2000"]),
 ])
-def test_running_time_matches_the_kernels_own_accounting(c_programs, tmp_path, monkeypatch, program, args):
+def test_running_time_matches_the_kernels_own_accounting(c_programs, tmp_path, monkeypatch, program, args, collector):
     """Each thread reports its own CPU time (CLOCK_THREAD_CPUTIME_ID) just before it ends."""
     truth_file = tmp_path / "schedstat.txt"
     monkeypatch.setenv("SCHEDSTAT_OUT", str(truth_file))
-    trace = scalestack.record([str(c_programs[program]), *args], None)
+    trace = scalestack.record([str(c_programs[program]), *args], None, collector=collector)
+    assert trace.meta["collector"] == collector
     truth = _kernel_truth(truth_file)
     times = per_thread(trace)
     assert set(truth) <= set(times)

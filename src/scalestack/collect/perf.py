@@ -16,6 +16,7 @@ Designed around what was measured on these machines (shared/DESIGN.md):
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 import platform
@@ -165,6 +166,17 @@ def _last_line(raw: bytes) -> str:
     return lines[-1] if lines else "no message"
 
 
+@dataclasses.dataclass
+class _Run:
+    """What a collector hands back: raw events and how the command ended."""
+
+    events: RawEvents
+    rc: int | None
+    root: int | None
+    meta: dict
+    warnings: list[str]
+
+
 def record(
     command: Sequence[str] | None = None,
     output: str | None = DEFAULT_OUTPUT,
@@ -178,6 +190,7 @@ def record(
     extra_events: Sequence[str] = (),
     futex: bool = True,
     sample_hz: int | None = None,
+    collector: str = "perf",
 ) -> Trace:
     """Record `command` (or attach to `pid` for `duration` seconds) and return its Trace.
 
@@ -202,19 +215,24 @@ def record(
     sample_hz : int, optional
         Also sample what every thread executes, this many times per second of CPU time
         (perf's cpu-clock; instruction-pointer samples land in `Trace.samples`).
+    collector : {"perf", "tracefs"}
+        perf (the default) or the kernel's ftrace ring buffer through tracefs
+        (`scalestack.collect.tracefs`; no sampling).
     """
     if (command is None) == (pid is None):
         raise UserError("give either a command (after --) or --pid PID")
-    perf = perf_binary()
+    if collector not in ("perf", "tracefs"):
+        raise UserError(f"unknown collector {collector!r}; choose perf or tracefs")
+    if collector == "tracefs" and sample_hz:
+        raise UserError("--sample needs the perf collector")
+    perf = perf_binary() if collector == "perf" else None
     check_permission()
     tracefs = ensure_tracefs()
     wanted = [tp for tp in RECORD_TRACEPOINTS if futex or "futex" not in tp] + list(extra_events)
     tracepoints, missing = available_tracepoints(tracefs, wanted)
-    warnings = []
     if "sched:sched_switch" not in tracepoints:
         raise UserError("this kernel has no sched:sched_switch tracepoint; scalestack cannot record here")
-    if missing:
-        warnings.append(f"tracepoints not available on this kernel: {', '.join(missing)}")
+    attach_names = None
     if command is not None:
         command = resolve_command(command)
     else:
@@ -223,19 +241,74 @@ def record(
         if duration is None or duration <= 0:
             raise UserError("attaching with --pid needs --duration SECONDS")
         attach_names = _thread_names(pid)
-    size = mmap_size or default_mmap_size()
+    if sample_hz is not None and not 1 <= sample_hz <= 100_000:
+        raise UserError(f"--sample-hz {sample_hz} is out of range (1 to 100000)")
+    started = datetime.datetime.now(datetime.UTC)
+    t_wall = time.monotonic()
+    if collector == "perf":
+        run = _collect_perf(perf, tracepoints, command, pid, duration, mmap_size or default_mmap_size(), reader,
+                            keep_perf_data, sample_hz)
+    else:
+        run = _collect_tracefs(tracefs, tracepoints, command, pid, duration)
+    elapsed = time.monotonic() - t_wall
+    events, warnings = run.events, run.warnings
+    if missing:
+        warnings.insert(0, f"tracepoints not available on this kernel: {', '.join(missing)}")
 
+    exit_status, sig = None, None
+    if command is not None:
+        if run.rc < 0:
+            sig = -run.rc
+            warnings.append(f"the command was killed by signal {sig} ({signal.Signals(sig).name}); the trace ends there")
+        else:
+            exit_status = run.rc
+    meta = {
+        "source": collector,
+        "collector": collector,
+        "command": list(command) if command is not None else None,
+        "attached_pid": pid,
+        "duration_s": duration,
+        "exit_status": exit_status,
+        "signal": sig,
+        "cores": os.cpu_count(),
+        "cpus_online": _online_cpus(),
+        "kernel": platform.release(),
+        "host": platform.node(),
+        "clock": "CLOCK_MONOTONIC",
+        "recorded_at": started.isoformat(timespec="seconds"),
+        "record_elapsed_s": round(elapsed, 6),
+        "tracepoints": tracepoints,
+        "sample_hz": sample_hz,
+        **run.meta,
+        "warnings": warnings,
+    }
+    from scalestack.state_builder import build_trace
+
+    if command is not None:
+        execs = np.flatnonzero((events.kind == Kind.EXEC) & (events.arg0 == run.root))
+        if len(execs) == 0:
+            raise UserError("the recording has no exec of the command; was it killed before it started?")
+        start = int(events.time[execs[1] if len(execs) > 1 else execs[0]])
+        trace = build_trace(events, root_pids=[run.root], start_ns=start, meta=meta, role_rules=role_rules,
+                            root_known=True)
+    else:
+        trace = build_trace(events, root_pids=[pid], meta=meta, role_rules=role_rules,
+                            known_names=attach_names)
+    if output:
+        trace.save(output)
+    return trace
+
+
+def _collect_perf(perf, tracepoints, command, pid, duration, size, reader, keep_perf_data, sample_hz) -> _Run:
+    """`perf record -a` around the command (or for `duration` s), then its perf.data read."""
+    warnings: list[str] = []
     with tempfile.TemporaryDirectory(prefix="scalestack-rec-") as tmp:
         data = os.path.join(tmp, "perf.data")
         pidfile = os.path.join(tmp, "pid")
         perf_err = os.path.join(tmp, "perf.stderr")
         argv = [perf, "record", "-k", "CLOCK_MONOTONIC", "-a", "-m", size, "-o", data, "-e", ",".join(tracepoints)]
         if sample_hz:
-            if not 1 <= sample_hz <= 100_000:
-                raise UserError(f"--sample-hz {sample_hz} is out of range (1 to 100000)")
             argv += ["-e", f"cpu-clock/period={int(1e9 // sample_hz)}/"]
-        started = datetime.datetime.now(datetime.UTC)
-        t_wall = time.monotonic()
         old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the program
         try:
             with open(perf_err, "wb") as err:
@@ -263,7 +336,6 @@ def record(
                     rc = _attach_wait(proc, pid, duration, ctl, ack)
         finally:
             signal.signal(signal.SIGINT, old_int)
-        elapsed = time.monotonic() - t_wall
         perf_messages = open(perf_err, "rb").read()
         root = None
         if command is not None:
@@ -276,60 +348,40 @@ def record(
         if keep_perf_data:
             shutil.copyfile(data, keep_perf_data)
         events = read_events(data, perf, reader, samples=bool(sample_hz))
-
-    exit_status, sig = None, None
-    if command is not None:
-        if rc < 0:
-            sig = -rc
-            warnings.append(f"the command was killed by signal {sig} ({signal.Signals(sig).name}); the trace ends there")
-        elif rc > 128 and rc - 128 in signal.valid_signals():
-            # perf re-raises the child's signal; some shells report 128+N instead
-            exit_status = rc
-        else:
-            exit_status = rc
+    meta = {"perf_version": perf_version(perf), "mmap_size": size,
+            "reader": "perf-script" if sample_hz else reader}
     lost_chunks = _LOST_RE.findall(perf_messages.decode("utf-8", "replace"))
     if lost_chunks:
-        events.stats["lost_chunks"] = sum(int(x) for x in lost_chunks)
-        warnings.append(f"perf reported {events.stats['lost_chunks']} lost chunks; raise --mmap-size")
+        meta["lost_chunks"] = events.stats["lost_chunks"] = sum(int(x) for x in lost_chunks)
+        warnings.append(f"perf reported {meta['lost_chunks']} lost chunks; raise --mmap-size")
+    return _Run(events, rc, root, meta, warnings)
 
-    meta = {
-        "source": "perf",
-        "command": list(command) if command is not None else None,
-        "attached_pid": pid,
-        "duration_s": duration,
-        "exit_status": exit_status,
-        "signal": sig,
-        "cores": os.cpu_count(),
-        "cpus_online": _online_cpus(),
-        "kernel": platform.release(),
-        "host": platform.node(),
-        "perf_version": perf_version(perf),
-        "clock": "CLOCK_MONOTONIC",
-        "recorded_at": started.isoformat(timespec="seconds"),
-        "record_elapsed_s": round(elapsed, 6),
-        "mmap_size": size,
-        "tracepoints": tracepoints,
-        "reader": "perf-script" if sample_hz else reader,
-        "sample_hz": sample_hz,
-        "warnings": warnings,
-    }
-    if events.stats.get("lost_chunks"):
-        meta["lost_chunks"] = events.stats["lost_chunks"]
-    from scalestack.state_builder import build_trace
 
-    if command is not None:
-        execs = np.flatnonzero((events.kind == Kind.EXEC) & (events.arg0 == root))
-        if len(execs) == 0:
-            raise UserError("the recording has no exec of the command; was it killed before it started?")
-        start = int(events.time[execs[1] if len(execs) > 1 else execs[0]])
-        trace = build_trace(events, root_pids=[root], start_ns=start, meta=meta, role_rules=role_rules,
-                            root_known=True)
-    else:
-        trace = build_trace(events, root_pids=[pid], meta=meta, role_rules=role_rules,
-                            known_names=attach_names)
-    if output:
-        trace.save(output)
-    return trace
+def _collect_tracefs(tracefs, tracepoints, command, pid, duration) -> _Run:
+    """A private ftrace instance around the command (or for `duration` s), read afterwards."""
+    from scalestack.collect.tracefs import TracefsInstance
+
+    root, rc = None, None
+    with tempfile.TemporaryDirectory(prefix="scalestack-rec-") as tmp, TracefsInstance(tracefs, tracepoints) as inst:
+        pidfile = os.path.join(tmp, "pid")
+        old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            inst.start()
+            if command is not None:
+                proc = subprocess.Popen(["/bin/sh", "-c", _WRAPPER_PLAIN, pidfile, *command])
+                rc = proc.wait()
+            else:
+                stop = time.monotonic() + duration
+                while time.monotonic() < stop and os.path.isdir(f"/proc/{pid}"):
+                    time.sleep(0.02)
+            inst.stop()
+        finally:
+            signal.signal(signal.SIGINT, old_int)
+        if command is not None:
+            root = int(open(pidfile).read().strip())
+        events, dropped = inst.read()
+    warnings = [f"the ftrace buffer dropped {dropped} events"] if dropped else []
+    return _Run(events, rc, root, {"ftrace_buffer_kb": inst.buffer_kb}, warnings)
 
 
 def _thread_names(pid: int) -> dict[int, str]:

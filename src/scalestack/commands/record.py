@@ -16,6 +16,8 @@ from scalestack.errors import UserError
 @click.option("--threads-as-roles", "roles", metavar="RULES",
               help="Thread-role rules REGEX=ROLE,... (roles: main, app, gc, jit, runtime, or any pool name).")
 @click.option("--mmap-size", metavar="SIZE", help="Per-CPU ring buffer for perf (e.g. 64M); default from memory.")
+@click.option("--collector", type=click.Choice(["perf", "tracefs"]), default="perf", show_default=True,
+              help="perf, or the kernel's ftrace buffer through tracefs (see README: collectors).")
 @click.option("--reader", type=click.Choice(["auto", "perf-data", "perf-script"]), default="auto",
               show_default=True, help="Read perf.data directly (fast) or through `perf script`.")
 @click.option("--keep-perf-data", metavar="FILE", help="Also keep perf's raw perf.data here.")
@@ -24,8 +26,8 @@ from scalestack.errors import UserError
 @click.option("--sample-hz", type=int, default=1000, show_default=True, help="Samples per second of CPU time.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def command(output, pid, duration, roles, mmap_size, reader, keep_perf_data, no_futex, sample, sample_hz, quiet,
-            command):
+def command(output, pid, duration, roles, mmap_size, collector, reader, keep_perf_data, no_futex, sample, sample_hz,
+            quiet, command):
     """Record CMD (after --) with the kernel's scheduler and futex tracepoints.
 
     Exits with the command's own exit status. Example:
@@ -40,7 +42,7 @@ def command(output, pid, duration, roles, mmap_size, reader, keep_perf_data, no_
         raise UserError("give either --pid or a command, not both")
     trace = record(list(command) if command else None, output, pid=pid, duration=duration, mmap_size=mmap_size,
                    role_rules=roles, reader=reader, keep_perf_data=keep_perf_data, futex=not no_futex,
-                   sample_hz=sample_hz if sample else None)
+                   sample_hz=sample_hz if sample else None, collector=collector)
     if not quiet:
         m = trace.meta
         click.echo(

@@ -1,0 +1,111 @@
+"""Which collector to trust: perf versus the kernel's ftrace buffer (tracefs), measured.
+
+For four C programs compiled here (an imbalanced barrier, a contended mutex, a producer/consumer
+with condition variables, and a barrier with 4 threads on 2 cores), each thread reports its own
+CPU time (CLOCK_THREAD_CPUTIME_ID) and run-queue time (schedstat) just before it ends: the
+kernel's truth. Each collector records every program `--runs` times; the table gives, per
+collector and program, the scheduler-event gaps per 1000 switches, the RUNNING error against
+the truth (median, 90th percentile, max, share within 2%), the RUNNABLE error, and the wall
+time of the recorded run against a plain run (slowdown, median of pairs).
+
+    .venv/bin/python benchmarks/collectors.py            # 20 runs each (several minutes)
+    .venv/bin/python benchmarks/collectors.py --quick    # 2 runs each (the test runs this)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+import scalestack  # noqa: E402
+from scalestack.events import Kind  # noqa: E402, F401
+from scalestack.trace import State  # noqa: E402
+
+PROGRAMS = {
+    "imbalanced barrier": ("barrier_imbalance", ["8", "3000000", "3"]),
+    "contended mutex": ("mutex_counter", ["4", "3000", "500", "3000"]),
+    "producer/consumer": ("prodcons", ["20000", "2", "2000"]),
+    "oversubscribed (4 on 2)": ("balanced", ["4", "5", "2000000"]),
+}
+
+
+def one_run(argv: list[str], collector: str, truth_file: Path) -> dict:
+    truth_file.unlink(missing_ok=True)
+    os.environ["SCHEDSTAT_OUT"] = str(truth_file)
+    try:
+        trace = scalestack.record(argv, None, collector=collector)
+    finally:
+        os.environ.pop("SCHEDSTAT_OUT", None)
+    truth = {int(r[0]): (int(r[1]), int(r[2])) for r in (line.split() for line in truth_file.read_text().splitlines())}
+    times = trace.time_in_states()
+    row = {int(t): i for i, t in enumerate(trace.threads.tid)}
+    run_err, rq_err = [], []
+    for tid, (on_cpu, waited) in truth.items():
+        i = row[tid]
+        run_err.append((times[i, State.RUNNING] - on_cpu) / max(on_cpu, 1) * 100)
+        rq_err.append((times[i, State.RUNNABLE] - waited) / 1e6)
+    n_switch = max(1, int(trace.meta.get("n_events", 1)))
+    return {"gaps": trace.meta["chain_gaps_traced"], "events": n_switch, "run_err": run_err, "rq_err": rq_err,
+            "wall_s": trace.wall_ns / 1e9}
+
+
+def plain(argv: list[str]) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(argv, stdout=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json")
+    args = ap.parse_args(argv)
+    runs = 2 if args.quick else args.runs
+    out: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory(prefix="scalestack-collectors-") as tmp:
+        tmpd = Path(tmp)
+        exes = {}
+        for name, (src, _a) in PROGRAMS.items():
+            exe = tmpd / src
+            subprocess.run(["gcc", "-O1", "-pthread", str(ROOT / "workloads" / "c" / f"{src}.c"), "-o", str(exe)],
+                           check=True)
+            exes[name] = exe
+        print(f"{'program':24} {'collector':9} {'gaps/1k ev':>10} {'RUN err% med':>12} {'p90':>6} {'max':>6} "
+              f"{'<=2%':>5} {'RUNNABLE err ms med':>19} {'max':>6} {'slowdown':>9}")
+        for name, (_src, pargs) in PROGRAMS.items():
+            prog = [str(exes[name]), *pargs]
+            for collector in ("perf", "tracefs"):
+                res = [one_run(prog, collector, tmpd / "truth.txt") for _ in range(runs)]
+                plains = [plain(prog) for _ in range(runs)]
+                run_err = np.abs(np.concatenate([r["run_err"] for r in res]))
+                rq_err = np.abs(np.concatenate([r["rq_err"] for r in res]))
+                gaps = sum(r["gaps"] for r in res) / sum(r["events"] for r in res) * 1000
+                slow = (statistics.median(r["wall_s"] for r in res) / statistics.median(plains) - 1) * 100
+                fig = {"gaps_per_1k_events": gaps, "run_err_median_pct": float(np.median(run_err)),
+                       "run_err_p90_pct": float(np.percentile(run_err, 90)), "run_err_max_pct": float(run_err.max()),
+                       "within_2pct": float(np.mean(run_err <= 2) * 100), "runnable_err_median_ms": float(np.median(rq_err)),
+                       "runnable_err_max_ms": float(rq_err.max()), "slowdown_pct": slow, "runs": runs}
+                out[f"{name} [{collector}]"] = fig
+                print(f"{name:24} {collector:9} {gaps:10.2f} {fig['run_err_median_pct']:12.2f} {fig['run_err_p90_pct']:6.2f} "
+                      f"{fig['run_err_max_pct']:6.2f} {fig['within_2pct']:4.0f}% {fig['runnable_err_median_ms']:19.2f} "
+                      f"{fig['runnable_err_max_ms']:6.2f} {slow:8.1f}%", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""A second collector: the kernel's own ftrace ring buffer, read through tracefs.
+
+It exists to be compared with perf (issue "prove every Trace right"): the same tracepoints,
+a different buffer. A private tracefs instance (`instances/scalestack-PID`) keeps other users'
+tracing untouched; its clock is `mono` (CLOCK_MONOTONIC, like `record`'s perf clock); the
+buffer is large and `buffer_percent` makes the kernel wake our reader threads only when a
+CPU's buffer is half full, so draining costs the program almost nothing (perf's reader wakes far
+more often); `overwrite` is off, so a full buffer drops new events and counts them rather than
+silently overwriting old ones.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import threading
+from collections.abc import Sequence
+
+from scalestack.errors import UserError
+from scalestack.events import RawEvents
+from scalestack.ingest.ftrace_raw import read_cpu_buffers
+from scalestack.ingest.tracepoint import EventFormat, parse_format
+
+
+class TracefsInstance:
+    """A private ftrace instance with the given tracepoints enabled; a context manager."""
+
+    def __init__(self, tracefs: str, tracepoints: Sequence[str], buffer_kb: int = 65536):
+        self.root = os.path.join(tracefs, "instances", f"scalestack-{os.getpid()}")
+        self.tracefs = tracefs
+        self.tracepoints = list(tracepoints)
+        self.buffer_kb = buffer_kb
+        self.formats: dict[int, EventFormat] = {}
+        self._pages: dict[int, list[bytes]] = {}
+        self._threads: list[threading.Thread] = []
+        self._stopping = threading.Event()
+
+    def _write(self, rel: str, value: str) -> None:
+        try:
+            with open(os.path.join(self.root, rel), "w") as fh:
+                fh.write(value)
+        except OSError as exc:
+            raise UserError(f"tracefs: cannot write {value!r} to {rel}: {exc.strerror}") from None
+
+    def __enter__(self) -> TracefsInstance:
+        try:
+            os.mkdir(self.root)
+        except FileExistsError:  # left by a crashed run of this pid: instances go with rmdir
+            os.rmdir(self.root)
+            os.mkdir(self.root)
+        except OSError as exc:
+            raise UserError(f"tracefs: cannot create an instance under {self.tracefs}/instances: {exc.strerror}") from None
+        self._write("tracing_on", "0")
+        self._write("trace_clock", "mono")
+        self._write("buffer_size_kb", str(self.buffer_kb))
+        self._write("options/overwrite", "0")
+        if os.path.exists(os.path.join(self.root, "buffer_percent")):
+            self._write("buffer_percent", "50")
+        for tp in self.tracepoints:
+            group, name = tp.split(":", 1)
+            with open(os.path.join(self.root, "events", group, name, "format")) as fh:
+                fmt = parse_format(fh.read(), group)
+            self.formats[fmt.id] = fmt
+            self._write(f"events/{group}/{name}/enable", "1")
+        return self
+
+    def _cpus(self) -> list[int]:
+        per_cpu = os.path.join(self.root, "per_cpu")
+        return sorted(int(m.group(1)) for e in os.listdir(per_cpu) if (m := re.fullmatch(r"cpu(\d+)", e)))
+
+    def _drain(self, cpu: int) -> None:
+        """Copy one CPU's pages out as the kernel fills them, and everything left at the end."""
+        out = self._pages.setdefault(cpu, [])
+        fd = os.open(os.path.join(self.root, "per_cpu", f"cpu{cpu}", "trace_pipe_raw"), os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            while True:
+                final = self._stopping.is_set()
+                if not final:
+                    select.select([fd], [], [], 0.2)
+                while True:
+                    try:
+                        block = os.read(fd, 4096)
+                    except BlockingIOError:
+                        break
+                    if not block:
+                        break
+                    out.append(block.ljust(4096, b"\0"))
+                if final:
+                    return
+        finally:
+            os.close(fd)
+
+    def start(self) -> None:
+        self._stopping.clear()
+        self._threads = [threading.Thread(target=self._drain, args=(cpu,), daemon=True) for cpu in self._cpus()]
+        for t in self._threads:
+            t.start()
+        self._write("tracing_on", "1")
+
+    def stop(self) -> None:
+        self._write("tracing_on", "0")
+        self._stopping.set()
+        for t in self._threads:
+            t.join()
+
+    def read(self) -> tuple[RawEvents, int]:
+        """All recorded events, and how many the buffer dropped."""
+        dropped = 0
+        for cpu in self._cpus():
+            with open(os.path.join(self.root, "per_cpu", f"cpu{cpu}", "stats")) as fh:
+                stats = fh.read()
+            for key in ("overrun", "dropped events"):
+                m2 = re.search(rf"^{key}:\s*(\d+)", stats, re.M)
+                if m2:
+                    dropped += int(m2.group(1))
+        pages = {cpu: b"".join(chunks) for cpu, chunks in self._pages.items()}
+        events = read_cpu_buffers(pages, self.formats)
+        events.stats["lost_events"] = dropped
+        return events, dropped
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self._write("tracing_on", "0")
+            for tp in self.tracepoints:
+                group, name = tp.split(":", 1)
+                try:
+                    with open(os.path.join(self.root, "events", group, name, "enable"), "w") as fh:
+                        fh.write("0")
+                except OSError:
+                    pass
+        finally:
+            try:
+                os.rmdir(self.root)
+            except OSError:
+                pass
