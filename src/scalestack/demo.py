@@ -33,11 +33,15 @@ def main(out_dir: str = "demo-out") -> int:
 
     trace = record([str(exe), "10", "4000000", "3"], str(trace_path))
     print(f"trace: {trace_path} ({len(trace.threads)} threads, {trace.wall_ns / 1e9:.3f} s)", flush=True)
-    report_dir = out / "report"
+    from scalestack.cli import cli
     from scalestack.cli import main as cli_main
 
+    if cli.get_command(None, "report") is not None:
+        step = ["report", str(trace_path), "-o", str(out / "report")]
+    else:  # the per-thread state summary until the report command exists
+        step = ["info", str(trace_path)]
     try:
-        cli_main(["report", str(trace_path), "-o", str(report_dir)])
+        cli_main(step)
     except SystemExit as exc:
         if exc.code not in (0, None):
             return int(exc.code)

@@ -612,10 +612,12 @@ def build_trace(
             "produce the text with `perf script -F comm,pid,tid,cpu,time,event,trace --ns`"
         )
     n_gaps = int(gaps.sum())
-    if gaps_traced:
+    total_unc = int(uncertain.sum())
+    if gaps_traced and total_unc > max(1_000_000, 0.01 * float((th_end - th_start).sum())):
         warnings.append(
-            f"{int(gaps_traced)} scheduler-event gaps touched the traced threads "
-            f"({int(repairs.sum())} intervals repaired; see `scalestack info`)"
+            f"the kernel dropped scheduler events of the traced threads ({int(gaps_traced)} gaps); "
+            f"{int(repairs.sum())} intervals were repaired, together uncertain by up to {total_unc / 1e6:.1f} ms "
+            "(see `scalestack info`; `--collector tracefs` may lose fewer)"
         )
     lost = int(events.stats.get("lost_events", 0) or 0)
     if lost:
