@@ -139,10 +139,9 @@ def test_running_time_matches_the_kernels_own_accounting(c_programs, tmp_path, m
     uncertainty = trace.meta["repair_uncertainty_ns"]
     for tid, (on_cpu, _runqueue) in truth.items():
         err = abs(int(times[tid][State.RUNNING]) - on_cpu)
-        # measured here over 6 runs each: barrier median 0.3% (max 1.0%), oversubscribed 0.6% (2.2%),
-        # mutex 2.3% (10.8%), producer/consumer 3.0% (9.1%): switch-heavy threads carry the per-switch
-        # tracing cost and the repairs of events the kernel dropped
-        bound = max(0.12 * on_cpu, 3_000_000) + uncertainty.get(str(tid), 0)
+        # RUNNING follows the scheduler's runtime reports; measured here (benchmarks/collectors.py)
+        # the error is below 1% in the median and 2.5% at worst, on every program and collector
+        bound = max(0.04 * on_cpu, 1_500_000) + uncertainty.get(str(tid), 0)
         assert err <= bound, (program, tid, times[tid][State.RUNNING], on_cpu, uncertainty)
     check = trace.meta["kernel_runtime_check"]
     assert check["available"]

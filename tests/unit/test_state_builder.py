@@ -191,7 +191,7 @@ def event_streams(draw):
         t += draw(st.integers(0, 5))
         cpu = draw(st.integers(0, 1))
         cur = on_cpu[cpu]
-        choice = draw(st.integers(0, 4))
+        choice = draw(st.integers(0, 5))
         if choice == 0:
             nxt = draw(st.sampled_from([0, 7, *tids]))
             if nxt in on_cpu.values() and nxt != 0:
@@ -205,8 +205,10 @@ def event_streams(draw):
             rows.append((t, cpu, cur, Kind.FUTEX_ENTER, 0x40, draw(st.sampled_from([0, 1, 9, 128])), 0))
         elif choice == 3:
             rows.append((t, cpu, cur, Kind.FUTEX_EXIT, 0, 0, 0))
-        else:
+        elif choice == 4:
             rows.append((t, cpu, cur, Kind.RENAME, cur, 0, 0))
+        else:  # a runtime report, possibly inconsistent with the switches
+            rows.append((t, cpu, cur, Kind.STAT_RUNTIME, draw(st.sampled_from(tids)), draw(st.integers(1, 30)), 0))
     keep = draw(st.lists(st.booleans(), min_size=len(rows), max_size=len(rows)))
     rows = rows[:3] + [r for r, k in zip(rows[3:], keep[3:], strict=True) if k or r[3] != Kind.SWITCH]
     return ev(rows)
@@ -220,3 +222,43 @@ def test_states_always_tile_lifetimes(events):
     # every traced thread's time adds up to its lifetime
     life = tr.threads.end_ns - tr.threads.start_ns
     assert np.array_equal(tr.time_in_states().sum(axis=1), life)
+
+
+def test_running_follows_the_kernels_runtime_reports():
+    # the switch into the worker at 20 was lost and nothing else says when it ran; the
+    # scheduler's report at 30 says it had run 4 ns, its report at 40 another 10
+    e = ev([
+        (0, 0, 0, Kind.SWITCH, 0, 100, 0),
+        (1, 0, 100, Kind.FORK, 100, 101, 0),
+        (2, 1, 0, Kind.SWITCH, 0, 101, 0),
+        (9, 1, 101, Kind.STAT_RUNTIME, 101, 7, 0),
+        (9, 1, 101, Kind.SWITCH, 101, 0, S_BIT),
+        (30, 1, 101, Kind.STAT_RUNTIME, 101, 4, 0),
+        (40, 1, 101, Kind.STAT_RUNTIME, 101, 10, 0),
+        (40, 1, 101, Kind.SWITCH, 101, 0, S_BIT),
+        (50, 0, 100, Kind.SWITCH, 100, 0, S_BIT),
+    ])
+    tr = build_trace(e, root_pids=[100])
+    tr.validate()
+    assert intervals(tr, 101) == [(1, 2, RN), (2, 9, R), (9, 26, SL), (26, 40, R), (40, 50, SL)]
+    assert tr.meta["running_reconciled_ns"] == {}
+
+
+def test_running_the_kernel_did_not_charge_is_given_back():
+    # the switches say the worker ran from 2 to 40 (a switch-out/in pair was lost between), but
+    # the scheduler charged it only [2, 10] and [30, 40]
+    e = ev([
+        (0, 0, 0, Kind.SWITCH, 0, 100, 0),
+        (1, 0, 100, Kind.FORK, 100, 101, 0),
+        (2, 1, 0, Kind.SWITCH, 0, 101, 0),
+        (10, 1, 101, Kind.STAT_RUNTIME, 101, 8, 0),
+        (40, 1, 101, Kind.STAT_RUNTIME, 101, 10, 0),
+        (40, 1, 101, Kind.SWITCH, 101, 0, S_BIT),
+        (50, 0, 100, Kind.SWITCH, 100, 0, S_BIT),
+    ])
+    tr = build_trace(e, root_pids=[100])
+    tr.validate()
+    assert intervals(tr, 101) == [(1, 2, RN), (2, 10, R), (10, 30, RN), (30, 40, R), (40, 50, SL)]
+    assert tr.meta["running_reconciled_ns"] == {"101": [0, 20]}
+    rep = tr.states.repaired[(tr.states.tid == 101) & (tr.states.start_ns == 10)]
+    assert rep.tolist() == [True]
