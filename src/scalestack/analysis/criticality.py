@@ -1,0 +1,185 @@
+"""Criticality stacks: every instant's time divided equally among the threads running then.
+
+Du Bois et al. (thesis ch. 3.2, 4): ``C_j = Σ_{i : j ∈ R_i} t_i / r_i`` over the intervals i in
+which thread j is active, where r_i threads are active. A thread that often runs while few
+others do is *critical*: the program waits for it. The criticalities add up to the time in
+which at least one thread is active; the rest is `idle_ns`.
+
+Computed exactly and without a loop over intervals (shared/DESIGN.md): with r(t) the number of
+active threads, F(t) = ∫ dt / r(t) is a cumulative sum over the sorted interval endpoints, and
+each active interval [a, b) contributes F(b) - F(a). Windows reuse the same F.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from scalestack.errors import UserError
+from scalestack.results import Result
+from scalestack.trace import State, Trace
+
+ACTIVE = {"running": (State.RUNNING,), "running+runnable": (State.RUNNING, State.RUNNABLE)}
+
+
+@dataclasses.dataclass(frozen=True)
+class Timeline:
+    """F(t) = ∫ dt / r(t) at the sorted breakpoints u, with r after each breakpoint."""
+
+    u: np.ndarray  # int64 breakpoints
+    r: np.ndarray  # int64 active count on [u[k], u[k+1])
+    F: np.ndarray  # float64 F(u[k])
+    idle_cum: np.ndarray  # int64 time with r == 0 before u[k]
+
+    def at(self, t: np.ndarray) -> np.ndarray:
+        """F at arbitrary times (linear between breakpoints, flat where nothing runs)."""
+        t = np.asarray(t, dtype=np.int64)
+        if len(self.u) == 0:
+            return np.zeros(t.shape)
+        k = np.clip(np.searchsorted(self.u, t, side="right") - 1, 0, len(self.u) - 1)
+        r = self.r[k]
+        inc = np.where(r > 0, (t - self.u[k]) / np.maximum(r, 1), 0.0)
+        return self.F[k] + np.where(t >= self.u[0], inc, 0.0)
+
+    def idle_at(self, t: np.ndarray) -> np.ndarray:
+        """Time with no active thread in [u[0], t)."""
+        t = np.asarray(t, dtype=np.int64)
+        if len(self.u) == 0:
+            return np.zeros(t.shape, dtype=np.int64)
+        k = np.clip(np.searchsorted(self.u, t, side="right") - 1, 0, len(self.u) - 1)
+        return self.idle_cum[k] + np.where((self.r[k] == 0) & (t >= self.u[0]), t - self.u[k], 0)
+
+
+def active_intervals(trace: Trace, active: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row in trace.threads, start, end) of every interval in which a thread is active."""
+    if active not in ACTIVE:
+        raise UserError(f"active must be one of {', '.join(ACTIVE)}, not {active!r}")
+    s = trace.states
+    mask = np.isin(s.state, [int(x) for x in ACTIVE[active]])
+    rows = trace.thread_index(s.tid[mask]) if np.any(mask) else np.zeros(0, dtype=np.int64)
+    return rows, s.start_ns[mask], s.end_ns[mask]
+
+
+def timeline(start: np.ndarray, end: np.ndarray, t0: int, t1: int) -> Timeline:
+    """The F(t) timeline of a set of active intervals over [t0, t1]."""
+    times = np.concatenate([start, end, [t0, t1]]).astype(np.int64)
+    delta = np.concatenate([np.ones(len(start), np.int64), -np.ones(len(end), np.int64), [0, 0]])
+    u, inv = np.unique(times, return_inverse=True)
+    step = np.bincount(inv, weights=delta, minlength=len(u)).astype(np.int64)
+    r = np.cumsum(step)
+    dt = np.diff(u)
+    rk = r[:-1]
+    inc = np.where(rk > 0, dt / np.maximum(rk, 1), 0.0)
+    F = np.concatenate([[0.0], np.cumsum(inc)])
+    idle = np.concatenate([[0], np.cumsum(np.where(rk == 0, dt, 0))])
+    return Timeline(u, r, F, idle)
+
+
+@dataclasses.dataclass(frozen=True)
+class CriticalityResult(Result):
+    """Per-thread criticality (thesis eq. 3.1) over a time span.
+
+    Attributes
+    ----------
+    tids, names, roles : arrays, one row per thread (trace.threads order)
+    criticality_ns : float64, C_j in ns
+    running_ns : float64, Run_j: ns the thread was active
+    idle_ns : float, ns of the span with no active thread
+    span_ns : int, length of the span
+    active : "running" or "running+runnable"
+    """
+
+    tids: np.ndarray
+    names: np.ndarray
+    roles: np.ndarray
+    criticality_ns: np.ndarray
+    running_ns: np.ndarray
+    idle_ns: float
+    span_ns: int
+    active: str
+    t0_ns: int = 0
+
+    kind = "criticality"
+
+    @property
+    def share(self) -> np.ndarray:
+        total = self.criticality_ns.sum()
+        return self.criticality_ns / total if total > 0 else np.zeros_like(self.criticality_ns)
+
+    @property
+    def parallelism(self) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.criticality_ns > 0, self.running_ns / np.where(self.criticality_ns > 0,
+                                                                                self.criticality_ns, 1), np.nan)
+
+    @property
+    def order(self) -> np.ndarray:
+        """Row indices, most critical first (ties: lower tid first)."""
+        return np.lexsort((self.tids, -self.criticality_ns))
+
+    @property
+    def most_critical_tid(self) -> int | None:
+        return int(self.tids[self.order[0]]) if len(self.tids) and self.criticality_ns.max() > 0 else None
+
+    def imbalance(self) -> float:
+        """Most critical share over the even share 1/n (1 = balanced)."""
+        n = int(np.sum(self.running_ns > 0))
+        return float(self.share.max() * n) if n else 0.0
+
+    def rows(self) -> list[dict[str, Any]]:
+        share, par = self.share, self.parallelism
+        return [
+            {"tid": int(self.tids[i]), "name": str(self.names[i]), "role": str(self.roles[i]),
+             "criticality_ns": float(self.criticality_ns[i]), "share_pct": float(share[i] * 100),
+             "running_ns": float(self.running_ns[i]),
+             "parallelism": None if np.isnan(par[i]) else float(par[i])}
+            for i in self.order
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"active": self.active, "span_ns": int(self.span_ns), "t0_ns": int(self.t0_ns),
+                "idle_ns": float(self.idle_ns), "most_critical_tid": self.most_critical_tid,
+                "imbalance": self.imbalance(), "threads": self.rows()}
+
+
+def _span(trace: Trace, between) -> tuple[int, int]:
+    t0, t1 = trace.start_ns, trace.end_ns
+    if between is not None:
+        t0, t1 = max(int(between[0]), t0), min(int(between[1]), t1)
+    if t1 <= t0:
+        raise UserError(f"the time range [{t0}, {t1}) is empty or outside the trace")
+    return t0, t1
+
+
+def criticality(trace: Trace, *, active: str = "running", between: tuple[int, int] | None = None) -> CriticalityResult:
+    """Criticality stack of `trace` (thesis §3.2, eq. 3.1).
+
+    Parameters
+    ----------
+    active : {"running", "running+runnable"}
+        What counts as active. "running+runnable" shows the parallelism the program would have
+        with enough cores (demand), since threads waiting for a CPU count too.
+    between : (t0_ns, t1_ns), optional
+        Restrict to this time range (absolute trace times).
+
+    Examples
+    --------
+    >>> res = trace.criticality()            # doctest: +SKIP
+    >>> res.to_frame().head()                # doctest: +SKIP
+    """
+    t0, t1 = _span(trace, between)
+    rows, a, b = active_intervals(trace, active)
+    a, b = np.clip(a, t0, t1), np.clip(b, t0, t1)
+    keep = b > a
+    rows, a, b = rows[keep], a[keep], b[keep]
+    tl = timeline(a, b, t0, t1)
+    n = len(trace.threads)
+    crit = np.bincount(rows, weights=tl.at(b) - tl.at(a), minlength=n).astype(np.float64)
+    run = np.bincount(rows, weights=(b - a).astype(np.float64), minlength=n)
+    idle = float(tl.idle_at(np.array([t1]))[0] - tl.idle_at(np.array([t0]))[0])
+    return CriticalityResult(
+        tids=trace.threads.tid.copy(), names=trace.threads.name.copy(), roles=trace.threads.role.copy(),
+        criticality_ns=crit, running_ns=run, idle_ns=idle, span_ns=t1 - t0, active=active, t0_ns=t0,
+    )

@@ -1,0 +1,48 @@
+"""Durations and times as users write them: "500ms", "2s", "1.5e6ns", "250us", or plain ns."""
+
+from __future__ import annotations
+
+import re
+
+from scalestack.errors import UserError
+
+_UNITS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000, "m": 60_000_000_000}
+_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(ns|us|µs|ms|s|m)?\s*$")
+
+
+def parse_duration_ns(value: int | float | str, *, what: str = "duration") -> int:
+    """A positive duration in ns; bare numbers are ns."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        ns = int(value)
+    else:
+        m = _RE.match(str(value))
+        if not m:
+            raise UserError(f"{what} {value!r} is not a duration; write e.g. 500ms, 2s, 250us or 1000000 (ns)")
+        ns = int(round(float(m.group(1)) * _UNITS[m.group(2) or "ns"]))
+    if ns <= 0:
+        raise UserError(f"{what} must be positive, not {value!r}")
+    return ns
+
+
+def parse_time_ns(value: int | float | str, start_ns: int, *, what: str = "time") -> int:
+    """A time in the trace: a duration from its start ("1.5s"), or an absolute ns value
+    (a bare integer larger than the start)."""
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit() and int(value) >= start_ns > 0:
+        return int(value)
+    if isinstance(value, int) and value >= start_ns > 0:
+        return value
+    if str(value).strip() in ("0", "0s", "0ns"):
+        return start_ns
+    return start_ns + parse_duration_ns(value, what=what)
+
+
+def format_ns(ns: float) -> str:
+    """Readable duration: 1.23 s, 45.6 ms, 789 µs, 12 ns."""
+    a = abs(ns)
+    if a >= 1e9:
+        return f"{ns / 1e9:.3g} s"
+    if a >= 1e6:
+        return f"{ns / 1e6:.3g} ms"
+    if a >= 1e3:
+        return f"{ns / 1e3:.3g} µs"
+    return f"{ns:.0f} ns"
