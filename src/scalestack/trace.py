@@ -18,6 +18,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from scalestack.errors import UserError
+
 SCHEMA_VERSION = 1
 
 
@@ -279,7 +281,7 @@ class Trace:
         """The part of the trace inside [t0_ns, t1_ns): intervals clipped, threads trimmed."""
         t0_ns, t1_ns = int(max(t0_ns, self.start_ns)), int(min(t1_ns, self.end_ns))
         if t1_ns <= t0_ns:
-            raise ValueError(f"empty time range [{t0_ns}, {t1_ns})")
+            raise UserError(f"the time range [{t0_ns}, {t1_ns}) is empty or outside the trace")
         s = self.states
         keep = (s.end_ns > t0_ns) & (s.start_ns < t1_ns)
         cols = {k: v[keep] for k, v in s.columns().items()}

@@ -1,1 +1,151 @@
-"""report"""
+"""Reports: a list of sections, each rendered to the terminal, JSON, figures and one HTML page.
+
+A section is built from a Trace by one function and holds plain data: sentences, a table, named
+matplotlib figures and a JSON dict. Renderers (`terminal`, `html`, and the JSON/figure writers
+here) know nothing about analyses. To add an analysis to every report, register a builder::
+
+    from scalestack.report import Section, register_section
+
+    @register_section("speedup", order=40)
+    def speedup_section(trace, options):
+        ...compute...
+        return Section("speedup", "Speedup stack", summary=[...], table=rows, columns=[...],
+                       figures={"speedup": fig}, data=result.to_dict())
+
+A builder returns None when its analysis does not apply to the trace.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+from scalestack.results import jsonable
+from scalestack.trace import State, Trace
+
+
+@dataclasses.dataclass
+class ReportOptions:
+    window: int | str | None = None
+    group_by: Any = None
+    active: str = "running"
+    between: tuple[int, int] | None = None
+
+
+@dataclasses.dataclass
+class Section:
+    key: str
+    title: str
+    summary: list[str] = dataclasses.field(default_factory=list)
+    table: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    columns: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (row key, header)
+    figures: dict[str, Any] = dataclasses.field(default_factory=dict)  # name -> matplotlib Figure
+    data: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class Report:
+    title: str
+    facts: dict[str, Any]
+    warnings: list[str]
+    sections: list[Section]
+
+    def to_dict(self) -> dict[str, Any]:
+        return jsonable({"title": self.title, "facts": self.facts, "warnings": self.warnings,
+                         "sections": {s.key: {"title": s.title, "summary": s.summary, **s.data} for s in self.sections}})
+
+
+_BUILDERS: list[tuple[int, str, Callable[[Trace, ReportOptions], Section | None]]] = []
+
+
+def register_section(key: str, order: int = 50):
+    """Decorator: add a section builder to every report, sorted by `order`."""
+    def deco(fn: Callable[[Trace, ReportOptions], Section | None]):
+        _BUILDERS[:] = [b for b in _BUILDERS if b[1] != key]
+        _BUILDERS.append((order, key, fn))
+        _BUILDERS.sort(key=lambda b: b[0])
+        return fn
+    return deco
+
+
+def build_report(trace: Trace, options: ReportOptions | None = None, title: str | None = None) -> Report:
+    from scalestack.report import sections  # noqa: F401  (registers the built-in sections)
+
+    options = options or ReportOptions()
+    if options.between is not None:
+        trace = trace.between(*options.between)
+    built = [s for _, _, fn in _BUILDERS if (s := fn(trace, options)) is not None]
+    return Report(title or _title(trace), facts(trace), trace.warnings, built)
+
+
+def _title(trace: Trace) -> str:
+    cmd = trace.meta.get("command")
+    return " ".join(cmd) if cmd else str(trace.meta.get("input", trace.meta.get("workload", "trace")))
+
+
+def facts(trace: Trace) -> dict[str, Any]:
+    m = trace.meta
+    keys = ("source", "command", "exit_status", "signal", "cores", "kernel", "perf_version", "collector",
+            "recorded_at", "n_events", "lost_events", "chain_gaps_traced", "chain_gaps", "workload", "seed")
+    out = {k: m[k] for k in keys if m.get(k) is not None}
+    out["wall_ns"] = trace.wall_ns
+    out["threads"] = len(trace.threads)
+    return out
+
+
+def state_rows(trace: Trace) -> list[dict[str, Any]]:
+    times = trace.time_in_states()
+    th = trace.threads
+    return [{"tid": int(th.tid[i]), "name": str(th.name[i]), "role": str(th.role[i]),
+             **{f"{s.label}_ms": times[i, s] / 1e6 for s in State}} for i in range(len(th))]
+
+
+def _atomic_write(path: str, data: bytes) -> None:
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".scalestack-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_report(report: Report, out_dir: str) -> dict[str, str]:
+    """report.html, report.json and every figure as PNG and SVG into out_dir; returns the paths."""
+    from scalestack.report.figures import render
+    from scalestack.report.html import render_html
+
+    os.makedirs(out_dir, exist_ok=True)
+    written: dict[str, str] = {}
+    svgs: dict[str, str] = {}
+    for section in report.sections:
+        for name, fig in section.figures.items():
+            png, svg = render_both(fig, render)
+            for ext, data in (("png", png), ("svg", svg)):
+                path = os.path.join(out_dir, f"{name}.{ext}")
+                _atomic_write(path, data)
+                written[f"{name}.{ext}"] = path
+            svgs[name] = svg.decode("utf-8")
+    path = os.path.join(out_dir, "report.json")
+    _atomic_write(path, json.dumps(report.to_dict(), indent=2, allow_nan=False).encode())
+    written["report.json"] = path
+    path = os.path.join(out_dir, "report.html")
+    _atomic_write(path, render_html(report, svgs).encode("utf-8"))
+    written["report.html"] = path
+    return written
+
+
+def render_both(fig, render) -> tuple[bytes, bytes]:
+    """PNG and SVG of one figure (rendering closes it, so SVG is drawn first from a copy)."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight")
+    return render(fig, "png"), buf.getvalue()

@@ -1,0 +1,49 @@
+"""Print an analysis result, or write it as a figure or JSON chosen by the file's extension."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from scalestack.errors import UserError
+
+
+def emit(res, as_json: bool, output: str | None, kind: str) -> None:
+    from scalestack.report import _atomic_write
+
+    if output:
+        ext = os.path.splitext(output)[1].lower().lstrip(".")
+        if ext == "json":
+            _atomic_write(output, res.to_json().encode())
+        elif ext in ("png", "svg", "pdf"):
+            from scalestack.report import figures
+
+            if kind == "criticality":
+                fig = figures.criticality_stack(res)
+            elif getattr(res, "kind", "") == "bottle-windows":
+                fig = figures.bottle_strip(res)
+            else:
+                fig = figures.bottle_graph(res)
+            _atomic_write(output, figures.render(fig, ext))
+        else:
+            raise UserError(f"cannot tell the format of {output}: use .png, .svg, .pdf or .json")
+        click.echo(f"scalestack: wrote {output}", err=True)
+        return
+    if as_json:
+        click.echo(res.to_json())
+        return
+    from rich.console import Console
+
+    from scalestack.report import Section
+    from scalestack.report.terminal import section_table
+
+    rows = res.rows()
+    if not rows:
+        click.echo("no threads")
+        return
+    for r in rows:  # ns columns read better as ms
+        for k in [k for k in r if k.endswith("_ns")]:
+            r[k[:-3] + "_ms"] = r.pop(k) / 1e6
+    cols = [(k, k.replace("_", " ")) for k in rows[0]]
+    Console(width=max(Console().width, 110)).print(section_table(Section(kind, kind, table=rows, columns=cols)))

@@ -1,0 +1,25 @@
+"""`scalestack bottle`: the bottle graph of a trace."""
+
+from __future__ import annotations
+
+import click
+
+import scalestack
+from scalestack.commands._analysis_options import analysis_options, between_ns
+
+
+@click.command()
+@click.argument("path", metavar="TRACE")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("-o", "--output", help="Write the figure (.png/.svg) or data (.json) here.")
+@click.option("--group-by", metavar="role|REGEX=LABEL,...", help="Group threads into boxes by role or name pattern.")
+@click.option("--window", metavar="DURATION", help="One bottle graph per window, e.g. 500ms.")
+@analysis_options
+def command(path, as_json, output, group_by, window, active, between):
+    """Boxes: height = criticality, width = parallelism, area = running time."""
+    from scalestack.analysis.bottle import bottle
+    from scalestack.commands._output import emit
+
+    trace = scalestack.load(path)
+    res = bottle(trace, group_by=group_by, active=active, between=between_ns(trace, between), window=window)
+    emit(res, as_json, output, "bottle")

@@ -1,0 +1,28 @@
+"""`scalestack crit`: the criticality stack of a trace."""
+
+from __future__ import annotations
+
+import click
+
+import scalestack
+from scalestack.commands._analysis_options import analysis_options, between_ns
+
+
+@click.command()
+@click.argument("path", metavar="TRACE")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("-o", "--output", help="Write the figure (.png/.svg) or data (.json) here.")
+@analysis_options
+def command(path, as_json, output, active, between):
+    """Each thread's share of the run time: every instant divided among the threads running then."""
+    from scalestack.analysis.criticality import criticality
+
+    trace = scalestack.load(path)
+    res = criticality(trace, active=active, between=between_ns(trace, between))
+    _emit(res, as_json, output, "criticality")
+
+
+def _emit(res, as_json, output, kind):
+    from scalestack.commands._output import emit
+
+    emit(res, as_json, output, kind)

@@ -1,0 +1,35 @@
+"""`scalestack report`: every analysis of a trace as tables, figures, report.html and report.json."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+import scalestack
+from scalestack.commands._analysis_options import analysis_options, between_ns
+
+
+@click.command()
+@click.argument("path", metavar="TRACE")
+@click.option("-o", "--output", "out_dir", help="Directory to write (default: TRACE's name + -report).")
+@click.option("--window", metavar="DURATION", help="Also a bottle graph per window, e.g. 500ms.")
+@click.option("--group-by", metavar="role|REGEX=LABEL,...", help="Group threads into boxes by role or name pattern.")
+@analysis_options
+@click.option("-q", "--quiet", is_flag=True, help="Write the files only; print nothing.")
+def command(path, out_dir, window, group_by, active, between, quiet):
+    """Write report.html (self-contained), report.json and PNG/SVG figures; print the tables."""
+    from scalestack.report import ReportOptions, build_report, write_report
+    from scalestack.report.terminal import print_report
+    from scalestack.units import parse_duration_ns
+
+    trace = scalestack.load(path)
+    if window is not None:
+        window = parse_duration_ns(window, what="--window")
+    options = ReportOptions(window=window, group_by=group_by, active=active, between=between_ns(trace, between))
+    report = build_report(trace, options)
+    out_dir = out_dir or os.path.splitext(path)[0] + "-report"
+    written = write_report(report, out_dir)
+    if not quiet:
+        print_report(report)
+        click.echo(f"\nscalestack: wrote {len(written)} files to {out_dir}/ (open {written['report.html']})", err=True)
