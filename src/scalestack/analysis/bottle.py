@@ -178,7 +178,8 @@ def bottle(
     a, b = np.clip(a, t0, t1), np.clip(b, t0, t1)
     keep = b > a
     rows, a, b = rows[keep], a[keep], b[keep]
-    tl = timeline(a, b, t0, t1)
+    tl, where = timeline(a, b, t0, t1)
+    m = len(a)
     n_win = int(-(-(t1 - t0) // w))
     # split every interval at window edges, all at once
     k_a = (a - t0) // w
@@ -190,9 +191,13 @@ def bottle(
     pb = np.minimum(b[idx], np.minimum(t0 + (k + 1) * w, t1))
     n = len(trace.threads)
     flat = k * n + rows[idx]
-    crit = np.bincount(flat, weights=tl.at(pb) - tl.at(pa), minlength=n_win * n).reshape(n_win, n)
-    run = np.bincount(flat, weights=(pb - pa).astype(np.float64), minlength=n_win * n).reshape(n_win, n)
     edges = np.minimum(t0 + np.arange(n_win + 1) * w, t1)
+    # F at a piece's ends: the interval's own endpoint (a gather) or the window's edge
+    f_edge = tl.at(edges)
+    f_a = np.where(pa == a[idx], tl.F[where[0:2 * m:2]][idx], f_edge[k])
+    f_b = np.where(pb == b[idx], tl.F[where[1:2 * m:2]][idx], f_edge[np.minimum(k + 1, n_win)])
+    crit = np.bincount(flat, weights=f_b - f_a, minlength=n_win * n).reshape(n_win, n)
+    run = np.bincount(flat, weights=(pb - pa).astype(np.float64), minlength=n_win * n).reshape(n_win, n)
     idle = np.diff(tl.idle_at(edges))
     windows = tuple(
         BottleResult(_boxes(crit[j], run[j], group, labels, roles, tids), float(idle[j]), int(edges[j + 1] - edges[j]),

@@ -1,0 +1,47 @@
+"""Criticality and bottle graphs of real recordings: the slow thread is critical, a balanced
+program's stack is even."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import scalestack
+
+from ..conftest import requires_recording
+
+pytestmark = requires_recording
+
+
+def _workers(trace):
+    root = trace.meta["root_tid"]
+    th = trace.threads
+    order = np.argsort(th.start_ns, kind="stable")
+    return [int(th.tid[i]) for i in order if th.tid[i] != root]
+
+
+def test_imbalanced_barrier_slow_thread_is_critical(c_programs):
+    trace = scalestack.record([str(c_programs["barrier_imbalance"]), "8", "3000000", "3"], None)
+    t0, t1 = _workers(trace)
+    res = trace.criticality()
+    assert res.most_critical_tid == t1
+    i0, i1 = (int(np.flatnonzero(res.tids == t)[0]) for t in (t0, t1))
+    assert res.parallelism[i1] < res.parallelism[i0]
+    assert res.share[i1] > 0.6
+    boxes = trace.bottle().boxes
+    assert boxes[-2].tids == (t1,) or boxes[-1].tids == (t1,)  # narrow boxes sit on top
+
+
+def test_balanced_program_has_an_even_stack(c_programs):
+    """Even within 10%, beyond what the CPU itself made uneven: on this shared 2-vCPU VM one
+    thread sometimes needs 10-15% more CPU time for the same work (another tenant, perf itself),
+    and then it is rightly more critical. The median of three recordings is compared."""
+    excess = []
+    for _ in range(3):
+        trace = scalestack.record([str(c_programs["balanced"]), "2", "20", "4000000"], None)
+        res = trace.criticality()
+        rows = [int(np.flatnonzero(res.tids == t)[0]) for t in _workers(trace)]
+        share, run = res.share[rows], res.running_ns[rows]
+        uneven = abs(share[0] - share[1]) / share.max()
+        cpu_uneven = abs(run[0] - run[1]) / run.max()
+        excess.append(uneven - cpu_uneven)
+    assert np.median(excess) <= 0.10, excess
