@@ -696,6 +696,11 @@ def _chunks_of_file(path: str):
                         nl = mm.rfind(b"\n", start, end)
                         end = nl + 1 if nl >= start else end
                     yield view[start:end]
+                    # drop the parsed pages from this process (they stay in the page cache)
+                    lo = start - start % mmap.PAGESIZE
+                    hi = end - end % mmap.PAGESIZE
+                    if hi > lo and hasattr(mm, "madvise"):
+                        mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
                     start = end
             finally:
                 view.release()

@@ -1,0 +1,105 @@
+"""How fast recordings become Traces: events per second and memory, against perf's own tools.
+
+Records a futex-heavy C program (workloads/c/mutex_counter.c) sized for about 10^5, 10^6 (and,
+with --big, 10^7) events, then on the same perf.data measures, in one run:
+
+* `perf script` writing the text to /dev/null, and `perf sched timehist` likewise;
+* scalestack's compiled parser of that text (streaming, memory-mapped), alone and with the
+  state builder (text -> Trace);
+* peak memory of text -> Trace in a fresh process (ru_maxrss), against the text's size: the text
+  is memory-mapped and its parsed pages dropped, so memory follows the events, not the text.
+
+    .venv/bin/python benchmarks/ingest.py            # 10^5 and 10^6 events
+    .venv/bin/python benchmarks/ingest.py --big      # and 10^7
+    .venv/bin/python benchmarks/ingest.py --quick    # 10^5 only (the test runs this)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from scalestack.events import RECORD_TRACEPOINTS  # noqa: E402
+
+PARSE_ONLY = """
+import resource, sys, time
+sys.path.insert(0, {src!r})
+from scalestack.ingest.perf_script import parse_perf_script
+from scalestack.state_builder import build_trace
+parse_perf_script({warm!r})
+t0 = time.perf_counter()
+ev = parse_perf_script({text!r})
+t1 = time.perf_counter()
+tr = build_trace(ev, comm="mutex_counter")
+t2 = time.perf_counter()
+print(len(ev), t1 - t0, t2 - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+"""
+
+
+def record(tmp: Path, exe: Path, iters: int) -> Path:
+    data = tmp / f"perf-{iters}.data"
+    subprocess.run(["perf", "record", "-q", "-a", "-k", "CLOCK_MONOTONIC", "-m", "64M", "-o", str(data), "-e",
+                    ",".join(RECORD_TRACEPOINTS), "--", str(exe), "4", str(iters), "50", "1000"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return data
+
+
+def timed(argv: list[str], stdout=subprocess.DEVNULL) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(argv, stdout=stdout, stderr=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - t0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--big", action="store_true")
+    ap.add_argument("--json")
+    args = ap.parse_args(argv)
+    sizes = [3_000] if args.quick else [3_000, 30_000] + ([300_000] if args.big else [])
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="scalestack-ingest-") as tmpd:
+        tmp = Path(tmpd)
+        exe = tmp / "mutex_counter"
+        subprocess.run(["gcc", "-O1", "-pthread", str(ROOT / "workloads/c/mutex_counter.c"), "-o", str(exe)], check=True)
+        warm = tmp / "warm.txt"
+        warm.write_text("  b  1/1  [000]  1.000000001: sched:sched_wakeup: comm=b pid=2 prio=120 target_cpu=000\n")
+        print(f"{'events':>10} {'text MB':>8} {'perf script':>12} {'timehist':>10} {'parse':>10} {'-> Trace':>10} "
+              f"{'parse/perf script':>18} {'peak MB':>8}")
+        for iters in sizes:
+            data = record(tmp, exe, iters)
+            text = tmp / f"text-{iters}.txt"
+            with open(text, "wb") as fh:
+                t_script = timed(["perf", "script", "-i", str(data), "-F", "comm,pid,tid,cpu,time,event,trace", "--ns"],
+                                 stdout=fh)
+            t_timehist = timed(["perf", "sched", "timehist", "-i", str(data)])
+            out = subprocess.run([sys.executable, "-c", PARSE_ONLY.format(src=str(ROOT / "src"), warm=str(warm),
+                                                                        text=str(text))],
+                                 capture_output=True, text=True, check=True).stdout.split()
+            n, t_parse, t_trace, peak = int(out[0]), float(out[1]), float(out[2]), int(out[3])
+            size = text.stat().st_size
+            r = {"events": n, "text_bytes": size, "perf_script_ev_s": n / t_script, "timehist_ev_s": n / t_timehist,
+                 "parse_ev_s": n / t_parse, "to_trace_ev_s": n / t_trace, "parse_vs_perf_script": t_script / t_parse,
+                 "peak_bytes": peak}
+            results[str(n)] = r
+            print(f"{n:>10,d} {size / 1e6:8.1f} {r['perf_script_ev_s'] / 1e6:9.2f} M/s {r['timehist_ev_s'] / 1e6:7.2f} M/s "
+                  f"{r['parse_ev_s'] / 1e6:7.2f} M/s {r['to_trace_ev_s'] / 1e6:7.2f} M/s {r['parse_vs_perf_script']:17.1f}x "
+                  f"{peak / 1e6:8.0f}", flush=True)
+            os.unlink(data)
+    print("targets: text parse >= 1 M events/s on one core, streaming (memory not growing with the text)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,19 @@
+"""The ingest benchmark's quick mode runs and prints the rates it compares."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from ..conftest import ROOT, requires_recording
+
+
+@requires_recording
+def test_ingest_quick(tmp_path):
+    out = tmp_path / "ingest.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ingest.py"), "--quick", "--json", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (row,) = json.loads(out.read_text()).values()
+    assert row["events"] > 1000 and row["parse_ev_s"] > 0 and row["perf_script_ev_s"] > 0
