@@ -1,16 +1,43 @@
 // THREADS worker threads each build and drop many short-lived objects, so the JVM's garbage
 // collector runs often: a managed program whose trace shows GC and JIT threads beside the
 // application's.  Usage: java AllocHeavy [THREADS=2] [MILLIONS=20]
+// When the environment variable SCHEDSTAT_OUT names a file, each worker appends
+// "tid on_cpu_ns runqueue_ns" just before it ends: its kernel thread id and run-queue time from
+// /proc/thread-self, its CPU time from the JVM (exact, like CLOCK_THREAD_CPUTIME_ID).
+import java.io.FileWriter;
+import java.lang.management.ManagementFactory;
+import java.nio.file.Files;
+import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.List;
 
 public class AllocHeavy {
     static volatile long sink;
 
+    static synchronized void reportSelf(String out) {
+        try {
+            String stat = new String(Files.readAllBytes(Paths.get("/proc/thread-self/stat")));
+            String tid = stat.substring(0, stat.indexOf(' '));
+            String[] sched = new String(Files.readAllBytes(Paths.get("/proc/thread-self/schedstat"))).trim().split(" ");
+            long cpu = ManagementFactory.getThreadMXBean().getCurrentThreadCpuTime();
+            try (FileWriter w = new FileWriter(out, true)) {
+                w.write(tid + " " + cpu + " " + sched[1] + "\n");
+            }
+        } catch (Exception e) {
+            System.err.println("AllocHeavy: cannot report: " + e);
+        }
+    }
+
     public static void main(String[] args) throws Exception {
         int threads = args.length > 0 ? Integer.parseInt(args[0]) : 2;
         long total = (args.length > 1 ? Long.parseLong(args[1]) : 20) * 1_000_000L;
         long perThread = total / threads;
+        String out = System.getenv("SCHEDSTAT_OUT");
+        if (out != null) {  // load the reporting classes now, so no worker pays for it after its reading
+            ManagementFactory.getThreadMXBean().getCurrentThreadCpuTime();
+            Files.readAllBytes(Paths.get("/proc/thread-self/schedstat"));
+            new FileWriter(out, true).close();
+        }
         List<Thread> workers = new ArrayList<>();
         for (int t = 0; t < threads; t++) {
             Thread w = new Thread(() -> {
@@ -26,6 +53,7 @@ public class AllocHeavy {
                     }
                 }
                 sink += acc;
+                if (out != null) reportSelf(out);
             }, "worker-" + t);
             workers.add(w);
             w.start();
