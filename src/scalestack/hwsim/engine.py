@@ -1,0 +1,290 @@
+"""The compiled trace-driven multicore model and its per-thread cycle accounting counters.
+
+One numba kernel walks every core's access stream in global time order (the core with the
+smallest clock goes next). Per core: private L1 (LRU), an interval-analysis core (dispatch width
+W, ROB of R entries: instruction i cannot dispatch before every load miss at least R instructions
+older has returned, so misses within one ROB window overlap), a bounded MSHR table, a stride
+prefetcher, a sampled auxiliary tag directory (ATD) and an open-row array (ORA). Shared: the LLC
+(LRU, with the time each line becomes valid), DRAM banks with open-page row buffers, one data bus,
+all served first come, first served in time order.
+
+References
+----------
+Thesis Sec. 6.2.1 (counter architecture), 6.2.2 (methodology); spec `thesis-methods.md` Sec. 3.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+# parameter vector indices (HwConfig.params)
+P_LINE_SHIFT, P_L1_SETS, P_L1_WAYS, P_LLC_SETS, P_LLC_WAYS, P_LLC_LAT, P_MSHRS, P_W, P_ROB = range(9)
+P_BANKS, P_ROW_SHIFT, P_TRP, P_TRCD, P_TCL, P_BUS, P_FIXED, P_FIXED_LAT, P_PF, P_PF_DEG, P_SAMPLED = range(9, 20)
+
+# per-core counter indices
+COUNTERS = (
+    "cycles", "instructions", "accesses", "l1_misses", "llc_accesses", "llc_misses",
+    "sampled_accesses", "sampled_inter_misses", "sampled_intra_misses", "sampled_inter_hits",
+    "sampled_inter_penalty", "sampled_intra_wait", "all_miss_penalty", "all_miss_wait",
+    "llc_load_miss_stall", "llc_load_misses", "bus_wait", "bank_wait", "row_wait",
+    "prefetches", "prefetch_wait",
+)
+(C_CYC, C_INS, C_ACC, C_L1M, C_LLCA, C_LLCM, C_SACC, C_SINTERM, C_SINTRAM, C_SINTERH, C_SINTERPEN,
+ C_SINTRAWAIT, C_ALLPEN, C_ALLWAIT, C_LMSTALL, C_LMISS, C_BUSW, C_BANKW, C_ROWW, C_PF, C_PFW) = range(len(COUNTERS))
+NC = len(COUNTERS)
+
+K_UNSAMPLED, K_INTRA, K_INTER = 0, 1, 2
+
+
+@numba.njit(cache=True, inline="always")
+def _lookup(tags, stamps, base, ways, tag, now_stamp):
+    """LRU lookup in one set starting at `base`; fills on miss. Returns (hit, slot)."""
+    victim = base
+    oldest = stamps[base]
+    for w in range(ways):
+        i = base + w
+        if tags[i] == tag:
+            stamps[i] = now_stamp
+            return True, i
+        if stamps[i] < oldest:
+            oldest = stamps[i]
+            victim = i
+    tags[victim] = tag
+    stamps[victim] = now_stamp
+    return False, victim
+
+
+@numba.njit(cache=True)
+def _dram(p, core, line, t, bank_free, bank_owner, open_row, bus_free, bus_owner, ora, out):
+    """Serve one line from memory issued at t (after the LLC lookup). Returns the done time.
+
+    out[0..2] receive this request's waiting caused by other cores: bus, bank, inter-thread
+    row-buffer miss (closed-page minus open-page latency when this core's ORA entry matches).
+    """
+    out[0] = 0.0
+    out[1] = 0.0
+    out[2] = 0.0
+    if p[P_FIXED] != 0:
+        return t + p[P_FIXED_LAT]
+    row_addr = line >> (p[P_ROW_SHIFT] - p[P_LINE_SHIFT])
+    bank = row_addr & (p[P_BANKS] - 1)
+    row = row_addr >> 0  # bank bits stay in the row id: unique per (bank,row)
+    start = t
+    if bank_free[bank] > start:
+        if bank_owner[bank] != core:
+            out[1] = bank_free[bank] - start
+        start = bank_free[bank]
+    cur = open_row[bank]
+    if cur == row:
+        lat = p[P_TCL]
+    elif cur < 0:
+        lat = p[P_TRCD] + p[P_TCL]
+    else:
+        lat = p[P_TRP] + p[P_TRCD] + p[P_TCL]
+        if ora[core, bank] == row:
+            out[2] = p[P_TRP] + p[P_TRCD]
+    ready = start + lat
+    bstart = ready
+    if bus_free[0] > bstart:
+        if bus_owner[0] != core:
+            out[0] = bus_free[0] - bstart
+        bstart = bus_free[0]
+    done = bstart + p[P_BUS]
+    bank_free[bank] = ready
+    bank_owner[bank] = core
+    open_row[bank] = row
+    ora[core, bank] = row
+    bus_free[0] = done
+    bus_owner[0] = core
+    return done
+
+
+@numba.njit(cache=True)
+def simulate(p, offsets, gaps, addrs, stores, cores):
+    """Run threads t = 0..len(offsets)-2 on cores[t]... one thread per core, to completion.
+
+    Parameters
+    ----------
+    p : int64 parameter vector (HwConfig.params()).
+    offsets : int64[n+1]; thread t's accesses are [offsets[t], offsets[t+1]).
+    gaps : int64 instructions executed before each access (the access itself included).
+    addrs : int64 byte addresses. stores : uint8, 1 for a store.
+    cores : int64 thread ids to run (a subset replays threads alone: isolated ground truth).
+
+    Returns
+    -------
+    float64[len(cores), NC] counters (see COUNTERS).
+    """
+    n = cores.shape[0]
+    ls = p[P_LINE_SHIFT]
+    l1s, l1w, llcs, llcw = p[P_L1_SETS], p[P_L1_WAYS], p[P_LLC_SETS], p[P_LLC_WAYS]
+    W = float(p[P_W])
+    R = p[P_ROB]
+    M = p[P_MSHRS]
+    llc_lat = float(p[P_LLC_LAT])
+    sampled = p[P_SAMPLED]
+    sstride = llcs // sampled
+    out = np.zeros((n, NC))
+    l1_tags = np.full((n, l1s * l1w), -1, np.int64)
+    l1_st = np.zeros((n, l1s * l1w), np.int64)
+    llc_tags = np.full(llcs * llcw, -1, np.int64)
+    llc_st = np.zeros(llcs * llcw, np.int64)
+    llc_ready = np.zeros(llcs * llcw)
+    atd_tags = np.full((n, sampled * llcw), -1, np.int64)
+    atd_st = np.zeros((n, sampled * llcw), np.int64)
+    nb = p[P_BANKS]
+    bank_free = np.zeros(nb)
+    bank_owner = np.full(nb, -1, np.int64)
+    open_row = np.full(nb, -1, np.int64)
+    ora = np.full((n, nb), -1, np.int64)
+    bus_free = np.zeros(1)
+    bus_owner = np.full(1, -1, np.int64)
+    wait3 = np.zeros(3)
+    pend_ins = np.zeros((n, M), np.int64)
+    pend_done = np.zeros((n, M))
+    pend_wait = np.zeros((n, M))
+    pend_kind = np.zeros((n, M), np.int64)
+    pend_head = np.zeros(n, np.int64)
+    pend_cnt = np.zeros(n, np.int64)
+    clock = np.zeros(n)
+    instr = np.zeros(n, np.int64)
+    pos = np.empty(n, np.int64)
+    end = np.empty(n, np.int64)
+    for c in range(n):
+        pos[c] = offsets[cores[c]]
+        end[c] = offsets[cores[c] + 1]
+    pf_last = np.full(n, -1, np.int64)
+    pf_stride = np.zeros(n, np.int64)
+    stamp = 0
+    alive = n
+    done_flag = np.zeros(n, np.bool_)
+    while alive > 0:
+        c = -1
+        best = 1e300
+        for k in range(n):
+            if not done_flag[k] and clock[k] < best:
+                best = clock[k]
+                c = k
+        i = pos[c]
+        if i >= end[c]:
+            # drain: the last instructions commit only after every outstanding miss returned
+            while pend_cnt[c] > 0:
+                h = pend_head[c]
+                t = pend_done[c, h]
+                if t > clock[c]:
+                    _attribute(out, c, t - clock[c], pend_wait[c, h], pend_kind[c, h])
+                    clock[c] = t
+                pend_head[c] = (h + 1) % M
+                pend_cnt[c] -= 1
+            out[c, C_CYC] = clock[c]
+            out[c, C_INS] = instr[c]
+            done_flag[c] = True
+            alive -= 1
+            continue
+        pos[c] = i + 1
+        g = gaps[i]
+        instr[c] += g
+        clock[c] += g / W
+        # commit constraint: instruction `instr` dispatches only after misses >= R older returned
+        while pend_cnt[c] > 0:
+            h = pend_head[c]
+            if pend_ins[c, h] + R > instr[c]:
+                break
+            t = pend_done[c, h] + (instr[c] - pend_ins[c, h] - R) / W
+            if t > clock[c]:
+                _attribute(out, c, t - clock[c], pend_wait[c, h], pend_kind[c, h])
+                clock[c] = t
+            pend_head[c] = (h + 1) % M
+            pend_cnt[c] -= 1
+        now = clock[c]
+        stamp += 1
+        line = addrs[i] >> ls
+        is_store = stores[i] != 0
+        out[c, C_ACC] += 1
+        hit, _slot = _lookup(l1_tags[c], l1_st[c], (line & (l1s - 1)) * l1w, l1w, line, stamp)
+        if hit:
+            continue
+        out[c, C_L1M] += 1
+        out[c, C_LLCA] += 1
+        s = line & (llcs - 1)
+        is_sampled = (s % sstride) == 0
+        atd_hit = False
+        if is_sampled:
+            out[c, C_SACC] += 1
+            atd_hit, _a = _lookup(atd_tags[c], atd_st[c], (s // sstride) * llcw, llcw, line, stamp)
+        llc_hit, slot = _lookup(llc_tags, llc_st, s * llcw, llcw, line, stamp)
+        done = 0.0
+        wait = 0.0
+        kind = K_UNSAMPLED
+        miss_like = False
+        if llc_hit:
+            if is_sampled and not atd_hit:
+                out[c, C_SINTERH] += 1
+            if llc_ready[slot] > now + llc_lat:  # late prefetch: wait for the line in flight
+                done = llc_ready[slot]
+                out[c, C_PFW] += done - now - llc_lat
+                miss_like = True
+        else:
+            out[c, C_LLCM] += 1
+            done = _dram(p, c, line, now + llc_lat, bank_free, bank_owner, open_row, bus_free, bus_owner, ora, wait3)
+            llc_ready[slot] = done
+            wait = wait3[0] + wait3[1] + wait3[2]
+            out[c, C_BUSW] += wait3[0]
+            out[c, C_BANKW] += wait3[1]
+            out[c, C_ROWW] += wait3[2]
+            miss_like = True
+            if is_sampled:
+                if atd_hit:
+                    out[c, C_SINTERM] += 1
+                    kind = K_INTER
+                else:
+                    out[c, C_SINTRAM] += 1
+                    kind = K_INTRA
+            if not is_store:
+                out[c, C_LMISS] += 1
+        # stride prefetcher on the L1-miss stream (own lines go into the ATD too: isolation prefetches them)
+        if p[P_PF] != 0:
+            st = line - pf_last[c]
+            if pf_last[c] >= 0 and st != 0 and st == pf_stride[c] and st < 64 and st > -64:
+                for d in range(1, p[P_PF_DEG] + 1):
+                    pl = line + st * d
+                    ps = pl & (llcs - 1)
+                    phit, pslot = _lookup(llc_tags, llc_st, ps * llcw, llcw, pl, stamp)
+                    if (ps % sstride) == 0:
+                        _lookup(atd_tags[c], atd_st[c], (ps // sstride) * llcw, llcw, pl, stamp)
+                    if not phit:
+                        out[c, C_PF] += 1
+                        llc_ready[pslot] = _dram(p, c, pl, now + llc_lat, bank_free, bank_owner, open_row,
+                                                 bus_free, bus_owner, ora, wait3)
+            pf_stride[c] = st
+            pf_last[c] = line
+        if miss_like and not is_store:
+            if pend_cnt[c] == M:  # MSHRs full: wait for the oldest to return
+                h = pend_head[c]
+                t = pend_done[c, h]
+                if t > clock[c]:
+                    _attribute(out, c, t - clock[c], pend_wait[c, h], pend_kind[c, h])
+                    clock[c] = t
+                pend_head[c] = (h + 1) % M
+                pend_cnt[c] -= 1
+            j = (pend_head[c] + pend_cnt[c]) % M
+            pend_ins[c, j] = instr[c]
+            pend_done[c, j] = done
+            pend_wait[c, j] = wait
+            pend_kind[c, j] = kind
+            pend_cnt[c] += 1
+    return out
+
+
+@numba.njit(cache=True, inline="always")
+def _attribute(out, c, stall, wait, kind):
+    """A miss blocked the head of a full ROB for `stall` cycles: charge the counters."""
+    out[c, C_ALLPEN] += stall
+    out[c, C_LMSTALL] += stall
+    w = wait if wait < stall else stall
+    out[c, C_ALLWAIT] += w
+    if kind == K_INTER:
+        out[c, C_SINTERPEN] += stall
+    elif kind == K_INTRA:
+        out[c, C_SINTRAWAIT] += w
