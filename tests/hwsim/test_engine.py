@@ -80,9 +80,9 @@ A, D, B, C, S = 0, 64 * 2, 64 * 4, 64 * 6, 64 * 8
 
 
 def test_inter_thread_miss_caught_by_atd():
-    # 1-set, 2-way LLC. Alone, thread 0's second A hits (A, D fit). Thread 1's B, C evict A:
+    # 1-set, 2-way LLC. Alone, thread 0's second A hits (A, D fit). Thread 1's B, C (at cycles 3, 3.25, after D) evict A:
     # LLC miss + ATD hit = inter-thread miss; its full-ROB stall is the whole interference.
-    tr = from_arrays([([4, 4, 2000], [A, D, A], [0, 0, 0]), ([1, 1], [B, C], [0, 0])], separate=False)
+    tr = from_arrays([([4, 4, 2000], [A, D, A], [0, 0, 0]), ([12, 1], [B, C], [0, 0])], separate=False)
     r = account(tr, TINY)
     assert r.counters["sampled_inter_misses"] == (1.0, 0.0)
     t0 = r.threads[0]

@@ -53,6 +53,7 @@ class HwConfig:
     prefetch_degree: int = 1
     atd_sampled_sets: int = 32
     full_atd: bool = False
+    wait_model: str = "thesis"
 
     # -- derived -----------------------------------------------------------------------
     @property
@@ -85,6 +86,8 @@ class HwConfig:
             raise UserError(
                 f"atd_sampled_sets={self.atd_sampled_sets} must be a power of two no larger than the LLC's {self.llc_sets} sets"
             )
+        if self.wait_model not in ("thesis", "shadow"):
+            raise UserError(f"wait_model={self.wait_model!r}: use thesis (MSHR waiting counters) or shadow")
         if self.mshrs < 1 or self.mshrs > 256 or self.rob_size < 1 or self.dispatch_width < 1:
             raise UserError("mshrs must be 1..256, rob_size and dispatch_width positive")
         return self
@@ -106,7 +109,7 @@ class HwConfig:
                 self.banks, int(np.log2(self.row_bytes)),
                 int(round(self.t_rp * dram_cyc)), int(round(self.t_rcd * dram_cyc)), int(round(self.t_cl * dram_cyc)),
                 bus_cyc, int(self.fixed_latency), int(round(self.fixed_latency_ns * self.freq_ghz)),
-                int(self.prefetch), self.prefetch_degree, sampled,
+                int(self.prefetch), self.prefetch_degree, sampled, int(self.wait_model == "shadow"),
             ],
             dtype=np.int64,
         )
@@ -117,6 +120,8 @@ class HwConfig:
 
 def _coerce(field: dataclasses.Field, raw: Any) -> Any:
     typ = field.type if isinstance(field.type, str) else field.type.__name__
+    if typ == "str":
+        return str(raw)
     if typ == "bool":
         if isinstance(raw, str):
             if raw.lower() in ("1", "true", "yes", "on"):

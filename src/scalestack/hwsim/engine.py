@@ -20,7 +20,7 @@ import numpy as np
 
 # parameter vector indices (HwConfig.params)
 P_LINE_SHIFT, P_L1_SETS, P_L1_WAYS, P_LLC_SETS, P_LLC_WAYS, P_LLC_LAT, P_MSHRS, P_W, P_ROB = range(9)
-P_BANKS, P_ROW_SHIFT, P_TRP, P_TRCD, P_TCL, P_BUS, P_FIXED, P_FIXED_LAT, P_PF, P_PF_DEG, P_SAMPLED = range(9, 20)
+P_BANKS, P_ROW_SHIFT, P_TRP, P_TRCD, P_TCL, P_BUS, P_FIXED, P_FIXED_LAT, P_PF, P_PF_DEG, P_SAMPLED, P_WAITMODE = range(9, 21)
 
 # per-core counter indices
 COUNTERS = (
@@ -56,15 +56,19 @@ def _lookup(tags, stamps, base, ways, tag, now_stamp):
 
 
 @numba.njit(cache=True)
-def _dram(p, core, line, t, bank_free, bank_owner, open_row, bus_free, bus_owner, ora, out):
+def _dram(p, core, line, t, bank_free, bank_owner, open_row, bus_free, bus_owner, ora, sh_bank, sh_bus, out):
     """Serve one line from memory issued at t (after the LLC lookup). Returns the done time.
 
     out[0..2] receive this request's waiting caused by other cores: bus, bank, inter-thread
     row-buffer miss (closed-page minus open-page latency when this core's ORA entry matches).
+    out[3] receives the shadow-timeline waiting: done minus the done time the same request would
+    have had with only this core's own requests on its banks and the bus (per-core shadow
+    busy-until registers beside the ORA) -- our extension, selected by wait_model="shadow".
     """
     out[0] = 0.0
     out[1] = 0.0
     out[2] = 0.0
+    out[3] = 0.0
     if p[P_FIXED] != 0:
         return t + p[P_FIXED_LAT]
     row_addr = line >> (p[P_ROW_SHIFT] - p[P_LINE_SHIFT])
@@ -75,6 +79,20 @@ def _dram(p, core, line, t, bank_free, bank_owner, open_row, bus_free, bus_owner
         if bank_owner[bank] != core:
             out[1] = bank_free[bank] - start
         start = bank_free[bank]
+    # shadow: the same request on this core's private timeline (its own banks state and bus)
+    s0 = t if sh_bank[core, bank] <= t else sh_bank[core, bank]
+    own = ora[core, bank]
+    if own == row:
+        slat = p[P_TCL]
+    elif own < 0:
+        slat = p[P_TRCD] + p[P_TCL]
+    else:
+        slat = p[P_TRP] + p[P_TRCD] + p[P_TCL]
+    sready = s0 + slat
+    sb = sready if sh_bus[core] <= sready else sh_bus[core]
+    sdone = sb + p[P_BUS]
+    sh_bank[core, bank] = sready
+    sh_bus[core] = sdone
     cur = open_row[bank]
     if cur == row:
         lat = p[P_TCL]
@@ -97,6 +115,8 @@ def _dram(p, core, line, t, bank_free, bank_owner, open_row, bus_free, bus_owner
     ora[core, bank] = row
     bus_free[0] = done
     bus_owner[0] = core
+    if done > sdone:
+        out[3] = done - sdone
     return done
 
 
@@ -140,7 +160,9 @@ def simulate(p, offsets, gaps, addrs, stores, cores):
     ora = np.full((n, nb), -1, np.int64)
     bus_free = np.zeros(1)
     bus_owner = np.full(1, -1, np.int64)
-    wait3 = np.zeros(3)
+    wait3 = np.zeros(4)
+    sh_bank = np.zeros((n, nb))
+    sh_bus = np.zeros(n)
     pend_ins = np.zeros((n, M), np.int64)
     pend_done = np.zeros((n, M))
     pend_wait = np.zeros((n, M))
@@ -159,6 +181,7 @@ def simulate(p, offsets, gaps, addrs, stores, cores):
     stamp = 0
     alive = n
     done_flag = np.zeros(n, np.bool_)
+    advanced = np.zeros(n, np.bool_)
     while alive > 0:
         c = -1
         best = 1e300
@@ -182,10 +205,14 @@ def simulate(p, offsets, gaps, addrs, stores, cores):
             done_flag[c] = True
             alive -= 1
             continue
-        pos[c] = i + 1
-        g = gaps[i]
-        instr[c] += g
-        clock[c] += g / W
+        first = not advanced[c]
+        if first:
+            # first move this core's clock to the access's dispatch time, then let every core
+            # that is behind catch up, so requests reach the shared LLC and DRAM in time order
+            advanced[c] = True
+            g = gaps[i]
+            instr[c] += g
+            clock[c] += g / W
         # commit constraint: instruction `instr` dispatches only after misses >= R older returned
         while pend_cnt[c] > 0:
             h = pend_head[c]
@@ -197,6 +224,10 @@ def simulate(p, offsets, gaps, addrs, stores, cores):
                 clock[c] = t
             pend_head[c] = (h + 1) % M
             pend_cnt[c] -= 1
+        if first and n > 1:
+            continue
+        advanced[c] = False
+        pos[c] = i + 1
         now = clock[c]
         stamp += 1
         line = addrs[i] >> ls
@@ -227,9 +258,9 @@ def simulate(p, offsets, gaps, addrs, stores, cores):
                 miss_like = True
         else:
             out[c, C_LLCM] += 1
-            done = _dram(p, c, line, now + llc_lat, bank_free, bank_owner, open_row, bus_free, bus_owner, ora, wait3)
+            done = _dram(p, c, line, now + llc_lat, bank_free, bank_owner, open_row, bus_free, bus_owner, ora, sh_bank, sh_bus, wait3)
             llc_ready[slot] = done
-            wait = wait3[0] + wait3[1] + wait3[2]
+            wait = wait3[0] + wait3[1] + wait3[2] if p[P_WAITMODE] == 0 else wait3[3]
             out[c, C_BUSW] += wait3[0]
             out[c, C_BANKW] += wait3[1]
             out[c, C_ROWW] += wait3[2]
@@ -256,7 +287,7 @@ def simulate(p, offsets, gaps, addrs, stores, cores):
                     if not phit:
                         out[c, C_PF] += 1
                         llc_ready[pslot] = _dram(p, c, pl, now + llc_lat, bank_free, bank_owner, open_row,
-                                                 bus_free, bus_owner, ora, wait3)
+                                                 bus_free, bus_owner, ora, sh_bank, sh_bus, wait3)
             pf_stride[c] = st
             pf_last[c] = line
         if miss_like and not is_store:

@@ -1,0 +1,24 @@
+"""The hwsim benchmarks run in their --quick modes and print their tables."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_validate_quick():
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks/validate_cycle_accounting.py"), "--quick",
+                          "--mixes", "2", "--accesses", "5000"], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "share of interference captured at 8 cores" in res.stdout
+    assert "+ prefetching" in res.stdout
+
+
+def test_speed_quick():
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks/hwsim_speed.py"), "--quick"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "M acc/s" in res.stdout
