@@ -151,6 +151,7 @@ def simulate(p, offsets, gaps, addrs, stores, cores):
     llc_tags = np.full(llcs * llcw, -1, np.int64)
     llc_st = np.zeros(llcs * llcw, np.int64)
     llc_ready = np.zeros(llcs * llcw)
+    llc_pfwait = np.zeros(llcs * llcw)
     atd_tags = np.full((n, sampled * llcw), -1, np.int64)
     atd_st = np.zeros((n, sampled * llcw), np.int64)
     nb = p[P_BANKS]
@@ -256,10 +257,16 @@ def simulate(p, offsets, gaps, addrs, stores, cores):
                 done = llc_ready[slot]
                 out[c, C_PFW] += done - now - llc_lat
                 miss_like = True
+                # rule (d): the prefetch was delayed by other cores; in isolation it would have been
+                # that much earlier. Counted like an intra-thread miss's waiting cycles.
+                wait = llc_pfwait[slot]
+                if is_sampled and atd_hit:
+                    kind = K_INTRA
         else:
             out[c, C_LLCM] += 1
             done = _dram(p, c, line, now + llc_lat, bank_free, bank_owner, open_row, bus_free, bus_owner, ora, sh_bank, sh_bus, wait3)
             llc_ready[slot] = done
+            llc_pfwait[slot] = 0.0
             wait = wait3[0] + wait3[1] + wait3[2] if p[P_WAITMODE] == 0 else wait3[3]
             out[c, C_BUSW] += wait3[0]
             out[c, C_BANKW] += wait3[1]
@@ -288,6 +295,7 @@ def simulate(p, offsets, gaps, addrs, stores, cores):
                         out[c, C_PF] += 1
                         llc_ready[pslot] = _dram(p, c, pl, now + llc_lat, bank_free, bank_owner, open_row,
                                                  bus_free, bus_owner, ora, sh_bank, sh_bus, wait3)
+                        llc_pfwait[pslot] = (wait3[0] + wait3[1] + wait3[2]) if p[P_WAITMODE] == 0 else wait3[3]
             pf_stride[c] = st
             pf_last[c] = line
         if miss_like and not is_store:
