@@ -105,7 +105,8 @@ def simulate(trace: MemTrace, config: HwConfig | None = None, threads: np.ndarra
     """Raw counters, float64[threads, NC], of the given threads sharing the machine."""
     cfg = (config or HwConfig()).validate()
     sel = np.arange(trace.threads, dtype=np.int64) if threads is None else np.asarray(threads, np.int64)
-    return E.simulate(cfg.params(), trace.offsets.astype(np.int64), trace.gaps, trace.addrs, trace.stores, sel)
+    return E.simulate(cfg.params(), trace.offsets.astype(np.int64), trace.gaps, trace.addrs, trace.stores, sel,
+                      np.zeros(3, np.int64))
 
 
 def isolated_cycles(trace: MemTrace, config: HwConfig | None = None) -> np.ndarray:

@@ -28,10 +28,10 @@ COUNTERS = (
     "sampled_accesses", "sampled_inter_misses", "sampled_intra_misses", "sampled_inter_hits",
     "sampled_inter_penalty", "sampled_intra_wait", "all_miss_penalty", "all_miss_wait",
     "llc_load_miss_stall", "llc_load_misses", "bus_wait", "bank_wait", "row_wait",
-    "prefetches", "prefetch_wait",
+    "prefetches", "prefetch_wait", "wall_cycles",
 )
 (C_CYC, C_INS, C_ACC, C_L1M, C_LLCA, C_LLCM, C_SACC, C_SINTERM, C_SINTRAM, C_SINTERH, C_SINTERPEN,
- C_SINTRAWAIT, C_ALLPEN, C_ALLWAIT, C_LMSTALL, C_LMISS, C_BUSW, C_BANKW, C_ROWW, C_PF, C_PFW) = range(len(COUNTERS))
+ C_SINTRAWAIT, C_ALLPEN, C_ALLWAIT, C_LMSTALL, C_LMISS, C_BUSW, C_BANKW, C_ROWW, C_PF, C_PFW, C_WALL) = range(len(COUNTERS))
 NC = len(COUNTERS)
 
 K_UNSAMPLED, K_INTRA, K_INTER = 0, 1, 2
@@ -121,7 +121,7 @@ def _dram(p, core, line, t, bank_free, bank_owner, open_row, bus_free, bus_owner
 
 
 @numba.njit(cache=True)
-def simulate(p, offsets, gaps, addrs, stores, cores):
+def simulate(p, offsets, gaps, addrs, stores, cores, sched):
     """Run threads t = 0..len(offsets)-2 on cores[t]... one thread per core, to completion.
 
     Parameters
@@ -131,6 +131,11 @@ def simulate(p, offsets, gaps, addrs, stores, cores):
     gaps : int64 instructions executed before each access (the access itself included).
     addrs : int64 byte addresses. stores : uint8, 1 for a store.
     cores : int64 thread ids to run (a subset replays threads alone: isolated ground truth).
+    sched : int64[3] (slice cycles, cores, policy). slice 0: every thread has its own core until
+        it ends. Otherwise programs time-share `cores` cores in slices; at each slice boundary
+        policy 0 picks the next ones round-robin, policy 1 the ones with the least estimated
+        isolated-equivalent progress (highest slowdown, thesis Sec. 7.2); the run stops when one
+        program reaches the end of its trace. Private state (L1, ATD, ORA) follows the program.
 
     Returns
     -------
@@ -183,14 +188,62 @@ def simulate(p, offsets, gaps, addrs, stores, cores):
     alive = n
     done_flag = np.zeros(n, np.bool_)
     advanced = np.zeros(n, np.bool_)
+    slice_len = float(sched[0])
+    kc = min(sched[1], n) if sched[0] > 0 else n
+    active = np.zeros(n, np.bool_)
+    parked = np.zeros(n, np.bool_)
+    run_start = np.zeros(n)
+    run_cyc = np.zeros(n)
+    for k in range(kc):
+        active[k] = True
+    rr = kc % n
+    slice_end = slice_len if sched[0] > 0 else 1e300
     while alive > 0:
         c = -1
         best = 1e300
         for k in range(n):
-            if not done_flag[k] and clock[k] < best:
+            if not done_flag[k] and active[k] and not parked[k] and clock[k] < best:
                 best = clock[k]
                 c = k
+        if c < 0:
+            # slice boundary: choose the programs for the next slice
+            T = slice_end
+            prog = np.empty(n)
+            for k in range(n):
+                prog[k] = _iso_estimate(out[k], run_cyc[k])
+            chosen = np.zeros(n, np.bool_)
+            if sched[2] == 0:
+                for j in range(kc):
+                    chosen[(rr + j) % n] = True
+                rr = (rr + kc) % n
+            else:
+                order = np.argsort(prog, kind="mergesort")
+                for j in range(kc):
+                    chosen[order[j]] = True
+            for k in range(n):
+                active[k] = chosen[k]
+                parked[k] = False
+                if chosen[k]:
+                    if clock[k] < T:
+                        clock[k] = T
+                    run_start[k] = clock[k]
+            slice_end = T + slice_len
+            continue
+        if clock[c] >= slice_end:
+            parked[c] = True
+            run_cyc[c] += clock[c] - run_start[c]
+            continue
         i = pos[c]
+        if i >= end[c] and sched[0] > 0:
+            # time-sliced run: stop everything when the first program completes its trace
+            wall = clock[c]
+            for k in range(n):
+                if active[k] and not parked[k]:
+                    run_cyc[k] += clock[k] - run_start[k]
+                out[k, C_CYC] = run_cyc[k]
+                out[k, C_INS] = instr[k]
+                out[k, C_WALL] = wall
+            return out
         if i >= end[c]:
             # drain: the last instructions commit only after every outstanding miss returned
             while pend_cnt[c] > 0:
@@ -203,6 +256,7 @@ def simulate(p, offsets, gaps, addrs, stores, cores):
                 pend_cnt[c] -= 1
             out[c, C_CYC] = clock[c]
             out[c, C_INS] = instr[c]
+            out[c, C_WALL] = clock[c]
             done_flag[c] = True
             alive -= 1
             continue
@@ -327,3 +381,12 @@ def _attribute(out, c, stall, wait, kind):
         out[c, C_SINTERPEN] += stall
     elif kind == K_INTRA:
         out[c, C_SINTRAWAIT] += w
+
+
+@numba.njit(cache=True)
+def _iso_estimate(c, cycles):
+    """Estimated isolated cycles from a counter vector (same formulas as accounting.estimate)."""
+    scale = c[C_LLCA] / c[C_SACC] if c[C_SACC] > 0 else 0.0
+    avg = c[C_LMSTALL] / c[C_LMISS] if c[C_LMISS] > 0 else 0.0
+    est = cycles - c[C_SINTERPEN] * scale - c[C_SINTRAWAIT] * scale + c[C_SINTERH] * scale * avg
+    return est if est > 0.0 else 0.0
