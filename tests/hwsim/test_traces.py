@@ -109,3 +109,14 @@ def test_cli_run_json(tmp_path):
     assert res.returncode == 0, res.stderr
     d = json.loads(out.read_text())
     assert len(d["threads"]) == 2
+
+
+def test_cli_mix_json():
+    import json
+
+    res = subprocess.run([sys.executable, "-m", "scalestack.cli", "hwsim", "mix", "--cores", "1", "--slice", "20000",
+                          "--gen", "random:1M:3000", "--gen", "stream:64K:3000", "--json"], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    d = json.loads(res.stdout)
+    assert [x["policy"] for x in d] == ["round-robin", "progress-aware"]
+    assert all(0 <= x["fairness"] <= 1 for x in d)
