@@ -1,7 +1,7 @@
 """How fast recordings become Traces: events per second and memory, against perf's own tools.
 
-Records a futex-heavy C program (workloads/c/mutex_counter.c) sized for about 10^5, 10^6 (and,
-with --big, 10^7) events, then on the same perf.data measures, in one run:
+Records a switch-heavy C program (workloads/c/prodcons.c: items handed over through condition
+variables, ~5 events per item) sized for about 10^5, 10^6 (and, with --big, 10^7) events, then on the same perf.data measures, in one run:
 
 * `perf script` writing the text to /dev/null, and `perf sched timehist` likewise;
 * scalestack's compiled parser of that text (streaming, memory-mapped), alone and with the
@@ -39,16 +39,16 @@ parse_perf_script({warm!r})
 t0 = time.perf_counter()
 ev = parse_perf_script({text!r})
 t1 = time.perf_counter()
-tr = build_trace(ev, comm="mutex_counter")
+tr = build_trace(ev, comm="prodcons")
 t2 = time.perf_counter()
 print(len(ev), t1 - t0, t2 - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
 """
 
 
-def record(tmp: Path, exe: Path, iters: int) -> Path:
-    data = tmp / f"perf-{iters}.data"
+def record(tmp: Path, exe: Path, items: int) -> Path:
+    data = tmp / f"perf-{items}.data"
     subprocess.run(["perf", "record", "-q", "-a", "-k", "CLOCK_MONOTONIC", "-m", "64M", "-o", str(data), "-e",
-                    ",".join(RECORD_TRACEPOINTS), "--", str(exe), "4", str(iters), "50", "1000"],
+                    ",".join(RECORD_TRACEPOINTS), "--", str(exe), str(items), "2", "200"],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return data
 
@@ -65,19 +65,19 @@ def main(argv=None) -> int:
     ap.add_argument("--big", action="store_true")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
-    sizes = [3_000] if args.quick else [3_000, 30_000] + ([300_000] if args.big else [])
+    sizes = [20_000] if args.quick else [150_000, 1_500_000] + ([15_000_000] if args.big else [])
     results = {}
     with tempfile.TemporaryDirectory(prefix="scalestack-ingest-") as tmpd:
         tmp = Path(tmpd)
-        exe = tmp / "mutex_counter"
-        subprocess.run(["gcc", "-O1", "-pthread", str(ROOT / "workloads/c/mutex_counter.c"), "-o", str(exe)], check=True)
+        exe = tmp / "prodcons"
+        subprocess.run(["gcc", "-O1", "-pthread", str(ROOT / "workloads/c/prodcons.c"), "-o", str(exe)], check=True)
         warm = tmp / "warm.txt"
         warm.write_text("  b  1/1  [000]  1.000000001: sched:sched_wakeup: comm=b pid=2 prio=120 target_cpu=000\n")
         print(f"{'events':>10} {'text MB':>8} {'perf script':>12} {'timehist':>10} {'parse':>10} {'-> Trace':>10} "
               f"{'parse/perf script':>18} {'peak MB':>8}")
-        for iters in sizes:
-            data = record(tmp, exe, iters)
-            text = tmp / f"text-{iters}.txt"
+        for items in sizes:
+            data = record(tmp, exe, items)
+            text = tmp / f"text-{items}.txt"
             with open(text, "wb") as fh:
                 t_script = timed(["perf", "script", "-i", str(data), "-F", "comm,pid,tid,cpu,time,event,trace", "--ns"],
                                  stdout=fh)
