@@ -1,0 +1,234 @@
+"""Deterministic discrete-event simulator of a multi-threaded program (ground truth for what-if).
+
+A workload is a dict::
+
+    {"name": "fig32", "threads": [
+        {"name": "main", "role": "main", "start": true,
+         "ops": [["compute", 3000, 0, 0], ["lock", 0], ["compute", 1000], ["unlock", 0],
+                 ["barrier", 0, 4], ["spawn", 1], ["join", 1], ["sleep", 500]]},
+        ...],
+     "mutex_policy": {"0": "unfair"}}
+
+Ops: ``compute CYCLES [MEM_NS [STORE_NS]]`` takes CYCLES/f ns (f in GHz, the thread's
+frequency) plus the non-scaling memory and store-burst time; ``lock M`` / ``unlock M`` (FIFO
+hand-off, or LIFO hand-off for "unfair" mutexes: the last waiter barges in); ``barrier B N``;
+``spawn T`` (thread index T starts); ``join T``; ``sleep NS``. Threads with ``start`` true run
+at time 0. Threads beyond the core count wait RUNNABLE in a FIFO run queue (no time slices yet).
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from scalestack.trace import State, Trace, make_trace
+
+ADDR_BASE = {"lock": 0x1000, "barrier": 0x2000, "join": 0x3000}
+TID_BASE = 1000
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """Trace as a recording would give it, plus ground truth.
+
+    truth: dict with ``runtime_ns``, per-thread ``compute_ns``/``memory_ns``/``store_ns`` and
+    ``waits``: list of (tid, start_ns, end_ns, reason, culprit_tid).
+    """
+
+    trace: Trace
+    truth: dict
+    events: int
+
+    @property
+    def runtime_ns(self) -> int:
+        return int(self.truth["runtime_ns"])
+
+
+def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict[int, float] = 2.0,
+             seed: int = 0) -> SimResult:
+    """Run `workload` on `cores` cores; `freq_ghz` is one frequency or {thread index: GHz}.
+
+    Deterministic: ties are broken by event sequence numbers, never by randomness.
+    """
+    ths = workload["threads"]
+    n = len(ths)
+    freq = [float(freq_ghz.get(i, 2.0)) if isinstance(freq_ghz, dict) else float(freq_ghz) for i in range(n)]
+    unfair = {int(k) for k, v in workload.get("mutex_policy", {}).items() if v == "unfair"}
+    ops = [t["ops"] for t in ths]
+    pc = [0] * n
+    core_of = [-1] * n
+    free = list(range(cores - 1, -1, -1))
+    runq: list[int] = []
+    heap: list[tuple[int, int, int, int]] = []
+    seq = 0
+    owner: dict[int, int] = {}
+    waiters: dict[int, list[int]] = {}
+    arrived: dict[int, list[int]] = {}
+    joiners: dict[int, list[int]] = {}
+    done = [False] * n
+    started = [False] * n
+    start_ns = [0] * n
+    end_ns = [0] * n
+    cur = [None] * n  # (start, state, cpu, addr)
+    pend_waker = [-1] * n
+    reason = [("", -1)] * n
+    rows: list[tuple] = []
+    waits: list[tuple] = []
+    split = np.zeros((n, 3), dtype=np.int64)
+    events = 0
+
+    def set_state(i: int, now: int, state: int, cpu: int = -1, addr: int = 0) -> None:
+        c = cur[i]
+        if c is not None:
+            if c[1] == state and c[2] == cpu and c[3] == addr:
+                return
+            if now > c[0]:
+                w = pend_waker[i] if c[1] != State.RUNNING else -1
+                rows.append((TID_BASE + i, c[0], now, c[1], c[2], c[3], TID_BASE + w if w >= 0 else -1))
+                if c[1] != State.RUNNING:
+                    r, who = reason[i]
+                    waits.append((TID_BASE + i, c[0], now, r, TID_BASE + who if who >= 0 else -1))
+        pend_waker[i] = -1
+        cur[i] = (now, state, cpu, addr)
+
+    def push(t: int, i: int, kind: int) -> None:
+        nonlocal seq
+        seq += 1
+        heapq.heappush(heap, (t, seq, i, kind))
+
+    def ready(i: int, now: int, waker: int, why: str) -> None:
+        pend_waker[i] = waker
+        if free:
+            c = free.pop()
+            core_of[i] = c
+            set_state(i, now, State.RUNNING, c)
+            push(now, i, 0)
+        else:
+            set_state(i, now, State.RUNNABLE)
+            reason[i] = ("cpu", -1)
+            runq.append(i)
+
+    def release_core(i: int, now: int) -> None:
+        c = core_of[i]
+        core_of[i] = -1
+        if runq:
+            j = runq.pop(0)
+            core_of[j] = c
+            set_state(j, now, State.RUNNING, c)
+            push(now, j, 0)
+        else:
+            free.append(c)
+
+    def block(i: int, now: int, state: int, addr: int, why: str, culprit: int) -> None:
+        reason[i] = (why, culprit)
+        set_state(i, now, state, -1, addr)
+        release_core(i, now)
+
+    def step(i: int, now: int) -> None:
+        prog = ops[i]
+        while pc[i] < len(prog):
+            op = prog[pc[i]]
+            pc[i] += 1
+            kind = op[0]
+            if kind == "compute":
+                cyc = int(op[1])
+                mem = int(op[2]) if len(op) > 2 else 0
+                sto = int(op[3]) if len(op) > 3 else 0
+                scal = int(round(cyc / freq[i]))
+                split[i] += (scal, mem, sto)
+                push(now + scal + mem + sto, i, 0)
+                return
+            if kind == "lock":
+                m = int(op[1])
+                if m not in owner:
+                    owner[m] = i
+                    continue
+                waiters.setdefault(m, []).append(i)
+                block(i, now, State.SYNC_WAIT, ADDR_BASE["lock"] + m, "lock", owner[m])
+                return
+            if kind == "unlock":
+                m = int(op[1])
+                q = waiters.get(m)
+                if q:
+                    j = q.pop() if m in unfair else q.pop(0)
+                    owner[m] = j
+                    ready(j, now, i, "lock")
+                else:
+                    owner.pop(m, None)
+                continue
+            if kind == "barrier":
+                b, cnt = int(op[1]), int(op[2])
+                arr = arrived.setdefault(b, [])
+                if len(arr) + 1 >= cnt:
+                    arrived[b] = []
+                    for j in arr:
+                        ready(j, now, i, "barrier")
+                    continue
+                arr.append(i)
+                block(i, now, State.SYNC_WAIT, ADDR_BASE["barrier"] + b, "barrier", -1)
+                return
+            if kind == "spawn":
+                j = int(op[1])
+                start_thread(j, now)
+                continue
+            if kind == "join":
+                j = int(op[1])
+                if done[j]:
+                    continue
+                joiners.setdefault(j, []).append(i)
+                block(i, now, State.SYNC_WAIT, ADDR_BASE["join"] + j, "join", j)
+                return
+            if kind == "sleep":
+                block(i, now, State.SLEEP, 0, "sleep", -1)
+                push(now + int(op[1]), i, 1)
+                return
+            raise ValueError(f"unknown op {kind!r} in thread {i}")
+        # thread exits
+        done[i] = True
+        end_ns[i] = now
+        set_state(i, now, -1)
+        cur[i] = None
+        release_core(i, now)
+        for j in joiners.pop(i, []):
+            ready(j, now, i, "join")
+
+    def start_thread(j: int, now: int) -> None:
+        started[j] = True
+        start_ns[j] = now
+        ready(j, now, -1, "")
+
+    for i, t in enumerate(ths):
+        if t.get("start", i == 0):
+            start_thread(i, 0)
+    while heap:
+        t, _, i, kind = heapq.heappop(heap)
+        events += 1
+        if kind == 1:
+            ready(i, t, -1, "sleep")
+        else:
+            step(i, t)
+    if not all(done[i] for i in range(n) if started[i]):
+        stuck = [ths[i].get("name", str(i)) for i in range(n) if started[i] and not done[i]]
+        raise ValueError(f"deadlock: threads {stuck} never finish")
+    idx = [i for i in range(n) if started[i]]
+    arr = np.array(rows, dtype=np.int64).reshape(-1, 7)
+    runtime = max(end_ns) if n else 0
+    trace = make_trace(
+        threads={"tid": np.array([TID_BASE + i for i in idx], dtype=np.int32),
+                 "name": [ths[i].get("name", f"worker-{i}") for i in idx],
+                 "role": [ths[i].get("role", "main" if i == 0 else "app") for i in idx],
+                 "start_ns": np.array([start_ns[i] for i in idx], dtype=np.int64),
+                 "end_ns": np.array([end_ns[i] for i in idx], dtype=np.int64),
+                 "pid": np.full(len(idx), TID_BASE, dtype=np.int32)},
+        states={"tid": arr[:, 0].astype(np.int32), "start_ns": arr[:, 1], "end_ns": arr[:, 2],
+                "state": arr[:, 3].astype(np.uint8), "cpu": arr[:, 4].astype(np.int16),
+                "addr": arr[:, 5].astype(np.uint64), "waker": arr[:, 6].astype(np.int32)},
+        meta={"source": "sim", "cores": cores, "workload": workload.get("name", ""), "seed": seed,
+              "threads": len(idx), "root_tid": TID_BASE, "frequencies": freq},
+    )
+    truth = {"runtime_ns": runtime, "compute_ns": split[:, 0].tolist(), "memory_ns": split[:, 1].tolist(),
+             "store_ns": split[:, 2].tolist(), "waits": waits}
+    return SimResult(trace, truth, events)

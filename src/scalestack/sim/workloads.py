@@ -1,0 +1,101 @@
+"""Named workloads reproducing the papers' patterns, and a seeded random generator."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+UNIT = 1000  # cycles per time unit of the thesis Fig. 3.2 example (1 unit = 1 us at 1 GHz)
+
+
+def fig32() -> dict:
+    """Thesis Fig. 3.2: one critical section, then a barrier; run at 1 GHz, C = 6.5, 5, 5, 5.5 us."""
+    u = UNIT
+
+    def c(k):
+        return ["compute", k * u]
+
+    return {"name": "fig32", "mutex_policy": {"0": "unfair"}, "threads": [
+        {"name": "main", "role": "main", "start": True,
+         "ops": [c(2), c(1), ["lock", 0], c(1), ["unlock", 0], c(7), ["barrier", 0, 4]]},
+         # split 2+1 so worker-3 (event queued earlier) reaches the lock first at t=3
+        {"name": "worker-1", "start": True,
+         "ops": [c(3), c(3), ["lock", 0], c(4), ["unlock", 0], c(6), ["barrier", 0, 4]]},
+        {"name": "worker-2", "start": True,
+         "ops": [c(3), c(7), ["lock", 0], c(3), ["unlock", 0], c(3), ["barrier", 0, 4]]},
+        {"name": "worker-3", "start": True,
+         "ops": [c(3), ["lock", 0], c(4), ["unlock", 0], c(10), ["barrier", 0, 4]]},
+    ]}
+
+
+def barrier_imbalance(threads: int = 4, seed: int = 0) -> dict:
+    """Fork-join phases; one thread has twice the work of the others in every phase."""
+    ths = [{"name": "main", "role": "main", "start": True,
+            "ops": [["spawn", i] for i in range(1, threads)]}]
+    work = [[["compute", 2_000_000 if i == 1 else 1_000_000, 50_000], ["barrier", 0, threads - 1]] * 5
+            for i in range(1, threads)]
+    ths += [{"name": f"worker-{i}", "start": False, "ops": [op for op in work[i - 1]]} for i in range(1, threads)]
+    ths[0]["ops"] += [["join", i] for i in range(1, threads)]
+    return {"name": "barrier_imbalance", "threads": ths}
+
+
+def lock_critical(threads: int = 4, seed: int = 0) -> dict:
+    """fluidanimate-like: many short critical sections on a few locks around parallel work."""
+    rng = np.random.default_rng(seed)
+    ths = [{"name": "main", "role": "main", "start": True,
+            "ops": [["spawn", i] for i in range(1, threads)] + [["join", i] for i in range(1, threads)]}]
+    for i in range(1, threads):
+        ops = []
+        for _ in range(20):
+            ops += [["compute", int(rng.integers(50_000, 150_000))], ["lock", int(rng.integers(0, 2))]]
+            ops += [["compute", 40_000 * (3 if i == 1 else 1)], ["unlock", ops[-2][1]]]
+        ths.append({"name": f"worker-{i}", "start": False, "ops": ops})
+    return {"name": "lock_critical", "threads": ths}
+
+
+def random_workload(threads: int = 8, seed: int = 0) -> dict:
+    """Random phases of parallel work, locks and barriers among `threads` workers plus a main thread.
+
+    The main thread runs a sequential part, spawns workers, joins them, and runs a tail.
+    """
+    rng = np.random.default_rng(seed)
+    nw = threads - 1
+    nlocks = int(rng.integers(1, 4))
+    phases = int(rng.integers(2, 6))
+    skew = rng.lognormal(0, 0.5, nw)
+    ths = [{"name": "main", "role": "main", "start": True,
+            "ops": [["compute", int(rng.integers(10_000, 500_000))]] + [["spawn", i] for i in range(1, threads)]
+            + [["join", i] for i in range(1, threads)] + [["compute", int(rng.integers(10_000, 300_000))]]}]
+    ops = [[] for _ in range(nw)]
+    for p in range(phases):
+        for w in range(nw):
+            for _ in range(int(rng.integers(1, 6))):
+                ops[w].append(["compute", int(rng.integers(20_000, 400_000) * skew[w]),
+                               int(rng.integers(0, 50_000))])
+                if rng.random() < 0.5:
+                    m = int(rng.integers(0, nlocks))
+                    ops[w] += [["lock", m], ["compute", int(rng.integers(5_000, 100_000))], ["unlock", m]]
+            if p < phases - 1:
+                ops[w].append(["barrier", p, nw])
+    ths += [{"name": f"worker-{w + 1}", "start": False, "ops": ops[w]} for w in range(nw)]
+    policy = {str(m): ("unfair" if rng.random() < 0.5 else "fifo") for m in range(nlocks)}
+    return {"name": f"random-{seed}", "threads": ths, "mutex_policy": policy}
+
+
+NAMED = {"fig32": fig32, "barrier_imbalance": barrier_imbalance, "lock_critical": lock_critical,
+         "random": random_workload}
+
+
+def get(name: str, threads: int | None = None, seed: int = 0) -> dict:
+    """A named workload, or a JSON file path."""
+    if name.endswith(".json"):
+        with open(name) as f:
+            return json.load(f)
+    if name not in NAMED:
+        from scalestack.errors import UserError
+
+        raise UserError(f"unknown workload {name!r}; see 'scalestack sim list'")
+    if name == "fig32":
+        return fig32()
+    return NAMED[name](threads or 4, seed)
