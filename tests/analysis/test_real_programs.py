@@ -32,9 +32,13 @@ def test_imbalanced_barrier_slow_thread_is_critical(c_programs):
 
 
 def test_balanced_program_has_an_even_stack(c_programs):
-    """Even within 10%, beyond what the CPU itself made uneven: on this shared 2-vCPU VM one
-    thread sometimes needs 10-15% more CPU time for the same work (another tenant, perf itself),
-    and then it is rightly more critical. The median of three recordings is compared."""
+    """Even within 10%, beyond what the CPU itself made uneven.
+
+    On this shared 2-vCPU VM one thread sometimes needs 5-25% more CPU time for the same work
+    (another tenant, perf itself). If thread A runs T and B runs (1 - d)T between barriers, both
+    run for (1 - d)T and A alone for dT, so A's share exceeds B's by 2d / (1 + d) of A's share:
+    that part is the machine, not the program. The rest must be within 10% (median of three).
+    """
     excess = []
     for _ in range(3):
         trace = scalestack.record([str(c_programs["balanced"]), "2", "20", "4000000"], None)
@@ -42,6 +46,6 @@ def test_balanced_program_has_an_even_stack(c_programs):
         rows = [int(np.flatnonzero(res.tids == t)[0]) for t in _workers(trace)]
         share, run = res.share[rows], res.running_ns[rows]
         uneven = abs(share[0] - share[1]) / share.max()
-        cpu_uneven = abs(run[0] - run[1]) / run.max()
-        excess.append(uneven - cpu_uneven)
+        d = abs(run[0] - run[1]) / run.max()
+        excess.append(abs(uneven - 2 * d / (1 + d)))
     assert np.median(excess) <= 0.10, excess
