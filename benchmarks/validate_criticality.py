@@ -1,0 +1,78 @@
+"""Validate criticality against simulated ground truth (thesis Ch. 4 protocol).
+
+For random seeded workloads of 4-16 threads, accelerate each thread 2x (2 -> 4 GHz) and report
+how often the most critical thread (and two naive baselines) gives the largest real speedup (or
+one within 1% of it), among workloads where some thread gives >= 3% speedup, and the mean
+absolute error of the what-if predictions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from scalestack.analysis.criticality import criticality
+from scalestack.analysis.whatif import whatif
+from scalestack.sim.engine import TID_BASE, simulate
+from scalestack.sim.workloads import random_workload
+from scalestack.trace import State
+
+
+def one(seed: int, rng: np.random.Generator) -> dict:
+    threads = int(rng.integers(4, 17))
+    cores = int(rng.integers(2, 17))
+    wl = random_workload(threads, seed)
+    base = simulate(wl, cores=cores, freq_ghz=2.0, seed=seed)
+    tr = base.trace
+    n = len(wl["threads"])
+    real = np.array([base.runtime_ns / simulate(wl, cores=cores, freq_ghz={j: 4.0 if j == i else 2.0
+                                                                          for j in range(n)}).runtime_ns
+                     for i in range(n)])
+    cr = criticality(tr)
+    crit = cr.criticality_ns
+    running = cr.running_ns
+    st = tr.states
+    blocked = (st.state == State.SYNC_WAIT) & (st.waker >= 0)
+    caused = np.array([st.duration_ns[blocked & (st.waker == t)].sum() for t in cr.tids], dtype=float)
+    pred_c, pred_r = [], []
+    for i in range(n):
+        w = whatif(tr, TID_BASE + i, 2.0)
+        pred_c.append(w.crit_speedup)
+        pred_r.append(w.replay_speedup)
+    good = real >= real.max() * 0.99
+
+    def hit(score):
+        return bool(good[int(np.argmax(score))])
+
+    return {"threads": threads, "has_critical": real.max() >= 1.03, "crit": hit(crit), "running": hit(running),
+            "caused": hit(caused), "err_c": np.abs(np.array(pred_c) - real) / real,
+            "err_r": np.abs(np.array(pred_r) - real) / real, "events": base.events}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--workloads", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help="20 workloads (for tests)")
+    a = ap.parse_args()
+    n = 20 if a.quick else a.workloads
+    rng = np.random.default_rng(a.seed)
+    t = time.perf_counter()
+    res = [one(a.seed * 100_000 + k, rng) for k in range(n)]
+    crit_ws = [r for r in res if r["has_critical"]]
+    m = max(len(crit_ws), 1)
+    err_c = np.concatenate([r["err_c"] for r in res])
+    err_r = np.concatenate([r["err_r"] for r in res])
+    print(f"{n} workloads, {len(crit_ws)} with a thread giving >= 3% speedup ({time.perf_counter() - t:.1f} s)")
+    print(f"{'picker':28s} {'picks best (within 1%)':>24s}")
+    for key, label in [("crit", "largest criticality"), ("running", "longest running time"),
+                       ("caused", "most wait time caused")]:
+        print(f"{label:28s} {100 * sum(r[key] for r in crit_ws) / m:23.1f}%")
+    print(f"what-if mean abs error: criticality {100 * err_c.mean():.2f}%, replay {100 * err_r.mean():.2f}%"
+          f" (over {len(err_c)} thread accelerations)")
+
+
+if __name__ == "__main__":
+    main()
