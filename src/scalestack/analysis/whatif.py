@@ -134,7 +134,6 @@ def whatif(trace: Trace, tid: int, factor: float = 2.0) -> WhatIfResult:
     Thesis Ch. 4 (validation by accelerating one thread), thesis-methods.md §1.
     """
     from scalestack.analysis.criticality import criticality
-
     from scalestack.errors import UserError
 
     if tid not in set(int(t) for t in trace.threads.tid):
