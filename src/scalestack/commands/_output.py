@@ -42,8 +42,10 @@ def emit(res, as_json: bool, output: str | None, kind: str) -> None:
     if not rows:
         click.echo("no threads")
         return
-    for r in rows:  # ns columns read better as ms
+    from scalestack.units import format_ns
+
+    for r in rows:  # durations read better with their unit
         for k in [k for k in r if k.endswith("_ns")]:
-            r[k[:-3] + "_ms"] = r.pop(k) / 1e6
+            r[k[:-3]] = format_ns(r.pop(k))
     cols = [(k, k.replace("_", " ")) for k in rows[0]]
     Console(width=max(Console().width, 110)).print(section_table(Section(kind, kind, table=rows, columns=cols)))
