@@ -138,3 +138,35 @@ def test_validate_criticality_quick():
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "largest criticality" in p.stdout and "replay" in p.stdout
+
+
+def test_bounded_queue_timeline():
+    # producer makes 3 items (100 ns each), queue of 1 slot; consumer takes 300 ns per item
+    wl = {"name": "q", "threads": [
+        {"start": True, "ops": [["compute", 100], ["put", 0, 1]] * 3},
+        {"start": True, "ops": [["get", 0], ["compute", 300]] * 3},
+    ]}
+    r = simulate(wl, cores=2, freq_ghz=1.0)
+    # item 1 handed to the waiting consumer at 100; item 2 queued at 200; item 3 full at 300
+    # until the consumer takes item 2 at 400; consumer ends at 100 + 3*300 = 1000
+    assert r.runtime_ns == 1000
+    waits = [(t, s, e, w) for t, s, e, st_, w in rows(r) if st_ == State.SYNC_WAIT]
+    assert waits == [(1000, 300, 400, 1001), (1001, 0, 100, 1000)]
+
+
+def test_named_workloads_and_yaml_file(tmp_path):
+    from scalestack.sim.workloads import NAMED, get
+
+    for name in NAMED:
+        r = simulate(get(name, 6, 1), cores=4)
+        r.trace.validate()
+        assert r.runtime_ns > 0
+    gc = simulate(get("gc_heavy", 6), cores=8).trace
+    assert "gc" in set(gc.threads.role)
+    # BFS: the worker running the sequential step is the most critical and the one to accelerate
+    wl = get("bfs", 6)
+    r = simulate(wl, cores=8)
+    assert criticality(r.trace).most_critical_tid == 1001
+    y = simulate(get(str(ROOT / "workloads/sim/lock_then_barrier.yaml")), cores=2, freq_ghz=1.0)
+    # worker-1: lock 0..2.1 ms, then 1 ms; worker-2 waits, 0.5 ms, 0.45 ms, then waits at the barrier
+    assert y.runtime_ns == 3_100_000

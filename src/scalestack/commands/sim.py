@@ -39,7 +39,10 @@ def run(workload, threads, cores, seed, freq, accelerate, factor, output, as_jso
 
     wl = get(workload, threads, seed)
     n = len(wl["threads"])
-    base = simulate(wl, cores=cores, freq_ghz=freq, seed=seed)
+    try:
+        base = simulate(wl, cores=cores, freq_ghz=freq, seed=seed)
+    except (ValueError, KeyError, IndexError, TypeError) as e:
+        raise UserError(f"{workload}: invalid workload ({e}); see the format in scalestack.sim.engine") from None
     out = {"workload": wl.get("name", workload), "runtime_ns": base.runtime_ns, "events": base.events}
     if accelerate is not None:
         i = accelerate - TID_BASE

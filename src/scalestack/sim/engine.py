@@ -12,7 +12,9 @@ A workload is a dict::
 Ops: ``compute CYCLES [MEM_NS [STORE_NS]]`` takes CYCLES/f ns (f in GHz, the thread's
 frequency) plus the non-scaling memory and store-burst time; ``lock M`` / ``unlock M`` (FIFO
 hand-off, or LIFO hand-off for "unfair" mutexes: the last waiter barges in); ``barrier B N``;
-``spawn T`` (thread index T starts); ``join T``; ``sleep NS``. Threads with ``start`` true run
+``put Q CAP`` / ``get Q`` on a bounded
+FIFO queue (a producer blocks while Q holds CAP items, a consumer while it is empty; a waiting
+consumer is handed the item directly); ``spawn T`` (thread index T starts); ``join T``; ``sleep NS``. Threads with ``start`` true run
 at time 0. Threads beyond the core count wait RUNNABLE in a FIFO run queue (no time slices yet).
 """
 
@@ -26,7 +28,7 @@ import numpy as np
 
 from scalestack.trace import State, Trace, make_trace
 
-ADDR_BASE = {"lock": 0x1000, "barrier": 0x2000, "join": 0x3000}
+ADDR_BASE = {"lock": 0x1000, "barrier": 0x2000, "join": 0x3000, "queue": 0x4000}
 TID_BASE = 1000
 
 
@@ -68,6 +70,9 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
     waiters: dict[int, list[int]] = {}
     arrived: dict[int, list[int]] = {}
     joiners: dict[int, list[int]] = {}
+    qcount: dict[int, int] = {}
+    getters: dict[int, list[int]] = {}
+    putters: dict[int, list[int]] = {}
     done = [False] * n
     started = [False] * n
     start_ns = [0] * n
@@ -169,6 +174,30 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
                     continue
                 arr.append(i)
                 block(i, now, State.SYNC_WAIT, ADDR_BASE["barrier"] + b, "barrier", -1)
+                return
+            if kind == "put":
+                q, cap = int(op[1]), int(op[2])
+                g = getters.get(q)
+                if g:
+                    ready(g.pop(0), now, i, "queue")
+                elif qcount.get(q, 0) < cap:
+                    qcount[q] = qcount.get(q, 0) + 1
+                else:
+                    putters.setdefault(q, []).append(i)
+                    block(i, now, State.SYNC_WAIT, ADDR_BASE["queue"] + q, "queue full", -1)
+                    return
+                continue
+            if kind == "get":
+                q = int(op[1])
+                if qcount.get(q, 0) > 0:
+                    pw = putters.get(q)
+                    if pw:  # the item of the first blocked producer takes the freed slot
+                        ready(pw.pop(0), now, i, "queue")
+                    else:
+                        qcount[q] -= 1
+                    continue
+                getters.setdefault(q, []).append(i)
+                block(i, now, State.SYNC_WAIT, ADDR_BASE["queue"] + q, "queue empty", -1)
                 return
             if kind == "spawn":
                 j = int(op[1])

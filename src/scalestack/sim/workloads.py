@@ -48,8 +48,9 @@ def lock_critical(threads: int = 4, seed: int = 0) -> dict:
     for i in range(1, threads):
         ops = []
         for _ in range(20):
-            ops += [["compute", int(rng.integers(50_000, 150_000))], ["lock", int(rng.integers(0, 2))]]
-            ops += [["compute", 40_000 * (3 if i == 1 else 1)], ["unlock", ops[-2][1]]]
+            m = int(rng.integers(0, 2))
+            ops += [["compute", int(rng.integers(50_000, 150_000))], ["lock", m],
+                    ["compute", 40_000 * (3 if i == 1 else 1)], ["unlock", m]]
         ths.append({"name": f"worker-{i}", "start": False, "ops": ops})
     return {"name": "lock_critical", "threads": ths}
 
@@ -83,15 +84,98 @@ def random_workload(threads: int = 8, seed: int = 0) -> dict:
     return {"name": f"random-{seed}", "threads": ths, "mutex_policy": policy}
 
 
-NAMED = {"fig32": fig32, "barrier_imbalance": barrier_imbalance, "lock_critical": lock_critical,
-         "random": random_workload}
+def _forkjoin(name: str, workers: list[list], main_pre=(), main_post=(), policy=None, extra=()) -> dict:
+    n = len(workers)
+    ths = [{"name": "main", "role": "main", "start": True,
+            "ops": list(main_pre) + [["spawn", i + 1] for i in range(n)] + [["join", i + 1] for i in range(n)]
+            + list(main_post)}]
+    ths += [{"name": f"worker-{i + 1}", "start": False, "ops": w} for i, w in enumerate(workers)]
+    ths += list(extra)
+    return {"name": name, "threads": ths, "mutex_policy": policy or {}}
+
+
+def bfs(threads: int = 4, seed: int = 0) -> dict:
+    """BFS-like: every level, worker 1 runs a sequential step while the others wait at a barrier."""
+    nw = threads - 1
+    work = [[] for _ in range(nw)]
+    for lvl in range(6):
+        for w in range(nw):
+            work[w] += [["compute", 200_000, 20_000], ["barrier", 2 * lvl, nw]]
+            if w == 0:
+                work[w].append(["compute", 300_000])  # the sequential frontier merge
+            work[w].append(["barrier", 2 * lvl + 1, nw])
+    return _forkjoin("bfs", work)
+
+
+def pipeline(threads: int = 4, seed: int = 0) -> dict:
+    """Pipeline: stages linked by bounded queues; the middle stage is the slowest."""
+    ns = max(threads - 1, 2)
+    items = 30
+    work = []
+    for s_ in range(ns):
+        ops = []
+        for _ in range(items):
+            if s_ > 0:
+                ops.append(["get", s_ - 1])
+            ops.append(["compute", 300_000 if s_ == ns // 2 else 100_000])
+            if s_ < ns - 1:
+                ops.append(["put", s_, 2])
+        work.append(ops)
+    return _forkjoin("pipeline", work)
+
+
+def pmd(threads: int = 4, seed: int = 0) -> dict:
+    """Work stealing with one huge job (pmd): workers take jobs from a shared lock-protected pool."""
+    rng = np.random.default_rng(seed)
+    nw = threads - 1
+    jobs = [int(x) for x in rng.integers(50_000, 150_000, 12 * nw)]
+    jobs[3] = 4_000_000
+    work = [[] for _ in range(nw)]
+    free = [0] * nw
+    for j in jobs:  # list scheduling: the earliest-free worker takes the next job
+        w = int(np.argmin(free))
+        work[w] += [["lock", 0], ["compute", 5_000], ["unlock", 0], ["compute", j]]
+        free[w] += j + 5_000
+    return _forkjoin("pmd", work)
+
+
+def gc_heavy(threads: int = 4, seed: int = 0) -> dict:
+    """GC-heavy managed app: app threads allocate; stop-the-world pauses run by two GC threads.
+
+    A pause is two barriers among all app and GC threads: app threads stop at the first, the GC
+    threads collect, and everyone resumes at the second.
+    """
+    nw = threads - 1
+    ngc = 2
+    parties = nw + ngc
+    work = [[] for _ in range(nw)]
+    gcs = [[] for _ in range(ngc)]
+    for k in range(5):
+        for w in range(nw):
+            work[w] += [["compute", 400_000 + 50_000 * w, 30_000], ["barrier", 2 * k, parties],
+                        ["barrier", 2 * k + 1, parties]]
+        for g in range(ngc):
+            gcs[g] += [["barrier", 2 * k, parties], ["compute", 150_000, 50_000], ["barrier", 2 * k + 1, parties]]
+    extra = [{"name": f"GC Thread#{g}", "role": "gc", "start": False, "ops": gcs[g]} for g in range(ngc)]
+    wl = _forkjoin("gc_heavy", work, extra=extra)
+    wl["threads"][0]["ops"] = ([["spawn", nw + 1 + g] for g in range(ngc)] + wl["threads"][0]["ops"]
+                               + [["join", nw + 1 + g] for g in range(ngc)])
+    return wl
+
+
+NAMED = {"fig32": fig32, "barrier_imbalance": barrier_imbalance, "bfs": bfs, "lock_critical": lock_critical,
+         "pipeline": pipeline, "pmd": pmd, "gc_heavy": gc_heavy, "random": random_workload}
 
 
 def get(name: str, threads: int | None = None, seed: int = 0) -> dict:
     """A named workload, or a JSON file path."""
-    if name.endswith(".json"):
+    if name.endswith((".json", ".yaml", ".yml")):
         with open(name) as f:
-            return json.load(f)
+            if name.endswith(".json"):
+                return json.load(f)
+            import yaml
+
+            return yaml.safe_load(f)
     if name not in NAMED:
         from scalestack.errors import UserError
 
