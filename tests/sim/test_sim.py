@@ -170,3 +170,36 @@ def test_named_workloads_and_yaml_file(tmp_path):
     y = simulate(get(str(ROOT / "workloads/sim/lock_then_barrier.yaml")), cores=2, freq_ghz=1.0)
     # worker-1: lock 0..2.1 ms, then 1 ms; worker-2 waits, 0.5 ms, 0.45 ms, then waits at the barrier
     assert y.runtime_ns == 3_100_000
+
+
+def test_round_robin_timeslices():
+    # 3 threads of 3000 ns on 2 cores, 1000 ns slices: at each tick the longest-running thread
+    # yields to the one waiting; the total work (9000 ns) ends at 5000 ns on 2 cores
+    wl = {"name": "t", "threads": [{"start": True, "ops": [["compute", 3000]]} for _ in range(3)]}
+    r = simulate(wl, cores=2, freq_ghz=1.0, timeslice_ns=1000)
+    r.trace.validate()
+    s = r.trace.states
+    # t=1000: 1000 yields to 1002; t=2000: 1001 (longest on its core) yields to 1000; t=3000: 1002
+    # yields to 1001; 1000 and 1001 finish at 4000 and 1002 runs its last 1000 ns
+    assert rows(r) == [(1000, 0, 1000, 0, -1), (1000, 1000, 2000, 1, -1), (1000, 2000, 4000, 0, -1),
+                       (1001, 0, 2000, 0, -1), (1001, 2000, 3000, 1, -1), (1001, 3000, 4000, 0, -1),
+                       (1002, 0, 1000, 1, -1), (1002, 1000, 3000, 0, -1), (1002, 3000, 4000, 1, -1),
+                       (1002, 4000, 5000, 0, -1)]
+    assert r.runtime_ns == 5000 and r.truth["compute_ns"] == [3000, 3000, 3000]
+    assert int((s.duration_ns[s.state == State.RUNNING]).sum()) == 9000
+
+
+def test_policy_changes_frequency_mid_segment():
+    from scalestack.sim.engine import Policy
+
+    class Boost(Policy):
+        period_ns = 1000
+
+        def decide(self, now_ns, criticality_ns, freq_ghz):
+            assert criticality_ns[0] == now_ns  # alone: all time is its critical time
+            return {0: 3.0} if now_ns == 1000 else None
+
+    wl = {"name": "t", "threads": [{"start": True, "ops": [["compute", 4000, 10]]}]}
+    r = simulate(wl, cores=1, freq_ghz=1.0, policy=Boost())
+    # 1000 cycles in the first 1000 ns at 1 GHz, then 3000 cycles at 3 GHz, then 10 ns memory
+    assert r.runtime_ns == 2010 and r.truth["compute_ns"] == [2000]

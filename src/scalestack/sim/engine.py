@@ -49,10 +49,27 @@ class SimResult:
         return int(self.truth["runtime_ns"])
 
 
+class Policy:
+    """Frequency policy hook (thesis Ch. 7 boosting): called every `period_ns` of simulated time.
+
+    `decide(now_ns, criticality_ns, freq_ghz)` gets the running criticality counters (thesis
+    §4.2.2 online algorithm, ns, per thread index) and the current frequencies; it returns
+    {thread index: GHz} for the threads to change, or None.
+    """
+
+    period_ns: int = 10_000_000
+
+    def decide(self, now_ns: int, criticality_ns: np.ndarray, freq_ghz: list[float]) -> dict[int, float] | None:
+        return None
+
+
 def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict[int, float] = 2.0,
-             seed: int = 0) -> SimResult:
+             seed: int = 0, timeslice_ns: int = 0, policy: Policy | None = None) -> SimResult:
     """Run `workload` on `cores` cores; `freq_ghz` is one frequency or {thread index: GHz}.
 
+    timeslice_ns > 0: round-robin, a thread that has run that long is preempted (to the back of
+    the run queue) when others wait for a core. policy: called every policy.period_ns and may
+    change per-thread frequencies; running compute segments are re-timed from that instant.
     Deterministic: ties are broken by event sequence numbers, never by randomness.
     """
     ths = workload["threads"]
@@ -84,6 +101,13 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
     waits: list[tuple] = []
     split = np.zeros((n, 3), dtype=np.int64)
     events = 0
+    seg: list[list | None] = [None] * n  # running compute segment: [cycles left, fixed ns left, since]
+    gen = [0] * n
+    run_since = [0] * n
+    crit = np.zeros(n)
+    act = [False] * n
+    online = {"n": 0, "t": 0}
+    live = [0]
 
     def set_state(i: int, now: int, state: int, cpu: int = -1, addr: int = 0) -> None:
         c = cur[i]
@@ -97,12 +121,49 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
                     r, who = reason[i]
                     waits.append((TID_BASE + i, c[0], now, r, TID_BASE + who if who >= 0 else -1))
         pend_waker[i] = -1
-        cur[i] = (now, state, cpu, addr)
+        t0 = now
+        if c is not None and now == c[0] and rows and rows[-1][0] == TID_BASE + i and rows[-1][2] == now \
+                and rows[-1][3:6] == (state, cpu, addr):  # a zero-length detour: extend the previous row
+            t0 = rows.pop()[1]
+        cur[i] = (t0, state, cpu, addr)
+        a = state == State.RUNNING
+        if a != act[i]:  # online criticality counters (thesis §4.2.2)
+            if online["n"] > 0 and now > online["t"]:
+                share = (now - online["t"]) / online["n"]
+                for j in range(n):
+                    if act[j]:
+                        crit[j] += share
+            online["t"] = now
+            online["n"] += 1 if a else -1
+            act[i] = a
+            if a:
+                run_since[i] = now
 
     def push(t: int, i: int, kind: int) -> None:
         nonlocal seq
         seq += 1
-        heapq.heappush(heap, (t, seq, i, kind))
+        if kind == 0:
+            gen[i] += 1
+        heapq.heappush(heap, (t, seq, i, kind, gen[i]))
+
+    def plan(i: int, now: int) -> None:
+        g = seg[i]
+        g[2] = now
+        push(now + int(round(g[0] / freq[i])) + g[1], i, 0)
+
+    def account(i: int, now: int) -> None:
+        """Consume the work done by a running segment since it was (re)planned: scaling part first."""
+        g = seg[i]
+        el = now - g[2]
+        sc = int(round(g[0] / freq[i]))
+        if el >= sc:
+            split[i, 0] += sc
+            g[1] -= el - sc
+            g[0] = 0.0
+        else:
+            split[i, 0] += el
+            g[0] = max(g[0] - el * freq[i], 0.0)
+        g[2] = now
 
     def ready(i: int, now: int, waker: int, why: str) -> None:
         pend_waker[i] = waker
@@ -110,7 +171,7 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
             c = free.pop()
             core_of[i] = c
             set_state(i, now, State.RUNNING, c)
-            push(now, i, 0)
+            push(now, i, 3)
         else:
             set_state(i, now, State.RUNNABLE)
             reason[i] = ("cpu", -1)
@@ -123,7 +184,7 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
             j = runq.pop(0)
             core_of[j] = c
             set_state(j, now, State.RUNNING, c)
-            push(now, j, 0)
+            push(now, j, 3)
         else:
             free.append(c)
 
@@ -134,6 +195,9 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
 
     def step(i: int, now: int) -> None:
         prog = ops[i]
+        if seg[i] is not None:  # resumed after a preemption
+            plan(i, now)
+            return
         while pc[i] < len(prog):
             op = prog[pc[i]]
             pc[i] += 1
@@ -142,9 +206,10 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
                 cyc = int(op[1])
                 mem = int(op[2]) if len(op) > 2 else 0
                 sto = int(op[3]) if len(op) > 3 else 0
-                scal = int(round(cyc / freq[i]))
-                split[i] += (scal, mem, sto)
-                push(now + scal + mem + sto, i, 0)
+                split[i, 1] += mem
+                split[i, 2] += sto
+                seg[i] = [float(cyc), mem + sto, now]
+                plan(i, now)
                 return
             if kind == "lock":
                 m = int(op[1])
@@ -217,6 +282,7 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
             raise ValueError(f"unknown op {kind!r} in thread {i}")
         # thread exits
         done[i] = True
+        live[0] -= 1
         end_ns[i] = now
         set_state(i, now, -1)
         cur[i] = None
@@ -226,19 +292,60 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
 
     def start_thread(j: int, now: int) -> None:
         started[j] = True
+        live[0] += 1
         start_ns[j] = now
         ready(j, now, -1, "")
 
     for i, t in enumerate(ths):
         if t.get("start", i == 0):
             start_thread(i, 0)
+    tick = 0
+    if timeslice_ns > 0 or policy is not None:
+        tick = min(x for x in (timeslice_ns, policy.period_ns if policy else 0) if x > 0)
+        push(tick, -1, 2)
     while heap:
-        t, _, i, kind = heapq.heappop(heap)
+        t, _, i, kind, g = heapq.heappop(heap)
         events += 1
         if kind == 1:
             ready(i, t, -1, "sleep")
-        else:
+        elif kind == 3:
             step(i, t)
+        elif kind == 0:
+            if g == gen[i]:  # else a stale completion of a preempted or re-timed segment
+                split[i, 0] += int(round(seg[i][0] / freq[i]))
+                seg[i] = None
+                step(i, t)
+        else:
+            if live[0] == 0:
+                continue
+            if policy is not None and t % policy.period_ns == 0:
+                if online["n"] > 0 and t > online["t"]:
+                    share = (t - online["t"]) / online["n"]
+                    for j in range(n):
+                        if act[j]:
+                            crit[j] += share
+                online["t"] = t
+                change = policy.decide(t, crit.copy(), list(freq)) or {}
+                for j, f in change.items():
+                    if seg[j] is not None and core_of[j] >= 0:
+                        account(j, t)
+                        freq[j] = float(f)
+                        plan(j, t)
+                    else:
+                        freq[j] = float(f)
+            if timeslice_ns > 0 and runq:
+                waiting = len(runq)
+                for j in sorted(range(n), key=lambda x: run_since[x]):  # longest on its core first
+                    if waiting and core_of[j] >= 0 and seg[j] is not None and t - run_since[j] >= timeslice_ns:
+                        waiting -= 1
+                        account(j, t)
+                        gen[j] += 1  # drop its pending completion
+                        runq.append(j)
+                        set_state(j, t, State.RUNNABLE)
+                        reason[j] = ("cpu", -1)
+                        release_core(j, t)
+                        core_of[j] = -1
+            push(t + tick, -1, 2)
     if not all(done[i] for i in range(n) if started[i]):
         stuck = [ths[i].get("name", str(i)) for i in range(n) if started[i] and not done[i]]
         raise ValueError(f"deadlock: threads {stuck} never finish")
