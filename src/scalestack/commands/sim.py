@@ -27,11 +27,12 @@ def list_():
 @click.option("--cores", type=int, default=4, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--freq", type=float, default=2.0, show_default=True, help="Base frequency, GHz.")
+@click.option("--timeslice", type=int, default=0, show_default=True, help="Round-robin slice, ns (0: none).")
 @click.option("--accelerate", type=int, default=None, help="Thread tid to run faster.")
 @click.option("--factor", type=float, default=2.0, show_default=True)
 @click.option("-o", "--output", help="Write the trace here (Trace.save).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def run(workload, threads, cores, seed, freq, accelerate, factor, output, as_json):
+def run(workload, threads, cores, seed, freq, timeslice, accelerate, factor, output, as_json):
     """Simulate WORKLOAD (a name from 'sim list' or a .json file); with --accelerate, the true speedup."""
     from scalestack.errors import UserError
     from scalestack.sim.engine import TID_BASE, simulate
@@ -40,7 +41,7 @@ def run(workload, threads, cores, seed, freq, accelerate, factor, output, as_jso
     wl = get(workload, threads, seed)
     n = len(wl["threads"])
     try:
-        base = simulate(wl, cores=cores, freq_ghz=freq, seed=seed)
+        base = simulate(wl, cores=cores, freq_ghz=freq, seed=seed, timeslice_ns=timeslice)
     except (ValueError, KeyError, IndexError, TypeError) as e:
         raise UserError(f"{workload}: invalid workload ({e}); see the format in scalestack.sim.engine") from None
     out = {"workload": wl.get("name", workload), "runtime_ns": base.runtime_ns, "events": base.events}
@@ -49,7 +50,7 @@ def run(workload, threads, cores, seed, freq, accelerate, factor, output, as_jso
         if not 0 <= i < n:
             raise UserError(f"--accelerate {accelerate}: tids are {TID_BASE}..{TID_BASE + n - 1}")
         fast = simulate(wl, cores=cores, freq_ghz={j: freq * (factor if j == i else 1.0) for j in range(n)},
-                        seed=seed)
+                        seed=seed, timeslice_ns=timeslice)
         out.update(accelerate=accelerate, factor=factor, accelerated_runtime_ns=fast.runtime_ns,
                    speedup=base.runtime_ns / fast.runtime_ns)
     if output:
