@@ -203,3 +203,21 @@ def test_policy_changes_frequency_mid_segment():
     r = simulate(wl, cores=1, freq_ghz=1.0, policy=Boost())
     # 1000 cycles in the first 1000 ns at 1 GHz, then 3000 cycles at 3 GHz, then 10 ns memory
     assert r.runtime_ns == 2010 and r.truth["compute_ns"] == [2000]
+
+
+def test_spin_then_block():
+    def wl(spin):
+        return {"name": "t", "threads": [
+            {"start": True, "ops": [["lock", 0], ["compute", 1000], ["unlock", 0]]},
+            {"start": True, "ops": [["compute", 100], ["lock", 0, spin], ["compute", 100], ["unlock", 0]]},
+        ]}
+
+    # spins 100..1000 and gets the lock while spinning: RUNNING throughout, "spinning" in the truth
+    r = simulate(wl(2000), cores=2, freq_ghz=1.0)
+    assert rows(r) == [(1000, 0, 1000, State.RUNNING, -1), (1001, 0, 1100, State.RUNNING, -1)]
+    assert (1001, 100, 1000, "spinning", 1000) in r.truth["waits"]
+    # spins 100..400, then blocks until the release at 1000
+    r = simulate(wl(300), cores=2, freq_ghz=1.0)
+    assert rows(r) == [(1000, 0, 1000, State.RUNNING, -1), (1001, 0, 400, State.RUNNING, -1),
+                       (1001, 400, 1000, State.SYNC_WAIT, 1000), (1001, 1000, 1100, State.RUNNING, -1)]
+    assert (1001, 100, 400, "spinning", -1) in r.truth["waits"]

@@ -11,7 +11,8 @@ A workload is a dict::
 
 Ops: ``compute CYCLES [MEM_NS [STORE_NS]]`` takes CYCLES/f ns (f in GHz, the thread's
 frequency) plus the non-scaling memory and store-burst time; ``lock M`` / ``unlock M`` (FIFO
-hand-off, or LIFO hand-off for "unfair" mutexes: the last waiter barges in); ``barrier B N``;
+hand-off, or LIFO hand-off for "unfair" mutexes: the last waiter barges in; ``lock M SPIN_NS``
+spins on its core, RUNNING in the trace and "spinning" in the truth, for up to SPIN_NS first); ``barrier B N``;
 ``put Q CAP`` / ``get Q`` on a bounded
 FIFO queue (a producer blocks while Q holds CAP items, a consumer while it is empty; a waiting
 consumer is handed the item directly); ``spawn T`` (thread index T starts); ``join T``; ``sleep NS``. Threads with ``start`` true run
@@ -101,6 +102,8 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
     waits: list[tuple] = []
     split = np.zeros((n, 3), dtype=np.int64)
     events = 0
+    spin_since = [-1] * n  # spin-then-block: spinning since (still RUNNING in the trace), else -1
+    spin_gen = [0] * n
     seg: list[list | None] = [None] * n  # running compute segment: [cycles left, fixed ns left, since]
     gen = [0] * n
     run_since = [0] * n
@@ -139,12 +142,12 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
             if a:
                 run_since[i] = now
 
-    def push(t: int, i: int, kind: int) -> None:
+    def push(t: int, i: int, kind: int, token: int | None = None) -> None:
         nonlocal seq
         seq += 1
         if kind == 0:
             gen[i] += 1
-        heapq.heappush(heap, (t, seq, i, kind, gen[i]))
+        heapq.heappush(heap, (t, seq, i, kind, gen[i] if token is None else token))
 
     def plan(i: int, now: int) -> None:
         g = seg[i]
@@ -217,6 +220,11 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
                     owner[m] = i
                     continue
                 waiters.setdefault(m, []).append(i)
+                if len(op) > 2 and int(op[2]) > 0:  # spin (on the core) before blocking
+                    spin_since[i] = now
+                    spin_gen[i] += 1
+                    push(now + int(op[2]), i, 4, spin_gen[i])
+                    return
                 block(i, now, State.SYNC_WAIT, ADDR_BASE["lock"] + m, "lock", owner[m])
                 return
             if kind == "unlock":
@@ -225,7 +233,13 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
                 if q:
                     j = q.pop() if m in unfair else q.pop(0)
                     owner[m] = j
-                    ready(j, now, i, "lock")
+                    if spin_since[j] >= 0:  # still spinning: it takes the lock without sleeping
+                        waits.append((TID_BASE + j, spin_since[j], now, "spinning", TID_BASE + i))
+                        spin_since[j] = -1
+                        spin_gen[j] += 1
+                        push(now, j, 3)
+                    else:
+                        ready(j, now, i, "lock")
                 else:
                     owner.pop(m, None)
                 continue
@@ -310,6 +324,12 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
             ready(i, t, -1, "sleep")
         elif kind == 3:
             step(i, t)
+        elif kind == 4:
+            if g == spin_gen[i] and spin_since[i] >= 0:  # spun out: block
+                waits.append((TID_BASE + i, spin_since[i], t, "spinning", -1))
+                spin_since[i] = -1
+                m = next(k for k, q in waiters.items() if i in q)
+                block(i, t, State.SYNC_WAIT, ADDR_BASE["lock"] + m, "lock", owner.get(m, -1))
         elif kind == 0:
             if g == gen[i]:  # else a stale completion of a preempted or re-timed segment
                 split[i, 0] += int(round(seg[i][0] / freq[i]))
