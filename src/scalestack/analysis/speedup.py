@@ -1,0 +1,103 @@
+"""Speedup stacks: why the speedup at N threads falls short of N.
+
+Managed-runtime formula (spec managed-speedup-stacks.md §1; paper Fig. 2):
+``N = S + GC + SEQ + SYNC + IMB + CONT + OTHER``, each term in speedup units. CONT (RUNNABLE
+time of app threads: more runnable threads than cores) is our addition; OTHER is the residual
+and may be negative.
+
+This first version works on whole runs (no per-phase stacks yet). SEQ uses the main thread's
+RUNNING time (the thesis's MainThread term); SYNC is app threads' futex-wait time;
+IMB is, per app thread, the time from its end to the last app thread's end.
+
+GIL note: CPython with a GIL serializes bytecode; threads waiting for the GIL block on a
+futex/condvar and so land in SYNC, not in a separate term. Free-threading builds (3.13t)
+remove it; their stacks read like native ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from scalestack.results import Result
+from scalestack.trace import State, Trace
+
+COMPONENTS = ("gc", "seq", "sync", "imb", "cont", "other")
+
+
+@dataclasses.dataclass(frozen=True)
+class SpeedupStack(Result):
+    """One stack: N = speedup + Σ components (speedup units)."""
+
+    n: int
+    speedup: float
+    gc: float
+    seq: float
+    sync: float
+    imb: float
+    cont: float
+    other: float
+    kind: str = "speedup_stack"
+
+    def total(self) -> float:
+        return self.speedup + sum(getattr(self, c) for c in COMPONENTS)
+
+    def rows(self) -> list[dict]:
+        return [{"n": self.n, "speedup": self.speedup, **{c: getattr(self, c) for c in COMPONENTS}}]
+
+
+def _role_time(trace: Trace, role: str, state: State) -> int:
+    tis = trace.time_in_states()
+    mask = np.asarray(trace.threads.role == role, dtype=bool)
+    return int(tis[mask, int(state)].sum())
+
+
+def stack_from_times(n: int, t_s: float, t_p: float, *, gc_st: float = 0.0, gc_mt: float = 0.0,
+                     seq_st: float = 0.0, seq_mt: float = 0.0, sync: float = 0.0,
+                     imb: float = 0.0, cont: float = 0.0) -> SpeedupStack:
+    """The stack from raw times (ns or s, all the same unit).
+
+    Parameters
+    ----------
+    n : thread count. t_s, t_p : single- and N-thread run times.
+    gc_st, gc_mt, seq_st, seq_mt : GC / sequential time in the single- and N-thread runs.
+    sync, imb, cont : summed app-thread times in the N-thread run.
+
+    Returns
+    -------
+    SpeedupStack whose components plus speedup equal n exactly (OTHER is the residual).
+
+    References
+    ----------
+    Spec managed-speedup-stacks.md §1.
+    """
+    if t_p <= 0 or t_s <= 0:
+        raise ValueError("run times must be positive")
+    parts = {
+        "gc": (n * gc_mt - gc_st) / t_p,
+        "seq": (n * seq_mt - seq_st) / t_p,
+        "sync": sync / t_p,
+        "imb": imb / t_p,
+        "cont": cont / t_p,
+    }
+    s = t_s / t_p
+    other = n - s - sum(parts.values())
+    return SpeedupStack(n=n, speedup=s, other=other, **parts)
+
+
+def speedup_stack(single: Trace, multi: Trace, n: int) -> SpeedupStack:
+    """Speedup stack of `multi` (N threads) against the single-threaded `single` trace."""
+    app = np.asarray(multi.threads.role == "app", dtype=bool)
+    tis = multi.time_in_states()
+    ends = np.asarray(multi.threads.end_ns)[app]
+    imb = float((ends.max() - ends).sum()) if ends.size else 0.0
+    return stack_from_times(
+        n, float(single.wall_ns), float(multi.wall_ns),
+        gc_st=_role_time(single, "gc", State.RUNNING), gc_mt=_role_time(multi, "gc", State.RUNNING),
+        seq_st=_role_time(single, "main", State.RUNNING),
+        seq_mt=_role_time(multi, "main", State.RUNNING),
+        sync=float(tis[app, int(State.SYNC_WAIT)].sum()),
+        imb=imb,
+        cont=float(tis[app, int(State.RUNNABLE)].sum()),
+    )
