@@ -1,0 +1,60 @@
+"""Thread-count sweeps: record a program once per (thread count, repeat) and store the traces."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import scalestack
+from scalestack.errors import UserError
+
+
+def run_sweep(command: list[str], threads: list[int], out_dir: str, *, repeat: int = 1,
+              env: dict[str, str] | None = None, progress=None) -> dict:
+    """Record `command` with `{threads}` replaced (in argv and env values); write sweep.json."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    runs = []
+    for n in threads:
+        for k in range(repeat):
+            argv = [a.replace("{threads}", str(n)) for a in command]
+            saved = {v: os.environ.get(v) for v in (env or {})}
+            try:
+                for var, val in (env or {}).items():
+                    os.environ[var] = val.replace("{threads}", str(n))
+                path = out / f"t{n}-r{k}.trace"
+                trace = scalestack.record(argv, str(path))
+            finally:
+                for var, old in saved.items():
+                    if old is None:
+                        os.environ.pop(var, None)
+                    else:
+                        os.environ[var] = old
+            runs.append({"threads": n, "repeat": k, "path": path.name, "wall_ns": int(trace.wall_ns)})
+            if progress is not None:
+                progress()
+    manifest = {"command": command, "threads": threads, "repeat": repeat, "env": env or {}, "runs": runs}
+    (out / "sweep.json").write_text(json.dumps(manifest, indent=2))
+    return manifest
+
+
+def load_sweep(out_dir: str) -> dict[int, scalestack.Trace]:
+    """The median-wall-time trace per thread count from a sweep directory."""
+    path = Path(out_dir) / "sweep.json"
+    if not path.exists():
+        raise UserError(f"{out_dir} has no sweep.json; make one with 'scalestack scale -o {out_dir} -- CMD'")
+    manifest = json.loads(path.read_text())
+    chosen: dict[int, scalestack.Trace] = {}
+    for n in manifest["threads"]:
+        runs = sorted((r for r in manifest["runs"] if r["threads"] == n), key=lambda r: r["wall_ns"])
+        chosen[n] = scalestack.load(str(Path(out_dir) / runs[len(runs) // 2]["path"]))
+    return chosen
+
+
+def stacks(traces: dict[int, scalestack.Trace]) -> list:
+    """Speedup stacks of every thread count against the smallest one (which should be 1)."""
+    from scalestack.analysis.speedup import speedup_stack
+
+    base = min(traces)
+    return [speedup_stack(traces[base], traces[n], n // base) for n in sorted(traces)]
