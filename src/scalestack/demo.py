@@ -1,4 +1,4 @@
-"""`make demo`: compile a small real C pthread program, record it, and write its report.
+"""`make demo`: compile small real C pthread programs, record them, write a report and speedup stacks.
 
 The program is workloads/c/barrier_imbalance.c: two threads meet at a barrier ten times and
 thread 1 does three times the work of thread 0, so thread 1 is the critical thread and thread 0
@@ -42,6 +42,19 @@ def main(out_dir: str = "demo-out") -> int:
         step = ["info", str(trace_path)]
     try:
         cli_main(step)
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            return int(exc.code)
+    # speedup stacks: the same total work split over 1, 2 and 4 threads (4 > this machine's cores
+    # on a 2-core VM), after a serial part, with 20% of each unit under one lock
+    knobs = out / "speedup_knobs"
+    subprocess.run(["gcc", "-O1", "-pthread", str(ROOT / "workloads" / "c" / "speedup_knobs.c"), "-o", str(knobs)],
+                   check=True)
+    print("\nspeedup stacks of speedup_knobs at 1, 2, 4 threads (200 serial units, 2000 parallel, 20% locked):",
+          flush=True)
+    try:
+        cli_main(["scale", "--threads", "1,2,4", "-o", str(out / "sweep"), "--", str(knobs), "{threads}", "200",
+                  "2000", "20"])
     except SystemExit as exc:
         if exc.code not in (0, None):
             return int(exc.code)
