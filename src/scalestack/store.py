@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import tempfile
 import zipfile
 
 import numpy as np
@@ -19,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from scalestack.errors import UserError
+from scalestack.fileio import atomic_output
 from scalestack.trace import SCHEMA_VERSION, NameTable, SampleTable, StateTable, ThreadTable, Trace
 
 MAGIC_MEMBER = "scalestack-trace"
@@ -52,25 +52,15 @@ def _read(zf: zipfile.ZipFile, member: str) -> pa.Table:
 
 
 def save(trace: Trace, path: str | os.PathLike) -> None:
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".scalestack-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED) as zf:
-            zf.writestr(MAGIC_MEMBER, str(SCHEMA_VERSION))
-            meta = dict(trace.meta)
-            meta["schema_version"] = SCHEMA_VERSION
-            zf.writestr("meta.json", json.dumps(meta, indent=1, sort_keys=True, default=_json_default))
-            for member in [*TABLES, *(m for m in OPTIONAL_TABLES if len(getattr(trace, m)))]:
-                buf = io.BytesIO()
-                pq.write_table(_to_arrow(getattr(trace, member)), buf, compression="zstd")
-                zf.writestr(f"{member}.parquet", buf.getvalue())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_output(path) as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED) as zf:
+        zf.writestr(MAGIC_MEMBER, str(SCHEMA_VERSION))
+        meta = dict(trace.meta)
+        meta["schema_version"] = SCHEMA_VERSION
+        zf.writestr("meta.json", json.dumps(meta, indent=1, sort_keys=True, default=_json_default))
+        for member in [*TABLES, *(m for m in OPTIONAL_TABLES if len(getattr(trace, m)))]:
+            buf = io.BytesIO()
+            pq.write_table(_to_arrow(getattr(trace, member)), buf, compression="zstd")
+            zf.writestr(f"{member}.parquet", buf.getvalue())
 
 
 def _json_default(value):

@@ -174,10 +174,7 @@ def bottle(
                             res.span_ns, res.t0_ns, active)
     w = parse_duration_ns(window)
     t0, t1 = _span(trace, between)
-    rows, a, b = active_intervals(trace, active)
-    a, b = np.clip(a, t0, t1), np.clip(b, t0, t1)
-    keep = b > a
-    rows, a, b = rows[keep], a[keep], b[keep]
+    rows, a, b = active_intervals(trace, active, t0, t1)
     tl, where = timeline(a, b, t0, t1)
     m = len(a)
     n_win = int(-(-(t1 - t0) // w))

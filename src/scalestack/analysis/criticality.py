@@ -52,14 +52,17 @@ class Timeline:
         return self.idle_cum[k] + np.where((self.r[k] == 0) & (t >= self.u[0]), t - self.u[k], 0)
 
 
-def active_intervals(trace: Trace, active: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(row in trace.threads, start, end) of every interval in which a thread is active."""
+def active_intervals(trace: Trace, active: str, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row in trace.threads, start, end) of every interval in which a thread is active,
+    clipped to [t0, t1] (intervals outside it are dropped)."""
     if active not in ACTIVE:
         raise UserError(f"active must be one of {', '.join(ACTIVE)}, not {active!r}")
     s = trace.states
     mask = np.isin(s.state, [int(x) for x in ACTIVE[active]])
     rows = trace.thread_index(s.tid[mask]) if np.any(mask) else np.zeros(0, dtype=np.int64)
-    return rows, s.start_ns[mask], s.end_ns[mask]
+    a, b = np.clip(s.start_ns[mask], t0, t1), np.clip(s.end_ns[mask], t0, t1)
+    keep = b > a
+    return rows[keep], a[keep], b[keep]
 
 
 def timeline(start: np.ndarray, end: np.ndarray, t0: int, t1: int) -> tuple[Timeline, np.ndarray]:
@@ -188,10 +191,7 @@ def criticality(trace: Trace, *, active: str = "running", between: tuple[int, in
     >>> res.to_frame().head()                # doctest: +SKIP
     """
     t0, t1 = _span(trace, between)
-    rows, a, b = active_intervals(trace, active)
-    a, b = np.clip(a, t0, t1), np.clip(b, t0, t1)
-    keep = b > a
-    rows, a, b = rows[keep], a[keep], b[keep]
+    rows, a, b = active_intervals(trace, active, t0, t1)
     tl, where = timeline(a, b, t0, t1)
     n = len(trace.threads)
     m = len(a)

@@ -10,12 +10,12 @@ from scalestack.errors import UserError
 
 
 def emit(res, as_json: bool, output: str | None, kind: str) -> None:
-    from scalestack.report import _atomic_write
+    from scalestack.fileio import atomic_write
 
     if output:
         ext = os.path.splitext(output)[1].lower().lstrip(".")
         if ext == "json":
-            _atomic_write(output, res.to_json().encode())
+            atomic_write(output, res.to_json().encode())
         elif ext in ("png", "svg", "pdf"):
             from scalestack.report import figures
 
@@ -25,7 +25,7 @@ def emit(res, as_json: bool, output: str | None, kind: str) -> None:
                 fig = figures.bottle_strip(res)
             else:
                 fig = figures.bottle_graph(res)
-            _atomic_write(output, figures.render(fig, ext))
+            atomic_write(output, figures.render(fig, ext))
         else:
             raise UserError(f"cannot tell the format of {output}: use .png, .svg, .pdf or .json")
         click.echo(f"scalestack: wrote {output}", err=True)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from scalestack.errors import TraceFormatError, UserError
+from scalestack.fileio import atomic_write
 from scalestack.trace import STATE_NAMES, State, Trace, make_trace
 
 CATEGORY = "scalestack.state"
@@ -64,7 +65,7 @@ def export_chrome(trace: Trace, path: str | None = None) -> dict[str, Any]:
         "otherData": {"scalestack": {k: v for k, v in trace.meta.items() if _jsonable(v)}},
     }
     if path is not None:
-        _atomic_write(path, json.dumps(doc, separators=(",", ":")))
+        atomic_write(path, json.dumps(doc, separators=(",", ":")).encode())
     return doc
 
 
@@ -74,18 +75,6 @@ def _jsonable(v: Any) -> bool:
         return True
     except (TypeError, ValueError):
         return False
-
-
-def _atomic_write(path: str, text: str) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def sniff(head: bytes) -> bool:

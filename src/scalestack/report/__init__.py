@@ -20,10 +20,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tempfile
 from collections.abc import Callable
 from typing import Any
 
+from scalestack.fileio import atomic_write
 from scalestack.results import jsonable
 from scalestack.trace import State, Trace
 
@@ -104,19 +104,6 @@ def state_rows(trace: Trace) -> list[dict[str, Any]]:
              **{f"{s.label}_ms": times[i, s] / 1e6 for s in State}} for i in range(len(th))]
 
 
-def _atomic_write(path: str, data: bytes) -> None:
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".scalestack-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def write_report(report: Report, out_dir: str) -> dict[str, str]:
     """report.html, report.json and every figure as PNG and SVG into out_dir; returns the paths."""
     from scalestack.report.figures import render
@@ -130,14 +117,14 @@ def write_report(report: Report, out_dir: str) -> dict[str, str]:
             png, svg = render_both(fig, render)
             for ext, data in (("png", png), ("svg", svg)):
                 path = os.path.join(out_dir, f"{name}.{ext}")
-                _atomic_write(path, data)
+                atomic_write(path, data)
                 written[f"{name}.{ext}"] = path
             svgs[name] = svg.decode("utf-8")
     path = os.path.join(out_dir, "report.json")
-    _atomic_write(path, json.dumps(report.to_dict(), indent=2, allow_nan=False).encode())
+    atomic_write(path, json.dumps(report.to_dict(), indent=2, allow_nan=False).encode())
     written["report.json"] = path
     path = os.path.join(out_dir, "report.html")
-    _atomic_write(path, render_html(report, svgs).encode("utf-8"))
+    atomic_write(path, render_html(report, svgs).encode("utf-8"))
     written["report.html"] = path
     return written
 
