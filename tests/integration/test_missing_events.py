@@ -42,11 +42,23 @@ def test_deleted_switch_ins_are_counted_and_bounded(recording):
     tids = set(base_run)
     rng = np.random.default_rng(7)
     sw = np.flatnonzero((events.kind == Kind.SWITCH) & np.isin(events.arg1, list(tids)) & (events.time > start))
-    # delete switches into traced threads, at most one in any run of three switches on a CPU,
-    # so that every deletion breaks the chain on its own
+    # delete switches into traced threads where the CPU's chain is intact on both sides (the
+    # event before is by the task switched out, the event after by the task switched in), at
+    # most one in any run of three switches on a CPU: then every deletion breaks the chain on
+    # its own, exactly once (a deletion next to a gap the kernel already left would merge)
+    ctx = np.where(events.kind == Kind.SWITCH, events.arg0, events.tid)
+    sideband = np.isin(events.kind, [Kind.TASK_COMM, Kind.TASK_FORK, Kind.TASK_EXIT])
     chosen = []
     for i in rng.permutation(sw)[:400]:
         c = int(events.cpu[i])
+        on_cpu = np.flatnonzero((events.cpu == c) & ~sideband)
+        k = int(np.searchsorted(on_cpu, i))
+        if k == 0 or k + 1 >= len(on_cpu):
+            continue
+        before, after = on_cpu[k - 1], on_cpu[k + 1]
+        came = events.arg1[before] if events.kind[before] == Kind.SWITCH else ctx[before]
+        if came != events.arg0[i] or ctx[after] != events.arg1[i]:
+            continue
         same_cpu = np.flatnonzero((events.kind == Kind.SWITCH) & (events.cpu == c))
         pos = int(np.searchsorted(same_cpu, i))
         neighbours = set(same_cpu[max(pos - 2, 0):pos + 3].tolist())
@@ -59,6 +71,7 @@ def test_deleted_switch_ins_are_counted_and_bounded(recording):
     keep[chosen] = False
     broken = build_trace(events.take(np.flatnonzero(keep)), root_pids=[root], start_ns=start)
     broken.validate()
+    assert len(chosen) == 25
     assert broken.meta["chain_gaps"] == base.meta["chain_gaps"] + len(chosen)
     unc = broken.meta["repair_uncertainty_ns"]
     for tid, run in running(broken).items():
