@@ -289,7 +289,7 @@ def running_and_criticality(trace: Trace, tid: np.ndarray, t0: np.ndarray, t1: n
 def phases(traces: Trace | Sequence[Trace], *, interval_samples: int | None = DEFAULT_INTERVAL_SAMPLES,
            interval_ns: int | None = None, k_max: int = 10, dims: int = 15, granularity: str = "symbol",
            block_bytes: int = 64, gap_factor: float = 10.0, min_fraction: float = 0.1, seed: int = 0,
-           max_fit: int = 100_000, labels: Sequence[str] | None = None) -> PhaseResult:
+           max_fit: int = 100_000, labels: Sequence[str] | None = None, user_only: bool = True) -> PhaseResult:
     """Find the phases of one run, or of several runs (a thread-count sweep) clustered together.
 
     Parameters
@@ -302,6 +302,8 @@ def phases(traces: Trace | Sequence[Trace], *, interval_samples: int | None = DE
     gap_factor, min_fraction : stall cut (gap > factor x the thread's median sample gap) and
         the smallest partial interval kept (fraction of a full one).
     max_fit : fit k-means on at most this many intervals, then label all by nearest centroid.
+    user_only : drop samples in the kernel (binary ``[kernel...]``), as the paper's user-mode
+        events do: a few syscall or interrupt samples otherwise split a phase in two.
 
     References
     ----------
@@ -309,6 +311,8 @@ def phases(traces: Trace | Sequence[Trace], *, interval_samples: int | None = DE
     architectures"; shared/spec/parallel-phases.md.
     """
     runs = [traces] if isinstance(traces, Trace) else list(traces)
+    if user_only:
+        runs = [_user_samples(tr) for tr in runs]
     if not runs:
         raise UserError("no trace given")
     if interval_ns is not None:
@@ -374,6 +378,14 @@ def phases(traces: Trace | Sequence[Trace], *, interval_samples: int | None = DE
               "max_fit": max_fit, "fitted_on": int(min(n, max_fit)), "_sample_order": sample_orders}
     return PhaseResult(k, ks, bic, iv, x.astype(np.float32), cent, rep, weights, table, boxes, run_info, top,
                        dropped, params)
+
+
+def _user_samples(trace: Trace) -> Trace:
+    binary = trace.samples.binary.astype(str)
+    kernel = np.char.startswith(binary, "[kernel") | np.char.startswith(binary, "[vdso")
+    if not np.any(kernel):
+        return trace
+    return dataclasses.replace(trace, samples=trace.samples.take(~kernel))
 
 
 def _top_regions(reg_all, lab, vocab, k, top: int = 3) -> list[list[tuple[str, float]]]:

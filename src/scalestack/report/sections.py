@@ -70,3 +70,4 @@ def bottle_section(trace: Trace, options: ReportOptions) -> Section:
         data["windows"] = wres.to_dict()
         summary.append(f"{len(wres.windows)} windows of {format_ns(wres.window_ns)} in bottle-windows.")
     return Section("bottle", "Bottle graph", summary, rows, cols, figures, data)
+from scalestack.report import phase_section  # noqa: E402,F401  (registers the phases section)

@@ -156,3 +156,32 @@ def add_samples(sim: SimResult, workload: dict[str, Any], distributions: np.ndar
     out = dataclasses.replace(trace, samples=samples)
     out = out.with_meta(sample_hz=1e9 / period_ns)
     return PlantedSamples(out, phase, cat["cycles"].astype(np.float64))
+
+
+def planted_run(threads: int = 4, n_phases: int = 3, seed: int = 0, rounds: int = 4, total_cycles: float = 4.8e11,
+                serial_phase: int | None = None, period_ns: int = 1_000_000, cores: int | None = None) -> PlantedSamples:
+    """`phase_workload` simulated on `cores` (default: one per worker) and sampled: one call for tests."""
+    from scalestack.sim.engine import simulate
+
+    wl = phase_workload(threads, n_phases, rounds, total_cycles, serial_phase=serial_phase, seed=seed)
+    sim = simulate(wl, cores=cores or threads + 1)
+    return add_samples(sim, wl, code_distributions(n_phases, seed=seed), period_ns, seed=seed)
+
+
+def interval_truth(planted: PlantedSamples, first: np.ndarray, last: np.ndarray,
+                   order: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For intervals given as sample ranges [first, last] of `order`: majority planted phase, its
+    share of the interval's samples (purity), and the interval's CPI at the planted frequency."""
+    ph = planted.phase[order]
+    k = int(ph.max()) + 1 if len(ph) else 1
+    onehot = np.zeros((len(ph) + 1, k))
+    onehot[np.arange(len(ph)) + 1, ph] = 1
+    cum = np.cumsum(onehot, axis=0)
+    counts = cum[last + 1] - cum[first]
+    truth = np.argmax(counts, axis=1)
+    purity = counts.max(axis=1) / np.maximum(counts.sum(axis=1), 1)
+    cyc = planted.cycles[order]
+    period = 1e9 / float(planted.trace.meta.get("sample_hz", 1000))
+    freq = float(planted.trace.meta.get("frequencies", [2.0])[-1])
+    cpi = (last - first) * period * freq / np.maximum(cyc[last] - cyc[first], 1e-9)
+    return truth, purity, cpi

@@ -1,0 +1,74 @@
+"""`scalestack phases`: recurring phases of each thread's execution, matched across threads and runs."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, metavar="TRACE...")
+@click.option("--interval-samples", type=int, default=100, show_default=True,
+              help="Samples per interval (per thread).")
+@click.option("--interval", "interval", metavar="DURATION", help="Fixed time per interval instead, e.g. 50ms.")
+@click.option("--k-max", type=int, default=10, show_default=True, help="Largest number of phases tried.")
+@click.option("--dims", type=int, default=15, show_default=True, help="Random projection dimensions.")
+@click.option("--granularity", type=click.Choice(["symbol", "block"]), default="symbol", show_default=True,
+              help="Code region: function, or function + 64-byte block of the offset.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("-o", "--output", "out_dir", help="Also write the figures (PNG, SVG) into this directory.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def command(paths, interval_samples, interval, k_max, dims, granularity, seed, out_dir, as_json):
+    """Phases of one run, or of several runs (e.g. 1, 2, 4 threads) clustered together."""
+    import os
+
+    import scalestack
+    from scalestack.analysis.phases import phases
+    from scalestack.report.phase_section import phase_rows
+    from scalestack.units import format_ns, parse_duration_ns
+
+    traces = [scalestack.load(p) for p in paths]
+    interval_ns = parse_duration_ns(interval, what="--interval") if interval else None
+    labels = [os.path.splitext(os.path.basename(p))[0] for p in paths]
+    res = phases(traces, interval_samples=interval_samples, interval_ns=interval_ns, k_max=k_max, dims=dims,
+                 granularity=granularity, seed=seed, labels=labels)
+    if out_dir:
+        _write_figures(res, out_dir)
+    if as_json:
+        click.echo(res.to_json())
+        return
+    n = len(res.intervals["run"])
+    click.echo(f"{res.k} phases among {n} intervals ({res.dropped} short ones dropped); BIC chose k={res.k} of "
+               f"1..{len(res.bic)}")
+    head = f"{'run':>12} {'thr':>4} {'phase':>5} {'ivals':>6} {'share%':>7} {'time':>10} {'parallel':>8}"
+    if len(traces) > 1:
+        head += f" {'speedup':>8}"
+    click.echo(head + "  top code")
+    for r in phase_rows(res):
+        line = (f"{r['run'][-12:]:>12} {r['n_threads']:>4} {r['phase']:>5} {r['intervals']:>6} {r['share_pct']:>7.1f} "
+                f"{format_ns(r['time_ns']):>10} {r['parallelism']:>8.2f}")
+        if len(traces) > 1:
+            line += f" {r['speedup']:>8.2f}" if r["speedup"] else f" {'-':>8}"
+        click.echo(line + "  " + r["code"])
+    iv = res.intervals
+    for c, i in enumerate(res.representative):
+        click.echo(f"phase {c + 1}: weight {res.weights[c]:.3f}, representative: {res.runs[iv['run'][i]]['label']} "
+                   f"tid {iv['tid'][i]} interval {iv['index'][i]} [{iv['t_start_ns'][i]}, {iv['t_end_ns'][i]}) ns")
+
+
+def _write_figures(res, out_dir: str) -> None:
+    import os
+
+    from scalestack.fileio import atomic_write
+    from scalestack.report import render_both
+    from scalestack.report.figures import render
+    from scalestack.report.phase_figures import phase_bottles, phase_speedups, phase_timeline
+
+    os.makedirs(out_dir, exist_ok=True)
+    figs = {"phases-timeline": phase_timeline(res), "phases-bottle": phase_bottles(res),
+            "phases-speedup": phase_speedups(res)}
+    for name, fig in figs.items():
+        if fig is None:
+            continue
+        png, svg = render_both(fig, render)
+        atomic_write(os.path.join(out_dir, f"{name}.png"), png)
+        atomic_write(os.path.join(out_dir, f"{name}.svg"), svg)
