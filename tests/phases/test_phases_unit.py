@@ -138,3 +138,30 @@ def test_variance_reduction_and_estimate_formulas():
     est, true, err = estimate(R, m)
     assert est == pytest.approx(0.5 * 1 + 0.5 * 12) and true == pytest.approx(6.5)
     assert err == pytest.approx(0.0)
+
+
+def test_noise_sse_matches_monte_carlo():
+    """The per-interval sampling-noise estimate equals the spread of resampled intervals."""
+    from scalestack.analysis.phases import noise_sse
+
+    rng = np.random.default_rng(5)
+    p = rng.dirichlet(np.ones(8))
+    proj = rng.uniform(-1, 1, (8, 15))
+    n, reps = 200, 4000
+    counts = rng.multinomial(n, p, size=reps)
+    share = counts / n
+    x = share @ proj
+    truth = p @ proj
+    mc = np.mean(np.sum((x - truth) ** 2, axis=1))
+    crow, cgid = np.nonzero(share)
+    est = noise_sse(crow, cgid, share[crow, cgid], proj, x, np.full(reps, n))
+    assert est.mean() == pytest.approx(mc, rel=0.05)
+
+
+def test_one_phase_of_pure_sampling_noise_gives_k1_and_plain_bic_does_not():
+    rng = np.random.default_rng(2)
+    p = rng.dirichlet(np.ones(12))
+    seq = rng.choice([f"f{i}" for i in range(12)], size=60_000, p=p)
+    tr = _sampled_trace(list(seq))
+    assert phases(tr, interval_samples=300).k == 1
+    assert phases(tr, interval_samples=300, noise_factor=None).k > 1  # why the cap exists

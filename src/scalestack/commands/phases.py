@@ -14,15 +14,17 @@ import click
 @click.option("--dims", type=int, default=15, show_default=True, help="Random projection dimensions.")
 @click.option("--granularity", type=click.Choice(["symbol", "block"]), default="symbol", show_default=True,
               help="Code region: function, or function + 64-byte block of the offset.")
+@click.option("--noise-factor", type=float, default=1.5, show_default=True,
+              help="Cap k where the clustering error is within this factor of sampling noise (0: BIC alone).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("-o", "--output", "out_dir", help="Also write the figures (PNG, SVG) into this directory.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def command(paths, interval_samples, interval, k_max, dims, granularity, seed, out_dir, as_json):
+def command(paths, interval_samples, interval, k_max, dims, granularity, noise_factor, seed, out_dir, as_json):
     """Phases of one run, or of several runs (e.g. 1, 2, 4 threads) clustered together."""
     import os
 
     import scalestack
-    from scalestack.analysis.phases import phases
+    from scalestack.analysis.phases import choose_k, phases
     from scalestack.report.phase_section import phase_rows
     from scalestack.units import format_ns, parse_duration_ns
 
@@ -30,15 +32,16 @@ def command(paths, interval_samples, interval, k_max, dims, granularity, seed, o
     interval_ns = parse_duration_ns(interval, what="--interval") if interval else None
     labels = [os.path.splitext(os.path.basename(p))[0] for p in paths]
     res = phases(traces, interval_samples=interval_samples, interval_ns=interval_ns, k_max=k_max, dims=dims,
-                 granularity=granularity, seed=seed, labels=labels)
+                 granularity=granularity, seed=seed, labels=labels, noise_factor=noise_factor or None)
     if out_dir:
         _write_figures(res, out_dir)
     if as_json:
         click.echo(res.to_json())
         return
     n = len(res.intervals["run"])
-    click.echo(f"{res.k} phases among {n} intervals ({res.dropped} short ones dropped); BIC chose k={res.k} of "
-               f"1..{len(res.bic)}")
+    bic_k = choose_k(res.k_values, res.bic, res.params["bic_threshold"])
+    click.echo(f"{res.k} phases among {n} intervals ({res.dropped} short ones dropped); k tried 1..{len(res.bic)}, "
+               f"SimPoint's BIC alone would pick {bic_k}")
     head = f"{'run':>12} {'thr':>4} {'phase':>5} {'ivals':>6} {'share%':>7} {'time':>10} {'parallel':>8}"
     if len(traces) > 1:
         head += f" {'speedup':>8}"

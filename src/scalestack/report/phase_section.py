@@ -32,7 +32,8 @@ def phases_section(trace: Trace, options: ReportOptions) -> Section | None:
     except UserError as e:
         return Section("phases", "Phases", [f"No phases: {e}"])
     summary = [f"{res.k} phases in {len(res.intervals['run'])} intervals of {res.params['interval_samples']} samples "
-               f"per thread (k chosen by BIC among 1..{res.params['k_max']}; {res.dropped} short intervals dropped).",
+               f"per thread (k: SimPoint's BIC among 1..{res.params['k_max']}, capped where more phases would only "
+               f"model sampling noise; {res.dropped} short intervals dropped).",
                "A phase's time is the criticality of its intervals: each instant split among the threads running "
                "then, so the phases' times add up to the time any sampled thread ran. No CPI: no hardware counters."]
     figures = {"phases-timeline": phase_timeline(res), "phases-bottle": phase_bottles(res)}
