@@ -45,32 +45,37 @@ def phase_timeline(res: PhaseResult) -> Figure:
     return fig
 
 
-def phase_bottles(res: PhaseResult, run: str | None = None) -> Figure:
-    """A bottle graph per phase: box per thread, height = its criticality in the phase, width = parallelism."""
+def phase_bottles(res: PhaseResult, run: str | None = None, min_share: float = 0.01) -> Figure:
+    """A bottle graph per phase: box per thread, height = its criticality in the phase (s),
+    width = its parallelism there; widest at the bottom. Phases under `min_share` of the time
+    are left out (named in the title)."""
     run = run or res.runs[-1]["label"]
     boxes = [b for b in res.boxes if b["run"] == run]
-    k = res.k
-    fig, axes = plt.subplots(1, k, figsize=(2.2 * k + 0.6, 3.6), layout="constrained", squeeze=False)
-    top = max((sum(b["height_ns"] for b in boxes if b["phase"] == c) for c in range(1, k + 1)), default=0) / 1e9
+    heights = {c: sum(b["height_ns"] for b in boxes if b["phase"] == c) for c in range(1, res.k + 1)}
+    total = sum(heights.values()) or 1.0
+    shown = [c for c in heights if heights[c] / total >= min_share] or list(heights)
+    hidden = [c for c in heights if c not in shown]
+    fig, axes = plt.subplots(1, len(shown), figsize=(2.2 * len(shown) + 0.6, 3.6), layout="constrained",
+                             squeeze=False)
+    top = max(heights.values(), default=0) / 1e9
     wmax = max((b["width"] for b in boxes), default=1.0)
-    for c in range(1, k + 1):
-        ax = axes[0, c - 1]
+    for ax, c in zip(axes[0], shown, strict=True):
         y = 0.0
         for j, b in enumerate(sorted((b for b in boxes if b["phase"] == c), key=lambda b: -b["width"])):
             h, w = b["height_ns"] / 1e9, b["width"]
-            ax.add_patch(Rectangle((-w / 2, y), w, h, facecolor=phase_colour(c), alpha=0.45 + 0.5 * (j % 2),
+            ax.add_patch(Rectangle((0, y), w, h, facecolor=phase_colour(c), alpha=0.45 + 0.5 * (j % 2),
                                    edgecolor="white"))
             if h > 0.04 * max(top, 1e-12):
-                ax.text(0, y + h / 2, str(b["tid"]), ha="center", va="center", fontsize=7)
+                ax.text(w / 2, y + h / 2, str(b["tid"]), ha="center", va="center", fontsize=7)
             y += h
-        ax.set_xlim(-wmax / 2 - 0.2, wmax / 2 + 0.2)
+        ax.set_xlim(0, max(np.ceil(wmax), 1.0))
         ax.set_ylim(0, max(top, 1e-9) * 1.05)
-        ax.set_xticks([-wmax / 2, 0, wmax / 2], [f"{wmax:.1f}", "", ""], fontsize=7)
-        ax.set_title(f"phase {c}", fontsize=9)
-        ax.set_xlabel("parallelism (width)", fontsize=7)
-        if c == 1:
-            ax.set_ylabel("criticality in the phase (s)")
-    fig.suptitle(f"Bottle graph per phase ({run})", fontsize=10)
+        ax.set_xticks(np.arange(0, max(np.ceil(wmax), 1.0) + 1))
+        ax.set_title(f"phase {c} ({heights[c] / total * 100:.0f}%)", fontsize=9)
+        ax.set_xlabel("parallelism", fontsize=8)
+    axes[0, 0].set_ylabel("criticality in the phase (s)")
+    note = f"; phases under {min_share * 100:.0f}% not drawn: {', '.join(map(str, hidden))}" if hidden else ""
+    fig.suptitle(f"Bottle graph per phase ({run}){note}", fontsize=10)
     return fig
 
 

@@ -57,13 +57,16 @@ def code_distributions(n_phases: int, regions_per_phase: int = 6, shared_regions
 
 
 def phase_workload(threads: int = 4, n_phases: int = 3, rounds: int = 6, total_cycles: float = 2.4e10,
-                   serial_phase: int | None = None, imbalance: float = 0.2, seed: int = 0) -> dict[str, Any]:
+                   serial_phase: int | None = None, imbalance: float = 0.2, cpi_jitter: float = 0.5,
+                   seed: int = 0) -> dict[str, Any]:
     """A data-parallel program: in each round, every worker runs each phase's code, with a barrier after each.
 
     `total_cycles` of work per phase-run are split among the workers (fixed problem size), so a
     sweep over `threads` shows per-phase speedups. `serial_phase` (if given) is run by worker 1
     alone while the others wait at the barrier: a phase that cannot speed up. Phase CPIs differ
-    (memory ns per cycle grows with the phase index). The order of phases in a round is shuffled.
+    (memory stall time per cycle is 0.1 + 0.25 * phase index of the compute time, times a
+    uniform 1 +- `cpi_jitter` per op, so CPI also varies inside a phase). The order of phases in
+    a round is shuffled.
     """
     rng = np.random.default_rng(seed)
     workers = max(threads, 1)
@@ -84,7 +87,8 @@ def phase_workload(threads: int = 4, n_phases: int = 3, rounds: int = 6, total_c
                 else:
                     cyc = seg_cycles / workers * (1 + imbalance * rng.uniform(-1, 1))
                 if cyc > 0:
-                    mem = int(cyc / 2.0 * 0.25 * p)  # ns: phase p stalls 25% * p of its compute time
+                    stall = (0.1 + 0.25 * p) * (1 + cpi_jitter * rng.uniform(-1, 1))
+                    mem = int(cyc / 2.0 * stall)  # ns, at the default 2 GHz
                     ops.append(["compute", int(cyc), mem])
                     code.append(p)
                 ops.append(["barrier", r * n_phases + int(np.flatnonzero(order_per_round[r] == p)[0]), workers])
