@@ -87,7 +87,10 @@ def test_intervals_are_cut_at_a_stall_and_short_ones_dropped():
     assert res.k == 2
     assert len(set(iv["phase"][:3])) == 1 and len(set(iv["phase"][3:])) == 1 and iv["phase"][0] != iv["phase"][3]
     res2 = phases(_sampled_trace(["a"] * 205), interval_samples=100, k_max=2)
-    assert res2.dropped == 1 and res2.intervals["n_samples"].tolist() == [100, 100]
+    assert res2.dropped == 1 and res2.intervals["n_samples"].tolist() == [100, 100, 5]
+    assert res2.intervals["fitted"].tolist() == [True, True, False] and res2.params["fitted_on"] == 2
+    # the short interval is labelled (its time counts) but never a representative
+    assert res2.intervals["phase"][2] == res2.intervals["phase"][0] and 2 not in res2.representative
 
 
 def test_no_samples_is_a_user_error():

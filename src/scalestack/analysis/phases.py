@@ -74,7 +74,9 @@ class PhaseResult(Result):
     boxes : per (run, phase, thread) rows for the per-phase bottle graphs.
     runs : per run: label, n_threads (threads with samples), wall_ns.
     top_regions : per phase the most sampled regions and their share.
-    dropped : intervals dropped as too short (< min_fraction of an interval).
+    dropped : intervals too short to cluster (< min_fraction of an interval, cut off by stalls):
+        not used to fit k-means nor as representatives, but labelled by their nearest centroid
+        (column ``fitted`` False), so the time they cover still counts in the phases' times.
     """
 
     k: int
@@ -164,10 +166,8 @@ def _intervals(trace: Trace, interval_samples: int | None, interval_ns: int | No
     last = np.r_[first[1:], n] - 1
     count = last - first + 1
     weight = np.minimum(count / full, 1.0)
-    keep = weight >= min_fraction
-    remap = np.full(len(first), -1)
-    remap[keep] = np.arange(int(keep.sum()))
-    sample_iv = remap[iv_id] if n else iv_id
+    keep = np.ones(len(first), dtype=bool)  # short intervals are kept, flagged not `fitted`
+    sample_iv = iv_id
     f, la = first[keep], last[keep]
     ktid = tid[f]
     index = np.zeros(len(f), dtype=np.int64)
@@ -176,8 +176,9 @@ def _intervals(trace: Trace, interval_samples: int | None, interval_ns: int | No
         pos = np.arange(len(f))
         index = pos - np.maximum.accumulate(np.where(thread_start, pos, 0))
     ivs = {"tid": ktid.astype(np.int64), "index": index, "first": f, "last": la, "n_samples": count[keep],
-           "weight": weight[keep], "t_start_ns": (t[f] - med[f]).astype(np.int64), "t_end_ns": t[la].astype(np.int64)}
-    return ivs, (sample_iv, order), int((~keep).sum())
+           "weight": weight[keep], "t_start_ns": (t[f] - med[f]).astype(np.int64), "t_end_ns": t[la].astype(np.int64),
+           "fitted": weight >= min_fraction}
+    return ivs, (sample_iv, order), int((weight < min_fraction).sum())
 
 
 def _regions(trace: Trace, order: np.ndarray, granularity: str, block_bytes: int) -> tuple[np.ndarray, np.ndarray]:
@@ -235,18 +236,22 @@ def choose_k(k_values: np.ndarray, bic: np.ndarray, threshold: float = 0.9) -> i
 
 def cluster(x: np.ndarray, w: np.ndarray, k_max: int = 10, seed: int = 0, max_fit: int = 100_000,
             n_init: int = 5, max_iter: int = 100, threshold: float = 0.9, init: str = "k-means++",
-            noise: np.ndarray | None = None, noise_factor: float = 1.5):
+            noise: np.ndarray | None = None, noise_factor: float = 1.5, fit_mask: np.ndarray | None = None):
     """k-means for k = 1..k_max with BIC selection; returns (k, k_values, bic, centroids, labels of all rows).
 
     noise: each row's expected squared distance from its true point due to sampling alone. When
     given, k is at most the smallest k whose weighted squared error is within `noise_factor` of
     the sampling noise: further clusters would only model noise (see `noise_sse`).
+    fit_mask: rows that may be used for fitting (all by default); every row is labelled.
     """
     from sklearn.cluster import KMeans
 
     rng = np.random.default_rng(seed)
     n = len(x)
-    fit = np.sort(rng.choice(n, max_fit, replace=False)) if n > max_fit else np.arange(n)
+    cand = np.arange(n) if fit_mask is None else np.flatnonzero(fit_mask)
+    if len(cand) == 0:
+        cand = np.arange(n)
+    fit = np.sort(rng.choice(cand, max_fit, replace=False)) if len(cand) > max_fit else cand
     xf, wf = x[fit], w[fit]
     distinct = len(np.unique(np.round(xf, 9), axis=0))
     ks = np.arange(1, max(1, min(k_max, distinct)) + 1)
@@ -410,7 +415,8 @@ def phases(traces: Trace | Sequence[Trace], *, interval_samples: int | None = DE
         x[:, j] = np.bincount(crow, weights=share * proj[cgid, j], minlength=n)
     noise = noise_sse(crow, cgid, share, proj, x, iv["n_samples"]) if noise_factor else None
     k, ks, bic, cent, lab = cluster(x, iv["weight"], k_max=k_max, seed=seed, max_fit=max_fit, init=init,
-                                    threshold=bic_threshold, noise=noise, noise_factor=noise_factor or 0.0)
+                                    threshold=bic_threshold, noise=noise, noise_factor=noise_factor or 0.0,
+                                    fit_mask=iv["fitted"])
     # number phases by weight, largest first
     wsum = np.bincount(lab, weights=iv["weight"], minlength=k)
     rank = np.empty(k, dtype=np.int64)
@@ -420,13 +426,15 @@ def phases(traces: Trace | Sequence[Trace], *, interval_samples: int | None = DE
     iv["phase"] = lab + 1
     weights = np.bincount(lab, weights=iv["weight"], minlength=k) / iv["weight"].sum()
     d2 = np.sum((x - cent[lab]) ** 2, axis=1)
+    d2 = np.where(iv["fitted"], d2, np.inf)  # representatives are full intervals
     rep = np.array([int(np.flatnonzero(lab == c)[np.argmin(d2[lab == c])]) if np.any(lab == c) else -1
                     for c in range(k)])
     top = _top_regions(crow, cgid, count, lab, vocab, k)
     table, boxes = _phase_tables(runs, iv, k, run_info)
     params = {"interval_samples": interval_samples, "interval_ns": interval_ns, "k_max": k_max, "dims": dims,
               "granularity": granularity, "gap_factor": gap_factor, "min_fraction": min_fraction, "seed": seed,
-              "max_fit": max_fit, "init": init, "bic_threshold": bic_threshold, "noise_factor": noise_factor, "fitted_on": int(min(n, max_fit)), "_sample_order": sample_orders}
+              "max_fit": max_fit, "init": init, "bic_threshold": bic_threshold, "noise_factor": noise_factor,
+              "fitted_on": int(min(int(iv["fitted"].sum()) or n, max_fit)), "_sample_order": sample_orders}
     return PhaseResult(k, ks, bic, iv, x.astype(np.float32), cent, rep, weights, table, boxes, run_info, top,
                        dropped, params)
 

@@ -20,7 +20,13 @@ import click
 @click.option("-o", "--output", "out_dir", help="Also write the figures (PNG, SVG) into this directory.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def command(paths, interval_samples, interval, k_max, dims, granularity, noise_factor, seed, out_dir, as_json):
-    """Phases of one run, or of several runs (e.g. 1, 2, 4 threads) clustered together."""
+    """Phases of one run, or of several runs (e.g. 1, 2, 4 threads) clustered together.
+
+    Per phase: its share of the run, its time (each instant split among the threads running
+    then), the CPU time of its threads, their parallelism (cpu time / time), and with several
+    runs the speedup over the run with the fewest threads (meaningful when every run does the
+    same total work: compare the cpu time column).
+    """
     import os
 
     import scalestack
@@ -40,15 +46,15 @@ def command(paths, interval_samples, interval, k_max, dims, granularity, noise_f
         return
     n = len(res.intervals["run"])
     bic_k = choose_k(res.k_values, res.bic, res.params["bic_threshold"])
-    click.echo(f"{res.k} phases among {n} intervals ({res.dropped} short ones dropped); k tried 1..{len(res.bic)}, "
+    click.echo(f"{res.k} phases among {n} intervals ({res.dropped} short ones, cut off by stalls, only labelled); k tried 1..{len(res.bic)}, "
                f"SimPoint's BIC alone would pick {bic_k}")
-    head = f"{'run':>12} {'thr':>4} {'phase':>5} {'ivals':>6} {'share%':>7} {'time':>10} {'parallel':>8}"
+    head = f"{'run':>12} {'thr':>4} {'phase':>5} {'ivals':>6} {'share%':>7} {'time':>10} {'cpu time':>10} {'parallel':>8}"
     if len(traces) > 1:
         head += f" {'speedup':>8}"
     click.echo(head + "  top code")
     for r in phase_rows(res):
         line = (f"{r['run'][-12:]:>12} {r['n_threads']:>4} {r['phase']:>5} {r['intervals']:>6} {r['share_pct']:>7.1f} "
-                f"{format_ns(r['time_ns']):>10} {r['parallelism']:>8.2f}")
+                f"{format_ns(r['time_ns']):>10} {format_ns(r['running_ns']):>10} {r['parallelism']:>8.2f}")
         if len(traces) > 1:
             line += f" {r['speedup']:>8.2f}" if r["speedup"] else f" {'-':>8}"
         click.echo(line + "  " + r["code"])

@@ -33,7 +33,8 @@ def phases_section(trace: Trace, options: ReportOptions) -> Section | None:
         return Section("phases", "Phases", [f"No phases: {e}"])
     summary = [f"{res.k} phases in {len(res.intervals['run'])} intervals of {res.params['interval_samples']} samples "
                f"per thread (k: SimPoint's BIC among 1..{res.params['k_max']}, capped where more phases would only "
-               f"model sampling noise; {res.dropped} short intervals dropped).",
+               f"model sampling noise; {res.dropped} short intervals, cut off by stalls, "
+               f"labelled by the nearest phase but not clustered).",
                "A phase's time is the criticality of its intervals: each instant split among the threads running "
                "then, so the phases' times add up to the time any sampled thread ran. No CPI: no hardware counters."]
     figures = {"phases-timeline": phase_timeline(res), "phases-bottle": phase_bottles(res)}
