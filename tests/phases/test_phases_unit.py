@@ -168,3 +168,42 @@ def test_one_phase_of_pure_sampling_noise_gives_k1_and_plain_bic_does_not():
     tr = _sampled_trace(list(seq))
     assert phases(tr, interval_samples=300).k == 1
     assert phases(tr, interval_samples=300, noise_factor=None).k > 1  # why the cap exists
+
+
+@given(st.lists(st.tuples(st.integers(1, 3), st.integers(1, 30_000_000), st.sampled_from("abc")), min_size=5,
+                max_size=300), st.integers(1, 40))
+@settings(max_examples=60, deadline=None)
+def test_intervals_partition_each_threads_samples(samples, per_interval):
+    """Every sample is in exactly one interval, of its own thread; a thread's intervals follow each other in time."""
+    tids = np.array([s[0] for s in samples], dtype=np.int32)
+    t = np.array([s[1] for s in samples], dtype=np.int64)
+    order = np.argsort(t, kind="stable")
+    tids, t = tids[order], t[order]
+    sym = [samples[i][2] for i in order]
+    present = sorted(set(tids.tolist()))
+    end = int(t.max()) + 1
+    n = len(t)
+    tr = make_trace({"tid": present, "name": [str(x) for x in present], "start_ns": [0] * len(present),
+                     "end_ns": [end] * len(present)},
+                    {"tid": present, "start_ns": [0] * len(present), "end_ns": [end] * len(present),
+                     "state": [State.RUNNING] * len(present)},
+                    samples={"tid": tids, "time_ns": t, "cpu": np.zeros(n, np.int16), "ip": np.zeros(n, np.uint64),
+                             "offset": np.arange(n, dtype=np.int64) * 16, "symbol": sym, "binary": ["app"] * n})
+    for gran in ("symbol", "block"):
+        res = phases(tr, interval_samples=per_interval, k_max=3, granularity=gran)
+        iv = res.intervals
+        assert iv["n_samples"].sum() == n
+        rows = res.params["_sample_order"][0]
+        covered = np.zeros(n, dtype=int)
+        for f, la, tid in zip(iv["first"], iv["last"], iv["tid"], strict=True):
+            covered[rows[f:la + 1]] += 1
+            assert np.all(tr.samples.tid[rows[f:la + 1]] == tid)
+        assert np.all(covered == 1)
+        assert np.all(iv["n_samples"] <= per_interval)
+        for tid in present:
+            m = iv["tid"] == tid
+            first_t = tr.samples.time_ns[rows[iv["first"][m]]]
+            assert np.all(iv["t_end_ns"][m][:-1] <= first_t[1:])  # in time order, no overlap
+            assert np.all(iv["t_end_ns"][m] == tr.samples.time_ns[rows[iv["last"][m]]])
+            assert iv["index"][m].tolist() == list(range(int(m.sum())))
+        assert abs(res.weights.sum() - 1) < 1e-9 and set(iv["phase"]) <= set(range(1, res.k + 1))

@@ -389,7 +389,8 @@ def phases(traces: Trace | Sequence[Trace], *, interval_samples: int | None = DE
         for k2, v in ivs.items():
             cols.setdefault(k2, []).append(v)
         label = labels[r] if labels is not None else str(tr.meta.get("label") or f"run{r + 1}")
-        run_info.append({"run": r, "label": label, "n_threads": int(len(np.unique(tr.samples.tid))),
+        _, per_tid = np.unique(tr.samples.tid, return_counts=True)  # threads with >= 1% of the samples
+        run_info.append({"run": r, "label": label, "n_threads": int(np.sum(per_tid >= 0.01 * len(tr.samples))),
                          "wall_ns": int(tr.wall_ns), "n_samples": int(len(tr.samples))})
     iv = {k2: np.concatenate(v) for k2, v in cols.items()}
     n = len(iv["run"])
