@@ -60,10 +60,13 @@ def test_two_kernels_are_two_phases(recording):
     strict = np.mean([iv["phase"][i] == main_phase.get(int(kernel[i]), -1) for i in range(len(kernel))])
     assert strict >= 0.8, (strict, res.k)
     print(f"k={res.k} consistent={consistent:.3f} in-main-phase={strict:.3f} intervals={len(kernel)}")
-    # the two kernel phases hold almost all the time, each about half (equal CPU time per kernel)
+    # the two kernel phases hold almost all the time; each kernel gets about half the CPU time
+    # (the program gives both the same CPU time; wall-time shares depend on other load)
     share = {r["phase"]: r["share_pct"] for r in res.phases}
     assert share[main_phase[0]] + share[main_phase[1]] >= 85
-    assert abs(share[main_phase[0]] - share[main_phase[1]]) <= 15
+    cpu = {r["phase"]: r["running_ns"] for r in res.phases}
+    total_cpu = sum(cpu.values())
+    assert abs(cpu[main_phase[0]] - cpu[main_phase[1]]) / total_cpu <= 0.15
     # the top code of each kernel phase is that kernel
     assert res.top_regions[main_phase[0] - 1][0][0].split(":")[1].startswith("fp_kernel")
     assert res.top_regions[main_phase[1] - 1][0][0].split(":")[1].startswith("hash_kernel")
