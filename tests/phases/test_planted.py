@@ -102,6 +102,8 @@ def test_cli_table_json_figures_and_report(tmp_path):
     assert "speedup" in out.stdout and "region_" in out.stdout
     for name in ("phases-timeline", "phases-bottle", "phases-speedup"):
         assert (tmp_path / "figs" / f"{name}.png").stat().st_size > 1000
+    page = (tmp_path / "figs" / "report.html").read_text()
+    assert page.count("<svg") >= 3 and "speedup" in page
     js = json.loads(subprocess.run([*cmd, "--json"], capture_output=True, text=True, cwd=ROOT).stdout)
     assert js["kind"] == "phases" and js["k"] == len(js["representatives"])
     assert abs(sum(r["weight"] for r in js["representatives"]) - 1) < 1e-9

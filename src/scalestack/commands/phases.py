@@ -17,7 +17,7 @@ import click
 @click.option("--noise-factor", type=float, default=1.5, show_default=True,
               help="Cap k where the clustering error is within this factor of sampling noise (0: BIC alone).")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("-o", "--output", "out_dir", help="Also write the figures (PNG, SVG) into this directory.")
+@click.option("-o", "--output", "out_dir", help="Also write report.html, report.json and the figures (PNG, SVG) here.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def command(paths, interval_samples, interval, k_max, dims, granularity, noise_factor, seed, out_dir, as_json):
     """Phases of one run, or of several runs (e.g. 1, 2, 4 threads) clustered together.
@@ -40,14 +40,14 @@ def command(paths, interval_samples, interval, k_max, dims, granularity, noise_f
     res = phases(traces, interval_samples=interval_samples, interval_ns=interval_ns, k_max=k_max, dims=dims,
                  granularity=granularity, seed=seed, labels=labels, noise_factor=noise_factor or None)
     if out_dir:
-        _write_figures(res, out_dir)
+        _write_report(res, traces, out_dir)
     if as_json:
         click.echo(res.to_json())
         return
     n = len(res.intervals["run"])
     bic_k = choose_k(res.k_values, res.bic, res.params["bic_threshold"])
-    click.echo(f"{res.k} phases among {n} intervals ({res.dropped} short ones, cut off by stalls, only labelled); k tried 1..{len(res.bic)}, "
-               f"SimPoint's BIC alone would pick {bic_k}")
+    click.echo(f"{res.k} phases among {n} intervals ({res.dropped} short ones, cut off by stalls, only labelled); "
+               f"k tried 1..{len(res.bic)}, SimPoint's BIC alone would pick {bic_k}")
     head = f"{'run':>12} {'thr':>4} {'phase':>5} {'ivals':>6} {'share%':>7} {'time':>10} {'cpu time':>10} {'parallel':>8}"
     if len(traces) > 1:
         head += f" {'speedup':>8}"
@@ -64,20 +64,20 @@ def command(paths, interval_samples, interval, k_max, dims, granularity, noise_f
                    f"tid {iv['tid'][i]} interval {iv['index'][i]} [{iv['t_start_ns'][i]}, {iv['t_end_ns'][i]}) ns")
 
 
-def _write_figures(res, out_dir: str) -> None:
-    import os
-
-    from scalestack.fileio import atomic_write
-    from scalestack.report import render_both
-    from scalestack.report.figures import render
+def _write_report(res, traces, out_dir: str) -> None:
+    """report.html (the phase table and all three figures), report.json and the figures as PNG/SVG."""
+    from scalestack.report import Report, Section, facts, write_report
     from scalestack.report.phase_figures import phase_bottles, phase_speedups, phase_timeline
+    from scalestack.report.phase_section import COLUMNS, phase_rows
 
-    os.makedirs(out_dir, exist_ok=True)
     figs = {"phases-timeline": phase_timeline(res), "phases-bottle": phase_bottles(res),
             "phases-speedup": phase_speedups(res)}
-    for name, fig in figs.items():
-        if fig is None:
-            continue
-        png, svg = render_both(fig, render)
-        atomic_write(os.path.join(out_dir, f"{name}.png"), png)
-        atomic_write(os.path.join(out_dir, f"{name}.svg"), svg)
+    cols = [("run", "run"), ("n_threads", "threads"), *COLUMNS]
+    if len(res.runs) > 1:
+        cols.insert(-1, ("speedup", "speedup"))
+    summary = [f"{res.k} phases in {len(res.intervals['run'])} intervals of {len(res.runs)} run(s), clustered together: "
+               "a phase number means the same code in every thread and every run."]
+    section = Section("phases", "Phases", summary, phase_rows(res), cols,
+                      {k: v for k, v in figs.items() if v is not None}, res.to_dict())
+    title = "Phases: " + ", ".join(r["label"] for r in res.runs)
+    write_report(Report(title, facts(traces[-1]), [], [section]), out_dir)
