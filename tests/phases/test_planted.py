@@ -99,7 +99,7 @@ def test_cli_table_json_figures_and_report(tmp_path):
     cmd = [sys.executable, "-m", "scalestack.cli", "phases", *paths, "--interval-samples", "200"]
     out = subprocess.run([*cmd, "-o", str(tmp_path / "figs")], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
-    assert "speedup" in out.stdout and "region_" in out.stdout
+    assert "speedup" in out.stdout and "region_" in out.stdout and "k of each run clustered alone" in out.stdout
     for name in ("phases-timeline", "phases-bottle", "phases-speedup"):
         assert (tmp_path / "figs" / f"{name}.png").stat().st_size > 1000
     page = (tmp_path / "figs" / "report.html").read_text()

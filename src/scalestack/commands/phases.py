@@ -58,6 +58,10 @@ def command(paths, interval_samples, interval, k_max, dims, granularity, noise_f
         if len(traces) > 1:
             line += f" {r['speedup']:>8.2f}" if r["speedup"] else f" {'-':>8}"
         click.echo(line + "  " + r["code"])
+    if len(traces) > 1:  # spec 1.6: the joint clustering may pick another k than each run alone
+        alone = [phases(t, interval_samples=interval_samples, interval_ns=interval_ns, k_max=k_max, dims=dims,
+                        granularity=granularity, seed=seed, noise_factor=noise_factor or None).k for t in traces]
+        click.echo("k of each run clustered alone: " + ", ".join(f"{lab} {k}" for lab, k in zip(labels, alone, strict=True)))
     iv = res.intervals
     for c, i in enumerate(res.representative):
         click.echo(f"phase {c + 1}: weight {res.weights[c]:.3f}, representative: {res.runs[iv['run'][i]]['label']} "

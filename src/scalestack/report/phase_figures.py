@@ -91,6 +91,7 @@ def phase_speedups(res: PhaseResult) -> Figure | None:
             ax.plot(*zip(*pts, strict=True), marker="o", color=phase_colour(c), label=f"phase {c}")
     lim = [min(n), max(n)]
     ax.plot(lim, [1, max(n) / min(n)], ls=":", color="grey", label="linear")
+    ax.set_xticks(sorted(set(n)))
     ax.set_xlabel("threads")
     ax.set_ylabel(f"speedup over {min(n)} thread(s)")
     ax.set_title("Speedup per phase")
