@@ -466,5 +466,9 @@ def load(path: str, *, pid: int | None = None, comm: str | None = None, progress
     from scalestack.state_builder import build_trace
 
     events = read_events(path, shutil.which("perf") or "perf", reader="perf-data")  # perf only to cross-check
+    st = events.stats
+    meta = {"source": "perf-data", "input": os.path.abspath(path), "reader": "perf-data",
+            "cores": (st.get("nr_cpus") or {}).get("online"), "kernel": st.get("os_release"),
+            "host": st.get("hostname"), "perf_version": st.get("perf_version"), "recorded_with": st.get("cmdline")}
     return build_trace(events, root_pids=[pid] if pid else None, comm=comm,
-                       meta={"source": "perf-data", "input": os.path.abspath(path), "reader": "perf-data"})
+                       meta={k: v for k, v in meta.items() if v is not None})
