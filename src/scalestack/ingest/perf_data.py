@@ -42,7 +42,13 @@ import numpy as np
 
 from scalestack.errors import TraceFormatError, UserError
 from scalestack.events import RawEvents
-from scalestack.ingest.tracepoint import EventFormat, decode_records, decode_table, parse_format
+from scalestack.ingest.tracepoint import (
+    EventFormat,
+    decode_records,
+    decode_table,
+    le_u32,
+    parse_format,
+)
 from scalestack.trace import Trace
 
 MAGIC = b"PERFILE2"
@@ -229,12 +235,14 @@ def parse_tracing_data(raw: bytes, base: int, path: str) -> dict[int, EventForma
     return formats
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _rd(buf, i, n):
-    v = np.uint64(0)
-    for b in range(n):
-        v |= np.uint64(buf[i + b]) << np.uint64(8 * b)
-    return v
+    """Little-endian unsigned integer of n = 2, 4 or 8 bytes at buf[i]."""
+    if n == 8:
+        return le_u32(buf, i) | le_u32(buf, i + 4) << np.uint64(32)
+    if n == 4:
+        return le_u32(buf, i)
+    return np.uint64(buf[i]) | np.uint64(buf[i + 1]) << np.uint64(8)
 
 
 @numba.njit(cache=True)

@@ -157,11 +157,24 @@ def decode_table(formats: list[EventFormat | None]) -> DecodeTable:
 
 
 @numba.njit(cache=True, inline="always")
+def le_u32(buf, i):
+    return (np.uint64(buf[i]) | np.uint64(buf[i + 1]) << np.uint64(8) | np.uint64(buf[i + 2]) << np.uint64(16)
+            | np.uint64(buf[i + 3]) << np.uint64(24))
+
+
+@numba.njit(cache=True, inline="always")
 def _int_at(buf, i, size, signed):
-    v = np.uint64(0)
-    for b in range(size):
-        v |= np.uint64(buf[i + b]) << np.uint64(8 * b)
-    if signed and size < 8 and (v >> np.uint64(8 * size - 1)) & np.uint64(1):
+    """Little-endian integer of 1, 2, 4 or 8 bytes (straight-line code for 4 and 8, which the
+    compiler turns into single loads)."""
+    if size == 8:
+        return np.int64(le_u32(buf, i) | le_u32(buf, i + 4) << np.uint64(32))
+    if size == 4:
+        v = le_u32(buf, i)
+    elif size == 2:
+        v = np.uint64(buf[i]) | np.uint64(buf[i + 1]) << np.uint64(8)
+    else:
+        v = np.uint64(buf[i])
+    if signed and (v >> np.uint64(8 * size - 1)) & np.uint64(1):
         v |= ~((np.uint64(1) << np.uint64(8 * size)) - np.uint64(1))
     return np.int64(v)
 
@@ -188,20 +201,18 @@ def _mix(w0, w1, m):
 
 
 @numba.njit(cache=True)
-def _decode(buf, off, ln, typ, order, kind_tab, ints, strs, preempt, min_len,
-            o_kind, o_a0, o_a1, o_a2, o_pid, o_c0, o_c1):
-    """Decode records order[0], order[1], ... into output rows 0, 1, ...; strings interned by a
-    hash table. Returns (string starts, string lengths, number of strings, the first record
-    too short for its format or -1)."""
-    cap = 1024
-    h_key = np.zeros(cap, np.uint64)
-    h_id = np.full(cap, -1, np.int64)
-    s_start = np.empty(cap, np.int64)
-    s_len = np.empty(cap, np.int64)
-    s_w0 = np.empty(cap, np.uint64)
-    s_w1 = np.empty(cap, np.uint64)
-    ns = 0
-    for out in range(order.shape[0]):
+def _decode(buf, off, ln, typ, order, first, kind_tab, ints, strs, preempt, min_len,
+            o_kind, o_a0, o_a1, o_a2, o_pid, o_c0, o_c1, h_key, h_id, s_start, s_len, s_w0, s_w1, nsa):
+    """Decode records order[first], order[first + 1], ... into the same output rows, interning
+    strings in the open-addressing table (h_key, h_id -> s_*; nsa[0] strings so far).
+
+    Returns (row, code): code 0 = all done; 1 = the string table is half full, grow it and call
+    again from `row`; 2 = record order[row] is too short for its format. The tables are never
+    replaced in here, so the loop compiles without reference counting.
+    """
+    cap = h_id.shape[0]
+    ns = nsa[0]
+    for out in range(first, order.shape[0]):
         r = order[out]
         t = typ[r]
         k = kind_tab[t] if t >= 0 else 0
@@ -210,7 +221,11 @@ def _decode(buf, off, ln, typ, order, kind_tab, ints, strs, preempt, min_len,
             continue
         base = off[r]
         if ln[r] < min_len[t]:
-            return s_start, s_len, ns, r
+            nsa[0] = ns
+            return out, 2
+        if 2 * (ns + 2) > cap:  # room for this record's strings, or grow first
+            nsa[0] = ns
+            return out, 1
         a0 = _int_at(buf, base + ints[t, 0, 0], ints[t, 0, 1], ints[t, 0, 2]) if ints[t, 0, 1] else 0
         a1 = _int_at(buf, base + ints[t, 1, 0], ints[t, 1, 1], ints[t, 1, 2]) if ints[t, 1, 1] else 0
         a2 = _int_at(buf, base + ints[t, 2, 0], ints[t, 2, 1], ints[t, 2, 2]) if ints[t, 2, 1] else 0
@@ -226,7 +241,7 @@ def _decode(buf, off, ln, typ, order, kind_tab, ints, strs, preempt, min_len,
             size = strs[t, slot, 1]
             if size:
                 if strs[t, slot, 2]:  # __data_loc: u32 (offset | length << 16) into the record
-                    loc = _int_at(buf, base + strs[t, slot, 0], 4, 0)
+                    loc = np.int64(le_u32(buf, base + strs[t, slot, 0]))
                     start = base + (loc & 0xFFFF)
                     n = (loc >> 16) & 0xFFFF
                 else:
@@ -247,11 +262,6 @@ def _decode(buf, off, ln, typ, order, kind_tab, ints, strs, preempt, min_len,
                 while True:
                     e = h_id[j]
                     if e < 0:
-                        if ns == s_start.shape[0]:
-                            s_start = np.concatenate((s_start, np.empty(ns, np.int64)))
-                            s_len = np.concatenate((s_len, np.empty(ns, np.int64)))
-                            s_w0 = np.concatenate((s_w0, np.empty(ns, np.uint64)))
-                            s_w1 = np.concatenate((s_w1, np.empty(ns, np.uint64)))
                         s_start[ns] = start
                         s_len[ns] = m
                         s_w0[ns] = w0
@@ -261,33 +271,36 @@ def _decode(buf, off, ln, typ, order, kind_tab, ints, strs, preempt, min_len,
                         cid = ns
                         ns += 1
                         break
-                    if h_key[j] == h and s_len[e] == m:
-                        same = s_w0[e] == w0 and s_w1[e] == w1
-                        if same and m > 16:
-                            for b in range(16, m):
-                                if buf[s_start[e] + b] != buf[start + b]:
-                                    same = False
-                                    break
+                    if h_key[j] == h and s_len[e] == m and s_w0[e] == w0 and s_w1[e] == w1:
+                        same = True
+                        for b in range(16, m):
+                            if buf[s_start[e] + b] != buf[start + b]:
+                                same = False
+                                break
                         if same:
                             cid = e
                             break
                     j = (j + 1) & (cap - 1)
-                if 2 * ns > cap:  # keep the table at most half full
-                    cap *= 2
-                    h_key = np.zeros(cap, np.uint64)
-                    h_id = np.full(cap, -1, np.int64)
-                    for e in range(ns):
-                        hh = _hash(buf, s_start[e], s_len[e]) if s_len[e] > 16 else _mix(s_w0[e], s_w1[e], s_len[e])
-                        jj = np.int64(hh & np.uint64(cap - 1))
-                        while h_id[jj] >= 0:
-                            jj = (jj + 1) & (cap - 1)
-                        h_key[jj] = hh
-                        h_id[jj] = e
             if slot == 0:
                 o_c0[out] = cid
             else:
                 o_c1[out] = cid
-    return s_start, s_len, ns, -1
+    nsa[0] = ns
+    return order.shape[0], 0
+
+
+@numba.njit(cache=True)
+def _rehash(h_key_old, h_id_old, h_key, h_id):
+    """Move every entry of the old table into the (larger, empty) new one."""
+    cap = h_id.shape[0]
+    for j in range(h_id_old.shape[0]):
+        e = h_id_old[j]
+        if e >= 0:
+            k = np.int64(h_key_old[j] & np.uint64(cap - 1))
+            while h_id[k] >= 0:
+                k = (k + 1) & (cap - 1)
+            h_key[k] = h_key_old[j]
+            h_id[k] = e
 
 
 def decode_records(buf: np.ndarray, off: np.ndarray, length: np.ndarray, typ: np.ndarray,
@@ -303,9 +316,27 @@ def decode_records(buf: np.ndarray, off: np.ndarray, length: np.ndarray, typ: np
     cols = {"kind": np.empty(n, np.uint8), "arg0": np.empty(n, np.int64), "arg1": np.empty(n, np.int64),
             "arg2": np.empty(n, np.int64), "pid": np.empty(n, np.int32), "comm0": np.full(n, -1, np.int32),
             "comm1": np.full(n, -1, np.int32)}
-    s_start, s_len, ns, bad = _decode(buf, off.astype(np.int64, copy=False), length.astype(np.int64, copy=False),
-                                      typ.astype(np.int64, copy=False), order, table.kind, table.ints, table.strs,
-                                      table.preempt, table.min_len, cols["kind"], cols["arg0"], cols["arg1"],
-                                      cols["arg2"], cols["pid"], cols["comm0"], cols["comm1"])
-    comms = [bytes(buf[s_start[i]:s_start[i] + s_len[i]]).decode("utf-8", "replace") for i in range(ns)]
-    return cols, comms, int(bad)
+    off, length, typ = (x.astype(np.int64, copy=False) for x in (off, length, typ))
+    cap = 1024
+    h_key, h_id = np.zeros(cap, np.uint64), np.full(cap, -1, np.int64)
+    strings = [np.empty(cap // 2, np.int64), np.empty(cap // 2, np.int64), np.empty(cap // 2, np.uint64),
+               np.empty(cap // 2, np.uint64)]  # start, length, first and second 8 bytes
+    nsa = np.zeros(1, np.int64)
+    row, bad = 0, -1
+    while True:
+        row, code = _decode(buf, off, length, typ, order, row, table.kind, table.ints, table.strs, table.preempt,
+                            table.min_len, cols["kind"], cols["arg0"], cols["arg1"], cols["arg2"], cols["pid"],
+                            cols["comm0"], cols["comm1"], h_key, h_id, *strings, nsa)
+        if code == 1:  # double the string table and go on
+            cap *= 2
+            new_key, new_id = np.zeros(cap, np.uint64), np.full(cap, -1, np.int64)
+            _rehash(h_key, h_id, new_key, new_id)
+            h_key, h_id = new_key, new_id
+            strings = [np.concatenate((a, np.empty(cap // 2 - len(a), a.dtype))) for a in strings]
+            continue
+        if code == 2:
+            bad = int(order[row])
+        break
+    s_start, s_len = strings[0], strings[1]
+    comms = [bytes(buf[s_start[i]:s_start[i] + s_len[i]]).decode("utf-8", "replace") for i in range(int(nsa[0]))]
+    return cols, comms, bad
