@@ -1,6 +1,7 @@
 /* Each thread can report the kernel's own accounting of itself just before it ends.  When the
  * environment variable SCHEDSTAT_OUT names a file, report_schedstat() appends
- * "tid on_cpu_ns runqueue_ns" to it.  On-CPU time comes from CLOCK_THREAD_CPUTIME_ID, which
+ * "tid on_cpu_ns runqueue_ns monotonic_ns" to it (the last: when it read them, so a recording can
+ * be compared up to that moment, not up to the thread's exit).  On-CPU time comes from CLOCK_THREAD_CPUTIME_ID, which
  * brings the runtime up to date first (the first field of /proc/thread-self/schedstat lags by
  * up to a scheduler tick for a running thread); run-queue time is the second schedstat field,
  * exact since the thread's last switch-in.  Tests compare these with a recording's RUNNING and
@@ -28,10 +29,13 @@ static void report_schedstat(void) {
     fclose(f);
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     run = (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    unsigned long long at = (unsigned long long)now.tv_sec * 1000000000ULL + (unsigned long long)now.tv_nsec;
     (void)stale;
     pthread_mutex_lock(&schedstat_lock);
     FILE *o = fopen(out, "a");
-    if (o) { fprintf(o, "%ld %llu %llu\n", (long)syscall(SYS_gettid), run, wait); fclose(o); }
+    if (o) { fprintf(o, "%ld %llu %llu %llu\n", (long)syscall(SYS_gettid), run, wait, at); fclose(o); }
     pthread_mutex_unlock(&schedstat_lock);
 }
 #endif
