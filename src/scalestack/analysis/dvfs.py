@@ -343,8 +343,11 @@ def dep(ep: Epochs, f_target_ghz: float, *, burst: bool = True, across: bool = T
     return np.where(crit >= 0, al.max(axis=1, initial=0.0), idle), crit
 
 
-def mcrit(ep: Epochs, f_target_ghz: float, estimator: str | None = None) -> float:
-    """M+CRIT: max over threads of (L - N) r + N over the whole window (blocked time scales)."""
+def mcrit(ep: Epochs, f_target_ghz: float, estimator: str | None = None, ran_only: bool = False) -> float:
+    """M+CRIT: max over threads of (L - N) r + N over the whole window (blocked time scales).
+
+    ran_only: consider only threads that ran in the window (COOP's phases).
+    """
     if len(ep.t0_ns) == 0:
         return 0.0
     r = ep.f_base_ghz / f_target_ghz
@@ -352,19 +355,23 @@ def mcrit(ep: Epochs, f_target_ghz: float, estimator: str | None = None) -> floa
     lo, hi = ep.t0_ns[0], ep.t1_ns[-1]
     life = np.clip(ep.life_ns, lo, hi)
     L = life[:, 1] - life[:, 0]
-    alive = L > 0
+    alive = (L > 0) & (ep.active.any(axis=0) if ran_only else True)
     if not alive.any():
         return float(hi - lo)
     return float(np.max(((L - n) * r + n)[alive]))
 
 
 def coop(ep: Epochs, f_target_ghz: float, estimator: str | None = None) -> float:
-    """COOP: M+CRIT inside each run of GC and of mutator epochs, summed."""
+    """COOP: M+CRIT inside each run of GC and of mutator epochs, summed.
+
+    [impl] Inside a phase only the threads that ran in it compete (a mutator blocked for a whole
+    GC pause cannot be its critical thread; the main thread waiting in join never competes).
+    """
     if len(ep.gc) == 0:
         return 0.0
     starts = np.flatnonzero(np.r_[True, ep.gc[1:] != ep.gc[:-1]])
     ends = np.r_[starts[1:], len(ep.gc)]
-    return float(sum(mcrit(ep.window(a, b), f_target_ghz, estimator) for a, b in zip(starts, ends, strict=True)))
+    return float(sum(mcrit(ep.window(a, b), f_target_ghz, estimator, True) for a, b in zip(starts, ends, strict=True)))
 
 
 @dataclass(frozen=True)

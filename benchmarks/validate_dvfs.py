@@ -1,0 +1,83 @@
+"""Validate DVFS prediction against the simulator (spec dep-burst.md §2.3, §4).
+
+Random Java-like workloads (memory-intensive, store-burst, lock-heavy and compute mixes, 2-6 app
+threads plus 2 GC threads on 4 cores) run at 1 and at 4 GHz; every predictor predicts 1 -> 4 GHz
+and 4 -> 1 GHz from the other run. Prints the mean absolute error (and mean signed error) per
+predictor and direction, the paper's table beside it, and per mix. `--noise 0.1` also perturbs
+N and B by a random +-10% per thread and epoch (counter error, scenario S9).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+
+import numpy as np
+
+from scalestack.analysis import dvfs
+from scalestack.sim.dvfs_workloads import MIXES, java_like
+from scalestack.sim.engine import simulate
+
+PAPER = {"M+CRIT": (27, 70), "COOP": (22, 63), "DEP": (19, 57), "DEP+BURST per-epoch": (10, 14), "DEP+BURST": (6, 8)}
+MODELS = list(PAPER) + ["DEP+BURST clamp"]
+
+
+def noisy(ep: dvfs.Epochs, rng: np.random.Generator, level: float) -> dvfs.Epochs:
+    """N and B each off by a random factor in [1 - level, 1 + level] per thread and epoch."""
+    f = lambda x: x * rng.uniform(1 - level, 1 + level, x.shape)  # noqa: E731
+    return dataclasses.replace(ep, n_ns={k: f(v) for k, v in ep.n_ns.items()}, b_ns=f(ep.b_ns))
+
+
+def one(mix: str, seed: int, cores: int, noise: float) -> list[dict]:
+    wl = java_like(mix, seed)
+    run = {f: simulate(wl, cores=cores, freq_ghz=f) for f in (1.0, 4.0)}
+    out = []
+    rng = np.random.default_rng(seed)
+    for fb, ft in ((1.0, 4.0), (4.0, 1.0)):
+        ep = dvfs.from_sim(run[fb])
+        if noise:
+            ep = noisy(ep, rng, noise)
+        true = run[ft].runtime_ns
+        res = dvfs.predict(ep, ft, true_ns=true)
+        pred = dict(res.predicted_ns)
+        pred["DEP+BURST clamp"] = float(dvfs.dep(ep, ft, clamp=True)[0].sum())
+        gc_share = float((ep.length_ns * ep.gc).sum() / ep.measured_ns)
+        out.append({"mix": mix, "dir": f"{fb:g}->{ft:g}", "gc_share": gc_share, "epochs": res.epochs,
+                    **{m: (pred[m] - true) / true for m in MODELS}})
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--workloads", type=int, default=120, help="total, split evenly over the mixes")
+    ap.add_argument("--cores", type=int, default=4)
+    ap.add_argument("--noise", type=float, default=0.0)
+    ap.add_argument("--quick", action="store_true", help="12 workloads (for tests)")
+    a = ap.parse_args()
+    n = 12 if a.quick else a.workloads
+    t0 = time.time()
+    rows = []
+    for i in range(n):
+        rows += one(MIXES[i % len(MIXES)], i, a.cores, a.noise)
+    print(f"{n} workloads ({', '.join(MIXES)} mixes), {a.cores} cores, noise {a.noise:g}, "
+          f"{time.time() - t0:.1f} s; mean GC share {np.mean([r['gc_share'] for r in rows]):.1%}, "
+          f"mean epochs {np.mean([r['epochs'] for r in rows]):.0f}")
+    print(f"{'predictor':22s} {'1->4 GHz':>10s} {'4->1 GHz':>10s}   {'signed 1->4':>11s} {'signed 4->1':>11s}   paper")
+    for m in MODELS:
+        e = {d: np.array([r[m] for r in rows if r["dir"] == d]) for d in ("1->4", "4->1")}
+        p = PAPER.get(m)
+        print(f"{m:22s} {100 * np.abs(e['1->4']).mean():9.1f}% {100 * np.abs(e['4->1']).mean():9.1f}%   "
+              f"{100 * e['1->4'].mean():10.1f}% {100 * e['4->1'].mean():10.1f}%   "
+              + (f"{p[0]}% / {p[1]}%" if p else "-"))
+    print("mean absolute error per mix (1->4 / 4->1):")
+    for mix in MIXES:
+        cells = []
+        for m in MODELS:
+            e = [np.mean([abs(r[m]) for r in rows if r["mix"] == mix and r["dir"] == d]) for d in ("1->4", "4->1")]
+            cells.append(f"{m} {100 * e[0]:.1f}/{100 * e[1]:.1f}")
+        print(f"  {mix:8s} " + "; ".join(cells))
+
+
+if __name__ == "__main__":
+    main()
