@@ -5,6 +5,11 @@ threads plus 2 GC threads on 4 cores) run at 1 and at 4 GHz; every predictor pre
 and 4 -> 1 GHz from the other run. Prints the mean absolute error (and mean signed error) per
 predictor and direction, the paper's table beside it, and per mix. `--noise 0.1` also perturbs
 N and B by a random +-10% per thread and epoch (counter error, scenario S9).
+
+Then the energy manager (Q = 5 ms, H = 1, 125 MHz steps) on longer workloads (20 collections,
+15-100 ms at 4 GHz), profiled at 4 GHz: per bound (5%, 10%) and mode (reactive: the choice made
+from quantum q applies to q + 1, as online; oracle: to q itself), the true slowdown in the
+simulator, how often it exceeds the bound by more than 1 point, and the energy saved.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import time
 import numpy as np
 
 from scalestack.analysis import dvfs
+from scalestack.analysis.dvfs_manager import manage, simulate_schedule
 from scalestack.sim.dvfs_workloads import MIXES, java_like
 from scalestack.sim.engine import simulate
 
@@ -48,12 +54,26 @@ def one(mix: str, seed: int, cores: int, noise: float) -> list[dict]:
     return out
 
 
+def managed(mix: str, seed: int, cores: int) -> list[dict]:
+    wl = java_like(mix, 1000 + seed, gcs=20)
+    ep = dvfs.from_sim(simulate(wl, cores=cores, freq_ghz=4.0))
+    out = []
+    for s in (0.05, 0.10):
+        for reactive in (True, False):
+            r = simulate_schedule(wl, manage(ep, s, reactive=reactive, cores=cores), cores=cores)
+            out.append({"mix": mix, "s": s, "mode": "reactive" if reactive else "oracle",
+                        "pred_sd": r.predicted_slowdown, "true_sd": r.true_slowdown,
+                        "pred_save": r.predicted_saving, "true_save": r.true_saving})
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--workloads", type=int, default=120, help="total, split evenly over the mixes")
     ap.add_argument("--cores", type=int, default=4)
     ap.add_argument("--noise", type=float, default=0.0)
-    ap.add_argument("--quick", action="store_true", help="12 workloads (for tests)")
+    ap.add_argument("--managed", type=int, default=40, help="workloads for the energy manager")
+    ap.add_argument("--quick", action="store_true", help="12 workloads, 4 managed (for tests)")
     a = ap.parse_args()
     n = 12 if a.quick else a.workloads
     t0 = time.time()
@@ -77,6 +97,23 @@ def main() -> None:
             e = [np.mean([abs(r[m]) for r in rows if r["mix"] == mix and r["dir"] == d]) for d in ("1->4", "4->1")]
             cells.append(f"{m} {100 * e[0]:.1f}/{100 * e[1]:.1f}")
         print(f"  {mix:8s} " + "; ".join(cells))
+    nm = 4 if a.quick else a.managed
+    t0 = time.time()
+    rows = []
+    for i in range(nm):
+        rows += managed(MIXES[i % len(MIXES)], i, a.cores)
+    print(f"energy manager: {nm} workloads, Q 5 ms, H 1, 125 MHz steps, profiled at 4 GHz, {time.time() - t0:.1f} s")
+    print(f"{'bound':6s} {'mode':9s} {'true slowdown mean/max':>23s} {'> bound+1pt':>12s} "
+          f"{'pred slowdown':>14s} {'saved (true)':>13s} {'saved, mem mix':>15s}")
+    for s in (0.05, 0.10):
+        for mode in ("reactive", "oracle"):
+            g = [r for r in rows if r["s"] == s and r["mode"] == mode]
+            sd = np.array([r["true_sd"] for r in g])
+            over = int(np.sum(sd > s + 0.01))
+            mem = [r["true_save"] for r in g if r["mix"] == "mem"]
+            print(f"{s:5.0%}  {mode:9s} {100 * sd.mean():10.1f}% / {100 * sd.max():5.1f}% {over:8d}/{len(g):<3d} "
+                  f"{100 * np.mean([r['pred_sd'] for r in g]):13.1f}% {100 * np.mean([r['true_save'] for r in g]):12.1f}% "
+                  f"{100 * np.mean(mem):14.1f}%")
 
 
 if __name__ == "__main__":
