@@ -434,3 +434,20 @@ def predict(ep: Epochs, f_target_ghz: float, *, clamp: bool = False, estimator: 
     pred["DEP+BURST"] = float(lengths.sum())
     return DvfsResult(ep.f_base_ghz, f_target_ghz, ep.measured_ns, pred, est, len(ep.t0_ns),
                       critical_path(ep, lengths, crit), true_ns)
+
+
+def counter_support() -> str | None:
+    """None when `perf stat` can count cycles here (a PMU is exposed), else why not, in words."""
+    import shutil
+    import subprocess
+
+    if shutil.which("perf") is None:
+        return "perf is not installed"
+    try:
+        p = subprocess.run(["perf", "stat", "-x,", "-e", "cycles,instructions", "--", "true"],
+                           capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"perf stat failed ({e})"
+    if "<not supported>" in p.stderr or "<not counted>" in p.stderr or p.returncode != 0:
+        return "perf stat -e cycles reports <not supported> (no hardware counters, e.g. a VM without a virtual PMU)"
+    return None
