@@ -296,14 +296,16 @@ def alpha(ep: Epochs, r: float, burst: bool, estimator: str | None = None) -> np
     """Per-thread, per-epoch time at the target (0 where not active): (A - N - B) r + N + B."""
     n = ep.n_ns[ep.estimator(estimator)] if ep.has_counters else np.zeros_like(ep.a_ns)
     fixed = np.minimum(n + (ep.b_ns if burst else 0.0), ep.a_ns)
-    return np.where(ep.active, (ep.a_ns - fixed) * r + fixed, 0.0)
+    return np.where(ep.active, ep.a_ns + (ep.a_ns - fixed) * (r - 1.0), 0.0)  # exactly A when r = 1
 
 
 @numba.njit(cache=True)
 def _across(al, active, stall, idle, clamp):
-    """Algorithm 1: epoch lengths at the target and the critical thread of each (-1: idle)."""
+    """Algorithm 1: epoch lengths at the target, the critical thread of each (-1: idle) and
+    every thread's lead after each epoch."""
     K, T = al.shape
     delta = np.zeros(T)
+    after = np.zeros((K, T))
     out = np.empty(K)
     crit = np.full(K, -1, np.int64)
     for k in range(K):
@@ -316,6 +318,7 @@ def _across(al, active, stall, idle, clamp):
                     crit[k] = t
         if crit[k] < 0:
             out[k] = idle[k]
+            after[k] = delta
             continue
         if clamp and best < 0.0:
             best = 0.0
@@ -325,7 +328,8 @@ def _across(al, active, stall, idle, clamp):
                 delta[t] += best - al[k, t]
             if stall[k, t]:
                 delta[t] = 0.0
-    return out, crit
+        after[k] = delta
+    return out, crit, after
 
 
 def dep(ep: Epochs, f_target_ghz: float, *, burst: bool = True, across: bool = True, clamp: bool = False,
@@ -338,9 +342,16 @@ def dep(ep: Epochs, f_target_ghz: float, *, burst: bool = True, across: bool = T
     al = alpha(ep, r, burst, estimator)
     idle = ep.length_ns.astype(np.float64)
     if across:
-        return _across(al, ep.active, ep.stall, idle, clamp)
+        return _across(al, ep.active, ep.stall, idle, clamp)[:2]
     crit = np.where(ep.active.any(axis=1), np.argmax(np.where(ep.active, al, -np.inf), axis=1), -1)
     return np.where(crit >= 0, al.max(axis=1, initial=0.0), idle), crit
+
+
+def leads(ep: Epochs, f_target_ghz: float, *, burst: bool = True, clamp: bool = False,
+          estimator: str | None = None) -> np.ndarray:
+    """Algorithm 1's lead counters (delta, ns) of every thread after each epoch."""
+    al = alpha(ep, ep.f_base_ghz / f_target_ghz, burst, estimator)
+    return _across(al, ep.active, ep.stall, ep.length_ns.astype(np.float64), clamp)[2]
 
 
 def mcrit(ep: Epochs, f_target_ghz: float, estimator: str | None = None, ran_only: bool = False) -> float:
@@ -358,7 +369,7 @@ def mcrit(ep: Epochs, f_target_ghz: float, estimator: str | None = None, ran_onl
     alive = (L > 0) & (ep.active.any(axis=0) if ran_only else True)
     if not alive.any():
         return float(hi - lo)
-    return float(np.max(((L - n) * r + n)[alive]))
+    return float(np.max((L + (L - n) * (r - 1.0))[alive]))
 
 
 def coop(ep: Epochs, f_target_ghz: float, estimator: str | None = None) -> float:
@@ -449,5 +460,5 @@ def counter_support() -> str | None:
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"perf stat failed ({e})"
     if "<not supported>" in p.stderr or "<not counted>" in p.stderr or p.returncode != 0:
-        return "perf stat -e cycles reports <not supported> (no hardware counters, e.g. a VM without a virtual PMU)"
+        return "perf stat -e cycles says <not supported>, e.g. a VM without a virtual PMU"
     return None
