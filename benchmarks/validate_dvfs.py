@@ -67,12 +67,69 @@ def managed(mix: str, seed: int, cores: int) -> list[dict]:
     return out
 
 
+def sweep(mix: str, seed: int, cores: int) -> list[dict]:
+    """Error of every predictor at each 500 MHz state, from a 1 GHz and from a 4 GHz run."""
+    from scalestack.power import dvfs_states
+
+    wl = java_like(mix, seed)
+    fs = dvfs_states(0.5)
+    true = {float(f): simulate(wl, cores=cores, freq_ghz=float(f)).runtime_ns for f in fs}
+    out = []
+    for fb in (1.0, 4.0):
+        ep = dvfs.from_sim(simulate(wl, cores=cores, freq_ghz=fb))
+        for f in fs:
+            p = dvfs.predict(ep, float(f)).predicted_ns
+            out.append({"base": fb, "f": float(f), **{m: abs(p[m] - true[float(f)]) / true[float(f)] for m in PAPER}})
+    return out
+
+
+def figures(outdir: str, sweeps: list[dict], managed_rows: list[dict]) -> None:
+    """Mean absolute error vs target frequency per predictor; energy vs slowdown of the manager."""
+    import os
+
+    from scalestack.fileio import atomic_write
+    from scalestack.report.dvfs_figures import STYLE
+    from scalestack.report.figures import plt, render
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), layout="constrained", sharey=True)
+    for ax, fb in zip(axes, (1.0, 4.0), strict=True):
+        fs = sorted({r["f"] for r in sweeps})
+        for m in PAPER:
+            c, ls = STYLE[m]
+            ax.plot(fs, [100 * np.mean([r[m] for r in sweeps if r["base"] == fb and r["f"] == f]) for f in fs],
+                    ls, color=c, marker="o", ms=3, label=m)
+        ax.set_title(f"measured at {fb:g} GHz", fontsize=10)
+        ax.set_xlabel("target frequency (GHz)")
+    axes[0].set_ylabel("mean absolute error of predicted time (%)")
+    axes[0].legend(fontsize=7, frameon=False)
+    fig.suptitle(f"DVFS prediction error vs the simulator ({len(sweeps) // 14} workloads)", fontsize=10)
+    os.makedirs(outdir, exist_ok=True)
+    for ext in ("png", "svg"):
+        atomic_write(os.path.join(outdir, f"dvfs-error-vs-frequency.{ext}"), render(fig, ext))
+    fig2, ax = plt.subplots(figsize=(5.5, 4), layout="constrained")
+    for (s, mode), mk in zip([(0.05, "reactive"), (0.05, "oracle"), (0.10, "reactive"), (0.10, "oracle")],
+                             "os^D", strict=True):
+        g = [r for r in managed_rows if r["s"] == s and r["mode"] == mode]
+        ax.scatter([100 * r["true_sd"] for r in g], [100 * r["true_save"] for r in g], marker=mk, s=14,
+                   label=f"bound {s:.0%}, {mode}")
+    for s in (5, 10):
+        ax.axvline(s + 1, color="#c03030", lw=0.6, ls=":")
+    ax.set_xlabel("true slowdown vs 4 GHz (%)")
+    ax.set_ylabel("energy saved vs 4 GHz (%)")
+    ax.set_title("Energy manager in the simulator (dotted: bound + 1 point)", fontsize=10)
+    ax.legend(fontsize=7, frameon=False)
+    for ext in ("png", "svg"):
+        atomic_write(os.path.join(outdir, f"dvfs-energy-delay.{ext}"), render(fig2, ext))
+    print(f"figures in {outdir}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--workloads", type=int, default=120, help="total, split evenly over the mixes")
     ap.add_argument("--cores", type=int, default=4)
     ap.add_argument("--noise", type=float, default=0.0)
     ap.add_argument("--managed", type=int, default=40, help="workloads for the energy manager")
+    ap.add_argument("--figures", help="write the figures (error vs frequency, energy-delay) to this directory")
     ap.add_argument("--quick", action="store_true", help="12 workloads, 4 managed (for tests)")
     a = ap.parse_args()
     n = 12 if a.quick else a.workloads
@@ -99,7 +156,7 @@ def main() -> None:
         print(f"  {mix:8s} " + "; ".join(cells))
     nm = 4 if a.quick else a.managed
     t0 = time.time()
-    rows = []
+    mrows = rows = []
     for i in range(nm):
         rows += managed(MIXES[i % len(MIXES)], i, a.cores)
     print(f"energy manager: {nm} workloads, Q 5 ms, H 1, 125 MHz steps, profiled at 4 GHz, {time.time() - t0:.1f} s")
@@ -114,6 +171,8 @@ def main() -> None:
             print(f"{s:5.0%}  {mode:9s} {100 * sd.mean():10.1f}% / {100 * sd.max():5.1f}% {over:8d}/{len(g):<3d} "
                   f"{100 * np.mean([r['pred_sd'] for r in g]):13.1f}% {100 * np.mean([r['true_save'] for r in g]):12.1f}% "
                   f"{100 * np.mean(mem):14.1f}%")
+    if a.figures:
+        figures(a.figures, [r for i in range(min(n, 40)) for r in sweep(MIXES[i % len(MIXES)], i, a.cores)], mrows)
 
 
 if __name__ == "__main__":
