@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -240,3 +241,53 @@ def test_trace_without_counters_gives_bounds_only():
     lo, hi = res.predicted_ns["all on-CPU time scales"], res.predicted_ns["nothing scales"]
     true = simulate(java_like("mem", 1), cores=4, freq_ghz=4.0).runtime_ns
     assert lo <= true <= hi
+
+
+def sim_events(sim, f_ghz: float) -> list[dict]:
+    """A simulated run as the raw `ev` records a counter collector would write (exact counters)."""
+    st = sim.trace.states
+    seg = sim.truth["segments"]
+    out = []
+    for tid in sim.trace.threads.tid:
+        m = (st.tid == tid) & (st.state == 0)
+        s, e = st.start_ns[m], st.end_ns[m]
+        p = seg[seg[:, 0] == tid]
+        p = p[np.argsort(p[:, 1])]
+        m0 = p[:, 1] + p[:, 3]
+        s0 = m0 + p[:, 4]
+        for t, typ in [(x, "switch_in") for x in s] + [(x, "switch_out") for x in e]:
+            mem = dvfs._cumulative(np.array([t], float), m0, s0)[0]
+            sto = dvfs._cumulative(np.array([t], float), s0, s0 + p[:, 5])[0]
+            out.append({"v": 1, "kind": "ev", "ts": t / 1e9, "type": typ, "tid": int(tid),
+                        "ctr": {"leadload": mem * f_ghz, "sqfull": sto * f_ghz}})
+    return sorted(out, key=lambda r: (r["ts"], r["type"] == "switch_in"))
+
+
+def test_event_stream_epochizer_matches_exact_epochs(tmp_path):
+    wl = java_like("store", 6)
+    base, true = simulate(wl, cores=8, freq_ghz=2.0), simulate(wl, cores=8, freq_ghz=1.0)
+    path = tmp_path / "ev.jsonl"
+    path.write_text(json.dumps({"v": 1, "kind": "meta", "f_base_hz": 2e9}) + "\n"
+                    + "".join(json.dumps(r) + "\n" for r in sim_events(base, 2.0)))
+    ev = dvfs.read_jsonl(str(path))
+    ex = dvfs.from_sim(base)
+    assert ev.source == "events" and ev.estimator() == "leadload"
+    ran = ex.active.any(axis=0)  # the main thread only spawns and joins: it never runs
+    assert np.array_equal(ev.tids, ex.tids[ran]) and np.array_equal(ev.t0_ns, ex.t0_ns)
+    assert np.array_equal(ev.active, ex.active[:, ran]) and np.array_equal(ev.stall, ex.stall[:, ran])
+    assert ev.n_ns["leadload"].sum() == pytest.approx(ex.n_ns["crit"].sum(), rel=1e-6)
+    assert ev.b_ns.sum() == pytest.approx(ex.b_ns.sum(), rel=1e-6)
+    assert dvfs.dep(ev, 2.0)[0].sum() == pytest.approx(base.runtime_ns)
+    # counters spread evenly over each running stretch: close to, not exactly, the exact split
+    err = abs(dvfs.dep(ev, 1.0)[0].sum() - true.runtime_ns) / true.runtime_ns
+    assert err < 0.06
+
+
+def test_event_stream_missing_counters_is_an_error(tmp_path):
+    path = tmp_path / "ev.jsonl"
+    recs = [{"v": 1, "kind": "meta", "f_base_hz": 1e9},
+            {"v": 1, "kind": "ev", "ts": 0.0, "type": "switch_in", "tid": 5, "ctr": {"leadload": 0}},
+            {"v": 1, "kind": "ev", "ts": 1.0, "type": "sleep", "tid": 5}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    with pytest.raises(TraceFormatError, match=":3:"):
+        dvfs.read_jsonl(str(path))

@@ -117,14 +117,17 @@ def _running(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _epoch_grid(trace: Trace, cuts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Epoch bounds and the (epochs x threads) running matrix: a new epoch at every change of the
-    running set (and at `cuts`, e.g. quantum ends); zero-length epochs do not exist."""
+    """Epoch bounds and the (epochs x threads) running matrix of a trace."""
     j, s, e = _running(trace)
-    t_lo, t_hi = int(trace.start_ns), int(trace.end_ns)
-    b = np.unique(np.concatenate([s, e, [t_lo, t_hi], [] if cuts is None else np.asarray(cuts, np.int64)]))
+    return _grid(j, s, e, len(trace.threads), int(trace.start_ns), int(trace.end_ns), cuts)
+
+
+def _grid(j: np.ndarray, s: np.ndarray, e: np.ndarray, nt: int, t_lo, t_hi, cuts=None):
+    """Epochs from running intervals (thread column j, [s, e)): a new epoch at every change of
+    the running set (and at `cuts`, e.g. quantum ends); zero-length epochs do not exist."""
+    b = np.unique(np.concatenate([s, e, [t_lo, t_hi], [] if cuts is None else np.asarray(cuts, s.dtype)]))
     b = b[(b >= t_lo) & (b <= t_hi)]
     k0, k1 = np.searchsorted(b, s), np.searchsorted(b, e)
-    nt = len(trace.threads)
     diff = np.zeros((len(b), nt), dtype=np.int64)
     np.add.at(diff, (k0, j), 1)
     np.add.at(diff, (k1, j), -1)
@@ -133,7 +136,7 @@ def _epoch_grid(trace: Trace, cuts: np.ndarray | None = None) -> tuple[np.ndarra
     keep = np.ones(len(act), dtype=bool)
     keep[1:] = np.any(act[1:] != act[:-1], axis=1)
     if cuts is not None and len(act):
-        keep[np.isin(b[:-1], np.asarray(cuts, np.int64))] = True
+        keep[np.isin(b[:-1], np.asarray(cuts, b.dtype))] = True
     idx = np.flatnonzero(keep)
     t0 = b[:-1][idx]
     t1 = np.append(t0[1:], b[-1])
@@ -163,12 +166,13 @@ def from_trace(trace: Trace, f_base_ghz: float, cuts: np.ndarray | None = None) 
                   "trace", has_counters=False)
 
 
-def _cumulative(bounds: np.ndarray, x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
-    """Time spent inside the intervals [x0, x1) up to each bound (intervals disjoint, sorted)."""
+def _cumulative(bounds: np.ndarray, x0: np.ndarray, x1: np.ndarray, w: np.ndarray | None = None) -> np.ndarray:
+    """Time spent inside the intervals [x0, x1) up to each bound (intervals disjoint, sorted);
+    with `w`, interval i contributes w[i] spread evenly over it instead of its length."""
     if len(x0) == 0:
         return np.zeros(len(bounds))
     xp = np.stack([x0, x1], axis=1).ravel().astype(np.float64)
-    yp = np.stack([np.zeros(len(x0)), (x1 - x0)], axis=1).ravel().cumsum()
+    yp = np.stack([np.zeros(len(x0)), (x1 - x0) if w is None else w], axis=1).ravel().cumsum()
     return np.interp(bounds, xp, yp, left=0.0, right=yp[-1])
 
 
@@ -197,7 +201,7 @@ def from_sim(sim, f_base_ghz: float | None = None, cuts: np.ndarray | None = Non
 
 def read_jsonl(path: str) -> Epochs:
     """Read a JSON-lines counter trace (format in the module docstring)."""
-    meta, threads, epochs = None, {}, []
+    meta, threads, epochs, events = None, {}, [], []
     try:
         fh = open(path)
     except OSError as e:
@@ -215,6 +219,8 @@ def read_jsonl(path: str) -> Epochs:
                     meta = rec
                 elif kind == "thread":
                     threads[int(rec["tid"])] = rec
+                elif kind == "ev":
+                    events.append((float(rec["ts"]), str(rec["type"]), int(rec["tid"]), rec.get("ctr"), no))
                 elif kind == "epoch":
                     epochs.append((float(rec["t0"]), float(rec["t1"]), [int(t) for t in rec.get("stall", [])],
                                    rec.get("phase"), [(int(t["tid"]), t.get("role", "app"), float(t["active"]),
@@ -224,6 +230,8 @@ def read_jsonl(path: str) -> Epochs:
                 raise TraceFormatError(f"{path}:{no}: not a counter-trace record ({e})") from None
     if meta is None or "f_base_hz" not in meta:
         raise TraceFormatError(f"{path}: no meta record with f_base_hz")
+    if not epochs and events and meta is not None and "f_base_hz" in meta:
+        return epochize(events, float(meta["f_base_hz"]) / 1e9, threads, path)
     if not epochs:
         raise TraceFormatError(f"{path}: no epoch records")
     if any(e[0] > e[1] for e in epochs) or any(a[1] > b[0] + 1e-12 for a, b in zip(epochs, epochs[1:], strict=False)):
@@ -267,6 +275,73 @@ def read_jsonl(path: str) -> Epochs:
         gc = _gc_flags(act, [roles[int(t)] for t in tids])
     return Epochs(t0, t1, tids, tuple(roles[int(t)] for t in tids), act, a, n, b, stall, gc, life,
                   float(meta["f_base_hz"]) / 1e9, "jsonl", has_counters=bool(est))
+
+
+COUNTERS = {"leadload": "leadload", "stall": "stall", "sqfull": "B"}  # ev counter -> estimator
+
+
+def epochize(events: list, f_base_ghz: float, threads: dict | None = None, path: str = "events") -> Epochs:
+    """Epochs from raw events (ts s, type, tid, ctr, line) sorted by time (spec §2.2).
+
+    A thread runs from `switch_in` to its next `switch_out`, `sleep` or `exit`. `ctr` holds the
+    thread's cumulative counters in cycles at base frequency (`leadload`, `stall`, `sqfull`);
+    each running stretch's counter deltas are spread over the epochs inside it in proportion to
+    time. `gc_begin` / `gc_end` mark GC phases for COOP.
+    """
+    threads = threads or {}
+    events = sorted(events, key=lambda x: x[0])
+    tids = sorted({e[2] for e in events if e[1] not in ("gc_begin", "gc_end")})
+    col = {t: j for j, t in enumerate(tids)}
+    open_: dict[int, tuple] = {}
+    runs: list[tuple] = []
+    gc_on, gc_spans = None, []
+    for ts, typ, tid, ctr, no in events:
+        if typ == "gc_begin":
+            gc_on = ts
+        elif typ == "gc_end" and gc_on is not None:
+            gc_spans.append((gc_on, ts))
+            gc_on = None
+        elif typ == "switch_in":
+            open_[tid] = (ts, ctr or {}, no)
+        elif typ in ("switch_out", "sleep", "exit") and tid in open_:
+            t0, c0, no0 = open_.pop(tid)
+            c1 = ctr or {}
+            keys = set(c0) & set(c1) & set(COUNTERS)
+            if set(c0) & set(COUNTERS) != set(c1) & set(COUNTERS):
+                raise TraceFormatError(f"{path}:{no}: counters {sorted(set(c1))} differ from line {no0}'s")
+            runs.append((col[tid], t0 * 1e9, ts * 1e9, {k: (float(c1[k]) - float(c0[k])) / f_base_ghz for k in keys}))
+    if not runs:
+        raise TraceFormatError(f"{path}: no running stretch (switch_in followed by switch_out/sleep/exit)")
+    ctr_keys = set(runs[0][3])
+    if any(set(r[3]) != ctr_keys for r in runs):
+        raise TraceFormatError(f"{path}: some running stretches lack counters the others have")
+    j = np.array([r[0] for r in runs], dtype=np.int64)
+    s = np.array([r[1] for r in runs])
+    e = np.array([r[2] for r in runs])
+    t0, t1, act = _grid(j, s, e, len(tids), float(s.min()), float(e.max()))
+    bounds = np.append(t0, t1[-1:])
+    a = np.where(act, (t1 - t0)[:, None], 0.0)
+    vals = {COUNTERS[k]: np.zeros_like(a) for k in ctr_keys}
+    for jj in range(len(tids)):
+        m = np.flatnonzero(j == jj)
+        m = m[np.argsort(s[m])]
+        for k in ctr_keys:
+            w = np.array([runs[i][3][k] for i in m])
+            vals[COUNTERS[k]][:, jj] = np.diff(_cumulative(bounds, s[m], e[m], w))
+    b = vals.pop("B", np.zeros_like(a))
+    roles = tuple(threads.get(t, {}).get("role", "app") for t in tids)
+    mid = (t0 + t1) / 2
+    gc = np.zeros(len(t0), dtype=bool)
+    for g0, g1 in gc_spans:
+        gc |= (mid >= g0 * 1e9) & (mid < g1 * 1e9)
+    if not gc_spans:
+        gc = _gc_flags(act, roles)
+    life = np.array([[s[j == jj].min(), e[j == jj].max()] for jj in range(len(tids))])
+    for jj, t in enumerate(tids):
+        if t in threads and "start" in threads[t]:
+            life[jj] = (float(threads[t]["start"]) * 1e9, float(threads[t]["end"]) * 1e9)
+    return Epochs(t0, t1, np.array(tids, dtype=np.int64), roles, act, a, vals, b, _stall(act), gc, life,
+                  f_base_ghz, "events", has_counters=bool(vals))
 
 
 def write_jsonl(ep: Epochs, path: str, pid: int = 0) -> None:
