@@ -155,6 +155,8 @@ def main() -> None:
             cells.append(f"{m} {100 * e[0]:.1f}/{100 * e[1]:.1f}")
         print(f"  {mix:8s} " + "; ".join(cells))
     nm = 4 if a.quick else a.managed
+    if nm == 0:
+        return
     t0 = time.time()
     mrows = rows = []
     for i in range(nm):
