@@ -113,3 +113,22 @@ def test_benchmark_quick():
     row = next(ln for ln in p.stdout.splitlines() if ln.startswith("DEP+BURST  "))
     assert float(row.split()[1].rstrip("%")) < 6.0
     assert "energy manager" in p.stdout
+
+
+@pytest.mark.parametrize("s", [0.05, 0.10])
+def test_online_manager_in_the_simulator(mem_run, s):
+    from scalestack.analysis.dvfs_manager import run_online
+
+    wl, _ = mem_run
+    res = run_online(wl, s)
+    assert res.true_slowdown <= s + 0.01
+    assert res.true_saving > 0.05 and res.transitions > 0
+    assert abs(res.predicted_slowdown - res.true_slowdown) < 0.02  # its own estimate
+
+
+def test_online_manager_zero_bound_never_changes_frequency(mem_run):
+    from scalestack.analysis.dvfs_manager import run_online
+
+    res = run_online(mem_run[0], 0.0)
+    assert res.transitions == 0 and res.true_slowdown == pytest.approx(0.0)
+    assert {f for _, f, *_ in res.schedule} == {4.0}

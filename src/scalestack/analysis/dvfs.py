@@ -375,11 +375,11 @@ def alpha(ep: Epochs, r: float, burst: bool, estimator: str | None = None) -> np
 
 
 @numba.njit(cache=True)
-def _across(al, active, stall, idle, clamp):
+def _across(al, active, stall, idle, clamp, delta0):
     """Algorithm 1: epoch lengths at the target, the critical thread of each (-1: idle) and
     every thread's lead after each epoch."""
     K, T = al.shape
-    delta = np.zeros(T)
+    delta = delta0.copy()
     after = np.zeros((K, T))
     out = np.empty(K)
     crit = np.full(K, -1, np.int64)
@@ -408,25 +408,28 @@ def _across(al, active, stall, idle, clamp):
 
 
 def dep(ep: Epochs, f_target_ghz: float, *, burst: bool = True, across: bool = True, clamp: bool = False,
-        estimator: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        estimator: str | None = None, leads0: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """DEP(+BURST) epoch lengths at the target (ns) and each epoch's critical thread column.
 
     Epochs where no thread runs (every thread sleeps on a timer or I/O) keep their length.
+    leads0: the threads' leads (delta) carried in from earlier epochs (default 0).
     """
     r = ep.f_base_ghz / f_target_ghz
     al = alpha(ep, r, burst, estimator)
     idle = ep.length_ns.astype(np.float64)
     if across:
-        return _across(al, ep.active, ep.stall, idle, clamp)[:2]
+        d0 = np.zeros(al.shape[1]) if leads0 is None else np.asarray(leads0, np.float64)
+        return _across(al, ep.active, ep.stall, idle, clamp, d0)[:2]
     crit = np.where(ep.active.any(axis=1), np.argmax(np.where(ep.active, al, -np.inf), axis=1), -1)
     return np.where(crit >= 0, al.max(axis=1, initial=0.0), idle), crit
 
 
 def leads(ep: Epochs, f_target_ghz: float, *, burst: bool = True, clamp: bool = False,
-          estimator: str | None = None) -> np.ndarray:
+          estimator: str | None = None, leads0: np.ndarray | None = None) -> np.ndarray:
     """Algorithm 1's lead counters (delta, ns) of every thread after each epoch."""
     al = alpha(ep, ep.f_base_ghz / f_target_ghz, burst, estimator)
-    return _across(al, ep.active, ep.stall, ep.length_ns.astype(np.float64), clamp)[2]
+    d0 = np.zeros(al.shape[1]) if leads0 is None else np.asarray(leads0, np.float64)
+    return _across(al, ep.active, ep.stall, ep.length_ns.astype(np.float64), clamp, d0)[2]
 
 
 def mcrit(ep: Epochs, f_target_ghz: float, estimator: str | None = None, ran_only: bool = False) -> float:

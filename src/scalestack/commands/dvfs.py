@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -190,8 +191,12 @@ def _manage(ep, wl, s, q_ns, hold_off, step, excess, reactive, cores, figure, as
 
     res = manage(ep, s, quantum_ns=q_ns, hold_off=hold_off, step_ghz=step, excess=excess, reactive=reactive,
                  cores=cores)
+    online = None
     if wl is not None:
+        from scalestack.analysis.dvfs_manager import run_online
+
         res = simulate_schedule(wl, res, cores=cores)
+        online = run_online(wl, s, cores=cores, quantum_ns=q_ns, hold_off=hold_off, step_ghz=step, excess=excess)
     if figure:
         from scalestack.fileio import atomic_write
         from scalestack.report import dvfs_figures, figures
@@ -200,7 +205,10 @@ def _manage(ep, wl, s, q_ns, hold_off, step, excess, reactive, cores, figure, as
         atomic_write(figure, figures.render(fig, os.path.splitext(figure)[1].lstrip(".").lower() or "png"))
         click.echo(f"scalestack: wrote {figure}", err=True)
     if as_json:
-        click.echo(res.to_json())
+        d = json.loads(res.to_json())
+        if online is not None:
+            d["online"] = json.loads(online.to_json())
+        click.echo(json.dumps(d, indent=2))
         return
     from collections import Counter
 
@@ -215,3 +223,8 @@ def _manage(ep, wl, s, q_ns, hold_off, step, excess, reactive, cores, figure, as
     if res.true_ns is not None:
         click.echo(f"true (simulator): time {_ms(res.true_ns)} vs {_ms(res.true_fmax_ns)} at f_max "
                    f"(slowdown {100 * res.true_slowdown:.1f}%), energy saved {100 * res.true_saving:.1f}%")
+    if online is not None:
+        click.echo(f"online manager in the simulator (profiles each quantum at the frequency it ran at): "
+                   f"{online.transitions} transitions, true slowdown {100 * online.true_slowdown:.1f}% "
+                   f"(its own estimate {100 * online.predicted_slowdown:.1f}%), energy saved "
+                   f"{100 * online.true_saving:.1f}%")

@@ -115,6 +115,8 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
     act = [False] * n
     online = {"n": 0, "t": 0}
     live = [0]
+    if policy is not None and hasattr(policy, "attach"):  # online DVFS managers read the run so far
+        policy.attach(rows=rows, cur=cur, pieces=pieces, seg=seg, fixed=fixed, freq=freq)
 
     def set_state(i: int, now: int, state: int, cpu: int = -1, addr: int = 0) -> None:
         c = cur[i]
