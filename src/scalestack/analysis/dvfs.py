@@ -32,6 +32,14 @@ miss; ``crit`` only from a simulator); ``B`` is the time the store queue was ful
 the threads that sleep, are preempted or exit at the epoch's end (they lose their lead).
 ``phase`` ("gc" or "mutator", optional) feeds COOP; ``thread`` records give lifetimes for
 M+CRIT (otherwise the first to last epoch a thread ran in). Epochs must be in time order.
+
+Instead of epochs, a file may hold raw events, which `epochize` turns into epochs::
+
+    {"v":1, "kind":"ev", "ts":0.0012, "type":"switch_in", "tid":124,
+     "ctr":{"leadload":1.2e6, "stall":8e5, "sqfull":2e5}}
+
+``type`` is switch_in, switch_out, sleep, exit, gc_begin or gc_end; ``ctr`` holds the thread's
+cumulative counts in cycles at the base frequency, read at its own switch events.
 """
 
 from __future__ import annotations

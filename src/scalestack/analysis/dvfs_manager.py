@@ -49,8 +49,10 @@ def cut_epochs(ep: dvfs.Epochs, cuts: np.ndarray) -> dvfs.Epochs:
 class ManagerResult(Result):
     """Per-quantum frequencies and the predicted (and, from the simulator, true) time and energy.
 
-    schedule: (quantum, f GHz, base ns, predicted ns at f, predicted ns at f_max) per quantum.
-    Slowdowns and savings are fractions relative to running at f_max throughout.
+    schedule: (quantum, f GHz, base ns, predicted ns at f, predicted ns at f_max) per quantum
+    (from `run_online`: the frequency the quantum ran at, its measured length twice, and its
+    predicted time at f_max). Slowdowns and savings are fractions relative to running at f_max
+    throughout; predicted_* are the manager's own estimates.
     """
 
     max_slowdown: float

@@ -112,6 +112,8 @@ def command(path, to, f_from, max_slowdown, quantum, hold_off, step, excess, ora
     """
     from scalestack.analysis import dvfs
 
+    if hold_off < 1:
+        raise UserError("--hold-off must be at least 1 (quanta a choice is kept for)")
     if to is None and max_slowdown is None:
         raise UserError("give --to FREQ (predict) or --max-slowdown PCT (energy manager)")
     fb = parse_ghz(f_from, "--from") if f_from else None
@@ -122,9 +124,9 @@ def command(path, to, f_from, max_slowdown, quantum, hold_off, step, excess, ora
         dvfs.write_jsonl(ep, export_jsonl)
         click.echo(f"scalestack: wrote {export_jsonl}", err=True)
     if not ep.has_counters:
-        why = dvfs.counter_support()
+        why = dvfs.counter_support() if ep.source == "trace" else None
         here = f"hardware counters are unavailable on this machine ({why})" if why else \
-            "this trace has no counter readings (record them, see docs/readme/dvfs.md)"
+            f"{path} has no non-scaling counter readings (N: leadload or stall)"
         click.echo(f"scalestack: {here}: M+CRIT, COOP, DEP and DEP+BURST are impossible, they need each thread's "
                    "non-scaling time per epoch (leading-load or L3-miss stall cycles, plus store-queue-full cycles "
                    "for BURST); only bounds are printed; give a JSON-lines counter trace for predictions.", err=True)
