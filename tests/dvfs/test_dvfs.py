@@ -291,3 +291,19 @@ def test_event_stream_missing_counters_is_an_error(tmp_path):
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
     with pytest.raises(TraceFormatError, match=":3:"):
         dvfs.read_jsonl(str(path))
+
+
+def test_s6_lock_free_at_target_literal_underpredicts_clamp_exact():
+    """Spec S6: at 4 GHz the lock is free before t1 arrives (b' < x' - a'): a negative epoch."""
+    wl = {"threads": [
+        {"name": "main", "start": True, "ops": [["spawn", 1], ["spawn", 2], ["join", 1], ["join", 2]]},
+        {"name": "t0", "start": False, "ops": [["lock", 0], ["compute", 3_000_000], ["unlock", 0],
+                                               ["compute", 400_000]]},
+        {"name": "t1", "start": False, "ops": [["compute", 100_000, 1_000_000, 0], ["lock", 0],
+                                               ["compute", 200_000, 100_000, 0], ["unlock", 0]]}]}
+    base, true = simulate(wl, cores=4, freq_ghz=1.0), simulate(wl, cores=4, freq_ghz=4.0)
+    assert any(w[3] == "lock" for w in base.truth["waits"]) and not any(w[3] == "lock" for w in true.truth["waits"])
+    ep = dvfs.from_sim(base)
+    lengths, _ = dvfs.dep(ep, 4.0)
+    assert lengths.min() < 0 and lengths.sum() < true.runtime_ns * 0.95
+    assert dvfs.dep(ep, 4.0, clamp=True)[0].sum() == pytest.approx(true.runtime_ns, rel=1e-6)
