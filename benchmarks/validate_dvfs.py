@@ -38,9 +38,9 @@ def noisy(ep: dvfs.Epochs, rng: np.random.Generator, level: float) -> dvfs.Epoch
     return dataclasses.replace(ep, n_ns={k: f(v) for k, v in ep.n_ns.items()}, b_ns=f(ep.b_ns))
 
 
-def one(mix: str, seed: int, cores: int, noise: float) -> list[dict]:
+def one(mix: str, seed: int, cores: int, noise: float, timeslice: int = 0) -> list[dict]:
     wl = java_like(mix, seed)
-    run = {f: simulate(wl, cores=cores, freq_ghz=f) for f in (1.0, 4.0)}
+    run = {f: simulate(wl, cores=cores, freq_ghz=f, timeslice_ns=timeslice) for f in (1.0, 4.0)}
     out = []
     rng = np.random.default_rng(seed)
     for fb, ft in ((1.0, 4.0), (4.0, 1.0)):
@@ -134,6 +134,7 @@ def main() -> None:
     ap.add_argument("--workloads", type=int, default=120, help="total, split evenly over the mixes")
     ap.add_argument("--cores", type=int, default=4)
     ap.add_argument("--noise", type=float, default=0.0)
+    ap.add_argument("--timeslice", type=int, default=0, help="round-robin time slice, ns (preemption epochs)")
     ap.add_argument("--managed", type=int, default=40, help="workloads for the energy manager")
     ap.add_argument("--figures", help="write the figures (error vs frequency, energy-delay) to this directory")
     ap.add_argument("--quick", action="store_true", help="12 workloads, 4 managed (for tests)")
@@ -142,8 +143,8 @@ def main() -> None:
     t0 = time.time()
     rows = []
     for i in range(n):
-        rows += one(MIXES[i % len(MIXES)], i, a.cores, a.noise)
-    print(f"{n} workloads ({', '.join(MIXES)} mixes), {a.cores} cores, noise {a.noise:g}, "
+        rows += one(MIXES[i % len(MIXES)], i, a.cores, a.noise, a.timeslice)
+    print(f"{n} workloads ({', '.join(MIXES)} mixes), {a.cores} cores, noise {a.noise:g}, timeslice {a.timeslice} ns, "
           f"{time.time() - t0:.1f} s; mean GC share {np.mean([r['gc_share'] for r in rows]):.1%}, "
           f"mean epochs {np.mean([r['epochs'] for r in rows]):.0f}")
     print(f"{'predictor':22s} {'1->4 GHz':>10s} {'4->1 GHz':>10s}   {'signed 1->4':>11s} {'signed 4->1':>11s}   paper")
