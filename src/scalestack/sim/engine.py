@@ -39,6 +39,8 @@ class SimResult:
 
     truth: dict with ``runtime_ns``, per-thread ``compute_ns``/``memory_ns``/``store_ns`` and
     ``waits``: list of (tid, start_ns, end_ns, reason, culprit_tid).
+    ``segments``: int64 rows (tid, start_ns, end_ns, scaling_ns, memory_ns, store_ns), one per
+    stretch of a compute op on a core, scaling part first (exact DVFS inputs).
     """
 
     trace: Trace
@@ -105,12 +107,16 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
     spin_since = [-1] * n  # spin-then-block: spinning since (still RUNNING in the trace), else -1
     spin_gen = [0] * n
     seg: list[list | None] = [None] * n  # running compute segment: [cycles left, fixed ns left, since]
+    fixed = [[0, 0] for _ in range(n)]  # its memory and store ns not yet run (memory runs first)
+    pieces: list[tuple] = []  # (tid, start, end, scaling, memory, store ns) per stretch on a core
     gen = [0] * n
     run_since = [0] * n
     crit = np.zeros(n)
     act = [False] * n
     online = {"n": 0, "t": 0}
     live = [0]
+    if policy is not None and hasattr(policy, "attach"):  # online DVFS managers read the run so far
+        policy.attach(rows=rows, cur=cur, pieces=pieces, seg=seg, fixed=fixed, freq=freq)
 
     def set_state(i: int, now: int, state: int, cpu: int = -1, addr: int = 0) -> None:
         c = cur[i]
@@ -166,6 +172,11 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
         else:
             split[i, 0] += el
             g[0] = max(g[0] - el * freq[i], 0.0)
+        fm = min(max(el - sc, 0), fixed[i][0])
+        fs = max(el - sc, 0) - fm
+        fixed[i][0] -= fm
+        fixed[i][1] -= fs
+        pieces.append((TID_BASE + i, g[2], now, min(el, sc), fm, fs))
         g[2] = now
 
     def ready(i: int, now: int, waker: int, why: str) -> None:
@@ -212,6 +223,7 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
                 split[i, 1] += mem
                 split[i, 2] += sto
                 seg[i] = [float(cyc), mem + sto, now]
+                fixed[i] = [mem, sto]
                 plan(i, now)
                 return
             if kind == "lock":
@@ -332,7 +344,9 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
                 block(i, t, State.SYNC_WAIT, ADDR_BASE["lock"] + m, "lock", owner.get(m, -1))
         elif kind == 0:
             if g == gen[i]:  # else a stale completion of a preempted or re-timed segment
-                split[i, 0] += int(round(seg[i][0] / freq[i]))
+                sc = int(round(seg[i][0] / freq[i]))
+                split[i, 0] += sc
+                pieces.append((TID_BASE + i, seg[i][2], t, sc, fixed[i][0], fixed[i][1]))
                 seg[i] = None
                 step(i, t)
         else:
@@ -386,5 +400,6 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
               "threads": len(idx), "root_tid": TID_BASE, "frequencies": freq},
     )
     truth = {"runtime_ns": runtime, "compute_ns": split[:, 0].tolist(), "memory_ns": split[:, 1].tolist(),
-             "store_ns": split[:, 2].tolist(), "waits": waits}
+             "store_ns": split[:, 2].tolist(), "waits": waits,
+             "segments": np.array(pieces, dtype=np.int64).reshape(-1, 6)}
     return SimResult(trace, truth, events)
