@@ -297,9 +297,15 @@ def record(
 
     if command is not None:
         execs = np.flatnonzero((events.kind == Kind.EXEC) & (events.arg0 == run.root))
-        if len(execs) == 0:
+        own = np.flatnonzero((events.tid == run.root) | (events.pid == run.root))
+        if len(execs):
+            start = int(events.time[execs[1] if len(execs) > 1 else execs[0]])
+        elif events.stats.get("lost_events") and len(own):  # the exec itself was among the lost events
+            start = int(events.time[own[0]])
+            meta["warnings"].append("the command's exec was among the lost events: the trace starts at its first "
+                                    "recorded event")
+        else:
             raise UserError("the recording has no exec of the command; was it killed before it started?")
-        start = int(events.time[execs[1] if len(execs) > 1 else execs[0]])
         trace = build_trace(events, root_pids=[run.root], start_ns=start, meta=meta, role_rules=role_rules,
                             root_known=True)
     else:
