@@ -62,7 +62,6 @@ def main() -> None:
     t = time.perf_counter()
     res = [one(a.seed * 100_000 + k, rng) for k in range(n)]
     crit_ws = [r for r in res if r["has_critical"]]
-    m = max(len(crit_ws), 1)
     err_c = np.concatenate([r["err_c"] for r in res])
     err_r = np.concatenate([r["err_r"] for r in res])
     print(f"{n} workloads, {len(crit_ws)} with a thread giving >= 3% speedup ({time.perf_counter() - t:.1f} s)")
