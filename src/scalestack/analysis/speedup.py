@@ -5,8 +5,8 @@ Managed-runtime formula (spec managed-speedup-stacks.md §1; paper Fig. 2):
 time of app threads: more runnable threads than cores) is our addition; OTHER is the residual
 and may be negative.
 
-Whole runs (no per-phase stacks yet). SEQ uses the main thread's RUNNING time (the thesis's
-MainThread term); SYNC is app threads' futex-wait time outside the STW-GC and SEQ windows; IMB
+Whole runs (no per-phase stacks yet). GC and SEQ use the heights of the GC threads' and the
+main thread's bottle-graph boxes (Σ C_j; spec §1.2 and §2.5); SYNC is app threads' futex-wait time outside the STW-GC and SEQ windows; IMB
 is, per app thread, the time from its end to the last app thread's end.
 
 GIL note: CPython with a GIL serializes bytecode; threads waiting for the GIL block on a
@@ -47,10 +47,16 @@ class SpeedupStack(Result):
         return [{"n": self.n, "speedup": self.speedup, **{c: getattr(self, c) for c in COMPONENTS}}]
 
 
-def _role_time(trace: Trace, role: str, state: State) -> int:
-    tis = trace.time_in_states()
-    mask = np.asarray(trace.threads.role == role, dtype=bool)
-    return int(tis[mask, int(state)].sum())
+def _role_height(trace: Trace, role: str) -> float:
+    """Σ C_j over the threads of a role: the height of their bottle-graph boxes (spec §2.5).
+
+    Two GC threads collecting side by side for a pause of P ns add up to P, not 2P: the pause
+    costs the program P of wall time, which is what the GC and SEQ terms charge.
+    """
+    from scalestack.analysis.criticality import criticality
+
+    cr = criticality(trace)
+    return float(cr.criticality_ns[np.asarray(cr.roles == role, dtype=bool)].sum())
 
 
 def stack_from_times(n: int, t_s: float, t_p: float, *, gc_st: float = 0.0, gc_mt: float = 0.0,
@@ -131,9 +137,8 @@ def speedup_stack(single: Trace, multi: Trace, n: int) -> SpeedupStack:
     sync = tis[app, int(State.SYNC_WAIT)] - gc_seq_window_time(multi)[app]
     return stack_from_times(
         n, float(single.wall_ns), float(multi.wall_ns),
-        gc_st=_role_time(single, "gc", State.RUNNING), gc_mt=_role_time(multi, "gc", State.RUNNING),
-        seq_st=_role_time(single, "main", State.RUNNING),
-        seq_mt=_role_time(multi, "main", State.RUNNING),
+        gc_st=_role_height(single, "gc"), gc_mt=_role_height(multi, "gc"),
+        seq_st=_role_height(single, "main"), seq_mt=_role_height(multi, "main"),
         sync=float(sync.sum()),
         imb=imb,
         cont=float(tis[app, int(State.RUNNABLE)].sum()),
