@@ -76,8 +76,18 @@ def sweep_report(traces: dict[int, scalestack.Trace], out_dir: str) -> dict[str,
                "Each bar is N high: the actual speedup plus the speedup each cause costs (managed-speedup-stacks)."]
     cols = [("n", "N"), ("speedup", "speedup"), ("gc", "gc"), ("seq", "seq"), ("sync", "sync"), ("imb", "imb"),
             ("cont", "cont"), ("other", "other")]
+    from scalestack.analysis.speedup import phase_stacks
+
+    base = min(traces)
+    phases = {n: phase_stacks(traces[base], traces[n], n // base) for n in sorted(traces) if n != base}
+    for n, per in phases.items():
+        for name, st in per.items():
+            rows.append({**st.rows()[0], "n": f"{n} ({name})", "total": st.total()})
+    summary.append("Rows 'N (phase)': the same stack for the part of the run before the first worker starts, "
+                   "the parallel phase, and after the last one ends.")
     section = Section("speedup", "Speedup stacks", summary, rows, cols,
                       {"speedup-stacks": speedup_stacks(res), "speedup-curve": speedup_curve(res)},
-                      {"stacks": [r.to_dict() for r in res]})
+                      {"stacks": [r.to_dict() for r in res],
+                       "phases": {str(n): {k: v.to_dict() for k, v in per.items()} for n, per in phases.items()}})
     report.sections.insert(0, section)
     return write_report(report, out_dir)

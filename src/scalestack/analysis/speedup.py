@@ -5,7 +5,7 @@ Managed-runtime formula (spec managed-speedup-stacks.md §1; paper Fig. 2):
 time of app threads: more runnable threads than cores) is our addition; OTHER is the residual
 and may be negative.
 
-Whole runs (no per-phase stacks yet). GC and SEQ use the heights of the GC threads' and the
+Whole runs, and per phase (`phase_stacks`: before the fork, the parallel phase, after the join). GC and SEQ use the heights of the GC threads' and the
 main thread's bottle-graph boxes (Σ C_j; spec §1.2 and §2.5); SYNC is app threads' futex-wait time outside the STW-GC and SEQ windows; IMB
 is, per app thread, the time from its end to the last app thread's end.
 
@@ -143,3 +143,27 @@ def speedup_stack(single: Trace, multi: Trace, n: int) -> SpeedupStack:
         imb=imb,
         cont=float(tis[app, int(State.RUNNABLE)].sum()),
     )
+
+
+PHASES = ("before", "parallel", "after")
+
+
+def phase_windows(trace: Trace) -> dict[str, tuple[int, int]]:
+    """The run cut at its fork and join: before the first app thread starts, from then until the
+    last app thread ends (the parallel phase), and after. Empty phases are left out."""
+    app = np.asarray(trace.threads.role == "app", dtype=bool)
+    t0, t1 = int(trace.start_ns), int(trace.end_ns)
+    if not np.any(app):
+        return {"parallel": (t0, t1)}
+    a, b = int(trace.threads.start_ns[app].min()), int(trace.threads.end_ns[app].max())
+    out = {"before": (t0, a), "parallel": (a, b), "after": (b, t1)}
+    return {k: v for k, v in out.items() if v[1] > v[0]}
+
+
+def phase_stacks(single: Trace, multi: Trace, n: int) -> dict[str, SpeedupStack]:
+    """A stack per phase present in both runs (spec: stacks between fork and join, not only
+    for the whole run): each phase of the N-thread run against the same phase of the 1-thread
+    run, so a serial start-up and a parallel section that scale differently are told apart."""
+    ws, wm = phase_windows(single), phase_windows(multi)
+    return {p: speedup_stack(single.between(*ws[p]), multi.between(*wm[p]), n)
+            for p in PHASES if p in ws and p in wm}
