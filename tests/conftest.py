@@ -12,6 +12,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ROOT / "workloads"
 
+# Every perf.data a test records or imports is read by both readers (the direct perf.data reader
+# and perf script's text) and must give identical events (scalestack.collect.perf.read_events).
+os.environ.setdefault("SCALESTACK_CHECK_READERS", "1")
+
 
 def can_record() -> str | None:
     """None when perf tracepoint recording works here, else the reason it does not."""

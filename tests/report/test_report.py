@@ -45,7 +45,9 @@ def test_every_figure_is_a_valid_image(report_dir):
 def test_json_holds_every_section(report_dir):
     out, _, _ = report_dir
     data = json.loads((out / "report.json").read_text())
-    assert set(data["sections"]) == {"threads", "criticality", "bottle"}
+    assert set(data["sections"]) == {"threads", "criticality", "advice", "bottle"}
+    crit = [f for f in data["sections"]["advice"]["findings"] if f["kind"] == "critical-thread"]
+    assert crit[0]["tid"] == 10  # fig 3.2: thread 0
     crit = data["sections"]["criticality"]
     assert [t["criticality_ns"] for t in crit["threads"]][0] == pytest.approx(6.5e6)
     assert len(data["sections"]["bottle"]["windows"]["windows"]) == 6

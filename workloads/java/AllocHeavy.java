@@ -2,8 +2,9 @@
 // collector runs often: a managed program whose trace shows GC and JIT threads beside the
 // application's.  Usage: java AllocHeavy [THREADS=2] [MILLIONS=20]
 // When the environment variable SCHEDSTAT_OUT names a file, each worker appends
-// "tid on_cpu_ns runqueue_ns" just before it ends: its kernel thread id and run-queue time from
-// /proc/thread-self, its CPU time from the JVM (exact, like CLOCK_THREAD_CPUTIME_ID).
+// "tid on_cpu_ns runqueue_ns monotonic_ns" just before it ends: its kernel thread id and run-queue
+// time from /proc/thread-self, its CPU time from the JVM (exact, like CLOCK_THREAD_CPUTIME_ID), and
+// when it read them.
 import java.io.FileWriter;
 import java.lang.management.ManagementFactory;
 import java.nio.file.Files;
@@ -18,10 +19,19 @@ public class AllocHeavy {
         try {
             String stat = new String(Files.readAllBytes(Paths.get("/proc/thread-self/stat")));
             String tid = stat.substring(0, stat.indexOf(' '));
-            String[] sched = new String(Files.readAllBytes(Paths.get("/proc/thread-self/schedstat"))).trim().split(" ");
-            long cpu = ManagementFactory.getThreadMXBean().getCurrentThreadCpuTime();
+            // both figures with no preemption in between (retried when the clock moved >200 us),
+            // stamped with CLOCK_MONOTONIC (System.nanoTime on Linux), like workloads/c/schedstat.h
+            String[] sched = null;
+            long cpu = 0, t1 = 0;
+            for (int tries = 0; tries < 20; tries++) {
+                long t0 = System.nanoTime();
+                sched = new String(Files.readAllBytes(Paths.get("/proc/thread-self/schedstat"))).trim().split(" ");
+                cpu = ManagementFactory.getThreadMXBean().getCurrentThreadCpuTime();
+                t1 = System.nanoTime();
+                if (t1 - t0 < 200_000) break;
+            }
             try (FileWriter w = new FileWriter(out, true)) {
-                w.write(tid + " " + cpu + " " + sched[1] + "\n");
+                w.write(tid + " " + cpu + " " + sched[1] + " " + t1 + "\n");
             }
         } catch (Exception e) {
             System.err.println("AllocHeavy: cannot report: " + e);

@@ -5,9 +5,9 @@ Managed-runtime formula (spec managed-speedup-stacks.md §1; paper Fig. 2):
 time of app threads: more runnable threads than cores) is our addition; OTHER is the residual
 and may be negative.
 
-This first version works on whole runs (no per-phase stacks yet). SEQ uses the main thread's
-RUNNING time (the thesis's MainThread term); SYNC is app threads' futex-wait time;
-IMB is, per app thread, the time from its end to the last app thread's end.
+Whole runs, and per phase (`phase_stacks`: before the fork, the parallel phase, after the join). GC and SEQ use the heights of the GC threads' and the
+main thread's bottle-graph boxes (Σ C_j; spec §1.2 and §2.5); SYNC is app threads' futex-wait time outside the STW-GC and SEQ windows; IMB
+is, per app thread, the time from its end to the last app thread's end.
 
 GIL note: CPython with a GIL serializes bytecode; threads waiting for the GIL block on a
 futex/condvar and so land in SYNC, not in a separate term. Free-threading builds (3.13t)
@@ -47,10 +47,16 @@ class SpeedupStack(Result):
         return [{"n": self.n, "speedup": self.speedup, **{c: getattr(self, c) for c in COMPONENTS}}]
 
 
-def _role_time(trace: Trace, role: str, state: State) -> int:
-    tis = trace.time_in_states()
-    mask = np.asarray(trace.threads.role == role, dtype=bool)
-    return int(tis[mask, int(state)].sum())
+def _role_height(trace: Trace, role: str) -> float:
+    """Σ C_j over the threads of a role: the height of their bottle-graph boxes (spec §2.5).
+
+    Two GC threads collecting side by side for a pause of P ns add up to P, not 2P: the pause
+    costs the program P of wall time, which is what the GC and SEQ terms charge.
+    """
+    from scalestack.analysis.criticality import criticality
+
+    cr = criticality(trace)
+    return float(cr.criticality_ns[np.asarray(cr.roles == role, dtype=bool)].sum())
 
 
 def stack_from_times(n: int, t_s: float, t_p: float, *, gc_st: float = 0.0, gc_mt: float = 0.0,
@@ -86,18 +92,78 @@ def stack_from_times(n: int, t_s: float, t_p: float, *, gc_st: float = 0.0, gc_m
     return SpeedupStack(n=n, speedup=s, other=other, **parts)
 
 
+def gc_seq_window_time(trace: Trace) -> np.ndarray:
+    """Per thread: ns of its SYNC_WAIT that fall in a stop-the-world GC or SEQ window.
+
+    A window (spec §2.5, inference (b)) is a span in which no app thread runs and a GC or main
+    thread does: the app threads are stopped for the collector or cannot start yet. Their futex
+    waits there are GC or SEQ time, already counted in those terms, so SYNC leaves them out.
+    G(t), the window time up to t, is a cumulative sum over the running intervals' endpoints;
+    each wait [a, b) overlaps the windows by G(b) - G(a).
+    """
+    st = trace.states
+    role = dict(zip(trace.threads.tid.tolist(), trace.threads.role.tolist(), strict=True))
+    roles = np.array([role.get(int(t), "app") for t in st.tid])
+    run = st.state == State.RUNNING
+    out = np.zeros(len(trace.threads), dtype=np.int64)
+    app_run, svc_run = run & (roles == "app"), run & np.isin(roles, ["gc", "main"])
+    if not np.any(svc_run):
+        return out
+    t = np.concatenate([st.start_ns[app_run], st.end_ns[app_run], st.start_ns[svc_run], st.end_ns[svc_run]])
+    na, ns = int(app_run.sum()), int(svc_run.sum())
+    d_app = np.concatenate([np.ones(na), -np.ones(na), np.zeros(2 * ns)]).astype(np.int64)
+    d_svc = np.concatenate([np.zeros(2 * na), np.ones(ns), -np.ones(ns)]).astype(np.int64)
+    order = np.argsort(t, kind="stable")
+    t, r_app, r_svc = t[order], np.cumsum(d_app[order]), np.cumsum(d_svc[order])
+    window = (r_app[:-1] == 0) & (r_svc[:-1] > 0)
+    g = np.concatenate([[0], np.cumsum(np.diff(t) * window)])
+    sync = st.state == State.SYNC_WAIT
+    over = np.interp(st.end_ns[sync], t, g) - np.interp(st.start_ns[sync], t, g)
+    rows = trace.thread_index(st.tid[sync])
+    np.add.at(out, rows, np.round(over).astype(np.int64))
+    return out
+
+
 def speedup_stack(single: Trace, multi: Trace, n: int) -> SpeedupStack:
-    """Speedup stack of `multi` (N threads) against the single-threaded `single` trace."""
+    """Speedup stack of `multi` (N threads) against the single-threaded `single` trace.
+
+    SYNC is the app threads' futex-blocked time outside the STW-GC and SEQ windows (spec §1.2:
+    ``Sync_i = |futex-blocked intervals of i minus STW-GC windows minus SEQ windows|``).
+    """
     app = np.asarray(multi.threads.role == "app", dtype=bool)
     tis = multi.time_in_states()
     ends = np.asarray(multi.threads.end_ns)[app]
     imb = float((ends.max() - ends).sum()) if ends.size else 0.0
+    sync = tis[app, int(State.SYNC_WAIT)] - gc_seq_window_time(multi)[app]
     return stack_from_times(
         n, float(single.wall_ns), float(multi.wall_ns),
-        gc_st=_role_time(single, "gc", State.RUNNING), gc_mt=_role_time(multi, "gc", State.RUNNING),
-        seq_st=_role_time(single, "main", State.RUNNING),
-        seq_mt=_role_time(multi, "main", State.RUNNING),
-        sync=float(tis[app, int(State.SYNC_WAIT)].sum()),
+        gc_st=_role_height(single, "gc"), gc_mt=_role_height(multi, "gc"),
+        seq_st=_role_height(single, "main"), seq_mt=_role_height(multi, "main"),
+        sync=float(sync.sum()),
         imb=imb,
         cont=float(tis[app, int(State.RUNNABLE)].sum()),
     )
+
+
+PHASES = ("before", "parallel", "after")
+
+
+def phase_windows(trace: Trace) -> dict[str, tuple[int, int]]:
+    """The run cut at its fork and join: before the first app thread starts, from then until the
+    last app thread ends (the parallel phase), and after. Empty phases are left out."""
+    app = np.asarray(trace.threads.role == "app", dtype=bool)
+    t0, t1 = int(trace.start_ns), int(trace.end_ns)
+    if not np.any(app):
+        return {"parallel": (t0, t1)}
+    a, b = int(trace.threads.start_ns[app].min()), int(trace.threads.end_ns[app].max())
+    out = {"before": (t0, a), "parallel": (a, b), "after": (b, t1)}
+    return {k: v for k, v in out.items() if v[1] > v[0]}
+
+
+def phase_stacks(single: Trace, multi: Trace, n: int) -> dict[str, SpeedupStack]:
+    """A stack per phase present in both runs (spec: stacks between fork and join, not only
+    for the whole run): each phase of the N-thread run against the same phase of the 1-thread
+    run, so a serial start-up and a parallel section that scale differently are told apart."""
+    ws, wm = phase_windows(single), phase_windows(multi)
+    return {p: speedup_stack(single.between(*ws[p]), multi.between(*wm[p]), n)
+            for p in PHASES if p in ws and p in wm}

@@ -126,20 +126,31 @@ _LOST_RE = re.compile(r"lost (\d+) chunks", re.I)
 
 
 def read_events(perf_data: str, perf: str, reader: str = "auto", samples: bool = False) -> RawEvents:
-    """RawEvents from a perf.data file, by the direct reader or via `perf script` text.
+    """RawEvents from a perf.data file, by the direct reader (default) or via `perf script` text.
 
-    Samples need perf's symbol resolution, so a recording with samples is read as text.
+    Samples need perf's symbol resolution, so a recording with samples is read as text. With
+    SCALESTACK_CHECK_READERS=1 in the environment (the test suite sets it) every file is read
+    both ways and any difference is an error: the two readers are proven equal on every
+    recording the tests make.
     """
     if samples:
         reader = "perf-script"
-    if reader in ("auto", "perf-data"):
-        try:
-            from scalestack.ingest.perf_data import read_perf_data
-        except ImportError:
-            if reader == "perf-data":
-                raise UserError("the direct perf.data reader is not available in this build") from None
-        else:
-            return read_perf_data(perf_data)
+    if reader not in ("auto", "perf-data", "perf-script"):
+        raise UserError(f"unknown reader {reader!r}; choose perf-data or perf-script")
+    if reader == "perf-script":
+        return _read_text(perf_data, perf, samples)
+    from scalestack.ingest.perf_data import read_perf_data
+
+    events = read_perf_data(perf_data)
+    if os.environ.get("SCALESTACK_CHECK_READERS") == "1":
+        text = _read_text(perf_data, perf, False)
+        if not events.equals(text) or events.stats["lost_events"] != text.stats["lost_events"]:
+            raise RuntimeError(f"the perf.data reader and perf script disagree on {perf_data} "
+                               f"({len(events)} vs {len(text)} events)")
+    return events
+
+
+def _read_text(perf_data: str, perf: str, samples: bool) -> RawEvents:
     from scalestack.ingest.perf_script import parse_perf_script
 
     with tempfile.TemporaryDirectory(prefix="scalestack-") as tmp:
@@ -286,9 +297,15 @@ def record(
 
     if command is not None:
         execs = np.flatnonzero((events.kind == Kind.EXEC) & (events.arg0 == run.root))
-        if len(execs) == 0:
+        own = np.flatnonzero((events.tid == run.root) | (events.pid == run.root))
+        if len(execs):
+            start = int(events.time[execs[1] if len(execs) > 1 else execs[0]])
+        elif events.stats.get("lost_events") and len(own):  # the exec itself was among the lost events
+            start = int(events.time[own[0]])
+            meta["warnings"].append("the command's exec was among the lost events: the trace starts at its first "
+                                    "recorded event")
+        else:
             raise UserError("the recording has no exec of the command; was it killed before it started?")
-        start = int(events.time[execs[1] if len(execs) > 1 else execs[0]])
         trace = build_trace(events, root_pids=[run.root], start_ns=start, meta=meta, role_rules=role_rules,
                             root_known=True)
     else:
@@ -349,7 +366,7 @@ def _collect_perf(perf, tracepoints, command, pid, duration, size, reader, keep_
             shutil.copyfile(data, keep_perf_data)
         events = read_events(data, perf, reader, samples=bool(sample_hz))
     meta = {"perf_version": perf_version(perf), "mmap_size": size,
-            "reader": "perf-script" if sample_hz else reader}
+            "reader": "perf-script" if sample_hz or reader == "perf-script" else "perf-data"}
     lost_chunks = _LOST_RE.findall(perf_messages.decode("utf-8", "replace"))
     if lost_chunks:
         meta["lost_chunks"] = events.stats["lost_chunks"] = sum(int(x) for x in lost_chunks)

@@ -69,10 +69,7 @@ def _list(fmt: str, path: str) -> None:
     if fmt == "perf-script":
         from scalestack.ingest.perf_script import parse_perf_script as read
     elif fmt == "perf-data":
-        from scalestack.collect.perf import perf_binary, read_events
-
-        def read(p):
-            return read_events(p, perf_binary(), reader="perf-script")
+        from scalestack.ingest.perf_data import read_perf_data as read
     else:
         raise UserError(f"--list is for perf inputs; {path} is {fmt}")
     rows = list_processes(read(path))

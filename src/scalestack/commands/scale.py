@@ -16,10 +16,11 @@ from scalestack.errors import UserError
 @click.option("-o", "--output", default="sweep", help="Sweep directory.")
 @click.option("--from", "from_dir", help="Recompute from a saved sweep directory.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--report", "report_dir", help="Also write report.html, report.json and the figures here.")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
-def command(threads, repeat, envs, output, from_dir, as_json, cmd):
+def command(threads, repeat, envs, output, from_dir, as_json, report_dir, cmd):
     """Run CMD once per thread count ({threads} is replaced) and print the speedup stacks."""
-    from scalestack.sweep import load_sweep, run_sweep, stacks
+    from scalestack.sweep import load_sweep, run_sweep, stacks, sweep_report
 
     if not from_dir:
         if not cmd:
@@ -36,7 +37,11 @@ def command(threads, repeat, envs, output, from_dir, as_json, cmd):
             run_sweep(list(cmd), counts, output, repeat=repeat, env=env,
                       progress=lambda: prog.advance(task))
         from_dir = output
-    res = stacks(load_sweep(from_dir))
+    traces = load_sweep(from_dir)
+    res = stacks(traces)
+    if report_dir:
+        sweep_report(traces, report_dir)
+        click.echo(f"scalestack: wrote {report_dir}/report.html", err=True)
     if as_json:
         click.echo(json.dumps([r.to_dict() for r in res], indent=2))
         return

@@ -30,9 +30,15 @@ def list_():
 @click.option("--timeslice", type=int, default=0, show_default=True, help="Round-robin slice, ns (0: none).")
 @click.option("--accelerate", type=int, default=None, help="Thread tid to run faster.")
 @click.option("--factor", type=float, default=2.0, show_default=True)
+@click.option("--policy", type=click.Choice(["none", "all-up", "boost-critical", "offline", "bis"]), default=None,
+              help="Frequency policy (thesis ch. 7): time, energy and time boosted against the all-base run.")
+@click.option("--boost", type=float, default=2.5, show_default=True, help="Boosted frequency, GHz (--policy).")
+@click.option("--slice", "slice_ns", type=int, default=None,
+              help="Boosting slice, ns (default: 1/50 of the all-base run; the thesis: 10 ms of runs of seconds).")
 @click.option("-o", "--output", help="Write the trace here (Trace.save).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def run(workload, threads, cores, seed, freq, timeslice, accelerate, factor, output, as_json):
+def run(workload, threads, cores, seed, freq, timeslice, accelerate, factor, policy, boost, slice_ns, output,
+        as_json):
     """Simulate WORKLOAD (a name from 'sim list' or a .json file); with --accelerate, the true speedup."""
     from scalestack.errors import UserError
     from scalestack.sim.engine import TID_BASE, simulate
@@ -53,6 +59,14 @@ def run(workload, threads, cores, seed, freq, timeslice, accelerate, factor, out
                         seed=seed, timeslice_ns=timeslice)
         out.update(accelerate=accelerate, factor=factor, accelerated_runtime_ns=fast.runtime_ns,
                    speedup=base.runtime_ns / fast.runtime_ns)
+    if policy is not None:
+        from scalestack.sim.policies import run_policy
+
+        pr = run_policy(wl, policy, cores=cores, base=freq, boost=boost, timeslice_ns=timeslice, reference=base,
+                        slice_ns=slice_ns or max(base.runtime_ns // 50, 1))
+        out.update(policy=policy, policy_runtime_ns=pr.runtime_ns, policy_speedup=round(pr.speedup, 4),
+                   policy_energy_vs_base=round(pr.energy, 4), time_boosted_share=round(pr.boosted_share, 4))
+        base = pr.result
     if output:
         base.trace.save(output)
         out["trace"] = output

@@ -5,7 +5,7 @@ Each page starts with a header (a u64 timestamp and the committed data size, lay
 `time_delta` (27 bits). type_len 1..28 means a data record of type_len*4 bytes, 0 a data record
 whose length is the next u32, 29 padding, 30 a time extension, 31 an absolute time stamp
 (`events/header_event`). One compiled walk over the pages finds every record's time and
-payload; the payloads are then decoded per event type by `scalestack.ingest.tracepoint`.
+payload; the payloads are then decoded by `scalestack.ingest.tracepoint.decode_records`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 
 from scalestack.errors import TraceFormatError
 from scalestack.events import RawEvents
-from scalestack.ingest.tracepoint import LAYOUT, EventFormat, decode
+from scalestack.ingest.tracepoint import EventFormat, decode_records, decode_table
 
 
 @numba.njit(cache=True)
@@ -90,11 +90,13 @@ def read_cpu_buffers(
     commit_offset: int = 8, data_offset: int = 16,
 ) -> RawEvents:
     """RawEvents from the raw pages read from each CPU's buffer ({cpu: bytes})."""
-    strings: dict[bytes, int] = {}
-    comms: list[str] = []
+    strings: dict[str, int] = {}
+    # event type id -> row of the decode table (-1: an event we do not decode)
+    ids = sorted(formats)
+    table = decode_table([formats[i] for i in ids])
+    row_of = np.full(max(ids, default=0) + 1, -1, np.int64)
+    row_of[ids] = np.arange(len(ids))
     parts = []
-    unknown = 0
-    seq0 = 0
     for cpu, data in sorted(pages.items()):
         buf = np.frombuffer(data, dtype=np.uint8)
         if len(buf) % page_size:
@@ -102,28 +104,30 @@ def read_cpu_buffers(
         t, off, ln, err = _walk_pages(buf, page_size, commit_offset, data_offset)
         if err >= 0:
             raise TraceFormatError(f"cpu {cpu}: corrupt ftrace page data at byte {err}")
-        if len(off) == 0:
-            continue
-        type_id = buf[off[:, None] + np.arange(2)].reshape(-1).view(np.uint16).astype(np.int64)
-        for eid in np.unique(type_id):
-            fmt = formats.get(int(eid))
-            sel = np.flatnonzero(type_id == eid)
-            if fmt is None or fmt.name not in LAYOUT:
-                unknown += len(sel)
-                continue
-            cols = decode(buf, off[sel], ln[sel], fmt, strings, comms)
-            cols["time"] = t[sel]
-            cols["cpu"] = np.full(len(sel), cpu, np.int32)
-            cols["seq"] = seq0 + sel  # the record's place in its CPU's buffer breaks time ties
-            parts.append(cols)
-        seq0 += len(off)
-    if not parts:
-        ev = RawEvents.empty()
-    else:
-        names = ("time", "cpu", "tid", "kind", "arg0", "arg1", "arg2", "comm0", "comm1")
-        cat = {k: np.concatenate([p[k] for p in parts]) for k in (*names, "seq")}
-        order = np.lexsort((cat.pop("seq"), cat["time"]))
-        ev = RawEvents(pid=np.full(len(order), -1, np.int32), **{k: cat[k][order] for k in names})
+        type_id = (buf[off] | buf[off + 1].astype(np.int64) << 8) if len(off) else np.empty(0, np.int64)
+        typ = np.where(type_id < len(row_of), row_of[np.minimum(type_id, len(row_of) - 1)], -1)
+        cols, comms, bad = decode_records(buf, off, ln, typ, table)
+        if bad >= 0:
+            raise TraceFormatError(f"cpu {cpu}: a {table.names[typ[bad]]} record at byte {int(off[bad])} is shorter "
+                                   "than its format")
+        cols["tid"], cols["pid"] = cols["pid"], np.full(len(off), -1, np.int32)  # common_pid is the thread
+        cols["comm0"] = _global_ids(cols["comm0"], comms, strings)
+        cols["comm1"] = _global_ids(cols["comm1"], comms, strings)
+        cols["time"], cols["cpu"] = t, np.full(len(off), cpu, np.int32)
+        parts.append(cols)
+    names = ("time", "cpu", "tid", "pid", "kind", "arg0", "arg1", "arg2", "comm0", "comm1")
+    cat = {k: np.concatenate([p[k] for p in parts]) if parts else np.empty(0) for k in names}
+    keep = np.flatnonzero(cat["kind"] != 0)
+    unknown = len(cat["kind"]) - len(keep)
+    keep = keep[np.argsort(cat["time"][keep], kind="stable")]  # each CPU's buffer order breaks time ties
+    ev = RawEvents(**{k: cat[k][keep] for k in names})
+    comms = list(strings)
     ev.comms = comms
-    ev.stats = {"unknown_events": unknown, "source_format": "ftrace"}
+    ev.stats = {"unknown_events": int(unknown), "source_format": "ftrace"}
     return ev
+
+
+def _global_ids(local: np.ndarray, comms: list[str], strings: dict[str, int]) -> np.ndarray:
+    """Map one CPU's string ids onto the table shared by all CPUs (insertion-ordered dict)."""
+    lut = np.array([strings.setdefault(c, len(strings)) for c in comms] + [-1], np.int32)
+    return lut[local]

@@ -6,8 +6,9 @@ preempt count, pid) then the event's fields at offsets the kernel publishes in t
 `format` text. Offsets change between kernels (sched_process_fork's comms became `__data_loc`
 strings; sched_wakeup lost `success`), so they are always read from that text, never assumed.
 
-Decoding is vectorized: records are located first (by a compiled walk specific to each
-container), then every field of every record of one event type is gathered with NumPy.
+Records are located first (by a compiled walk specific to each container), then one compiled
+pass decodes every record by a table built from the format texts (`decode_table`), interning
+the comm strings in a hash table, so no Python runs per event.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
+import numba
 import numpy as np
 
 from scalestack.errors import TraceFormatError
@@ -100,74 +102,241 @@ def preempt_flag(fmt: EventFormat) -> int:
     return 0x100
 
 
-def _gather_int(buf: np.ndarray, base: np.ndarray, f: Field) -> np.ndarray:
-    """Integer field of every record (little-endian), as int64."""
-    dtype = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}.get(f.size)
-    if dtype is None:
-        raise TraceFormatError(f"field {f.name} has an unsupported size {f.size}")
-    if not f.signed:
-        dtype = {np.int8: np.uint8, np.int16: np.uint16, np.int32: np.uint32, np.int64: np.uint64}[dtype]
-    idx = (base + f.offset)[:, None] + np.arange(f.size)
-    raw = buf[idx].reshape(-1).view(dtype)
-    return raw.astype(np.int64) if raw.dtype != np.uint64 else raw.view(np.int64)
+@dataclasses.dataclass(frozen=True)
+class DecodeTable:
+    """How to decode each event type, as arrays a compiled loop can read (row = event type).
 
-
-def _gather_str(buf: np.ndarray, base: np.ndarray, length: np.ndarray, f: Field, width: int = 64) -> np.ndarray:
-    """Fixed-size window of each record's string field, as rows of `width` bytes (NUL-padded)."""
-    if f.data_loc:
-        loc = _gather_int(buf, base, dataclasses.replace(f, size=4, signed=False))
-        start = base + (loc & 0xFFFF)
-        size = np.minimum((loc >> 16) & 0xFFFF, width)
-    else:
-        start = base + f.offset
-        size = np.full(len(base), min(f.size, width), dtype=np.int64)
-    size = np.minimum(size, np.maximum(base + length - start, 0))
-    cols = np.arange(width)
-    idx = np.minimum(start[:, None] + cols, len(buf) - 1)
-    out = buf[idx]
-    out[cols[None, :] >= size[:, None]] = 0
-    return out
-
-
-def decode(
-    buf: np.ndarray, base: np.ndarray, length: np.ndarray, fmt: EventFormat, strings: dict[bytes, int],
-    comms: list[str],
-) -> dict[str, np.ndarray]:
-    """Columns (kind, arg0..2, comm0/1, common_pid) for records of one event type.
-
-    buf: the bytes; base: each record's offset in buf; length: each record's size. `strings`
-    and `comms` are the growing string table shared by all event types.
+    kind 0 marks a type we do not decode (counted as unknown). ints[t, slot] = (offset, size,
+    signed) for arg0, arg1, arg2 and common_pid; strs[t, slot] = (offset, size, data_loc) for
+    comm0 and comm1; size 0 = the field is absent on this kernel.
     """
-    kind, args, strs = LAYOUT[fmt.name]
-    n = len(base)
-    cols: dict[str, np.ndarray] = {"kind": np.full(n, int(kind), np.uint8)}
-    for slot in ("arg0", "arg1", "arg2"):
-        cols[slot] = np.zeros(n, np.int64)
-    cols["comm0"] = np.full(n, -1, np.int32)
-    cols["comm1"] = np.full(n, -1, np.int32)
-    common = fmt.fields.get("common_pid")
-    cols["tid"] = _gather_int(buf, base, common) if common else np.full(n, -1, np.int64)
-    for slot, fname in args:
-        f = fmt.fields.get(fname)
-        if f is None:
-            raise TraceFormatError(f"{fmt.name} has no field {fname!r} on this kernel")
-        cols[slot] = _gather_int(buf, base, f)
-    if kind == Kind.SWITCH:
-        flag = preempt_flag(fmt)
-        raw = cols["arg2"]
-        cols["arg2"] = np.where((raw & flag) != 0, 0, raw & (flag - 1))
-    for slot, fname in strs:
-        f = fmt.fields.get(fname)
-        if f is None:
+
+    kind: np.ndarray
+    ints: np.ndarray
+    strs: np.ndarray
+    preempt: np.ndarray
+    min_len: np.ndarray
+    names: list[str]
+
+
+def decode_table(formats: list[EventFormat | None]) -> DecodeTable:
+    """A DecodeTable for event types 0..len(formats)-1 (None = not decoded)."""
+    n = len(formats)
+    kind = np.zeros(n, np.int64)
+    ints = np.zeros((n, 4, 3), np.int64)
+    strs = np.zeros((n, 2, 3), np.int64)
+    preempt = np.zeros(n, np.int64)
+    min_len = np.zeros(n, np.int64)
+    names = []
+    for t, fmt in enumerate(formats):
+        names.append(fmt.name if fmt else "")
+        if fmt is None or fmt.name not in LAYOUT:
             continue
-        rows = _gather_str(buf, base, length, f)
-        uniq, inverse = np.unique(rows.view(f"S{rows.shape[1]}").ravel(), return_inverse=True)
-        ids = np.empty(len(uniq), np.int32)
-        for j, raw_s in enumerate(uniq.tolist()):
-            key = raw_s.rstrip(b"\0")
-            if key not in strings:
-                strings[key] = len(comms)
-                comms.append(key.decode("utf-8", "replace"))
-            ids[j] = strings[key]
-        cols[slot] = ids[inverse.ravel()]
-    return cols
+        k, args, comm_fields = LAYOUT[fmt.name]
+        kind[t] = int(k)
+        used = []
+        for slot, fname in [*args, ("pid", "common_pid")]:
+            f = fmt.fields.get(fname)
+            if f is None:
+                if fname == "common_pid":
+                    continue
+                raise TraceFormatError(f"{fmt.name} has no field {fname!r} on this kernel")
+            if f.size not in (1, 2, 4, 8):
+                raise TraceFormatError(f"field {f.name} of {fmt.name} has an unsupported size {f.size}")
+            ints[t, ("arg0", "arg1", "arg2", "pid").index(slot)] = (f.offset, f.size, int(f.signed))
+            used.append(f.offset + f.size)
+        for slot, fname in comm_fields:
+            f = fmt.fields.get(fname)
+            if f is not None:
+                strs[t, ("comm0", "comm1").index(slot)] = (f.offset, 4 if f.data_loc else f.size, int(f.data_loc))
+                used.append(f.offset + (4 if f.data_loc else f.size))
+        if k == Kind.SWITCH:
+            preempt[t] = preempt_flag(fmt)
+        min_len[t] = max(used, default=0)
+    return DecodeTable(kind, ints, strs, preempt, min_len, names)
+
+
+@numba.njit(cache=True, inline="always")
+def le_u32(buf, i):
+    return (np.uint64(buf[i]) | np.uint64(buf[i + 1]) << np.uint64(8) | np.uint64(buf[i + 2]) << np.uint64(16)
+            | np.uint64(buf[i + 3]) << np.uint64(24))
+
+
+@numba.njit(cache=True, inline="always")
+def _int_at(buf, i, size, signed):
+    """Little-endian integer of 1, 2, 4 or 8 bytes (straight-line code for 4 and 8, which the
+    compiler turns into single loads)."""
+    if size == 8:
+        return np.int64(le_u32(buf, i) | le_u32(buf, i + 4) << np.uint64(32))
+    if size == 4:
+        v = le_u32(buf, i)
+    elif size == 2:
+        v = np.uint64(buf[i]) | np.uint64(buf[i + 1]) << np.uint64(8)
+    else:
+        v = np.uint64(buf[i])
+    if signed and (v >> np.uint64(8 * size - 1)) & np.uint64(1):
+        v |= ~((np.uint64(1) << np.uint64(8 * size)) - np.uint64(1))
+    return np.int64(v)
+
+
+@numba.njit(cache=True, inline="always")
+def _hash(buf, start, m):
+    """64-bit hash of buf[start:start+m], eight bytes per multiply."""
+    h = np.uint64(m) * np.uint64(0x9E3779B97F4A7C15)
+    for w0 in range(0, m, 8):
+        w = np.uint64(0)
+        for b in range(min(8, m - w0)):
+            w |= np.uint64(buf[start + w0 + b]) << np.uint64(8 * b)
+        h = (h ^ w) * np.uint64(0xFF51AFD7ED558CCD)
+        h ^= h >> np.uint64(29)
+    return h
+
+
+@numba.njit(cache=True, inline="always")
+def _mix(w0, w1, m):
+    """64-bit hash of a string of at most 16 bytes held as two little-endian words."""
+    h = (np.uint64(m) * np.uint64(0x9E3779B97F4A7C15) ^ w0) * np.uint64(0xFF51AFD7ED558CCD)
+    h = (h ^ (h >> np.uint64(29)) ^ w1) * np.uint64(0xC4CEB9FE1A85EC53)
+    return h ^ (h >> np.uint64(32))
+
+
+@numba.njit(cache=True)
+def _decode(buf, off, ln, typ, order, first, kind_tab, ints, strs, preempt, min_len,
+            o_kind, o_a0, o_a1, o_a2, o_pid, o_c0, o_c1, h_key, h_id, s_start, s_len, s_w0, s_w1, nsa):
+    """Decode records order[first], order[first + 1], ... into the same output rows, interning
+    strings in the open-addressing table (h_key, h_id -> s_*; nsa[0] strings so far).
+
+    Returns (row, code): code 0 = all done; 1 = the string table is half full, grow it and call
+    again from `row`; 2 = record order[row] is too short for its format. The tables are never
+    replaced in here, so the loop compiles without reference counting.
+    """
+    cap = h_id.shape[0]
+    ns = nsa[0]
+    for out in range(first, order.shape[0]):
+        r = order[out]
+        t = typ[r]
+        k = kind_tab[t] if t >= 0 else 0
+        o_kind[out] = k
+        if k == 0:
+            continue
+        base = off[r]
+        if ln[r] < min_len[t]:
+            nsa[0] = ns
+            return out, 2
+        if 2 * (ns + 2) > cap:  # room for this record's strings, or grow first
+            nsa[0] = ns
+            return out, 1
+        a0 = _int_at(buf, base + ints[t, 0, 0], ints[t, 0, 1], ints[t, 0, 2]) if ints[t, 0, 1] else 0
+        a1 = _int_at(buf, base + ints[t, 1, 0], ints[t, 1, 1], ints[t, 1, 2]) if ints[t, 1, 1] else 0
+        a2 = _int_at(buf, base + ints[t, 2, 0], ints[t, 2, 1], ints[t, 2, 2]) if ints[t, 2, 1] else 0
+        o_pid[out] = _int_at(buf, base + ints[t, 3, 0], ints[t, 3, 1], ints[t, 3, 2]) if ints[t, 3, 1] else -1
+        if preempt[t]:
+            flag = preempt[t]
+            a2 = 0 if a2 & flag else a2 & (flag - 1)
+        o_a0[out] = a0
+        o_a1[out] = a1
+        o_a2[out] = a2
+        for slot in range(2):
+            cid = -1
+            size = strs[t, slot, 1]
+            if size:
+                if strs[t, slot, 2]:  # __data_loc: u32 (offset | length << 16) into the record
+                    loc = np.int64(le_u32(buf, base + strs[t, slot, 0]))
+                    start = base + (loc & 0xFFFF)
+                    n = (loc >> 16) & 0xFFFF
+                else:
+                    start = base + strs[t, slot, 0]
+                    n = size
+                n = max(min(n, base + ln[r] - start), 0)
+                m = 0  # length up to the NUL; the first 16 bytes also as two words (comms fit)
+                w0 = np.uint64(0)
+                w1 = np.uint64(0)
+                while m < n and buf[start + m] != 0:
+                    if m < 8:
+                        w0 |= np.uint64(buf[start + m]) << np.uint64(8 * m)
+                    elif m < 16:
+                        w1 |= np.uint64(buf[start + m]) << np.uint64(8 * (m - 8))
+                    m += 1
+                h = _hash(buf, start, m) if m > 16 else _mix(w0, w1, m)
+                j = np.int64(h & np.uint64(cap - 1))
+                while True:
+                    e = h_id[j]
+                    if e < 0:
+                        s_start[ns] = start
+                        s_len[ns] = m
+                        s_w0[ns] = w0
+                        s_w1[ns] = w1
+                        h_key[j] = h
+                        h_id[j] = ns
+                        cid = ns
+                        ns += 1
+                        break
+                    if h_key[j] == h and s_len[e] == m and s_w0[e] == w0 and s_w1[e] == w1:
+                        same = True
+                        for b in range(16, m):
+                            if buf[s_start[e] + b] != buf[start + b]:
+                                same = False
+                                break
+                        if same:
+                            cid = e
+                            break
+                    j = (j + 1) & (cap - 1)
+            if slot == 0:
+                o_c0[out] = cid
+            else:
+                o_c1[out] = cid
+    nsa[0] = ns
+    return order.shape[0], 0
+
+
+@numba.njit(cache=True)
+def _rehash(h_key_old, h_id_old, h_key, h_id):
+    """Move every entry of the old table into the (larger, empty) new one."""
+    cap = h_id.shape[0]
+    for j in range(h_id_old.shape[0]):
+        e = h_id_old[j]
+        if e >= 0:
+            k = np.int64(h_key_old[j] & np.uint64(cap - 1))
+            while h_id[k] >= 0:
+                k = (k + 1) & (cap - 1)
+            h_key[k] = h_key_old[j]
+            h_id[k] = e
+
+
+def decode_records(buf: np.ndarray, off: np.ndarray, length: np.ndarray, typ: np.ndarray,
+                   table: DecodeTable, order: np.ndarray | None = None) -> tuple[dict[str, np.ndarray], list[str], int]:
+    """Columns kind, arg0..2, pid (the tracepoint's common_pid), comm0/1 of the records `order`
+    (default: all, in turn), the string table, and the first record too short for its format (-1: none).
+
+    buf: the bytes; off/length: each record's payload; typ: each record's row in `table`
+    (-1 or a row of kind 0: not decoded, kind 0 in the output).
+    """
+    order = np.arange(len(off), dtype=np.int64) if order is None else order.astype(np.int64, copy=False)
+    n = len(order)
+    cols = {"kind": np.empty(n, np.uint8), "arg0": np.empty(n, np.int64), "arg1": np.empty(n, np.int64),
+            "arg2": np.empty(n, np.int64), "pid": np.empty(n, np.int32), "comm0": np.full(n, -1, np.int32),
+            "comm1": np.full(n, -1, np.int32)}
+    off, length, typ = (x.astype(np.int64, copy=False) for x in (off, length, typ))
+    cap = 1024
+    h_key, h_id = np.zeros(cap, np.uint64), np.full(cap, -1, np.int64)
+    strings = [np.empty(cap // 2, np.int64), np.empty(cap // 2, np.int64), np.empty(cap // 2, np.uint64),
+               np.empty(cap // 2, np.uint64)]  # start, length, first and second 8 bytes
+    nsa = np.zeros(1, np.int64)
+    row, bad = 0, -1
+    while True:
+        row, code = _decode(buf, off, length, typ, order, row, table.kind, table.ints, table.strs, table.preempt,
+                            table.min_len, cols["kind"], cols["arg0"], cols["arg1"], cols["arg2"], cols["pid"],
+                            cols["comm0"], cols["comm1"], h_key, h_id, *strings, nsa)
+        if code == 1:  # double the string table and go on
+            cap *= 2
+            new_key, new_id = np.zeros(cap, np.uint64), np.full(cap, -1, np.int64)
+            _rehash(h_key, h_id, new_key, new_id)
+            h_key, h_id = new_key, new_id
+            strings = [np.concatenate((a, np.empty(cap // 2 - len(a), a.dtype))) for a in strings]
+            continue
+        if code == 2:
+            bad = int(order[row])
+        break
+    s_start, s_len = strings[0], strings[1]
+    comms = [bytes(buf[s_start[i]:s_start[i] + s_len[i]]).decode("utf-8", "replace") for i in range(int(nsa[0]))]
+    return cols, comms, bad

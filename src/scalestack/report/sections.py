@@ -70,4 +70,18 @@ def bottle_section(trace: Trace, options: ReportOptions) -> Section:
         data["windows"] = wres.to_dict()
         summary.append(f"{len(wres.windows)} windows of {format_ns(wres.window_ns)} in bottle-windows.")
     return Section("bottle", "Bottle graph", summary, rows, cols, figures, data)
+
+
+@register_section("advice", order=35)
+def advice_section(trace: Trace, options: ReportOptions) -> Section:
+    from scalestack.analysis.advice import advise
+
+    res = advise(trace)
+    rows = [{"rank": r["rank"], "finding": r["title"], "advice": r["detail"],
+             "gain": f"{r['predicted_speedup']:.2f}x" if r["predicted_speedup"] != 1.0 else ""} for r in res.rows()]
+    return Section("advice", "What to do about it", [f"{len(rows)} findings, largest predicted gain first."], rows,
+                   [("rank", "#"), ("finding", "finding"), ("advice", "evidence and advice"), ("gain", "gain")], {},
+                   res.to_dict())
+
+
 from scalestack.report import phase_section  # noqa: E402,F401  (registers the phases section)

@@ -39,6 +39,8 @@ class SimResult:
 
     truth: dict with ``runtime_ns``, per-thread ``compute_ns``/``memory_ns``/``store_ns`` and
     ``waits``: list of (tid, start_ns, end_ns, reason, culprit_tid).
+    ``segments``: int64 rows (tid, start_ns, end_ns, scaling_ns, memory_ns, store_ns), one per
+    stretch of a compute op on a core, scaling part first (exact DVFS inputs).
     """
 
     trace: Trace
@@ -62,6 +64,11 @@ class Policy:
 
     def decide(self, now_ns: int, criticality_ns: np.ndarray, freq_ghz: list[float]) -> dict[int, float] | None:
         return None
+
+    # A policy may also define `react(now_ns, active, freq_ghz) -> {thread index: GHz} | None`: called
+    # after every event that changed which threads run (active[i]: thread i is RUNNING), for rules
+    # that act at once rather than at period ends (thesis §7: drop the boost of a descheduled
+    # thread, boost a thread left running alone). `attach(...)` gives it the simulator's live state.
 
 
 def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict[int, float] = 2.0,
@@ -105,12 +112,26 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
     spin_since = [-1] * n  # spin-then-block: spinning since (still RUNNING in the trace), else -1
     spin_gen = [0] * n
     seg: list[list | None] = [None] * n  # running compute segment: [cycles left, fixed ns left, since]
+    fixed = [[0, 0] for _ in range(n)]  # its memory and store ns not yet run (memory runs first)
+    pieces: list[tuple] = []  # (tid, start, end, scaling, memory, store ns) per stretch on a core
     gen = [0] * n
     run_since = [0] * n
     crit = np.zeros(n)
     act = [False] * n
     online = {"n": 0, "t": 0}
     live = [0]
+    busy: dict[float, int] = {}  # core-ns spent running (spinning included) at each frequency
+    busy_mark = [0] * n  # since when thread i has been running at freq[i]
+    react = getattr(policy, "react", None)
+    activity_changed = [False]
+    if policy is not None and hasattr(policy, "attach"):  # online DVFS managers read the run so far
+        policy.attach(rows=rows, cur=cur, pieces=pieces, seg=seg, fixed=fixed, freq=freq, owner=owner,
+                      waiters=waiters, arrived=arrived, workload=workload)
+
+    def add_busy(i: int, now: int) -> None:
+        if now > busy_mark[i]:
+            busy[freq[i]] = busy.get(freq[i], 0) + now - busy_mark[i]
+        busy_mark[i] = now
 
     def set_state(i: int, now: int, state: int, cpu: int = -1, addr: int = 0) -> None:
         c = cur[i]
@@ -139,8 +160,12 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
             online["t"] = now
             online["n"] += 1 if a else -1
             act[i] = a
+            activity_changed[0] = True
             if a:
                 run_since[i] = now
+                busy_mark[i] = now
+            else:
+                add_busy(i, now)
 
     def push(t: int, i: int, kind: int, token: int | None = None) -> None:
         nonlocal seq
@@ -166,7 +191,26 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
         else:
             split[i, 0] += el
             g[0] = max(g[0] - el * freq[i], 0.0)
+        fm = min(max(el - sc, 0), fixed[i][0])
+        fs = max(el - sc, 0) - fm
+        fixed[i][0] -= fm
+        fixed[i][1] -= fs
+        pieces.append((TID_BASE + i, g[2], now, min(el, sc), fm, fs))
         g[2] = now
+
+    def set_freqs(change: dict[int, float], now: int) -> None:
+        """New frequencies from a policy; running segments are re-timed from `now`."""
+        for j, f in change.items():
+            if float(f) == freq[j]:
+                continue
+            if act[j]:
+                add_busy(j, now)
+            if seg[j] is not None and core_of[j] >= 0:
+                account(j, now)
+                freq[j] = float(f)
+                plan(j, now)
+            else:
+                freq[j] = float(f)
 
     def ready(i: int, now: int, waker: int, why: str) -> None:
         pend_waker[i] = waker
@@ -212,6 +256,7 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
                 split[i, 1] += mem
                 split[i, 2] += sto
                 seg[i] = [float(cyc), mem + sto, now]
+                fixed[i] = [mem, sto]
                 plan(i, now)
                 return
             if kind == "lock":
@@ -317,8 +362,17 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
     if timeslice_ns > 0 or policy is not None:
         tick = min(x for x in (timeslice_ns, policy.period_ns if policy else 0) if x > 0)
         push(tick, -1, 2)
+    last_t = 0
     while heap:
-        t, _, i, kind, g = heapq.heappop(heap)
+        item = heapq.heappop(heap)
+        t, _, i, kind, g = item
+        if react is not None and activity_changed[0] and t > last_t:
+            # every event of instant last_t is done: the policy reacts then, before time moves on
+            heapq.heappush(heap, item)
+            activity_changed[0] = False
+            set_freqs(react(last_t, list(act), list(freq)) or {}, last_t)
+            continue
+        last_t = t
         events += 1
         if kind == 1:
             ready(i, t, -1, "sleep")
@@ -332,7 +386,9 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
                 block(i, t, State.SYNC_WAIT, ADDR_BASE["lock"] + m, "lock", owner.get(m, -1))
         elif kind == 0:
             if g == gen[i]:  # else a stale completion of a preempted or re-timed segment
-                split[i, 0] += int(round(seg[i][0] / freq[i]))
+                sc = int(round(seg[i][0] / freq[i]))
+                split[i, 0] += sc
+                pieces.append((TID_BASE + i, seg[i][2], t, sc, fixed[i][0], fixed[i][1]))
                 seg[i] = None
                 step(i, t)
         else:
@@ -345,14 +401,7 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
                         if act[j]:
                             crit[j] += share
                 online["t"] = t
-                change = policy.decide(t, crit.copy(), list(freq)) or {}
-                for j, f in change.items():
-                    if seg[j] is not None and core_of[j] >= 0:
-                        account(j, t)
-                        freq[j] = float(f)
-                        plan(j, t)
-                    else:
-                        freq[j] = float(f)
+                set_freqs(policy.decide(t, crit.copy(), list(freq)) or {}, t)
             if timeslice_ns > 0 and runq:
                 waiting = len(runq)
                 for j in sorted(range(n), key=lambda x: run_since[x]):  # longest on its core first
@@ -385,6 +434,10 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
         meta={"source": "sim", "cores": cores, "workload": workload.get("name", ""), "seed": seed,
               "threads": len(idx), "root_tid": TID_BASE, "frequencies": freq},
     )
+    for i in range(n):
+        if act[i]:
+            add_busy(i, runtime)
     truth = {"runtime_ns": runtime, "compute_ns": split[:, 0].tolist(), "memory_ns": split[:, 1].tolist(),
-             "store_ns": split[:, 2].tolist(), "waits": waits}
+             "store_ns": split[:, 2].tolist(), "waits": waits, "busy_ns_by_freq": busy,
+             "segments": np.array(pieces, dtype=np.int64).reshape(-1, 6)}
     return SimResult(trace, truth, events)

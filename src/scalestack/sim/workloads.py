@@ -163,8 +163,22 @@ def gc_heavy(threads: int = 4, seed: int = 0) -> dict:
     return wl
 
 
+def streamcluster(threads: int = 4, seed: int = 0) -> dict:
+    """streamcluster-like: identical threads serialised on one hot lock (critical-section dominated)."""
+    rng = np.random.default_rng(seed)
+    work = []
+    for _ in range(threads - 1):
+        ops = []
+        for _ in range(30):
+            ops += [["compute", int(rng.integers(40_000, 80_000))], ["lock", 0], ["compute", 30_000],
+                    ["unlock", 0]]
+        work.append(ops)
+    return _forkjoin("streamcluster", work)
+
+
 NAMED = {"fig32": fig32, "barrier_imbalance": barrier_imbalance, "bfs": bfs, "lock_critical": lock_critical,
-         "pipeline": pipeline, "pmd": pmd, "gc_heavy": gc_heavy, "random": random_workload}
+         "pipeline": pipeline, "pmd": pmd, "gc_heavy": gc_heavy, "streamcluster": streamcluster,
+         "random": random_workload}
 
 
 def get(name: str, threads: int | None = None, seed: int = 0) -> dict:

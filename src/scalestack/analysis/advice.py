@@ -1,0 +1,180 @@
+"""Plain-language advice from one trace: what limits the program, and what fixing it would gain.
+
+The thesis used criticality stacks to find what to fix (its BFS example: the stack pointed at a
+serial step, and parallelising it gave 1.67x / 2.16x). This turns a trace's criticality stack,
+the time each thread runs alone, the waits each thread causes (who woke whom, on which futex)
+and CPU contention into ranked findings, each with a predicted gain from the dependency replay
+of `scalestack.analysis.whatif` (the thread made `factor` times faster) or, for serial time,
+Amdahl's bound. A balanced program gets one finding that says so.
+
+Findings are ranked by predicted gain. They are hints with evidence, not proofs: the replay
+keeps waits without a known waker and CPU contention as recorded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from scalestack.analysis.criticality import criticality
+from scalestack.analysis.whatif import whatif
+from scalestack.results import Result
+from scalestack.trace import State, Trace
+from scalestack.units import format_ns
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    kind: str  # critical-thread | serial | lock | cpu-contention | balanced
+    title: str  # one line
+    detail: str  # what to do, with the evidence
+    predicted_speedup: float  # of the whole program if acted on (1.0: no estimate)
+    tid: int | None = None
+    addr: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class AdviceResult(Result):
+    """Ranked findings (largest predicted gain first) and the facts they were drawn from."""
+
+    findings: list[Finding]
+    span_ns: int
+    alone_ns: dict[int, int]  # per thread: time it was the only thread running
+    caused_wait_ns: dict[int, int]  # per thread: sync wait of others that it ended
+
+    kind = "advice"
+
+    def rows(self) -> list[dict]:
+        return [{"rank": i + 1, **dataclasses.asdict(f)} for i, f in enumerate(self.findings)]
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "span_ns": self.span_ns, "findings": self.rows(),
+                "alone_ns": {str(k): v for k, v in self.alone_ns.items()},
+                "caused_wait_ns": {str(k): v for k, v in self.caused_wait_ns.items()}}
+
+    def text(self) -> str:
+        return "\n".join(f"{i + 1}. {f.title}\n   {f.detail}" for i, f in enumerate(self.findings))
+
+
+def alone_time(trace: Trace) -> dict[int, int]:
+    """ns each thread was the only RUNNING thread: G(t) = time with exactly one runner so far,
+    integrated over each thread's own running intervals (only it runs then)."""
+    st = trace.states
+    run = st.state == State.RUNNING
+    a, b, tid = st.start_ns[run], st.end_ns[run], st.tid[run]
+    if len(a) == 0:
+        return {}
+    t = np.concatenate([a, b])
+    step = np.concatenate([np.ones(len(a), np.int64), -np.ones(len(b), np.int64)])
+    order = np.argsort(t, kind="stable")
+    t, r = t[order], np.cumsum(step[order])
+    seg = np.diff(t) * (r[:-1] == 1)
+    g = np.concatenate([[0], np.cumsum(seg)])
+    per = np.interp(b, t, g) - np.interp(a, t, g)
+    out: dict[int, int] = {}
+    for k, v in zip(tid.tolist(), per.tolist(), strict=True):
+        out[k] = out.get(k, 0) + int(round(v))
+    return out
+
+
+def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3) -> AdviceResult:
+    """Findings for `trace`; the `max_threads` most critical threads get a what-if replay."""
+    cr = criticality(trace)
+    span = max(int(cr.span_ns), 1)
+    names = {int(t): str(n) for t, n in zip(cr.tids, cr.names, strict=True)}
+    alone = alone_time(trace)
+    st = trace.states
+    woken = (st.state == State.SYNC_WAIT) & (st.waker >= 0)
+    caused: dict[int, int] = {}
+    for w, d in zip(st.waker[woken].tolist(), st.duration_ns[woken].tolist(), strict=True):
+        caused[w] = caused.get(w, 0) + int(d)
+    share = cr.share
+    ran = cr.running_ns > 0
+    n_ran = int(ran.sum())
+    findings: list[Finding] = []
+
+    def label(t: int) -> str:
+        return f"thread {names.get(t, '?')} ({t})"
+
+    # 1. critical threads, with the replay's prediction and the waits they cause
+    order = [int(i) for i in cr.order if ran[i]][:max_threads]
+    # an even share among the threads that do the work (running at least a fifth as long as the
+    # busiest): a main thread that only waits in join does not make two equal workers look unbalanced
+    n_work = max(int(np.sum(cr.running_ns >= 0.2 * cr.running_ns.max())), 1) if n_ran else 1
+    even = 1.0 / n_work
+    shares = sorted((share[i] for i in range(len(share)) if ran[i]), reverse=True) or [0.0]
+    top_ratio = shares[0] / shares[1] if len(shares) > 1 and shares[1] > 0 else float("inf")
+    single = n_work > 1 and shares[0] >= 1.15 * even and top_ratio >= 1.1
+    for rank, i in enumerate(order):
+        t = int(cr.tids[i])
+        if not single or share[i] < 1.15 * even:
+            continue
+        w = whatif(trace, t, factor)
+        parts = [f"critical for {share[i] * 100:.0f}% of the run time (an even share is {even * 100:.0f}%)"]
+        if alone.get(t, 0) > 0.02 * span:
+            parts.append(f"runs alone for {format_ns(alone[t])} ({alone[t] / span * 100:.0f}% of the run) "
+                         "while every other thread waits")
+        mine = woken & (st.waker == t)
+        addr = None
+        if caused.get(t, 0) > 0.02 * span:
+            addrs, inv = np.unique(st.addr[mine], return_inverse=True)
+            per_addr = np.bincount(inv, weights=st.duration_ns[mine])
+            addr = int(addrs[int(np.argmax(per_addr))])
+            waiters = [label(int(x)) for x in np.unique(st.tid[mine])]
+            parts.append(f"the others wait {format_ns(caused[t])} for it, mostly on futex {addr:#x} "
+                         f"(a lock or barrier it releases last; waiting: {', '.join(waiters[:4])})")
+        what = ("parallelise its serial part or move work from it to the threads that wait"
+                if alone.get(t, 0) > 0.1 * span else "shorten its work or split it across the waiting threads")
+        findings.append(Finding(
+            "critical-thread", f"{label(t)} is the critical thread" if rank == 0 else f"{label(t)} is also critical",
+            f"It is {'; '.join(parts)}: {what}. Making it {factor:g}x faster would speed the program up "
+            f"{w.replay_speedup:.2f}x (dependency replay).", w.replay_speedup, t, addr))
+
+    # 2. serial time (one thread running), Amdahl's bound if it were spread over the others
+    serial = sum(alone.values())
+    if serial > 0.1 * span and n_work > 1:
+        main_t = max(alone, key=alone.get)
+        gain = 1.0 / (1.0 - serial / span + serial / span / n_work)
+        findings.append(Finding(
+            "serial", f"{serial / span * 100:.0f}% of the run has a single thread running",
+            f"For {format_ns(serial)} only one thread runs (most of it {label(main_t)}). Spread over the "
+            f"{n_work} threads that do the work, that time would give at most {gain:.2f}x (Amdahl).", gain, main_t))
+
+    # 3. the most waited-on futex, and who releases it
+    sync = st.state == State.SYNC_WAIT
+    if np.any(sync):
+        addrs, inv = np.unique(st.addr[sync], return_inverse=True)
+        per_addr = np.bincount(inv, weights=st.duration_ns[sync])
+        per_addr[np.bincount(inv) < 3] = 0  # a join waits once per thread: not a lock or barrier
+        k = int(np.argmax(per_addr))
+        wait = float(per_addr[k])
+        if addrs[k] != 0 and wait > 0.2 * span and not any(f.addr == int(addrs[k]) for f in findings):
+            sel = sync & (st.addr == addrs[k]) & (st.waker >= 0)
+            releasers = np.unique(st.waker[sel], return_counts=True)
+            who = ", ".join(label(int(x)) for x in releasers[0][np.argsort(-releasers[1])][:3]) or "unknown threads"
+            findings.append(Finding(
+                "lock", f"threads wait {format_ns(int(wait))} in total on futex {int(addrs[k]):#x}",
+                f"{wait / span:.1f} threads on average are blocked on it; it is released mostly by {who}. "
+                "Shorter critical sections, finer locks or less work between barriers would cut this.",
+                1.0, None, int(addrs[k])))
+
+    # 4. CPU contention: runnable time (more runnable threads than cores)
+    rq = float(st.duration_ns[st.state == State.RUNNABLE].sum())
+    cores = trace.meta.get("cores")
+    if rq > 0.2 * span:
+        findings.append(Finding(
+            "cpu-contention", f"threads wait {format_ns(int(rq))} for a CPU",
+            f"On average {rq / span:.1f} threads are ready but not running"
+            + (f" on this {cores}-core machine" if cores else "")
+            + ": use no more runnable threads than cores, or run where more cores are free.", 1.0))
+
+    if not any(f.kind == "critical-thread" for f in findings):
+        findings.insert(0, Finding(
+            "balanced", "no single critical thread",
+            f"The {n_work} threads doing the work share the run time evenly (largest share {shares[0] * 100:.0f}%, "
+            f"an even share is {even * 100:.0f}%): speeding up one thread would not help much; look at the work "
+            "all threads do.",
+            1.0))
+    findings.sort(key=lambda f: (f.kind != "balanced", -f.predicted_speedup))
+    return AdviceResult(findings, span, alone, caused)

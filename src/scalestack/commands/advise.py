@@ -1,0 +1,22 @@
+"""`scalestack advise`: ranked, plain-language suggestions from a trace."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command()
+@click.argument("path", metavar="TRACE")
+@click.option("--factor", type=float, default=2.0, show_default=True,
+              help="How much faster a critical thread is assumed to become in the what-if predictions.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def command(path, factor, as_json):
+    """What limits the program most, what to do about it, and what it would gain."""
+    import scalestack
+    from scalestack.analysis.advice import advise
+    from scalestack.errors import UserError
+
+    if factor <= 1:
+        raise UserError(f"--factor {factor} must be above 1 (a thread made faster)")
+    res = advise(scalestack.load(path), factor)
+    click.echo(res.to_json() if as_json else res.text())

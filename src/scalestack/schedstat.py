@@ -1,0 +1,58 @@
+"""The kernel's own per-thread accounting as ground truth for a recording.
+
+`/proc/<pid>/task/<tid>/schedstat` holds a thread's time on a CPU and its time waiting on a run
+queue, in ns: a truth available on every Linux machine, against which every Trace can be
+checked (issue "prove every Trace right"). Test programs (`workloads/c/schedstat.h`) write one
+line per thread just before it ends: ``tid on_cpu_ns runqueue_ns monotonic_ns``, the last being
+when the figures were read, so the recording is compared up to that moment and not up to the
+thread's exit a few microseconds (or, preempted, milliseconds) later.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import numpy as np
+
+from scalestack.trace import State, Trace
+
+
+@dataclasses.dataclass(frozen=True)
+class ThreadTruth:
+    tid: int
+    on_cpu_ns: int
+    runqueue_ns: int
+    at_ns: int | None  # CLOCK_MONOTONIC time of the reading (None: at the thread's end)
+
+
+def read_truth(path: str | os.PathLike) -> dict[int, ThreadTruth]:
+    """The lines a program wrote (3 fields from older programs, 4 with the reading's time)."""
+    out = {}
+    with open(path) as fh:
+        for line in fh:
+            f = line.split()
+            if len(f) >= 3:
+                out[int(f[0])] = ThreadTruth(int(f[0]), int(f[1]), int(f[2]), int(f[3]) if len(f) > 3 else None)
+    return out
+
+
+def compare(trace: Trace, truth: dict[int, ThreadTruth]) -> list[dict]:
+    """Per thread: RUNNING and RUNNABLE of the trace up to each reading, beside the truth."""
+    tids = trace.threads.tid
+    until = np.full(len(tids), np.iinfo(np.int64).max, np.int64)
+    for i, tid in enumerate(tids.tolist()):
+        if tid in truth and truth[tid].at_ns is not None:
+            until[i] = truth[tid].at_ns
+    times = trace.time_in_states(until)
+    rows = []
+    for i, tid in enumerate(tids.tolist()):
+        if tid not in truth:
+            continue
+        t = truth[tid]
+        run, rq = int(times[i, State.RUNNING]), int(times[i, State.RUNNABLE])
+        rows.append({"tid": tid, "running_ns": run, "on_cpu_ns": t.on_cpu_ns, "runnable_ns": rq,
+                     "runqueue_ns": t.runqueue_ns,
+                     "running_err_pct": (run - t.on_cpu_ns) / max(t.on_cpu_ns, 1) * 100,
+                     "runnable_err_ns": rq - t.runqueue_ns})
+    return rows

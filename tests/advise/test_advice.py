@@ -1,0 +1,122 @@
+"""Advice from a trace: the thesis's example, invariants, the BFS-like workload, real programs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import scalestack
+from scalestack.analysis.advice import advise, alone_time
+from scalestack.sim.engine import simulate
+from scalestack.sim.workloads import bfs, fig32
+from scalestack.trace import State, make_trace
+
+from ..analysis.fig32 import fig32_trace
+from ..conftest import requires_recording
+
+
+def test_fig32_names_thread_0_and_its_lone_stretch():
+    res = advise(fig32_trace())
+    crit = [f for f in res.findings if f.kind == "critical-thread"]
+    assert crit and crit[0].tid == 10  # thesis: accelerating thread 0 helps most
+    assert {t: v for t, v in res.alone_ns.items() if v} == {10: 5_000_000}  # interval t7: thread 0 alone
+    assert "critical for 30%" in crit[0].detail
+    # the simulated program (with who-woke-whom) also gets a prediction: thread 0 2x faster
+    sim = advise(simulate(fig32(), cores=4).trace)
+    first = next(f for f in sim.findings if f.kind == "critical-thread")
+    assert first.tid == 1000 and first.predicted_speedup > 1.05
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 40), st.integers(1, 10)), max_size=5), min_size=1, max_size=4))
+def test_alone_time_is_the_time_exactly_one_thread_runs(spans):
+    """Brute force on a unit grid: each unit with exactly one runner belongs to that runner."""
+    rows = []
+    for k, thread in enumerate(spans):
+        t = 0
+        for gap, length in thread:
+            a = t + gap
+            rows.append((k + 1, a, a + length))
+            t = a + length
+    if not rows:
+        return
+    end = max(r[2] for r in rows) + 1
+    states = {"tid": [], "start_ns": [], "end_ns": [], "state": []}
+    for tid in range(1, len(spans) + 1):  # tile each thread's life with RUNNING and SYNC_WAIT
+        t = 0
+        for _, a, b in [r for r in rows if r[0] == tid]:
+            for s0, s1, s in ((t, a, State.SYNC_WAIT), (a, b, State.RUNNING)):
+                if s1 > s0:
+                    states["tid"].append(tid), states["start_ns"].append(s0), states["end_ns"].append(s1)
+                    states["state"].append(int(s))
+            t = b
+        states["tid"].append(tid), states["start_ns"].append(t), states["end_ns"].append(end)
+        states["state"].append(int(State.SYNC_WAIT))
+    n = len(spans)
+    trace = make_trace({"tid": list(range(1, n + 1)), "name": [f"t{i}" for i in range(n)], "start_ns": [0] * n,
+                        "end_ns": [end] * n}, states)
+    grid = np.zeros((n, end), bool)
+    for tid, a, b in rows:
+        grid[tid - 1, a:b] = True
+    lone = grid.sum(axis=0) == 1
+    want = {tid: int((grid[tid - 1] & lone).sum()) for tid in range(1, n + 1)}
+    got = alone_time(trace)
+    assert {t: got.get(t, 0) for t in want} == want
+
+
+def test_bfs_advice_names_the_serial_step_and_fixing_it_beats_boosting():
+    wl = bfs(4)
+    base = simulate(wl, cores=4)
+    res = advise(base.trace)
+    crit = next(f for f in res.findings if f.kind == "critical-thread")
+    assert crit.tid == 1001 and "runs alone" in crit.detail  # worker-1 merges the frontier alone
+    assert any(f.kind == "serial" and f.tid == 1001 for f in res.findings)
+    # act on it in the simulator: spread the merge step over the three workers ...
+    fixed = bfs(4)
+    for th in fixed["threads"][1:]:
+        ops = []
+        for op in th["ops"]:
+            if op == ["compute", 300_000]:
+                continue
+            ops.append(op)
+            if op[0] == "barrier" and op[1] % 2 == 0:
+                ops.append(["compute", 100_000])
+        th["ops"] = ops
+    parallel = base.runtime_ns / simulate(fixed, cores=4).runtime_ns
+    # ... versus boosting that thread from 2 to 2.5 GHz for the whole run (thesis Ch. 7)
+    boosted = base.runtime_ns / simulate(wl, cores=4, freq_ghz={1: 2.5, 0: 2.0, 2: 2.0, 3: 2.0}).runtime_ns
+    assert parallel > boosted > 1.0, (parallel, boosted)
+
+
+@requires_recording
+def test_real_barrier_program_names_the_slow_thread_and_its_barrier(c_programs):
+    trace = scalestack.record([str(c_programs["barrier_imbalance"]), "10", "3000000", "3"], None)
+    res = advise(trace)
+    crit = [f for f in res.findings if f.kind == "critical-thread"]
+    st_ = trace.states
+    workers = [int(t) for t in trace.threads.tid if int(t) != trace.threads.tid[0]]
+    run = {t: int(st_.duration_ns[(st_.tid == t) & (st_.state == State.RUNNING)].sum()) for t in workers}
+    slow, fast = max(run, key=run.get), min(run, key=run.get)
+    assert crit and crit[0].tid == slow, res.text()
+    barrier = st_.addr[(st_.tid == fast) & (st_.state == State.SYNC_WAIT)]
+    assert crit[0].addr is not None and crit[0].addr in set(barrier.tolist()), res.text()
+    assert f"{crit[0].addr:#x}" in crit[0].detail
+
+
+@requires_recording
+def test_real_balanced_program_has_no_single_critical_thread(c_programs, tmp_path):
+    out = tmp_path / "b.trace"
+    scalestack.record([str(c_programs["balanced"]), "2", "10", "20000000"], str(out))
+    proc = subprocess.run([sys.executable, "-m", "scalestack.cli", "advise", str(out)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("1. no single critical thread"), proc.stdout
+    js = subprocess.run([sys.executable, "-m", "scalestack.cli", "advise", str(out), "--json"], capture_output=True,
+                        text=True)
+    assert '"kind": "balanced"' in js.stdout
+    bad = subprocess.run([sys.executable, "-m", "scalestack.cli", "advise", str(out), "--factor", "0.5"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--factor" in bad.stderr
