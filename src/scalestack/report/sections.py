@@ -82,3 +82,6 @@ def advice_section(trace: Trace, options: ReportOptions) -> Section:
     return Section("advice", "What to do about it", [f"{len(rows)} findings, largest predicted gain first."], rows,
                    [("rank", "#"), ("finding", "finding"), ("advice", "evidence and advice"), ("gain", "gain")], {},
                    res.to_dict())
+
+
+from scalestack.report import phase_section  # noqa: E402,F401  (registers the phases section)
