@@ -90,6 +90,11 @@ def test_bfs_advice_names_the_serial_step_and_fixing_it_beats_boosting():
     # ... versus boosting that thread from 2 to 2.5 GHz for the whole run (thesis Ch. 7)
     boosted = base.runtime_ns / simulate(wl, cores=4, freq_ghz={1: 2.5, 0: 2.0, 2: 2.0, 3: 2.0}).runtime_ns
     assert parallel > boosted > 1.0, (parallel, boosted)
+    # ... and versus the thesis's dynamic criticality boosting
+    from scalestack.sim.policies import run_policy
+
+    dynamic = run_policy(wl, "boost-critical", cores=4, reference=base, slice_ns=base.runtime_ns // 50).speedup
+    assert parallel > dynamic > 1.0, (parallel, dynamic)
 
 
 @requires_recording
