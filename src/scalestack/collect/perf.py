@@ -202,6 +202,7 @@ def record(
     futex: bool = True,
     sample_hz: int | None = None,
     collector: str = "perf",
+    exit_check: bool = True,
 ) -> Trace:
     """Record `command` (or attach to `pid` for `duration` seconds) and return its Trace.
 
@@ -229,6 +230,9 @@ def record(
     collector : {"perf", "tracefs"}
         perf (the default) or the kernel's ftrace ring buffer through tracefs
         (`scalestack.collect.tracefs`; no sampling).
+    exit_check : bool
+        Compare every thread with the kernel's own figures at its exit (bpftrace probe,
+        `scalestack.collect.exit_check`); the result is in ``meta["exit_check"]``.
     """
     if (command is None) == (pid is None):
         raise UserError("give either a command (after --) or --pid PID")
@@ -256,11 +260,14 @@ def record(
         raise UserError(f"--sample-hz {sample_hz} is out of range (1 to 100000)")
     started = datetime.datetime.now(datetime.UTC)
     t_wall = time.monotonic()
-    if collector == "perf":
-        run = _collect_perf(perf, tracepoints, command, pid, duration, mmap_size or default_mmap_size(), reader,
-                            keep_perf_data, sample_hz)
-    else:
-        run = _collect_tracefs(tracefs, tracepoints, command, pid, duration)
+    from scalestack.collect import exit_check as exits
+
+    with exits.ExitProbe(enabled=exit_check) as probe:  # the kernel's figures of every thread at its exit
+        if collector == "perf":
+            run = _collect_perf(perf, tracepoints, command, pid, duration, mmap_size or default_mmap_size(), reader,
+                                keep_perf_data, sample_hz)
+        else:
+            run = _collect_tracefs(tracefs, tracepoints, command, pid, duration)
     elapsed = time.monotonic() - t_wall
     events, warnings = run.events, run.warnings
     if missing:
@@ -311,6 +318,12 @@ def record(
     else:
         trace = build_trace(events, root_pids=[pid], meta=meta, role_rules=role_rules,
                             known_names=attach_names)
+    readings = probe.readings()
+    if run.root is not None:  # the root's figures include the wrapper shell's time before the exec
+        readings.pop(run.root, None)
+    result = exits.check(trace, readings, probe.reason)
+    note = exits.warning(result)
+    trace = trace.with_meta(exit_check=result, warnings=trace.warnings + ([note] if note else []))
     if output:
         trace.save(output)
     return trace

@@ -25,9 +25,10 @@ from scalestack.errors import UserError
 @click.option("--sample", "sample", is_flag=True, help="Also sample what each thread executes (for phases).")
 @click.option("--sample-hz", type=int, default=1000, show_default=True, help="Samples per second of CPU time.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
+@click.option("--no-exit-check", is_flag=True, help="Skip comparing each thread with the kernel's figures at its exit.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def command(output, pid, duration, roles, mmap_size, collector, reader, keep_perf_data, no_futex, sample, sample_hz,
-            quiet, command):
+            quiet, no_exit_check, command):
     """Record CMD (after --) with the kernel's scheduler and futex tracepoints.
 
     Exits with the command's own exit status. Example:
@@ -42,7 +43,7 @@ def command(output, pid, duration, roles, mmap_size, collector, reader, keep_per
         raise UserError("give either --pid or a command, not both")
     trace = record(list(command) if command else None, output, pid=pid, duration=duration, mmap_size=mmap_size,
                    role_rules=roles, reader=reader, keep_perf_data=keep_perf_data, futex=not no_futex,
-                   sample_hz=sample_hz if sample else None, collector=collector)
+                   sample_hz=sample_hz if sample else None, collector=collector, exit_check=not no_exit_check)
     if not quiet:
         m = trace.meta
         click.echo(
