@@ -101,6 +101,8 @@ def test_cli_policy_and_benchmark(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     s = json.loads(js.read_text())["summary"]
     assert s["barrier-heavy"]["dynamic_wins"] > s["barrier-heavy"]["bis_wins"]
+    assert s["critical-section"]["bis_wins"] > s["critical-section"]["dynamic_wins"]
+    assert s["critical-section"]["bis_pct"] > s["critical-section"]["boost_critical_pct"]
     assert "thesis" in proc.stdout
 
 
