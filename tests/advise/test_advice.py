@@ -120,3 +120,14 @@ def test_real_balanced_program_has_no_single_critical_thread(c_programs, tmp_pat
     bad = subprocess.run([sys.executable, "-m", "scalestack.cli", "advise", str(out), "--factor", "0.5"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--factor" in bad.stderr
+
+
+def test_critical_thread_finding_names_the_barrier_not_the_join():
+    # BFS-like: worker-1 ends every level's barrier and the main thread's join; the join is one long
+    # wait, the barriers are what the workers wait on again and again
+    from scalestack.sim.engine import ADDR_BASE
+
+    res = advise(simulate(bfs(4), cores=4).trace)
+    crit = next(f for f in res.findings if f.kind == "critical-thread")
+    assert ADDR_BASE["barrier"] <= crit.addr < ADDR_BASE["join"], crit.detail
+    assert "main" not in crit.detail.split("waiting:")[1].split(")")[0]

@@ -120,9 +120,14 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3) -> AdviceRes
         if caused.get(t, 0) > 0.02 * span:
             addrs, inv = np.unique(st.addr[mine], return_inverse=True)
             per_addr = np.bincount(inv, weights=st.duration_ns[mine])
+            once = np.bincount(inv) < 2
+            if not np.all(once):  # a join waits once: name the lock or barrier waited on again and again
+                per_addr[once] = 0
             addr = int(addrs[int(np.argmax(per_addr))])
-            waiters = [label(int(x)) for x in np.unique(st.tid[mine])]
-            parts.append(f"the others wait {format_ns(caused[t])} for it, mostly on futex {addr:#x} "
+            waiters = [label(int(x)) for x in np.unique(st.tid[mine & (st.addr == addr)])]
+            where = (f"mostly on futex {addr:#x}" if np.count_nonzero(per_addr) == 1 else
+                     f"on {np.count_nonzero(per_addr)} futexes, most on {addr:#x}")
+            parts.append(f"the others wait {format_ns(caused[t])} for it, {where} "
                          f"(a lock or barrier it releases last; waiting: {', '.join(waiters[:4])})")
         what = ("parallelise its serial part or move work from it to the threads that wait"
                 if alone.get(t, 0) > 0.1 * span else "shorten its work or split it across the waiting threads")
