@@ -6,13 +6,14 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import scalestack
 from scalestack.analysis.advice import advise, alone_time
 from scalestack.sim.engine import simulate
-from scalestack.sim.workloads import bfs, fig32
+from scalestack.sim.workloads import bfs, fig32, streamcluster
 from scalestack.trace import State, make_trace
 
 from ..analysis.fig32 import fig32_trace
@@ -131,3 +132,23 @@ def test_critical_thread_finding_names_the_barrier_not_the_join():
     crit = next(f for f in res.findings if f.kind == "critical-thread")
     assert ADDR_BASE["barrier"] <= crit.addr < ADDR_BASE["join"], crit.detail
     assert "main" not in crit.detail.split("waiting:")[1].split(")")[0]
+
+
+def test_pool_serialised_on_one_lock_is_named_with_the_lock():
+    # streamcluster-like: 8 identical workers serialised on lock 0 -> the pool, not one thread
+    trace = simulate(streamcluster(9), cores=8).trace
+    res = advise(trace)
+    assert res.findings[0].kind == "balanced"
+    pool = next(f for f in res.findings if f.kind == "pool")
+    box = next(b for b in trace.bottle(group_by=[(r"^worker-\d+$", "w")]).boxes if b.label == "w")
+    assert f"parallelism {box.width:.1f} of 8" in pool.title and box.width < 0.6 * 8
+    assert pool.addr == 0x1000 and "0x1000" in pool.detail and "released by 8 threads" in pool.detail
+    assert pool.predicted_speedup == pytest.approx(box.height_ns / (box.height_ns * box.width / 8), rel=0.02)
+    assert not any(f.kind == "lock" and f.addr == 0x1000 for f in res.findings)  # said once, in the pool finding
+
+
+def test_threads_without_numbered_names_form_no_pool():
+    wl = streamcluster(5)
+    for k, th in enumerate(wl["threads"]):
+        th["name"] = ["main", "alpha", "beta", "gamma", "delta"][k]
+    assert not any(f.kind == "pool" for f in advise(simulate(wl, cores=4).trace).findings)

@@ -14,9 +14,11 @@ keeps waits without a known waker and CPU contention as recorded.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 
+from scalestack.analysis.bottle import bottle
 from scalestack.analysis.criticality import criticality
 from scalestack.analysis.whatif import whatif
 from scalestack.results import Result
@@ -26,7 +28,7 @@ from scalestack.units import format_ns
 
 @dataclasses.dataclass(frozen=True)
 class Finding:
-    kind: str  # critical-thread | serial | lock | cpu-contention | balanced
+    kind: str  # critical-thread | serial | pool | lock | cpu-contention | balanced
     title: str  # one line
     detail: str  # what to do, with the evidence
     predicted_speedup: float  # of the whole program if acted on (1.0: no estimate)
@@ -174,6 +176,10 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3) -> AdviceRes
             + (f" on this {cores}-core machine" if cores else "")
             + ": use no more runnable threads than cores, or run where more cores are free.", 1.0))
 
+    pools = _pool_findings(trace, span, factor, label)
+    pool_addrs = {f.addr for f in pools}
+    findings = [f for f in findings if not (f.kind == "lock" and f.addr in pool_addrs)] + pools
+
     if not any(f.kind == "critical-thread" for f in findings):
         findings.insert(0, Finding(
             "balanced", "no single critical thread",
@@ -183,3 +189,61 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3) -> AdviceRes
             1.0))
     findings.sort(key=lambda f: (f.kind != "balanced", -f.predicted_speedup))
     return AdviceResult(findings, span, alone, caused)
+
+
+def _pool_findings(trace: Trace, span: int, factor: float, label) -> list[Finding]:
+    """Thread pools (names stem-1, stem-2, ...) that run far less in parallel than they could.
+
+    The bottle graph's pool box gives the parallelism P = run time / criticality; with k threads
+    on c cores the pool could reach min(k, c). The futex its members wait on most, and the thread
+    that releases it, say why; the gain is the bottle-graph bound (the pool's criticality shrunk
+    by P / min(k, c)) and the dependency replay of making that releaser `factor` times faster.
+    """
+    th = trace.threads
+    stems: dict[str, int] = {}
+    for name in th.name.tolist():
+        m = re.fullmatch(r"(.*\D)[-_#]?\d+", str(name))
+        if m:
+            stems[m.group(1)] = stems.get(m.group(1), 0) + 1
+    rules = [(rf"^{re.escape(stem)}[-_#]?\d+$", f"{stem}*") for stem, k in stems.items() if k >= 2]
+    if not rules:
+        return []
+    cores = int(trace.meta.get("cores") or 0)
+    st = trace.states
+    out = []
+    for box in bottle(trace, group_by=rules).boxes:
+        k = len(box.tids)
+        if box.label not in {lab for _, lab in rules} or box.height_ns <= 0.2 * span:
+            continue
+        cap = min(k, cores) if cores else k
+        p = box.width
+        if not p < 0.6 * cap:
+            continue
+        bound = span / (span - box.height_ns + box.height_ns * p / cap)
+        detail = (f"Its {k} threads run {p:.1f} at a time on average (it could run {cap}"
+                  + (f" on {cores} cores" if cores else "") + f"); it is critical for "
+                  f"{box.height_ns / span * 100:.0f}% of the run.")
+        sel = np.isin(st.tid, box.tids) & (st.state == State.SYNC_WAIT)
+        addr, gain = None, bound
+        if np.any(sel):
+            addrs, inv = np.unique(st.addr[sel], return_inverse=True)
+            per = np.bincount(inv, weights=st.duration_ns[sel])
+            addr = int(addrs[int(np.argmax(per))])
+            rel = sel & (st.addr == addr) & (st.waker >= 0)
+            detail += f" Its threads wait {format_ns(int(per.max()))} on futex {addr:#x}"
+            if np.any(rel):
+                w, c = np.unique(st.waker[rel], return_counts=True)
+                holder = int(w[int(np.argmax(c))])
+                inside = "one of its own threads" if holder in box.tids else "a thread outside it"
+                if c.max() >= 0.5 * c.sum():
+                    detail += f", released mostly by {label(holder)} ({inside}, {c.max()} of {int(c.sum())} times)"
+                else:
+                    detail += (f", released by {len(w)} threads in turn (most often {label(holder)}, {inside}, "
+                               f"{c.max()} of {int(c.sum())} times)")
+                replay = whatif(trace, holder, factor).replay_speedup
+                detail += f"; making that thread {factor:g}x faster would give {replay:.2f}x (dependency replay)"
+            detail += ": shorten or split what is done under it (finer locks, per-thread data, less to do between barriers)."
+        detail += f" At full parallelism the pool's part of the run would give at most {bound:.2f}x (bottle graph)."
+        out.append(Finding("pool", f"the pool '{box.label}' has parallelism {p:.1f} of {cap}", detail, gain,
+                           None, addr))
+    return out
