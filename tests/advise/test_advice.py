@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -152,3 +153,33 @@ def test_threads_without_numbered_names_form_no_pool():
     for k, th in enumerate(wl["threads"]):
         th["name"] = ["main", "alpha", "beta", "gamma", "delta"][k]
     assert not any(f.kind == "pool" for f in advise(simulate(wl, cores=4).trace).findings)
+
+
+def _serial_start(n):  # a serial start-up, then 8 M cycles split over n workers (strong scaling)
+    ths = [{"name": "main", "role": "main", "start": True,
+            "ops": [["compute", 2_000_000]] + [["spawn", i] for i in range(1, n + 1)]
+            + [["join", i] for i in range(1, n + 1)]}]
+    ths += [{"name": f"w{i}", "role": "app", "start": False, "ops": [["compute", 8_000_000 // n]]} for i in range(n)]
+    return {"threads": ths}
+
+
+def test_sweep_finding_names_the_largest_speedup_loss(tmp_path):
+    from scalestack.analysis.advice import sweep_findings
+    from scalestack.analysis.speedup import speedup_stack
+
+    traces = {n: simulate(_serial_start(n), cores=4).trace for n in (1, 4)}
+    (f,) = sweep_findings(traces)
+    s = speedup_stack(traces[1], traces[4], 4)
+    assert f.kind == "scaling" and "sequential part" in f.title and s.seq > 0.5
+    assert f.predicted_speedup == pytest.approx((s.speedup + s.seq) / s.speedup)
+    # the CLI reads a sweep directory as 'scalestack scale' writes it
+    runs = []
+    for n, tr in traces.items():
+        tr.save(str(tmp_path / f"t{n}.trace"))
+        runs.append({"threads": n, "wall_ns": int(tr.wall_ns), "path": f"t{n}.trace"})
+    (tmp_path / "sweep.json").write_text(json.dumps({"threads": [1, 4], "runs": runs}))
+    out = subprocess.run([sys.executable, "-m", "scalestack.cli", "advise", str(tmp_path / "t4.trace"), "--sweep",
+                          str(tmp_path)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "at 4 threads the speedup is" in out.stdout and "sequential part" in out.stdout
+    assert sweep_findings({4: traces[4]}) == []

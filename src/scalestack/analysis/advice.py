@@ -28,7 +28,7 @@ from scalestack.units import format_ns
 
 @dataclasses.dataclass(frozen=True)
 class Finding:
-    kind: str  # critical-thread | serial | pool | lock | cpu-contention | balanced
+    kind: str  # critical-thread | serial | pool | lock | cpu-contention | scaling | balanced
     title: str  # one line
     detail: str  # what to do, with the evidence
     predicted_speedup: float  # of the whole program if acted on (1.0: no estimate)
@@ -80,8 +80,13 @@ def alone_time(trace: Trace) -> dict[int, int]:
     return out
 
 
-def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3) -> AdviceResult:
-    """Findings for `trace`; the `max_threads` most critical threads get a what-if replay."""
+def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[int, Trace] | None = None
+           ) -> AdviceResult:
+    """Findings for `trace`; the `max_threads` most critical threads get a what-if replay.
+
+    With `sweep` ({thread count: trace}, the smallest count 1), the speedup stack of the largest
+    count adds a finding on what the speedup loses most.
+    """
     cr = criticality(trace)
     span = max(int(cr.span_ns), 1)
     names = {int(t): str(n) for t, n in zip(cr.tids, cr.names, strict=True)}
@@ -176,6 +181,8 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3) -> AdviceRes
             + (f" on this {cores}-core machine" if cores else "")
             + ": use no more runnable threads than cores, or run where more cores are free.", 1.0))
 
+    if sweep:
+        findings += sweep_findings(sweep)
     pools = _pool_findings(trace, span, factor, label)
     pool_addrs = {f.addr for f in pools}
     findings = [f for f in findings if not (f.kind == "lock" and f.addr in pool_addrs)] + pools
@@ -247,3 +254,42 @@ def _pool_findings(trace: Trace, span: int, factor: float, label) -> list[Findin
         out.append(Finding("pool", f"the pool '{box.label}' has parallelism {p:.1f} of {cap}", detail, gain,
                            None, addr))
     return out
+
+
+_LOSS = {
+    "seq": ("the sequential part", "parallelise the part that runs on one thread"),
+    "sync": ("waiting on locks and barriers", "shorten critical sections, use finer locks, balance the work between "
+             "barriers"),
+    "imb": ("threads finishing at different times", "split the work into more, smaller pieces or hand it out "
+            "dynamically"),
+    "cont": ("threads waiting for a CPU", "run no more threads than free cores"),
+    "gc": ("garbage collection", "allocate less or give the collector more heap or threads"),
+    "other": ("interference or extra work per thread", "look at the cache misses and the work each thread repeats"),
+}
+
+
+def sweep_findings(traces: dict[int, Trace]) -> list[Finding]:
+    """What the speedup of the largest thread count loses most (speedup stack, thesis §4).
+
+    The predicted gain is that loss given back: (speedup + component) / speedup, an upper bound
+    as the components are estimates.
+    """
+    from scalestack.analysis.speedup import COMPONENTS, speedup_stack
+
+    if len(traces) < 2:
+        return []
+    base, top = min(traces), max(traces)
+    n = top // base
+    stack = speedup_stack(traces[base], traces[top], n)
+    comp = max(COMPONENTS, key=lambda c: getattr(stack, c))
+    loss = float(getattr(stack, comp))
+    if loss < 0.05 * n or stack.speedup <= 0:
+        return []
+    what, todo = _LOSS[comp]
+    others = ", ".join(f"{c} {getattr(stack, c):.2f}" for c in COMPONENTS if c != comp and getattr(stack, c) > 0.01)
+    return [Finding(
+        "scaling", f"at {top} threads the speedup is {stack.speedup:.2f} of {n}; {what} costs the most",
+        f"The speedup stack of {top} threads against {base} loses {loss:.2f} speedup units to {what} ({comp}"
+        + (f"; then {others}" if others else "") + f"): {todo}. Without that loss the speedup would be "
+        f"{stack.speedup + loss:.2f}, {(stack.speedup + loss) / stack.speedup:.2f}x faster (speedup stack).",
+        (stack.speedup + loss) / stack.speedup)]
