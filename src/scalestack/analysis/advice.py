@@ -164,12 +164,17 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
         if addrs[k] != 0 and wait > 0.2 * span and not any(f.addr == int(addrs[k]) for f in findings):
             sel = sync & (st.addr == addrs[k]) & (st.waker >= 0)
             releasers = np.unique(st.waker[sel], return_counts=True)
-            who = ", ".join(label(int(x)) for x in releasers[0][np.argsort(-releasers[1])][:3]) or "unknown threads"
+            ranked = releasers[0][np.argsort(-releasers[1])]
+            who = ", ".join(label(int(x)) for x in ranked[:3]) or "unknown threads"
+            gain, why = 1.0, ""
+            if len(ranked):  # the releaser made faster holds the lock (or reaches the barrier) for less time
+                gain = whatif(trace, int(ranked[0]), factor).replay_speedup
+                why = f" Making {label(int(ranked[0]))} {factor:g}x faster would give {gain:.2f}x (dependency replay)."
             findings.append(Finding(
                 "lock", f"threads wait {format_ns(int(wait))} in total on futex {int(addrs[k]):#x}",
                 f"{wait / span:.1f} threads on average are blocked on it; it is released mostly by {who}. "
-                "Shorter critical sections, finer locks or less work between barriers would cut this.",
-                1.0, None, int(addrs[k])))
+                "Shorter critical sections, finer locks or less work between barriers would cut this." + why,
+                gain, None, int(addrs[k])))
 
     # 4. CPU contention: runnable time (more runnable threads than cores)
     rq = float(st.duration_ns[st.state == State.RUNNABLE].sum())
