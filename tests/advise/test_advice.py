@@ -152,7 +152,17 @@ def test_threads_without_numbered_names_form_no_pool():
     wl = streamcluster(5)
     for k, th in enumerate(wl["threads"]):
         th["name"] = ["main", "alpha", "beta", "gamma", "delta"][k]
-    assert not any(f.kind == "pool" for f in advise(simulate(wl, cores=4).trace).findings)
+    trace = simulate(wl, cores=4).trace
+    res = advise(trace)
+    assert not any(f.kind == "pool" for f in res.findings)
+    # the lock is then its own finding, with the replay of its main releaser made 2x faster
+    from scalestack.analysis.whatif import whatif
+
+    lock = next(f for f in res.findings if f.kind == "lock")
+    st_ = trace.states
+    sel = (st_.state == State.SYNC_WAIT) & (st_.addr == lock.addr) & (st_.waker >= 0)
+    w, c = np.unique(st_.waker[sel], return_counts=True)
+    assert lock.predicted_speedup == pytest.approx(whatif(trace, int(w[np.argmax(c)]), 2.0).replay_speedup)
 
 
 def _serial_start(n):  # a serial start-up, then 8 M cycles split over n workers (strong scaling)

@@ -164,7 +164,7 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
         if addrs[k] != 0 and wait > 0.2 * span and not any(f.addr == int(addrs[k]) for f in findings):
             sel = sync & (st.addr == addrs[k]) & (st.waker >= 0)
             releasers = np.unique(st.waker[sel], return_counts=True)
-            ranked = releasers[0][np.argsort(-releasers[1])]
+            ranked = releasers[0][np.argsort(-releasers[1], kind="stable")]
             who = ", ".join(label(int(x)) for x in ranked[:3]) or "unknown threads"
             gain, why = 1.0, ""
             if len(ranked):  # the releaser made faster holds the lock (or reaches the barrier) for less time
