@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import scalestack
 from scalestack.analysis.advice import advise, alone_time
 from scalestack.sim.engine import simulate
-from scalestack.sim.workloads import bfs, fig32
+from scalestack.sim.workloads import bfs, fig32, streamcluster
 from scalestack.trace import State, make_trace
 
 from ..analysis.fig32 import fig32_trace
@@ -125,3 +127,74 @@ def test_real_balanced_program_has_no_single_critical_thread(c_programs, tmp_pat
     bad = subprocess.run([sys.executable, "-m", "scalestack.cli", "advise", str(out), "--factor", "0.5"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--factor" in bad.stderr
+
+
+def test_critical_thread_finding_names_the_barrier_not_the_join():
+    # BFS-like: worker-1 ends every level's barrier and the main thread's join; the join is one long
+    # wait, the barriers are what the workers wait on again and again
+    from scalestack.sim.engine import ADDR_BASE
+
+    res = advise(simulate(bfs(4), cores=4).trace)
+    crit = next(f for f in res.findings if f.kind == "critical-thread")
+    assert ADDR_BASE["barrier"] <= crit.addr < ADDR_BASE["join"], crit.detail
+    assert "main" not in crit.detail.split("waiting:")[1].split(")")[0]
+
+
+def test_pool_serialised_on_one_lock_is_named_with_the_lock():
+    # streamcluster-like: 8 identical workers serialised on lock 0 -> the pool, not one thread
+    trace = simulate(streamcluster(9), cores=8).trace
+    res = advise(trace)
+    assert res.findings[0].kind == "balanced"
+    pool = next(f for f in res.findings if f.kind == "pool")
+    box = next(b for b in trace.bottle(group_by=[(r"^worker-\d+$", "w")]).boxes if b.label == "w")
+    assert f"parallelism {box.width:.1f} of 8" in pool.title and box.width < 0.6 * 8
+    assert pool.addr == 0x1000 and "0x1000" in pool.detail and "released by 8 threads" in pool.detail
+    assert pool.predicted_speedup == pytest.approx(box.height_ns / (box.height_ns * box.width / 8), rel=0.02)
+    assert not any(f.kind == "lock" and f.addr == 0x1000 for f in res.findings)  # said once, in the pool finding
+
+
+def test_threads_without_numbered_names_form_no_pool():
+    wl = streamcluster(5)
+    for k, th in enumerate(wl["threads"]):
+        th["name"] = ["main", "alpha", "beta", "gamma", "delta"][k]
+    trace = simulate(wl, cores=4).trace
+    res = advise(trace)
+    assert not any(f.kind == "pool" for f in res.findings)
+    # the lock is then its own finding, with the replay of its main releaser made 2x faster
+    from scalestack.analysis.whatif import whatif
+
+    lock = next(f for f in res.findings if f.kind == "lock")
+    st_ = trace.states
+    sel = (st_.state == State.SYNC_WAIT) & (st_.addr == lock.addr) & (st_.waker >= 0)
+    w, c = np.unique(st_.waker[sel], return_counts=True)
+    assert lock.predicted_speedup == pytest.approx(whatif(trace, int(w[np.argmax(c)]), 2.0).replay_speedup)
+
+
+def _serial_start(n):  # a serial start-up, then 8 M cycles split over n workers (strong scaling)
+    ths = [{"name": "main", "role": "main", "start": True,
+            "ops": [["compute", 2_000_000]] + [["spawn", i] for i in range(1, n + 1)]
+            + [["join", i] for i in range(1, n + 1)]}]
+    ths += [{"name": f"w{i}", "role": "app", "start": False, "ops": [["compute", 8_000_000 // n]]} for i in range(n)]
+    return {"threads": ths}
+
+
+def test_sweep_finding_names_the_largest_speedup_loss(tmp_path):
+    from scalestack.analysis.advice import sweep_findings
+    from scalestack.analysis.speedup import speedup_stack
+
+    traces = {n: simulate(_serial_start(n), cores=4).trace for n in (1, 4)}
+    (f,) = sweep_findings(traces)
+    s = speedup_stack(traces[1], traces[4], 4)
+    assert f.kind == "scaling" and "sequential part" in f.title and s.seq > 0.5
+    assert f.predicted_speedup == pytest.approx((s.speedup + s.seq) / s.speedup)
+    # the CLI reads a sweep directory as 'scalestack scale' writes it
+    runs = []
+    for n, tr in traces.items():
+        tr.save(str(tmp_path / f"t{n}.trace"))
+        runs.append({"threads": n, "wall_ns": int(tr.wall_ns), "path": f"t{n}.trace"})
+    (tmp_path / "sweep.json").write_text(json.dumps({"threads": [1, 4], "runs": runs}))
+    out = subprocess.run([sys.executable, "-m", "scalestack.cli", "advise", str(tmp_path / "t4.trace"), "--sweep",
+                          str(tmp_path)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "at 4 threads the speedup is" in out.stdout and "sequential part" in out.stdout
+    assert sweep_findings({4: traces[4]}) == []

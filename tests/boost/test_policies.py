@@ -101,6 +101,8 @@ def test_cli_policy_and_benchmark(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     s = json.loads(js.read_text())["summary"]
     assert s["barrier-heavy"]["dynamic_wins"] > s["barrier-heavy"]["bis_wins"]
+    assert s["critical-section"]["bis_wins"] > s["critical-section"]["dynamic_wins"]
+    assert s["critical-section"]["bis_pct"] > s["critical-section"]["boost_critical_pct"]
     assert "thesis" in proc.stdout
 
 
@@ -110,3 +112,15 @@ def test_bis_boosts_the_lock_holder():
     assert p.react(1, [False, False, True], [2.0] * 3) == {2: 2.5}
     p.attach(owner={}, waiters={}, arrived={7: [0, 1]}, workload={"threads": [{"ops": [["barrier", 7, 3]]}] * 3})
     assert p.react(2, [False, False, True], [2.0] * 3) == {}  # still thread 2: the last one at the barrier
+
+
+def test_cli_alpha_is_passed_to_the_policy():
+    def boosted(alpha):
+        out = subprocess.run([sys.executable, "-m", "scalestack.cli", "sim", "run", "lock_critical", "--threads", "9",
+                              "--cores", "9", "--policy", "boost-critical", "--alpha", str(alpha), "--json"],
+                             capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)["time_boosted_share"]
+
+    # with an unreachable alpha only the reactive rules boost (a lone thread): less time boosted
+    assert boosted(100.0) < boosted(1.2)

@@ -14,9 +14,11 @@ keeps waits without a known waker and CPU contention as recorded.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 
+from scalestack.analysis.bottle import bottle
 from scalestack.analysis.criticality import criticality
 from scalestack.analysis.whatif import whatif
 from scalestack.results import Result
@@ -26,7 +28,7 @@ from scalestack.units import format_ns
 
 @dataclasses.dataclass(frozen=True)
 class Finding:
-    kind: str  # critical-thread | serial | lock | cpu-contention | balanced
+    kind: str  # critical-thread | serial | pool | lock | cpu-contention | scaling | balanced
     title: str  # one line
     detail: str  # what to do, with the evidence
     predicted_speedup: float  # of the whole program if acted on (1.0: no estimate)
@@ -78,8 +80,13 @@ def alone_time(trace: Trace) -> dict[int, int]:
     return out
 
 
-def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3) -> AdviceResult:
-    """Findings for `trace`; the `max_threads` most critical threads get a what-if replay."""
+def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[int, Trace] | None = None
+           ) -> AdviceResult:
+    """Findings for `trace`; the `max_threads` most critical threads get a what-if replay.
+
+    With `sweep` ({thread count: trace}, the smallest count 1), the speedup stack of the largest
+    count adds a finding on what the speedup loses most.
+    """
     cr = criticality(trace)
     span = max(int(cr.span_ns), 1)
     names = {int(t): str(n) for t, n in zip(cr.tids, cr.names, strict=True)}
@@ -120,9 +127,14 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3) -> AdviceRes
         if caused.get(t, 0) > 0.02 * span:
             addrs, inv = np.unique(st.addr[mine], return_inverse=True)
             per_addr = np.bincount(inv, weights=st.duration_ns[mine])
+            once = np.bincount(inv) < 2
+            if not np.all(once):  # a join waits once: name the lock or barrier waited on again and again
+                per_addr[once] = 0
             addr = int(addrs[int(np.argmax(per_addr))])
-            waiters = [label(int(x)) for x in np.unique(st.tid[mine])]
-            parts.append(f"the others wait {format_ns(caused[t])} for it, mostly on futex {addr:#x} "
+            waiters = [label(int(x)) for x in np.unique(st.tid[mine & (st.addr == addr)])]
+            where = (f"mostly on futex {addr:#x}" if np.count_nonzero(per_addr) == 1 else
+                     f"on {np.count_nonzero(per_addr)} futexes, most on {addr:#x}")
+            parts.append(f"the others wait {format_ns(caused[t])} for it, {where} "
                          f"(a lock or barrier it releases last; waiting: {', '.join(waiters[:4])})")
         what = ("parallelise its serial part or move work from it to the threads that wait"
                 if alone.get(t, 0) > 0.1 * span else "shorten its work or split it across the waiting threads")
@@ -152,12 +164,17 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3) -> AdviceRes
         if addrs[k] != 0 and wait > 0.2 * span and not any(f.addr == int(addrs[k]) for f in findings):
             sel = sync & (st.addr == addrs[k]) & (st.waker >= 0)
             releasers = np.unique(st.waker[sel], return_counts=True)
-            who = ", ".join(label(int(x)) for x in releasers[0][np.argsort(-releasers[1])][:3]) or "unknown threads"
+            ranked = releasers[0][np.argsort(-releasers[1], kind="stable")]
+            who = ", ".join(label(int(x)) for x in ranked[:3]) or "unknown threads"
+            gain, why = 1.0, ""
+            if len(ranked):  # the releaser made faster holds the lock (or reaches the barrier) for less time
+                gain = whatif(trace, int(ranked[0]), factor).replay_speedup
+                why = f" Making {label(int(ranked[0]))} {factor:g}x faster would give {gain:.2f}x (dependency replay)."
             findings.append(Finding(
                 "lock", f"threads wait {format_ns(int(wait))} in total on futex {int(addrs[k]):#x}",
                 f"{wait / span:.1f} threads on average are blocked on it; it is released mostly by {who}. "
-                "Shorter critical sections, finer locks or less work between barriers would cut this.",
-                1.0, None, int(addrs[k])))
+                "Shorter critical sections, finer locks or less work between barriers would cut this." + why,
+                gain, None, int(addrs[k])))
 
     # 4. CPU contention: runnable time (more runnable threads than cores)
     rq = float(st.duration_ns[st.state == State.RUNNABLE].sum())
@@ -169,6 +186,12 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3) -> AdviceRes
             + (f" on this {cores}-core machine" if cores else "")
             + ": use no more runnable threads than cores, or run where more cores are free.", 1.0))
 
+    if sweep:
+        findings += sweep_findings(sweep)
+    pools = _pool_findings(trace, span, factor, label)
+    pool_addrs = {f.addr for f in pools}
+    findings = [f for f in findings if not (f.kind == "lock" and f.addr in pool_addrs)] + pools
+
     if not any(f.kind == "critical-thread" for f in findings):
         findings.insert(0, Finding(
             "balanced", "no single critical thread",
@@ -178,3 +201,100 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3) -> AdviceRes
             1.0))
     findings.sort(key=lambda f: (f.kind != "balanced", -f.predicted_speedup))
     return AdviceResult(findings, span, alone, caused)
+
+
+def _pool_findings(trace: Trace, span: int, factor: float, label) -> list[Finding]:
+    """Thread pools (names stem-1, stem-2, ...) that run far less in parallel than they could.
+
+    The bottle graph's pool box gives the parallelism P = run time / criticality; with k threads
+    on c cores the pool could reach min(k, c). The futex its members wait on most, and the thread
+    that releases it, say why; the gain is the bottle-graph bound (the pool's criticality shrunk
+    by P / min(k, c)) and the dependency replay of making that releaser `factor` times faster.
+    """
+    th = trace.threads
+    stems: dict[str, int] = {}
+    for name in th.name.tolist():
+        m = re.fullmatch(r"(.*\D)[-_#]?\d+", str(name))
+        if m:
+            stems[m.group(1)] = stems.get(m.group(1), 0) + 1
+    rules = [(rf"^{re.escape(stem)}[-_#]?\d+$", f"{stem}*") for stem, k in stems.items() if k >= 2]
+    if not rules:
+        return []
+    cores = int(trace.meta.get("cores") or 0)
+    st = trace.states
+    out = []
+    for box in bottle(trace, group_by=rules).boxes:
+        k = len(box.tids)
+        if box.label not in {lab for _, lab in rules} or box.height_ns <= 0.2 * span:
+            continue
+        cap = min(k, cores) if cores else k
+        p = box.width
+        if not p < 0.6 * cap:
+            continue
+        bound = span / (span - box.height_ns + box.height_ns * p / cap)
+        detail = (f"Its {k} threads run {p:.1f} at a time on average (it could run {cap}"
+                  + (f" on {cores} cores" if cores else "") + f"); it is critical for "
+                  f"{box.height_ns / span * 100:.0f}% of the run.")
+        sel = np.isin(st.tid, box.tids) & (st.state == State.SYNC_WAIT)
+        addr, gain = None, bound
+        if np.any(sel):
+            addrs, inv = np.unique(st.addr[sel], return_inverse=True)
+            per = np.bincount(inv, weights=st.duration_ns[sel])
+            addr = int(addrs[int(np.argmax(per))])
+            rel = sel & (st.addr == addr) & (st.waker >= 0)
+            detail += f" Its threads wait {format_ns(int(per.max()))} on futex {addr:#x}"
+            if np.any(rel):
+                w, c = np.unique(st.waker[rel], return_counts=True)
+                holder = int(w[int(np.argmax(c))])
+                inside = "one of its own threads" if holder in box.tids else "a thread outside it"
+                if c.max() >= 0.5 * c.sum():
+                    detail += f", released mostly by {label(holder)} ({inside}, {c.max()} of {int(c.sum())} times)"
+                else:
+                    detail += (f", released by {len(w)} threads in turn (most often {label(holder)}, {inside}, "
+                               f"{c.max()} of {int(c.sum())} times)")
+                replay = whatif(trace, holder, factor).replay_speedup
+                detail += f"; making that thread {factor:g}x faster would give {replay:.2f}x (dependency replay)"
+            detail += ": shorten or split what is done under it (finer locks, per-thread data, less to do between barriers)."
+        detail += f" At full parallelism the pool's part of the run would give at most {bound:.2f}x (bottle graph)."
+        out.append(Finding("pool", f"the pool '{box.label}' has parallelism {p:.1f} of {cap}", detail, gain,
+                           None, addr))
+    return out
+
+
+_LOSS = {
+    "seq": ("the sequential part", "parallelise the part that runs on one thread"),
+    "sync": ("waiting on locks and barriers", "shorten critical sections, use finer locks, balance the work between "
+             "barriers"),
+    "imb": ("threads finishing at different times", "split the work into more, smaller pieces or hand it out "
+            "dynamically"),
+    "cont": ("threads waiting for a CPU", "run no more threads than free cores"),
+    "gc": ("garbage collection", "allocate less or give the collector more heap or threads"),
+    "other": ("interference or extra work per thread", "look at the cache misses and the work each thread repeats"),
+}
+
+
+def sweep_findings(traces: dict[int, Trace]) -> list[Finding]:
+    """What the speedup of the largest thread count loses most (speedup stack, thesis §4).
+
+    The predicted gain is that loss given back: (speedup + component) / speedup, an upper bound
+    as the components are estimates.
+    """
+    from scalestack.analysis.speedup import COMPONENTS, speedup_stack
+
+    if len(traces) < 2:
+        return []
+    base, top = min(traces), max(traces)
+    n = top // base
+    stack = speedup_stack(traces[base], traces[top], n)
+    comp = max(COMPONENTS, key=lambda c: getattr(stack, c))
+    loss = float(getattr(stack, comp))
+    if loss < 0.05 * n or stack.speedup <= 0:
+        return []
+    what, todo = _LOSS[comp]
+    others = ", ".join(f"{c} {getattr(stack, c):.2f}" for c in COMPONENTS if c != comp and getattr(stack, c) > 0.01)
+    return [Finding(
+        "scaling", f"at {top} threads the speedup is {stack.speedup:.2f} of {n}; {what} costs the most",
+        f"The speedup stack of {top} threads against {base} loses {loss:.2f} speedup units to {what} ({comp}"
+        + (f"; then {others}" if others else "") + f"): {todo}. Without that loss the speedup would be "
+        f"{stack.speedup + loss:.2f}, {(stack.speedup + loss) / stack.speedup:.2f}x faster (speedup stack).",
+        (stack.speedup + loss) / stack.speedup)]

@@ -9,8 +9,10 @@ import click
 @click.argument("path", metavar="TRACE")
 @click.option("--factor", type=float, default=2.0, show_default=True,
               help="How much faster a critical thread is assumed to become in the what-if predictions.")
+@click.option("--sweep", "sweep_dir", help="A sweep directory ('scalestack scale -o DIR'): add what the speedup "
+              "stack of its largest thread count loses most.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def command(path, factor, as_json):
+def command(path, factor, sweep_dir, as_json):
     """What limits the program most, what to do about it, and what it would gain."""
     import scalestack
     from scalestack.analysis.advice import advise
@@ -18,5 +20,10 @@ def command(path, factor, as_json):
 
     if factor <= 1:
         raise UserError(f"--factor {factor} must be above 1 (a thread made faster)")
-    res = advise(scalestack.load(path), factor)
+    sweep = None
+    if sweep_dir:
+        from scalestack.sweep import load_sweep
+
+        sweep = load_sweep(sweep_dir)
+    res = advise(scalestack.load(path), factor, sweep=sweep)
     click.echo(res.to_json() if as_json else res.text())

@@ -35,10 +35,14 @@ def list_():
 @click.option("--boost", type=float, default=2.5, show_default=True, help="Boosted frequency, GHz (--policy).")
 @click.option("--slice", "slice_ns", type=int, default=None,
               help="Boosting slice, ns (default: 1/50 of the all-base run; the thesis: 10 ms of runs of seconds).")
+@click.option("--alpha", type=float, default=1.2, show_default=True,
+              help="boost-critical: boost when max/min slice criticality exceeds this.")
+@click.option("--beta", type=float, default=0.8, show_default=True,
+              help="boost-critical: unboost below this fraction of the maximum.")
 @click.option("-o", "--output", help="Write the trace here (Trace.save).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def run(workload, threads, cores, seed, freq, timeslice, accelerate, factor, policy, boost, slice_ns, output,
-        as_json):
+def run(workload, threads, cores, seed, freq, timeslice, accelerate, factor, policy, boost, slice_ns, alpha, beta,
+        output, as_json):
     """Simulate WORKLOAD (a name from 'sim list' or a .json file); with --accelerate, the true speedup."""
     from scalestack.errors import UserError
     from scalestack.sim.engine import TID_BASE, simulate
@@ -63,7 +67,7 @@ def run(workload, threads, cores, seed, freq, timeslice, accelerate, factor, pol
         from scalestack.sim.policies import run_policy
 
         pr = run_policy(wl, policy, cores=cores, base=freq, boost=boost, timeslice_ns=timeslice, reference=base,
-                        slice_ns=slice_ns or max(base.runtime_ns // 50, 1))
+                        slice_ns=slice_ns or max(base.runtime_ns // 50, 1), alpha=alpha, beta=beta)
         out.update(policy=policy, policy_runtime_ns=pr.runtime_ns, policy_speedup=round(pr.speedup, 4),
                    policy_energy_vs_base=round(pr.energy, 4), time_boosted_share=round(pr.boosted_share, 4))
         base = pr.result
