@@ -192,7 +192,7 @@ class Aggregator:
     def __init__(self, tgid: int, timeout: float = 60.0):
         obj, loader = build()
         self.tgid = tgid
-        self.proc = subprocess.Popen([loader, obj, str(tgid)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen([loader, obj, *map(str, [tgid, *descendants(tgid)])], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, bufsize=1)
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
         line = self.proc.stdout.readline() if ready else ""
@@ -260,6 +260,26 @@ class GatedCommand:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+def descendants(pid: int) -> list[int]:
+    """Processes below `pid` now (children forked before the aggregator was attached)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
 
 
 def pid_alive(pid: int) -> bool:

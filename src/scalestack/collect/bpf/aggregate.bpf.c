@@ -170,13 +170,13 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		if (out) {
 			/* Running time is the kernel's own charge for this interval (sum_exec_runtime: what
 			 * schedstat and perf's sched_stat_runtime report); the tracepoint's instants differ
-			 * from the scheduler's clock by the switch's own work, a few µs per switch. The
-			 * interval's F difference is scaled to that charge, keeping its parallelism. */
-			__u64 d = now - ps->since, dk = prev->se.sum_exec_runtime - ps->kernel_in, df = F - ps->f_in;
+			 * from the scheduler's clock by the switch's own work, a few µs per switch.
+			 * Criticality stays on the tracepoint's clock, so the C_j add up to the busy time. */
+			__u64 d = now - ps->since, dk = prev->se.sum_exec_runtime - ps->kernel_in;
 			if (dk > 2 * d + 1000000)  /* not a plausible charge (a reused entry): keep ours */
 				dk = d;
 			ps->ns[ST_RUNNING] += dk;
-			ps->crit_fx += d ? ((df >> 8) * ((dk << 12) / d)) >> 4 : 0;
+			ps->crit_fx += F - ps->f_in;
 		}
 		__u32 st;
 		if (prev_state == 0) {

@@ -1,6 +1,6 @@
 /* scalestack-agg: load aggregate.bpf.o, follow one process tree, print the counters on request.
  *
- * Usage: scalestack-agg OBJECT TGID
+ * Usage: scalestack-agg OBJECT TGID [TGID...]   (a process and its existing descendants)
  * Prints "ready" once attached. Then every line read on stdin ("d") prints one snapshot:
  *   G now F r last busy spins_failed full events miss_in miss_out
  *   T tid tgid state since f_in crit_fx ns0 .. ns7 exited switches comm
@@ -69,11 +69,11 @@ static void dump(int fd_threads, int fd_glob)
 
 int main(int argc, char **argv)
 {
-	if (argc != 3) {
-		fprintf(stderr, "usage: %s OBJECT TGID\n", argv[0]);
+	if (argc < 3) {
+		fprintf(stderr, "usage: %s OBJECT TGID [TGID...]\n", argv[0]);
 		return 2;
 	}
-	uint32_t tgid = (uint32_t)strtoul(argv[2], NULL, 10), one = 1;
+	uint32_t one = 1;
 	libbpf_set_print(print_libbpf);
 	struct bpf_object *obj = bpf_object__open_file(argv[1], NULL);
 	if (!obj || libbpf_get_error(obj)) {
@@ -88,9 +88,16 @@ int main(int argc, char **argv)
 	int fd_tgids = bpf_object__find_map_fd_by_name(obj, "tgids");
 	int fd_threads = bpf_object__find_map_fd_by_name(obj, "threads");
 	int fd_glob = bpf_object__find_map_fd_by_name(obj, "glob");
-	if (fd_tgids < 0 || fd_threads < 0 || fd_glob < 0 || bpf_map_update_elem(fd_tgids, &tgid, &one, BPF_ANY)) {
+	if (fd_tgids < 0 || fd_threads < 0 || fd_glob < 0) {
 		fprintf(stderr, "error: the BPF maps are missing\n");
 		return 1;
+	}
+	for (int i = 2; i < argc; i++) {
+		uint32_t tgid = (uint32_t)strtoul(argv[i], NULL, 10);
+		if (bpf_map_update_elem(fd_tgids, &tgid, &one, BPF_ANY)) {
+			fprintf(stderr, "error: cannot follow process %u\n", tgid);
+			return 1;
+		}
 	}
 	struct bpf_program *prog;
 	bpf_object__for_each_program(prog, obj)
