@@ -236,30 +236,54 @@ class Aggregator:
 
 
 class GatedCommand:
-    """A command started held before its exec, so the aggregator can attach to its pid first."""
+    """A command started held before its exec, so the aggregator can attach to its pid first.
+
+    The gate is a FIFO opened by path (sh redirects only single-digit descriptors)."""
 
     def __init__(self, command: Sequence[str], quiet: bool = False):
+        import tempfile
+
         from scalestack.collect.perf import resolve_command
 
         argv = resolve_command(command)
-        r, self._w = os.pipe()
+        self._dir = tempfile.mkdtemp(prefix="scalestack-gate-")
+        self._fifo = os.path.join(self._dir, "gate")
+        os.mkfifo(self._fifo, 0o600)
         out = subprocess.DEVNULL if quiet else None
-        self.proc = subprocess.Popen(["/bin/sh", "-c", f'read _ <&{r}; exec {r}<&-; exec "$@"', "sh", *argv],
-                                     pass_fds=(r,), stdin=subprocess.DEVNULL if quiet else None, stdout=out,
-                                     stderr=out)
-        os.close(r)
+        self.proc = subprocess.Popen(["/bin/sh", "-c", 'read _ < "$0"; exec "$@"', self._fifo, *argv],
+                                     stdin=subprocess.DEVNULL if quiet else None, stdout=out, stderr=out)
         self.pid = self.proc.pid
         self.started_ns: int | None = None
 
-    def release(self) -> None:
+    def release(self, timeout: float = 30.0) -> None:
+        """Let the command exec (waits for the shell to be at the gate)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fd = os.open(self._fifo, os.O_WRONLY | os.O_NONBLOCK)
+                break
+            except OSError:  # ENXIO: the shell has not opened it yet
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    self._cleanup()
+                    raise UserError("the command's wrapper shell ended before it started") from None
+                time.sleep(0.005)
         self.started_ns = time.monotonic_ns()
-        os.write(self._w, b"go\n")
-        os.close(self._w)
+        try:
+            os.write(fd, b"go\n")
+        finally:
+            os.close(fd)
+            self._cleanup()
+
+    def _cleanup(self) -> None:
+        import shutil as _shutil
+
+        _shutil.rmtree(self._dir, ignore_errors=True)
 
     def cancel(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        self._cleanup()
 
 
 def descendants(pid: int) -> list[int]:

@@ -49,7 +49,7 @@ struct thread {
 	__u64 ns[8];     /* closed time per state (index ST_*) */
 	__u64 since;     /* start of the current state */
 	__u64 f_in;      /* F at the current switch-in */
-	__u64 kernel_in;   /* the kernel's own sum_exec_runtime at the current switch-in */
+	__u64 kernel_out;  /* the kernel's own sum_exec_runtime at the last switch-out */
 	__u32 tgid;
 	__u32 state;
 	__u32 exited;
@@ -68,6 +68,7 @@ struct global {
 	__u64 events;    /* events of the tree */
 	__u64 miss_in;   /* switch-outs of a thread not known to be running */
 	__u64 miss_out;  /* switch-ins of a thread already running */
+	__u64 repaired;  /* running intervals whose switch-in was missed, charged at switch-out */
 };
 
 struct {
@@ -106,6 +107,7 @@ static __always_inline struct thread *get_thread(struct global *g, struct task_s
 	fresh.tgid = t->tgid;
 	fresh.state = state;
 	fresh.since = now;
+	fresh.kernel_out = t->se.sum_exec_runtime;
 	bpf_probe_read_kernel_str(fresh.comm, sizeof(fresh.comm), t->comm);
 	if (bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST) && g)
 		__sync_fetch_and_add(&g->full, 1);
@@ -167,17 +169,22 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	__sync_val_compare_and_swap(&g->lock, 1, 0);
 
 	if (ps) {
+		/* Running time is the kernel's own charge (sum_exec_runtime: what schedstat and perf's
+		 * sched_stat_runtime report) since the thread's last switch-out: the tracepoint's
+		 * instants differ from the scheduler's clock by the switch's own work (a few µs per
+		 * switch), and a switch-in the tracepoint never reported is still charged.
+		 * Criticality stays on the tracepoint's clock, so the C_j add up to the busy time. */
+		__u64 run = prev->se.sum_exec_runtime, dk = run - ps->kernel_out;
 		if (out) {
-			/* Running time is the kernel's own charge for this interval (sum_exec_runtime: what
-			 * schedstat and perf's sched_stat_runtime report); the tracepoint's instants differ
-			 * from the scheduler's clock by the switch's own work, a few µs per switch.
-			 * Criticality stays on the tracepoint's clock, so the C_j add up to the busy time. */
-			__u64 d = now - ps->since, dk = prev->se.sum_exec_runtime - ps->kernel_in;
-			if (dk > 2 * d + 1000000)  /* not a plausible charge (a reused entry): keep ours */
-				dk = d;
-			ps->ns[ST_RUNNING] += dk;
 			ps->crit_fx += F - ps->f_in;
+		} else if (ps->state != ST_UNKNOWN && g->r + 1 > 0) {
+			/* a switch-in we never saw: its share at the parallelism of this instant */
+			ps->crit_fx += (dk << FX_SHIFT) / (g->r + 1);
+			__sync_fetch_and_add(&g->repaired, 1);
 		}
+		if (ps->state != ST_UNKNOWN || out)
+			ps->ns[ST_RUNNING] += dk;
+		ps->kernel_out = run;
 		__u32 st;
 		if (prev_state == 0) {
 			st = ST_RUNNABLE;  /* preempted: still wants a CPU */
@@ -203,7 +210,6 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		ns->state = ST_RUNNING;
 		ns->since = now;
 		ns->f_in = F;
-		ns->kernel_in = next->se.sum_exec_runtime;
 	}
 	return 0;
 }

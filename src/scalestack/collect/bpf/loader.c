@@ -2,7 +2,7 @@
  *
  * Usage: scalestack-agg OBJECT TGID [TGID...]   (a process and its existing descendants)
  * Prints "ready" once attached. Then every line read on stdin ("d") prints one snapshot:
- *   G now F r last busy spins_failed full events miss_in miss_out
+ *   G now F r last busy spins_failed full events miss_in miss_out repaired
  *   T tid tgid state since f_in crit_fx ns0 .. ns7 exited switches comm
  *   E
  * and end of input (or "q") detaches and exits. All times are CLOCK_MONOTONIC ns, the clock of
@@ -18,12 +18,12 @@
 #include <time.h>
 
 struct thread {
-	uint64_t crit_fx, ns[8], since, f_in, kernel_in;
+	uint64_t crit_fx, ns[8], since, f_in, kernel_out;
 	uint32_t tgid, state, exited, switches;
 	char comm[16];
 };
 struct global {
-	uint64_t lock, last, F, r, busy_ns, spins_failed, full, events, miss_in, miss_out;
+	uint64_t lock, last, F, r, busy_ns, spins_failed, full, events, miss_in, miss_out, repaired;
 };
 
 static int print_libbpf(enum libbpf_print_level level, const char *fmt, va_list args)
@@ -42,11 +42,11 @@ static void dump(int fd_threads, int fd_glob)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	memset(&g, 0, sizeof(g));
 	bpf_map_lookup_elem(fd_glob, &zero, &g);
-	printf("G %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu\n",
+	printf("G %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu\n",
 	       (unsigned long long)ts.tv_sec * 1000000000ull + ts.tv_nsec, (unsigned long long)g.F,
 	       (unsigned long long)g.r, (unsigned long long)g.last, (unsigned long long)g.busy_ns,
 	       (unsigned long long)g.spins_failed, (unsigned long long)g.full, (unsigned long long)g.events,
-	       (unsigned long long)g.miss_in, (unsigned long long)g.miss_out);
+	       (unsigned long long)g.miss_in, (unsigned long long)g.miss_out, (unsigned long long)g.repaired);
 	int err = bpf_map_get_next_key(fd_threads, NULL, &next);
 	while (!err) {
 		key = next;
