@@ -61,7 +61,8 @@ def command(pid, interval, group_by, sort, roles, duration, command):
     from rich.console import Console
     from rich.live import Live
 
-    console = Console()
+    console = Console() if sys.stdout.isatty() else Console(width=160)
+    view.width = console.width
     try:
         with keys, Live(console=console, screen=console.is_terminal, auto_refresh=False,
                         transient=not console.is_terminal) as live:
@@ -143,6 +144,7 @@ class _View:
         self.info: dict = {}
         self.started = time.monotonic()
         self.totals_only = False
+        self.width = 200
 
     @property
     def elapsed_s(self) -> float:
@@ -201,26 +203,30 @@ class _View:
         par_t = d["tr"].sum() / d["tc"].sum() if d["tc"].sum() > 0 else 0.0
         title = "since start" if final else f"last {d['span_w'] / 1e9:.1f} s and since start"
         head = Text.assemble(
-            ("scalestack top", "bold"), f"  pid {self.info.get('root_pid')}  {self.elapsed_s:6.1f} s  ",
-            f"running now {cur.running_now}  parallelism: window {par_w:.2f}, total {par_t:.2f}  ",
+            ("scalestack top", "bold"), f"  pid {self.info.get('root_pid')}  {self.elapsed_s:.1f} s  ",
+            f"running now {cur.running_now}  parallelism win {par_w:.2f} total {par_t:.2f}  ",
             f"threads {len(cur.tid)}  sort {self.sort}" + ("" if final else "  [q quit, s sort, g group]"))
         t = Table(title=f"criticality stack and bottle graph ({title})", header_style="bold", show_edge=False,
                   pad_edge=False, title_justify="left")
-        cols = [("box" if self.group_by else "thread", "left"), ("role", "left"), ("state", "left")]
+        wide = self.width >= 150
+        cols = [("box" if self.group_by else "thread", "left")] + ([("role", "left")] if wide else []) + \
+            [("state", "left")]
         if not final:
             cols += [("crit % win", "right"), ("stack", "left"), ("width win", "right")]
-        cols += [("crit % total", "right"), ("width total", "right"), ("run ms", "right"), ("runnable ms", "right"),
-                 ("sync ms", "right"), ("io ms", "right"), ("sleep ms", "right")]
+        cols += [("crit % total", "right"), ("width total", "right"), ("run ms", "right")]
+        cols += [("runnable ms", "right"), ("sync ms", "right"), ("io ms", "right"), ("sleep ms", "right")] if wide \
+            else [("sync ms", "right")]
         for name, just in cols:
-            t.add_column(name, justify=just, no_wrap=True)
+            t.add_column(name, justify=just, no_wrap=name != "thread" and name != "box")
         for i in order[:40]:
             pw = d["wr"][i] / d["wc"][i] if d["wc"][i] > 0 else float("nan")
             pt = d["tr"][i] / d["tc"][i] if d["tc"][i] > 0 else float("nan")
-            row = [str(d["label"][i]), str(d["role"][i]), d["state"][i]]
+            row = [str(d["label"][i])] + ([str(d["role"][i])] if wide else []) + [d["state"][i]]
             if not final:
-                row += [f"{share_w[i] * 100:5.1f}", "█" * int(round(share_w[i] * 20)), _f(pw)]
-            row += [f"{share_t[i] * 100:5.1f}", _f(pt), f"{d['tr'][i] / 1e6:.1f}", f"{d['runnable'][i] / 1e6:.1f}",
-                    f"{d['sync'][i] / 1e6:.1f}", f"{d['io'][i] / 1e6:.1f}", f"{d['sleep'][i] / 1e6:.1f}"]
+                row += [f"{share_w[i] * 100:5.1f}", "█" * int(round(share_w[i] * (20 if wide else 10))), _f(pw)]
+            row += [f"{share_t[i] * 100:5.1f}", _f(pt), f"{d['tr'][i] / 1e6:.1f}"]
+            row += [f"{d['runnable'][i] / 1e6:.1f}", f"{d['sync'][i] / 1e6:.1f}", f"{d['io'][i] / 1e6:.1f}",
+                    f"{d['sleep'][i] / 1e6:.1f}"] if wide else [f"{d['sync'][i] / 1e6:.1f}"]
             t.add_row(*row)
         if n > 40:
             t.caption = f"{n - 40} more rows"
