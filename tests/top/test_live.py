@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -162,3 +163,12 @@ def test_started_quickly():
     from scalestack.commands import top  # noqa: F401
 
     assert time.monotonic() - t < 5
+
+
+@requires_ebpf
+@requires_perf
+def test_agreement_benchmark_quick_mode():
+    res = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[2] / "benchmarks" / "top_agreement.py"),
+                          "--quick"], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "worst C_j diff" in res.stdout and "barrier" in res.stdout
