@@ -299,7 +299,9 @@ def record_aggregate(
     def on_int(signum, frame):  # Ctrl-C ends the watch, the file is still written
         interrupted["flag"] = True
 
-    old = signal.signal(signal.SIGINT, on_int) if pid is not None else None
+    # Ctrl-C: with -p it ends the watch (the file is written); with a command it is the
+    # command's (it gets it too), and the watch ends when the command does
+    old = signal.signal(signal.SIGINT, on_int if pid is not None else signal.SIG_IGN)
     last_flush = time.monotonic()
     try:
         for k, (prev, cur, info) in enumerate(watch(command, pid, interval_s=window_s, duration_s=duration,
@@ -313,8 +315,7 @@ def record_aggregate(
                 rec.save(output)
                 last_flush = time.monotonic()
     finally:
-        if old is not None:
-            signal.signal(signal.SIGINT, old)
+        signal.signal(signal.SIGINT, old)
     if output:
         rec.save(output)
     return rec
