@@ -97,7 +97,7 @@ static __always_inline int tracked(__u32 tgid)
 	return bpf_map_lookup_elem(&tgids, &tgid) != 0;
 }
 
-static __always_inline struct thread *get_thread(struct global *g, struct task_struct *t, __u32 state, __u64 now)
+static __always_inline struct thread *get_thread(struct global *g, struct task_struct *t, __u32 state)
 {
 	__u32 tid = t->pid;
 	struct thread *s = bpf_map_lookup_elem(&threads, &tid);
@@ -106,7 +106,7 @@ static __always_inline struct thread *get_thread(struct global *g, struct task_s
 	struct thread fresh = {};
 	fresh.tgid = t->tgid;
 	fresh.state = state;
-	fresh.since = now;
+	fresh.since = bpf_ktime_get_ns();  /* read only for a new entry: clock reads cost in a VM */
 	fresh.kernel_out = t->se.sum_exec_runtime;
 	bpf_probe_read_kernel_str(fresh.comm, sizeof(fresh.comm), t->comm);
 	if (bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST) && g)
@@ -133,8 +133,8 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	struct global *g = bpf_map_lookup_elem(&glob, &zero);
 	if (!g)
 		return 0;
-	struct thread *ps = pt ? get_thread(g, prev, ST_UNKNOWN, bpf_ktime_get_ns()) : 0;
-	struct thread *ns = nt ? get_thread(g, next, ST_UNKNOWN, bpf_ktime_get_ns()) : 0;
+	struct thread *ps = pt ? get_thread(g, prev, ST_UNKNOWN) : 0;
+	struct thread *ns = nt ? get_thread(g, next, ST_UNKNOWN) : 0;
 	int out = ps && ps->state == ST_RUNNING;
 	int in = ns && ns->state != ST_RUNNING;
 	__u64 now = 0, F = 0;
@@ -203,7 +203,6 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		ps->state = st;
 		ps->since = now;
 		ps->switches += 1;
-		bpf_probe_read_kernel_str(ps->comm, sizeof(ps->comm), prev->comm);
 	}
 	if (ns && in) {
 		close_state(ns, now);
@@ -220,8 +219,8 @@ static __always_inline int wakeup(struct task_struct *p, __u32 new_state)
 		return 0;
 	__u32 zero = 0;
 	struct global *g = bpf_map_lookup_elem(&glob, &zero);
+	struct thread *s = get_thread(g, p, new_state);
 	__u64 now = bpf_ktime_get_ns();
-	struct thread *s = get_thread(g, p, new_state, now);
 	if (!s || s->state == ST_RUNNING || s->state == ST_RUNNABLE)
 		return 0;
 	close_state(s, now);
@@ -254,7 +253,7 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 	}
 	__u32 zero = 0;
 	struct global *g = bpf_map_lookup_elem(&glob, &zero);
-	struct thread *s = get_thread(g, child, ST_NEW, bpf_ktime_get_ns());
+	struct thread *s = get_thread(g, child, ST_NEW);
 	if (s && s->state != ST_NEW && s->exited) {  /* a reused tid: start over */
 		struct thread fresh = {};
 		__u32 tid = child->pid;
@@ -264,6 +263,19 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 		bpf_probe_read_kernel_str(fresh.comm, sizeof(fresh.comm), child->comm);
 		bpf_map_update_elem(&threads, &tid, &fresh, BPF_ANY);
 	}
+	return 0;
+}
+
+/* Names change after creation (thread pools, JVMs: prctl/pthread_setname_np). */
+SEC("tp_btf/task_rename")
+int BPF_PROG(on_rename, struct task_struct *task, const char *comm)
+{
+	if (!tracked(task->tgid))
+		return 0;
+	__u32 tid = task->pid;
+	struct thread *s = bpf_map_lookup_elem(&threads, &tid);
+	if (s)
+		bpf_probe_read_kernel_str(s->comm, sizeof(s->comm), comm);
 	return 0;
 }
 
