@@ -35,6 +35,7 @@ class AggregateRecording:
 
     columns: dict[str, np.ndarray]
     meta: dict[str, Any]
+    _pending: list[dict[str, np.ndarray]] = dataclasses.field(default_factory=list, repr=False)
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
@@ -45,9 +46,12 @@ class AggregateRecording:
     def append_window(self, prev, cur, index: int, start_ns: int | None = None) -> None:
         """Add the window between two `ebpf.Snapshot`s (prev None: counters start at zero at
         `start_ns`)."""
-        rows = window_rows(prev, cur, index, start_ns)
-        for c in COLUMNS:
-            self.columns[c] = np.concatenate([self.columns[c], rows[c]])
+        self._pending.append(window_rows(prev, cur, index, start_ns))  # joined when read: no O(n²) growth
+
+    def _join(self) -> None:
+        if self._pending:
+            self.columns = {c: np.concatenate([self.columns[c], *(p[c] for p in self._pending)]) for c in COLUMNS}
+            self._pending.clear()
 
     # ---- storage ------------------------------------------------------------------------------
     def save(self, path: str) -> None:
@@ -56,6 +60,7 @@ class AggregateRecording:
 
         from scalestack.fileio import atomic_output
 
+        self._join()
         ints = {"window", "start_ns", "end_ns", "tid", "pid"}
         arrays = {c: pa.array(self.columns[c].astype(np.int64) if c in ints else
                               (self.columns[c].astype(str) if c == "name" else self.columns[c].astype(np.float64)))
@@ -91,6 +96,7 @@ class AggregateRecording:
 
     def windows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(start_ns, end_ns, busy_ns) per recorded window, in order."""
+        self._join()
         w = self.columns["window"].astype(np.int64)
         if len(w) == 0:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
@@ -100,6 +106,7 @@ class AggregateRecording:
 
     def threads(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(tid, latest name, role) of every thread seen."""
+        self._join()
         tid = self.columns["tid"].astype(np.int64)
         uniq, last = np.unique(tid[::-1], return_index=True)
         names = self.columns["name"][::-1][last]
@@ -118,6 +125,7 @@ class AggregateRecording:
 
     def per_thread(self, window_mask: np.ndarray | None = None) -> dict[str, np.ndarray]:
         """Sums per thread (rows of `threads()`) over the windows selected."""
+        self._join()
         tids, _, _ = self.threads()
         tid = self.columns["tid"].astype(np.int64)
         keep = np.ones(len(tid), bool) if window_mask is None else window_mask[self.columns["window"].astype(np.int64)]
