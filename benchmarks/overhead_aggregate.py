@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -83,7 +84,6 @@ def handler_cost(argv: list[str]) -> dict[str, tuple[int, float]]:
     kernel's own BPF statistics (kernel.bpf_stats_enabled, switched on only for this run).
     Every sched_switch of the machine pays the filter; the program's own events pay the rest."""
     import json
-    import subprocess
 
     from scalestack.collect.ebpf import Aggregator, GatedCommand, _which
 
@@ -94,7 +94,9 @@ def handler_cost(argv: list[str]) -> dict[str, tuple[int, float]]:
         gated = GatedCommand(argv, quiet=True)
         with Aggregator(gated.pid):
             gated.release()
+            t0 = time.perf_counter()
             gated.proc.wait()
+            elapsed = time.perf_counter() - t0
             out = subprocess.run([_which("bpftool"), "prog", "show", "--json"], capture_output=True, text=True).stdout
             ours = {"on_switch", "on_wakeup", "on_wakeup_new", "on_fork", "on_exit", "on_rename"}
             newest: dict[str, dict] = {}  # the programs just loaded: the highest id of each name
@@ -104,8 +106,20 @@ def handler_cost(argv: list[str]) -> dict[str, tuple[int, float]]:
             mine = list(newest.values())
     finally:
         open(stats, "w").write(old)
-    return {p["name"]: (int(p.get("run_cnt", 0)), p.get("run_time_ns", 0) / max(p.get("run_cnt", 0), 1))
-            for p in mine}
+    res = {p["name"]: (int(p.get("run_cnt", 0)), p.get("run_time_ns", 0) / max(p.get("run_cnt", 0), 1))
+           for p in mine}
+    res["_elapsed_s"] = (0, elapsed)
+    return res
+
+
+def print_handler_cost(argv: list[str], label: str) -> None:
+    cost = handler_cost(argv)
+    elapsed = cost.pop("_elapsed_s")[1]
+    total = sum(n * ns for n, ns in cost.values()) / 1e9
+    for prog_name, (cnt, ns) in sorted(cost.items()):
+        print(f"{'':34} BPF {prog_name:14} {cnt:9d} calls, {ns:6.0f} ns each (kernel's BPF stats)")
+    print(f"{label:34} BPF handlers ran {total * 1e3:.2f} ms in a {elapsed:.3f} s run: {total / elapsed * 100:.2f}% of "
+          f"one CPU, {total / elapsed / (os.cpu_count() or 1) * 100:.2f}% of the machine")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -138,8 +152,10 @@ def main(argv: list[str] | None = None) -> int:
                 if "pair_slowdowns_pct" in r:
                     print(f"{'':34} {'':13} pairs: " + " ".join(f"{x:+.1f}%" for x in r["pair_slowdowns_pct"]))
             if name.startswith("futex"):
-                for prog_name, (cnt, ns) in sorted(handler_cost(prog).items()):
-                    print(f"{'':34} BPF {prog_name:14} {cnt:9d} calls, {ns:6.0f} ns each (kernel's BPF stats)")
+                print_handler_cost(prog, name)
+        cdir = ROOT / "workloads" / "c"
+        subprocess.run(["gcc", "-O1", "-pthread", str(cdir / "prodcons.c"), "-o", f"{tmp}/prodcons"], check=True)
+        print_handler_cost([f"{tmp}/prodcons"], "switch storm (producer/consumer)")
     print("thesis kernel-module collector: 0.68% average, 1.11% max (Du Bois, Table 5.1)")
     return 0
 
