@@ -46,6 +46,10 @@ def command(output, pid, duration, roles, mmap_size, collector, reader, keep_per
     if aggregate:
         from scalestack.commands._aggregate import record_aggregate_command
 
+        if sample or mmap_size or keep_perf_data or no_futex or collector != "perf":
+            raise UserError("--aggregate counts in the kernel; --sample, --mmap-size, --keep-perf-data, --no-futex "
+                            "and --collector are for trace recordings")
+
         record_aggregate_command(list(command) or None, output or "scalestack.agg.parquet", pid, duration, window,
                                  roles, quiet)
     output = output or "scalestack.trace"

@@ -8,6 +8,7 @@ import click
 
 import scalestack
 from scalestack.commands._analysis_options import analysis_options, between_ns
+from scalestack.errors import UserError
 
 
 @click.command()
@@ -29,9 +30,9 @@ def command(path, out_dir, window, group_by, active, between, quiet):
         from scalestack.aggregate import build_report as build_aggregate_report
 
         if between:
-            raise click.UsageError("--between needs a trace; an aggregate recording has whole windows only")
+            raise UserError("--between needs a trace; an aggregate recording has whole windows only")
         if active != "running":
-            raise click.UsageError("an aggregate recording counts running threads only (--active running)")
+            raise UserError("an aggregate recording counts running threads only (--active running)")
         report = build_aggregate_report(AggregateRecording.load(path), parse_duration_ns(window, what="--window")
                                         if window is not None else None, group_by)
         out_dir = out_dir or os.path.splitext(path)[0] + "-report"
