@@ -221,10 +221,16 @@ static __always_inline int wakeup(struct task_struct *p, __u32 new_state)
 	struct global *g = bpf_map_lookup_elem(&glob, &zero);
 	struct thread *s = get_thread(g, p, new_state);
 	__u64 now = bpf_ktime_get_ns();
-	if (!s || s->state == ST_RUNNING || s->state == ST_RUNNABLE)
+	if (!s)
 		return 0;
-	close_state(s, now);
-	s->state = ST_RUNNABLE;
+	__u32 st = s->state;
+	if (st == ST_RUNNING || st == ST_RUNNABLE)
+		return 0;
+	/* only if no switch-in changed the state meanwhile: never overwrite RUNNING */
+	if (__sync_val_compare_and_swap(&s->state, st, ST_RUNNABLE) != st)
+		return 0;
+	if (st >= ST_RUNNABLE && st <= ST_SLEEP && now > s->since)
+		s->ns[st & 7] += now - s->since;
 	s->since = now;
 	return 0;
 }
