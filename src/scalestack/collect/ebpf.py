@@ -2,7 +2,7 @@
 
 The thesis's kernel modules kept two counters per thread and cost 0.68%; this is the same idea,
 safely, as an eBPF program (`bpf/aggregate.bpf.c`) on the scheduler's BTF tracepoints
-(sched_switch, sched_wakeup(_new), sched_process_fork/exit), filtered in the kernel to one
+(sched_switch, sched_wakeup(_new), sched_process_fork/exit, task_rename), filtered in the kernel to one
 process tree. Per event it does O(1) work: the tree keeps the running count r and
 F(t) = ∫ dt / r(t) in fixed point; a thread adds F(out) - F(in) at switch-out (shared/DESIGN.md,
 "Online aggregation"). SYNC_WAIT needs no syscall probe: a thread that blocks inside the futex
@@ -10,8 +10,8 @@ system call (its saved user registers say so) is in a synchronization wait.
 
 Loader: libbpf, with the BPF object compiled by clang at first use against this kernel's own
 BTF (`bpftool btf dump`), and a 100-line C loader that prints the maps on request. Why not the
-others: bpftrace has no atomic read-modify-write, so two CPUs switching at once lose updates of
-r (measured collisions are frequent on a futex-heavy program) and every later share is wrong;
+others: bpftrace's map updates are a read then a write, not atomic, so two CPUs switching at
+once can lose an update of r, and every later share would be wrong (not measured: avoided);
 BCC (python3-bpfcc) needs the kernel's headers, which these machines' kernels do not ship.
 Debian packages: clang, libbpf-dev, bpftool (scripts/system-deps.sh installs them).
 
