@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -28,6 +31,14 @@ def _wait_for(session: str, pattern: str, timeout: float = 60.0) -> str:
     raise AssertionError(f"{pattern!r} never appeared; screen:\n{screen}")
 
 
+def _stop_watched(screen: str) -> None:
+    """Safety net: end the watched program by the pid `top` showed (it should be gone already)."""
+    m = re.search(r"scalestack top\s+pid (\d+)", screen)
+    if m:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(int(m.group(1)), signal.SIGKILL)
+
+
 def _session(cmd: list[str], tmp_path) -> str:
     session = f"sstop-{uuid.uuid4().hex[:8]}"
     status = tmp_path / "status"
@@ -44,6 +55,7 @@ def _session(cmd: list[str], tmp_path) -> str:
 def test_top_shows_threads_and_shares_and_q_quits(c_programs, tmp_path):
     prog = str(c_programs["barrier_imbalance"])
     session = _session([sys.executable, "-m", "scalestack.cli", "top", "--", prog, "100000", "2000000", "3"], tmp_path)
+    screen = ""
     try:
         screen = _wait_for(session, r"barrier_imbala.*\(\d+\).*\d+\.\d")
         assert "scalestack top" in screen and "crit % win" in screen
@@ -58,7 +70,7 @@ def test_top_shows_threads_and_shares_and_q_quits(c_programs, tmp_path):
         assert " icanon " in (tmp_path / "stty").read_text() and " echo " in (tmp_path / "stty").read_text()
     finally:
         _tmux("kill-session", "-t", session)
-        subprocess.run(["pkill", "-f", f"^{prog} 100000"], timeout=10)
+        _stop_watched(screen)
 
 
 @requires_ebpf
@@ -66,8 +78,9 @@ def test_top_shows_threads_and_shares_and_q_quits(c_programs, tmp_path):
 def test_ctrl_c_leaves_the_terminal_clean(c_programs, tmp_path):
     prog = str(c_programs["barrier_imbalance"])
     session = _session([sys.executable, "-m", "scalestack.cli", "top", "--", prog, "100000", "2000000", "3"], tmp_path)
+    screen = ""
     try:
-        _wait_for(session, r"crit % win")
+        screen = _wait_for(session, r"crit % win")
         _tmux("send-keys", "-t", session, "C-c")
         _wait_for(session, "DONE", 30)
         assert (tmp_path / "status").read_text().strip() == "130"
@@ -75,4 +88,4 @@ def test_ctrl_c_leaves_the_terminal_clean(c_programs, tmp_path):
         assert " icanon " in stty and " echo " in stty and "-icanon" not in stty
     finally:
         _tmux("kill-session", "-t", session)
-        subprocess.run(["pkill", "-f", f"^{prog} 100000"], timeout=10)
+        _stop_watched(screen)
