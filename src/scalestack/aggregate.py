@@ -399,3 +399,14 @@ def build_report(rec: AggregateRecording, window: int | None = None, group_by=No
     cmd = meta.get("command")
     return Report(title or (" ".join(cmd) if cmd else f"pid {meta.get('attached_pid')}"), facts, warnings,
                   [threads, csec, bsec])
+
+
+def load_if_aggregate(path: str, active: str = "running", between=None) -> AggregateRecording | None:
+    """The aggregate recording at `path`, or None when it is a trace; refuses trace-only options."""
+    if not is_aggregate(path):
+        return None
+    if between:
+        raise UserError("--between needs a trace; an aggregate recording has whole windows only")
+    if active != "running":
+        raise UserError("an aggregate recording counts running threads only (--active running)")
+    return AggregateRecording.load(path)

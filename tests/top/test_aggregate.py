@@ -145,3 +145,28 @@ def test_online_identity_matches_the_offline_sweep(spans):
     np.testing.assert_allclose(online, offline, atol=2 * m / FX + 1e-9)
     assert online.sum() == pytest.approx(offline.sum(), abs=2 * m * m / FX + 1e-9)
     assert online.sum() <= offline.sum() + 1e-9  # truncation only ever loses
+
+
+def test_crit_bottle_and_report_read_an_aggregate_file(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from scalestack.cli import cli
+
+    rec = _recording(np.random.default_rng(3), 3, 6)
+    path = str(tmp_path / "r.agg.parquet")
+    rec.save(path)
+    runner = CliRunner()
+    res = runner.invoke(cli, ["crit", path, "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    assert sum(t["criticality_ns"] for t in data["threads"]) == pytest.approx(rec.bottle().height_ns)
+    res = runner.invoke(cli, ["bottle", path, "--window", "2ms", "--json"])
+    assert res.exit_code == 0, res.output
+    assert len(json.loads(res.output)["windows"]) == 3
+    res = runner.invoke(cli, ["report", path, "-o", str(tmp_path / "rep"), "--window", "2ms", "-q"])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "rep" / "bottle-windows.svg").exists()
+    report = json.loads((tmp_path / "rep" / "report.json").read_text())
+    assert set(report["sections"]) == {"threads", "criticality", "bottle"}

@@ -8,7 +8,6 @@ import click
 
 import scalestack
 from scalestack.commands._analysis_options import analysis_options, between_ns
-from scalestack.errors import UserError
 
 
 @click.command()
@@ -26,14 +25,11 @@ def command(path, out_dir, window, group_by, active, between, quiet):
     from scalestack.units import parse_duration_ns
 
     if is_aggregate(path):  # `record --aggregate`: per-window counters, not a trace
-        from scalestack.aggregate import AggregateRecording
         from scalestack.aggregate import build_report as build_aggregate_report
+        from scalestack.aggregate import load_if_aggregate
 
-        if between:
-            raise UserError("--between needs a trace; an aggregate recording has whole windows only")
-        if active != "running":
-            raise UserError("an aggregate recording counts running threads only (--active running)")
-        report = build_aggregate_report(AggregateRecording.load(path), parse_duration_ns(window, what="--window")
+        rec = load_if_aggregate(path, active, between)
+        report = build_aggregate_report(rec, parse_duration_ns(window, what="--window")
                                         if window is not None else None, group_by)
         out_dir = out_dir or os.path.splitext(path)[0] + "-report"
         written = write_report(report, out_dir)
