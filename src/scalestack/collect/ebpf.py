@@ -114,21 +114,24 @@ def build(force: bool = False) -> tuple[str, str]:
     steps = [
         ([_which("bpftool"), "btf", "dump", "file", "/sys/kernel/btf/vmlinux", "format", "c"], "vmlinux.h"),
         (["clang", "-O2", "-g", "-target", "bpf", "-mcpu=v3", f"-D__TARGET_ARCH_{arch}", "-I", out, "-c",
-          os.path.join(out, "aggregate.bpf.c"), "-o", obj + ".tmp"], None),
-        ([_which("gcc") or "cc", "-O2", os.path.join(out, "loader.c"), "-o", loader + ".tmp", "-lbpf"], None),
+          os.path.join(out, "aggregate.bpf.c"), "-o", f"{obj}.{os.getpid()}"], None),
+        ([_which("gcc") or "cc", "-O2", os.path.join(out, "loader.c"), "-o", f"{loader}.{os.getpid()}", "-lbpf"], None),
     ]
     for argv, stdout_name in steps:
-        dest = open(os.path.join(out, stdout_name), "wb") if stdout_name else subprocess.DEVNULL
+        dest = open(os.path.join(out, stdout_name + f".{os.getpid()}"), "wb") if stdout_name else subprocess.DEVNULL
+        res = None
         try:
             res = subprocess.run(argv, stdout=dest, stderr=subprocess.PIPE, timeout=300)
         finally:
             if stdout_name:
                 dest.close()
+                if res is not None and res.returncode == 0:  # whole or not at all: another build may be reading it
+                    os.replace(dest.name, os.path.join(out, stdout_name))
         if res.returncode != 0:
             last = (res.stderr.decode("utf-8", "replace").strip().splitlines() or ["no message"])[-1]
             raise UserError(f"building the eBPF aggregator failed at `{os.path.basename(argv[0])}`: {last}" + _HINT)
-    os.replace(obj + ".tmp", obj)
-    os.replace(loader + ".tmp", loader)
+    os.replace(f"{obj}.{os.getpid()}", obj)
+    os.replace(f"{loader}.{os.getpid()}", loader)
     return obj, loader
 
 
