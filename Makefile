@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install system-deps demo test lint bench clean
+.PHONY: install system-deps bpf demo test lint bench clean
 
 install: $(STAMP)
 
@@ -21,6 +21,11 @@ demo: install
 
 system-deps:
 	@bash scripts/system-deps.sh
+
+# the eBPF aggregator (`scalestack top`, `record --aggregate`): built against this kernel's BTF
+# (also done on first use; needs root, clang, libbpf-dev, bpftool)
+bpf: install
+	$(PY) -c "from scalestack.collect.ebpf import build; print(*build(force=True))"
 
 test: install system-deps
 	$(PY) -m pytest -q -p no:cacheprovider

@@ -10,7 +10,7 @@ from scalestack.errors import UserError
 
 
 @click.command(context_settings={"ignore_unknown_options": False})
-@click.option("-o", "--output", default="scalestack.trace", show_default=True, help="Trace file to write.")
+@click.option("-o", "--output", help="File to write (default scalestack.trace; with --aggregate scalestack.agg.parquet).")
 @click.option("-p", "--pid", type=int, help="Attach to a running process instead of running a command.")
 @click.option("--duration", type=float, help="With --pid: seconds to record.")
 @click.option("--threads-as-roles", "roles", metavar="RULES",
@@ -24,11 +24,14 @@ from scalestack.errors import UserError
 @click.option("--no-futex", is_flag=True, help="Do not trace futex syscalls (cheaper; no SYNC_WAIT state).")
 @click.option("--sample", "sample", is_flag=True, help="Also sample what each thread executes (for phases).")
 @click.option("--sample-hz", type=int, default=1000, show_default=True, help="Samples per second of CPU time.")
+@click.option("--aggregate", is_flag=True,
+              help="Keep only per-thread counters per window, in the kernel (eBPF): always-on, kilobytes.")
+@click.option("--window", default="1s", show_default=True, metavar="DURATION", help="With --aggregate: window length.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 @click.option("--no-exit-check", is_flag=True, help="Skip comparing each thread with the kernel's figures at its exit.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def command(output, pid, duration, roles, mmap_size, collector, reader, keep_perf_data, no_futex, sample, sample_hz,
-            quiet, no_exit_check, command):
+            aggregate, window, quiet, no_exit_check, command):
     """Record CMD (after --) with the kernel's scheduler and futex tracepoints.
 
     Exits with the command's own exit status. Example:
@@ -41,6 +44,16 @@ def command(output, pid, duration, roles, mmap_size, collector, reader, keep_per
         raise UserError("no command given; usage: scalestack record [OPTIONS] -- CMD [ARGS...]")
     if pid is not None and command:
         raise UserError("give either --pid or a command, not both")
+    if aggregate:
+        from scalestack.commands._aggregate import record_aggregate_command
+
+        if sample or mmap_size or keep_perf_data or no_futex or collector != "perf":
+            raise UserError("--aggregate counts in the kernel; --sample, --mmap-size, --keep-perf-data, --no-futex "
+                            "and --collector are for trace recordings")
+
+        record_aggregate_command(list(command) or None, output or "scalestack.agg.parquet", pid, duration, window,
+                                 roles, quiet)
+    output = output or "scalestack.trace"
     trace = record(list(command) if command else None, output, pid=pid, duration=duration, mmap_size=mmap_size,
                    role_rules=roles, reader=reader, keep_perf_data=keep_perf_data, futex=not no_futex,
                    sample_hz=sample_hz if sample else None, collector=collector, exit_check=not no_exit_check)

@@ -19,10 +19,24 @@ from scalestack.commands._analysis_options import analysis_options, between_ns
 @click.option("-q", "--quiet", is_flag=True, help="Write the files only; print nothing.")
 def command(path, out_dir, window, group_by, active, between, quiet):
     """Write report.html (self-contained), report.json and PNG/SVG figures; print the tables."""
+    from scalestack.aggregate import is_aggregate
     from scalestack.report import ReportOptions, build_report, write_report
     from scalestack.report.terminal import print_report
     from scalestack.units import parse_duration_ns
 
+    if is_aggregate(path):  # `record --aggregate`: per-window counters, not a trace
+        from scalestack.aggregate import build_report as build_aggregate_report
+        from scalestack.aggregate import load_if_aggregate
+
+        rec = load_if_aggregate(path, active, between)
+        report = build_aggregate_report(rec, parse_duration_ns(window, what="--window")
+                                        if window is not None else None, group_by)
+        out_dir = out_dir or os.path.splitext(path)[0] + "-report"
+        written = write_report(report, out_dir)
+        if not quiet:
+            print_report(report)
+            click.echo(f"\nscalestack: wrote {len(written)} files to {out_dir}/ (open {written['report.html']})", err=True)
+        return
     trace = scalestack.load(path)
     if window is not None:
         window = parse_duration_ns(window, what="--window")

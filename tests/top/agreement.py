@@ -1,0 +1,88 @@
+"""One run watched by both collectors at once: perf (`record --pid`) and the eBPF aggregator."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+
+
+def both(command: list[str], perf_ready_s: float = 3.0):
+    """(perf Trace, eBPF Snapshot) of the same run of `command`; the trace's meta["schedstat"]
+    holds what the threads said of themselves (tid -> on-CPU ns, workloads' SCHEDSTAT_OUT)."""
+    import os
+    import tempfile
+
+    import scalestack
+    from scalestack.collect.ebpf import Aggregator, GatedCommand
+
+    fd, selfreport = tempfile.mkstemp(prefix="scalestack-schedstat-")
+    os.close(fd)
+    old = os.environ.get("SCHEDSTAT_OUT")
+    os.environ["SCHEDSTAT_OUT"] = selfreport
+    try:
+        gated = GatedCommand(command, quiet=True)
+    finally:
+        if old is None:
+            del os.environ["SCHEDSTAT_OUT"]
+        else:
+            os.environ["SCHEDSTAT_OUT"] = old
+    out: dict = {}
+
+    def run_command():  # perf must run in the main thread (it sets signal handlers)
+        try:
+            time.sleep(perf_ready_s)  # perf -a needs a moment before its events are enabled
+            gated.release()
+            gated.proc.wait(timeout=120)  # reaped: /proc/PID goes, and `record --pid` stops
+            out["snap"] = agg.snapshot()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            out["error"] = exc
+            gated.cancel()
+
+    with Aggregator(gated.pid) as agg:
+        th = threading.Thread(target=run_command)
+        th.start()
+        try:
+            trace = scalestack.record(None, None, pid=gated.pid, duration=150)
+        finally:
+            th.join()
+    if "error" in out:
+        raise out["error"]
+    with open(selfreport) as fh:
+        trace.meta["schedstat"] = {int(ln.split()[0]): int(ln.split()[1]) for ln in fh if ln.strip()}
+    os.unlink(selfreport)
+    return trace, out["snap"]
+
+
+def compare(trace, snap) -> list[dict]:
+    """Per thread: C_j and Run_j from both, and their relative differences."""
+    crit = trace.criticality()
+    idx = snap.index()
+    rows = []
+    for i, tid in enumerate(crit.tids.tolist()):
+        j = idx.get(int(tid))
+        c_e = float(snap.crit_ns[j]) if j is not None else 0.0
+        r_e = float(snap.times_ns["running"][j]) if j is not None else 0.0
+        c_p, r_p = float(crit.criticality_ns[i]), float(crit.running_ns[i])
+        truth = trace.meta.get("schedstat", {}).get(int(tid))
+        rows.append({"tid": int(tid), "name": str(crit.names[i]), "crit_perf_ms": c_p / 1e6, "crit_ebpf_ms": c_e / 1e6,
+                     "run_self_ms": truth / 1e6 if truth is not None else None,
+                     "run_perf_ms": r_p / 1e6, "run_ebpf_ms": r_e / 1e6,
+                     "crit_diff_pct": abs(c_e - c_p) / max(c_p, 1.0) * 100,
+                     "run_diff_pct": abs(r_e - r_p) / max(r_p, 1.0) * 100,
+                     "crit_share_perf": c_p / max(crit.criticality_ns.sum(), 1.0)})
+    return rows
+
+
+def summary(rows: list[dict]) -> str:
+    head = f"{'tid':>7} {'name':16} {'C perf':>11} {'C eBPF':>9} {'diff':>8}  {'Run perf':>11} {'Run eBPF':>9} " \
+           f"{'diff':>8} {'self':>9}"
+    return "\n".join([head] + [
+        f"{r['tid']:>7} {r['name'][:16]:16} C {r['crit_perf_ms']:9.3f} {r['crit_ebpf_ms']:9.3f} "
+        f"({r['crit_diff_pct']:5.2f}%)  Run {r['run_perf_ms']:9.3f} {r['run_ebpf_ms']:9.3f} "
+        f"({r['run_diff_pct']:5.2f}%) {r['run_self_ms'] if r['run_self_ms'] is not None else float('nan'):9.3f}"
+        for r in rows])
+
+
+__all__ = ["both", "compare", "summary", "np"]
