@@ -103,8 +103,11 @@ def stacks(traces: dict[int, scalestack.Trace]) -> list:
     return [speedup_stack(traces[base], traces[n], n // base) for n in sorted(traces)]
 
 
-def sweep_report(traces: dict[int, scalestack.Trace], out_dir: str) -> dict[str, str]:
-    """report.html etc. for the sweep: the speedup stacks first, then the largest N's own report."""
+def sweep_report(traces: dict[int, scalestack.Trace], out_dir: str, gc_logs: dict[int, str] | None = None
+                 ) -> dict[str, str]:
+    """report.html etc. for the sweep: the speedup stacks first, then the largest N's own report.
+
+    gc_logs (`load_gc_logs`): the JVM's -Xlog:gc pause totals are stated beside the GC term."""
     from scalestack.report import Section, build_report, write_report
     from scalestack.report.speedup_figures import speedup_curve, speedup_stacks
 
@@ -128,9 +131,15 @@ def sweep_report(traces: dict[int, scalestack.Trace], out_dir: str) -> dict[str,
             rows.append({**st.rows()[0], "n": f"{n} ({name})", "total": st.total()})
     summary.append("Rows 'N (phase)': the same stack for the part of the run before the first worker starts, "
                    "the parallel phase, and after the last one ends.")
+    checks = gc_checks(traces, gc_logs or {})
+    for c in checks:
+        summary.append(f"N = {c['n']}: -Xlog:gc logged {c['pauses']} pauses, {c['log_pause_ms']:.1f} ms; the GC "
+                       f"threads' boxes are {c['gc_height_ms']:.1f} ms tall (running {c['gc_running_ms']:.1f} ms); "
+                       f"GC term {c['gc_term']:.2f} from the trace, {c['gc_term_log']:.2f} from the log.")
     section = Section("speedup", "Speedup stacks", summary, rows, cols,
                       {"speedup-stacks": speedup_stacks(res), "speedup-curve": speedup_curve(res)},
                       {"stacks": [r.to_dict() for r in res],
-                       "phases": {str(n): {k: v.to_dict() for k, v in per.items()} for n, per in phases.items()}})
+                       "phases": {str(n): {k: v.to_dict() for k, v in per.items()} for n, per in phases.items()},
+                       "gc_log": checks})
     report.sections.insert(0, section)
     return write_report(report, out_dir)

@@ -48,10 +48,11 @@ def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log
         from_dir = output
     traces = load_sweep(from_dir)
     res = stacks(traces)
+    logs = load_gc_logs(from_dir)
     if report_dir:
-        sweep_report(traces, report_dir)
+        sweep_report(traces, report_dir, logs)
         click.echo(f"scalestack: wrote {report_dir}/report.html", err=True)
-    checks = gc_checks(traces, load_gc_logs(from_dir))
+    checks = gc_checks(traces, logs)
     if as_json:
         out = [r.to_dict() for r in res]
         click.echo(json.dumps({"stacks": out, "gc_log": checks} if checks else out, indent=2))
