@@ -49,15 +49,19 @@ class SpeedupStack(Result):
         return [{"n": self.n, "speedup": self.speedup, **{c: getattr(self, c) for c in COMPONENTS}}]
 
 
-def _role_height(trace: Trace, role: str) -> float:
+def _role_height(trace: Trace, role: str, active: str = "running") -> float:
     """Σ C_j over the threads of a role: the height of their bottle-graph boxes (spec §2.5).
 
     Two GC threads collecting side by side for a pause of P ns add up to P, not 2P: the pause
-    costs the program P of wall time, which is what the GC and SEQ terms charge.
+    costs the program P of wall time, which is what the GC and SEQ terms charge. For SEQ the main
+    thread's waits for a CPU count as active too (`active="running+runnable"`): a serial part
+    stretched by other processes on the cores still costs the app threads that wall time (with
+    "running" only it fell into OTHER). Not for GC: runnable GC threads (woken together, more of
+    them than cores) overlap running app threads, and the pause log agrees with "running".
     """
     from scalestack.analysis.criticality import criticality
 
-    cr = criticality(trace)
+    cr = criticality(trace, active=active)
     return float(cr.criticality_ns[np.asarray(cr.roles == role, dtype=bool)].sum())
 
 
@@ -144,7 +148,8 @@ def speedup_stack(single: Trace, multi: Trace, n: int) -> SpeedupStack:
     return stack_from_times(
         n, float(single.wall_ns), float(multi.wall_ns),
         gc_st=_role_height(single, "gc"), gc_mt=_role_height(multi, "gc"),
-        seq_st=_role_height(single, "main"), seq_mt=_role_height(multi, "main"),
+        seq_st=_role_height(single, "main", "running+runnable"),
+        seq_mt=_role_height(multi, "main", "running+runnable"),
         sync=float(sync.sum()),
         imb=imb,
         cont=float(tis[app, int(State.RUNNABLE)].sum()), cont_st=cont_st,
