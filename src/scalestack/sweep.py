@@ -11,14 +11,23 @@ from scalestack.errors import UserError
 
 
 def run_sweep(command: list[str], threads: list[int], out_dir: str, *, repeat: int = 1,
-              env: dict[str, str] | None = None, progress=None) -> dict:
-    """Record `command` with `{threads}` replaced (in argv and env values); write sweep.json."""
+              env: dict[str, str] | None = None, progress=None, gc_log: bool = False) -> dict:
+    """Record `command` with `{threads}` replaced (in argv and env values); write sweep.json.
+
+    gc_log: for a `java` command, add ``-Xlog:gc:file=tN-rK.gclog`` so the JVM's own pause times
+    can be set beside the GC component (`scalestack.analysis.gclog`).
+    """
+    if gc_log and not Path(command[0]).name.startswith("java"):
+        raise UserError(f"--gc-log needs a java command (it adds -Xlog:gc), not {command[0]!r}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     runs = []
     for n in threads:
         for k in range(repeat):
             argv = [a.replace("{threads}", str(n)) for a in command]
+            log = out / f"t{n}-r{k}.gclog"
+            if gc_log:
+                argv.insert(1, f"-Xlog:gc:file={log.resolve()}")
             saved = {v: os.environ.get(v) for v in (env or {})}
             try:
                 for var, val in (env or {}).items():
@@ -31,7 +40,8 @@ def run_sweep(command: list[str], threads: list[int], out_dir: str, *, repeat: i
                         os.environ.pop(var, None)
                     else:
                         os.environ[var] = old
-            runs.append({"threads": n, "repeat": k, "path": path.name, "wall_ns": int(trace.wall_ns)})
+            runs.append({"threads": n, "repeat": k, "path": path.name, "wall_ns": int(trace.wall_ns),
+                         **({"gclog": log.name} if gc_log else {})})
             if progress is not None:
                 progress()
     manifest = {"command": command, "threads": threads, "repeat": repeat, "env": env or {}, "runs": runs}
@@ -39,17 +49,50 @@ def run_sweep(command: list[str], threads: list[int], out_dir: str, *, repeat: i
     return manifest
 
 
-def load_sweep(out_dir: str) -> dict[int, scalestack.Trace]:
-    """The median-wall-time trace per thread count from a sweep directory."""
+def _median_runs(out_dir: str) -> dict[int, dict]:
+    """The sweep.json entry of the median-wall-time run per thread count."""
     path = Path(out_dir) / "sweep.json"
     if not path.exists():
         raise UserError(f"{out_dir} has no sweep.json; make one with 'scalestack scale -o {out_dir} -- CMD'")
     manifest = json.loads(path.read_text())
-    chosen: dict[int, scalestack.Trace] = {}
+    chosen: dict[int, dict] = {}
     for n in manifest["threads"]:
         runs = sorted((r for r in manifest["runs"] if r["threads"] == n), key=lambda r: r["wall_ns"])
-        chosen[n] = scalestack.load(str(Path(out_dir) / runs[len(runs) // 2]["path"]))
+        chosen[n] = runs[len(runs) // 2]
     return chosen
+
+
+def load_sweep(out_dir: str) -> dict[int, scalestack.Trace]:
+    """The median-wall-time trace per thread count from a sweep directory."""
+    return {n: scalestack.load(str(Path(out_dir) / r["path"])) for n, r in _median_runs(out_dir).items()}
+
+
+def load_gc_logs(out_dir: str) -> dict[int, str]:
+    """The `-Xlog:gc` text of the same median runs, for sweeps recorded with gc_log=True."""
+    out = {}
+    for n, r in _median_runs(out_dir).items():
+        p = Path(out_dir) / r.get("gclog", "")
+        if "gclog" in r and p.exists():
+            out[n] = p.read_text(errors="replace")
+    return out
+
+
+def gc_checks(traces: dict[int, scalestack.Trace], logs: dict[int, str]) -> list[dict]:
+    """Per N: the GC component from the trace beside the same term from the JVM's pause log."""
+    from scalestack.analysis.gclog import gc_check, gc_term_from_log
+
+    base = min(traces)
+    if base not in logs:
+        return []
+    by_n = {s.n: s for s in stacks(traces)}
+    p1 = gc_check(traces[base], logs[base], 1).log_pause_ns
+    rows = []
+    for n in sorted(logs):
+        k = n // base
+        c = gc_check(traces[n], logs[n], k)
+        rows.append({**c.rows()[0], "gc_term": by_n[k].gc,
+                     "gc_term_log": gc_term_from_log(k, p1, c.log_pause_ns, float(traces[n].wall_ns))})
+    return rows
 
 
 def stacks(traces: dict[int, scalestack.Trace]) -> list:
@@ -60,8 +103,11 @@ def stacks(traces: dict[int, scalestack.Trace]) -> list:
     return [speedup_stack(traces[base], traces[n], n // base) for n in sorted(traces)]
 
 
-def sweep_report(traces: dict[int, scalestack.Trace], out_dir: str) -> dict[str, str]:
-    """report.html etc. for the sweep: the speedup stacks first, then the largest N's own report."""
+def sweep_report(traces: dict[int, scalestack.Trace], out_dir: str, gc_logs: dict[int, str] | None = None
+                 ) -> dict[str, str]:
+    """report.html etc. for the sweep: the speedup stacks first, then the largest N's own report.
+
+    gc_logs (`load_gc_logs`): the JVM's -Xlog:gc pause totals are stated beside the GC term."""
     from scalestack.report import Section, build_report, write_report
     from scalestack.report.speedup_figures import speedup_curve, speedup_stacks
 
@@ -85,9 +131,15 @@ def sweep_report(traces: dict[int, scalestack.Trace], out_dir: str) -> dict[str,
             rows.append({**st.rows()[0], "n": f"{n} ({name})", "total": st.total()})
     summary.append("Rows 'N (phase)': the same stack for the part of the run before the first worker starts, "
                    "the parallel phase, and after the last one ends.")
+    checks = gc_checks(traces, gc_logs or {})
+    for c in checks:
+        summary.append(f"N = {c['n']}: -Xlog:gc logged {c['pauses']} pauses, {c['log_pause_ms']:.1f} ms; the GC "
+                       f"threads' boxes are {c['gc_height_ms']:.1f} ms tall (running {c['gc_running_ms']:.1f} ms); "
+                       f"GC term {c['gc_term']:.2f} from the trace, {c['gc_term_log']:.2f} from the log.")
     section = Section("speedup", "Speedup stacks", summary, rows, cols,
                       {"speedup-stacks": speedup_stacks(res), "speedup-curve": speedup_curve(res)},
                       {"stacks": [r.to_dict() for r in res],
-                       "phases": {str(n): {k: v.to_dict() for k, v in per.items()} for n, per in phases.items()}})
+                       "phases": {str(n): {k: v.to_dict() for k, v in per.items()} for n, per in phases.items()},
+                       "gc_log": checks})
     report.sections.insert(0, section)
     return write_report(report, out_dir)

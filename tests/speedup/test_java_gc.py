@@ -1,8 +1,9 @@
-"""Acceptance: an allocation-heavy Java program shows a GC component; GC threads carry the gc role."""
+"""Acceptance: an allocation-heavy Java program shows a GC component; GC threads carry the gc role;
+the GC term agrees with the JVM's own -Xlog:gc pause times."""
 
 import pytest
 
-from scalestack.sweep import load_sweep, run_sweep, stacks
+from scalestack.sweep import gc_checks, load_gc_logs, load_sweep, run_sweep, stacks
 from tests.conftest import requires_recording
 
 
@@ -10,9 +11,14 @@ from tests.conftest import requires_recording
 def test_java_alloc_heavy_has_gc_component(java_classes, tmp_path):
     d = tmp_path / "java"
     run_sweep(["java", "-XX:+UseParallelGC", "-Xmx64m", "-cp", str(java_classes), "AllocHeavy",
-               "{threads}"], [1, 2, 4], str(d))
+               "{threads}"], [1, 2, 4], str(d), gc_log=True)
     traces = load_sweep(str(d))
     assert "gc" in set(traces[2].threads.role)
     by_n = {s.n: s for s in stacks(traces)}
     assert by_n[4].gc > 0.05
     assert by_n[4].total() == pytest.approx(4.0)
+    checks = {c["n"]: c for c in gc_checks(traces, load_gc_logs(str(d)))}
+    assert set(checks) == {1, 2, 4} and all(c["pauses"] > 0 for c in checks.values())
+    for c in checks.values():  # the GC threads' box height is the pause time the JVM logged
+        assert c["gc_height_ms"] == pytest.approx(c["log_pause_ms"], rel=0.35)
+    assert checks[4]["gc_term_log"] == pytest.approx(checks[4]["gc_term"], abs=0.15)

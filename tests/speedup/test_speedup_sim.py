@@ -27,7 +27,8 @@ def test_validation_benchmark_quick(tmp_path):
                            str(out)], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = json.loads(out.read_text())["summary"]
-    assert all(s["err_max"] < 3.0 and s["sync_err"] < 5.0 and s["cont_err"] < 5.0 for s in summary.values()), summary
+    # acceptance: the estimated speedup within 3% of N, every component within 5% of N of the truth
+    assert all(s["err_max"] < 3.0 and s["component_err_max"] < 5.0 for s in summary.values()), summary
     assert summary["gc-8"]["gc"] > 0.5 and summary["serial-8"]["seq"] > 0.5 and summary["locks-8"]["sync"] > 0.5
     assert summary["oversubscribed-8"]["cont"] > 0.4  # 8 workers + 2 GC threads on 4 cores
 

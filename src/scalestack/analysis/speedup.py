@@ -2,8 +2,10 @@
 
 Managed-runtime formula (spec managed-speedup-stacks.md §1; paper Fig. 2):
 ``N = S + GC + SEQ + SYNC + IMB + CONT + OTHER``, each term in speedup units. CONT (RUNNABLE
-time of app threads: more runnable threads than cores) is our addition; OTHER is the residual
-and may be negative.
+time of app threads: more runnable threads than cores, or other processes on them) is our
+addition, ``(Σ Runnable_MT − Runnable_ST) / T_p``: like GC and SEQ it leaves out what the
+1-thread baseline pays too, so the N = 1 stack is exactly {S = 1} and OTHER does not absorb the
+baseline's waiting for a CPU. OTHER is the residual and may be negative.
 
 Whole runs, and per phase (`phase_stacks`: before the fork, the parallel phase, after the join). GC and SEQ use the heights of the GC threads' and the
 main thread's bottle-graph boxes (Σ C_j; spec §1.2 and §2.5); SYNC is app threads' futex-wait time outside the STW-GC and SEQ windows; IMB
@@ -47,21 +49,25 @@ class SpeedupStack(Result):
         return [{"n": self.n, "speedup": self.speedup, **{c: getattr(self, c) for c in COMPONENTS}}]
 
 
-def _role_height(trace: Trace, role: str) -> float:
+def _role_height(trace: Trace, role: str, active: str = "running") -> float:
     """Σ C_j over the threads of a role: the height of their bottle-graph boxes (spec §2.5).
 
     Two GC threads collecting side by side for a pause of P ns add up to P, not 2P: the pause
-    costs the program P of wall time, which is what the GC and SEQ terms charge.
+    costs the program P of wall time, which is what the GC and SEQ terms charge. For SEQ the main
+    thread's waits for a CPU count as active too (`active="running+runnable"`): a serial part
+    stretched by other processes on the cores still costs the app threads that wall time (with
+    "running" only it fell into OTHER). Not for GC: runnable GC threads (woken together, more of
+    them than cores) overlap running app threads, and the pause log agrees with "running".
     """
     from scalestack.analysis.criticality import criticality
 
-    cr = criticality(trace)
+    cr = criticality(trace, active=active)
     return float(cr.criticality_ns[np.asarray(cr.roles == role, dtype=bool)].sum())
 
 
 def stack_from_times(n: int, t_s: float, t_p: float, *, gc_st: float = 0.0, gc_mt: float = 0.0,
                      seq_st: float = 0.0, seq_mt: float = 0.0, sync: float = 0.0,
-                     imb: float = 0.0, cont: float = 0.0) -> SpeedupStack:
+                     imb: float = 0.0, cont: float = 0.0, cont_st: float = 0.0) -> SpeedupStack:
     """The stack from raw times (ns or s, all the same unit).
 
     Parameters
@@ -69,6 +75,8 @@ def stack_from_times(n: int, t_s: float, t_p: float, *, gc_st: float = 0.0, gc_m
     n : thread count. t_s, t_p : single- and N-thread run times.
     gc_st, gc_mt, seq_st, seq_mt : GC / sequential time in the single- and N-thread runs.
     sync, imb, cont : summed app-thread times in the N-thread run.
+    cont_st : the app threads' RUNNABLE time in the single-thread run, which the baseline pays too
+        (other processes or runtime threads on the cores), subtracted like GC's and SEQ's.
 
     Returns
     -------
@@ -85,7 +93,7 @@ def stack_from_times(n: int, t_s: float, t_p: float, *, gc_st: float = 0.0, gc_m
         "seq": (n * seq_mt - seq_st) / t_p,
         "sync": sync / t_p,
         "imb": imb / t_p,
-        "cont": cont / t_p,
+        "cont": (cont - cont_st) / t_p,
     }
     s = t_s / t_p
     other = n - s - sum(parts.values())
@@ -132,16 +140,19 @@ def speedup_stack(single: Trace, multi: Trace, n: int) -> SpeedupStack:
     """
     app = np.asarray(multi.threads.role == "app", dtype=bool)
     tis = multi.time_in_states()
+    app_st = np.asarray(single.threads.role == "app", dtype=bool)
+    cont_st = float(single.time_in_states()[app_st, int(State.RUNNABLE)].sum())
     ends = np.asarray(multi.threads.end_ns)[app]
     imb = float((ends.max() - ends).sum()) if ends.size else 0.0
     sync = tis[app, int(State.SYNC_WAIT)] - gc_seq_window_time(multi)[app]
     return stack_from_times(
         n, float(single.wall_ns), float(multi.wall_ns),
         gc_st=_role_height(single, "gc"), gc_mt=_role_height(multi, "gc"),
-        seq_st=_role_height(single, "main"), seq_mt=_role_height(multi, "main"),
+        seq_st=_role_height(single, "main", "running+runnable"),
+        seq_mt=_role_height(multi, "main", "running+runnable"),
         sync=float(sync.sum()),
         imb=imb,
-        cont=float(tis[app, int(State.RUNNABLE)].sum()),
+        cont=float(tis[app, int(State.RUNNABLE)].sum()), cont_st=cont_st,
     )
 
 
