@@ -93,7 +93,9 @@ def estimate(c: np.ndarray) -> dict[str, float]:
     smiss = c[E.C_SINTERM] + c[E.C_SINTRAM]
     interp = c[E.C_ALLPEN] * c[E.C_SINTERM] / smiss if smiss > 0 else 0.0
     wait = c[E.C_SINTRAWAIT] * scale
-    avg_pen = c[E.C_LMSTALL] / c[E.C_LMISS] if c[E.C_LMISS] > 0 else 0.0
+    # the penalty such a miss would have had in isolation: the measured load-miss stall minus the
+    # interference already estimated in it (the raw average is inflated by the co-runners' traffic)
+    avg_pen = max(c[E.C_LMSTALL] - inter - wait, 0.0) / c[E.C_LMISS] if c[E.C_LMISS] > 0 else 0.0
     pos = c[E.C_SINTERH] * scale * avg_pen
     return {
         "inter": inter, "interp": interp, "wait": wait, "positive": pos,

@@ -500,6 +500,7 @@ def _attribute(out, c, stall, wait, kind):
 def _iso_estimate(c, cycles):
     """Estimated isolated cycles from a counter vector (same formulas as accounting.estimate)."""
     scale = c[C_LLCA] / c[C_SACC] if c[C_SACC] > 0 else 0.0
-    avg = c[C_LMSTALL] / c[C_LMISS] if c[C_LMISS] > 0 else 0.0
-    est = cycles - c[C_SINTERPEN] * scale - c[C_SINTRAWAIT] * scale + c[C_SINTERH] * scale * avg
+    neg = c[C_SINTERPEN] * scale + c[C_SINTRAWAIT] * scale
+    avg = max(c[C_LMSTALL] - neg, 0.0) / c[C_LMISS] if c[C_LMISS] > 0 else 0.0
+    est = cycles - neg + c[C_SINTERH] * scale * avg
     return est if est > 0.0 else 0.0
