@@ -160,7 +160,9 @@ mix_.name = "mix"
 @click.option("--tree", is_flag=True, help="Also print the classification tree (spec Sec. 4) over the stacks.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("-o", "--output", help="Write the stacks figure (.png/.svg) or JSON (.json).")
-def stack(paths, kernels, threads, locks, lock_every, barriers, imbalance, config, sets, tree, as_json, output):
+@click.option("--report", "report_dir", help="Write report.html/report.json and the figures into this directory.")
+def stack(paths, kernels, threads, locks, lock_every, barriers, imbalance, config, sets, tree, as_json, output,
+          report_dir):
     """Hardware speedup stacks (thesis eq. 3.8) of multi-threaded traces with locks and barriers."""
     import json
 
@@ -186,6 +188,11 @@ def stack(paths, kernels, threads, locks, lock_every, barriers, imbalance, confi
     from rich.progress import track
 
     stacks = [speedup_stack(tr, cfg, name=name) for name, tr in track(jobs, description="simulating", transient=True)]
+    if report_dir:
+        from scalestack.hwsim.stack import write_stack_report
+
+        written = write_stack_report(stacks, report_dir, cfg.freq_ghz)
+        click.echo(f"scalestack: wrote {written['report.html']}", err=True)
     if output and not output.endswith(".json"):
         from scalestack.hwsim.figures import stacks_figure
 
