@@ -111,3 +111,24 @@ def test_classification_tree():
     assert tree["moderate"]["spinning"]["yielding"]["_leaves"] == [("s", 8.0)]
     assert tree["poor"]["yielding"]["_leaves"] == [("p", 3.2)]
     assert "spinning" in render_tree(tree)
+
+
+def test_cli_stack_and_run_config(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from scalestack.cli import cli
+
+    r = CliRunner().invoke(cli, ["hwsim", "stack", "--kernel", "random:256K:600", "--threads", "2,4", "--tree",
+                                 "--json", "--report", str(tmp_path / "rep")])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output[r.output.index("{"):])
+    assert [s["n"] for s in data["stacks"]] == [2, 4]
+    assert data["tree"] and (tmp_path / "rep" / "report.html").exists()
+    tr = parallel_kernel("stream", 2, 200, 1 << 14, barriers=1)
+    write_text(tr, tmp_path / "k.txt")
+    (tmp_path / "m.yaml").write_text("llc_bytes: 1048576\ntraces: [k.txt]\n")
+    r = CliRunner().invoke(cli, ["hwsim", "run", str(tmp_path / "m.yaml"), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["config"]["llc_bytes"] == 1 << 20

@@ -31,6 +31,35 @@ def _machine(config: str | None, sets: tuple[str, ...], cores: int | None):
     return make_config(kv, cfg)
 
 
+def _config_in_paths(paths: tuple[str, ...], config: str | None) -> tuple[tuple[str, ...], str | None]:
+    """`run CONFIG`: a .yaml/.yml/.json positional is the machine config; its `traces:` list (paths
+    relative to the file) adds trace files."""
+    from pathlib import Path
+
+    out = []
+    for p in paths:
+        if p.endswith((".yaml", ".yml", ".json")):
+            if config:
+                raise UserError(f"{p}: give one config (already have {config})")
+            config = p
+            text = Path(p).read_text() if Path(p).exists() else ""
+            if p.endswith(".json"):
+                import json
+
+                data = json.loads(text or "{}")
+            else:
+                import yaml
+
+                data = yaml.safe_load(text) or {}
+            listed = data.get("traces", []) if isinstance(data, dict) else []
+            if isinstance(listed, str):
+                listed = [listed]
+            out += [str(Path(p).parent / t) for t in listed]
+        else:
+            out.append(p)
+    return tuple(out), config
+
+
 def _traces(paths: tuple[str, ...], gens: tuple[str, ...], cores: int | None):
     from scalestack.hwsim.traces import from_arrays, generate, mix, read_text
 
@@ -50,8 +79,8 @@ def _traces(paths: tuple[str, ...], gens: tuple[str, ...], cores: int | None):
         if cores < 1:
             raise UserError("--cores must be at least 1")
         if tr.threads > cores:
-            raise UserError(f"{tr.threads} threads on {cores} cores: time-sliced scheduling is not built yet; "
-                            f"give at most {cores} threads")
+            raise UserError(f"{tr.threads} threads on {cores} cores: `run` gives every thread its own core; "
+                            f"time-share fewer cores with `scalestack hwsim mix --cores {cores}`")
     return tr
 
 
@@ -73,6 +102,7 @@ def run(paths, config, sets, gens, cores, no_truth, as_json, output):
     """Run traces together; per thread: cycles, interference by cause, estimated isolated time."""
     from scalestack.hwsim.accounting import account
 
+    paths, config = _config_in_paths(paths, config)
     cfg = _machine(config, sets, cores)
     tr = _traces(paths, gens, cores)
     res = account(tr, cfg, ground_truth=not no_truth)
