@@ -128,6 +128,13 @@ def main() -> None:
         print(f"{k:5d} {m['mixes']:5d} | {thesis[k][0]:11.2f} {m['err']:9.2f} | {thesis[k][1]:12.1f} {m['inter']:10.1f}"
               f" | {m['err_interp']:16.2f} | {m['captured']:9.1f}")
 
+    rd = run_mixes(pool, (2, 4, 8), n_mix, HwConfig(wait_model="rule-d"))
+    print("\nSame mixes, rule (d) literal: a load waiting for a late prefetch charges its whole wait (wait_model=rule-d)")
+    for k in (2, 4, 8):
+        m = rd[k]
+        print(f"{k:5d} {m['mixes']:5d} | {thesis[k][0]:11.2f} {m['err']:9.2f} | {thesis[k][1]:12.1f} {m['inter']:10.1f}"
+              f" | {m['err_interp']:16.2f} | {m['captured']:9.1f}")
+
     rs = run_mixes(pool, (2, 4, 8), n_mix, HwConfig(wait_model="shadow"))
     print("\nSame mixes, our extension: memory waiting from per-core shadow bank/bus timelines (wait_model=shadow)")
     for k in (2, 4, 8):
@@ -168,6 +175,8 @@ def main() -> None:
 
     stack_errors(n_acc // 4, quick=args.quick)
     stack_errors(n_acc // 4, quick=args.quick, cfg=HwConfig(full_atd=True), label="full ATD")
+    stack_errors(n_acc // 4, quick=args.quick, cfg=HwConfig(full_atd=True, wait_model="rule-d"),
+                 label="full ATD, rule (d) literal: whole wait for a late prefetch")
 
 
 def kernels(n: int, accesses: int, quick: bool) -> list:

@@ -89,8 +89,8 @@ class HwConfig:
             raise UserError(
                 f"atd_sampled_sets={self.atd_sampled_sets} must be a power of two no larger than the LLC's {self.llc_sets} sets"
             )
-        if self.wait_model not in ("thesis", "shadow"):
-            raise UserError(f"wait_model={self.wait_model!r}: use thesis (MSHR waiting counters) or shadow")
+        if self.wait_model not in ("thesis", "shadow", "rule-d"):
+            raise UserError(f"wait_model={self.wait_model!r}: use thesis (MSHR waiting counters), shadow or rule-d")
         if self.spin_limit < 0 or self.spin_detect < 0 or self.wake_cycles < 0:
             raise UserError("spin_limit, spin_detect and wake_cycles must be non-negative cycles")
         if self.mshrs < 1 or self.mshrs > 256 or self.rob_size < 1 or self.dispatch_width < 1:
@@ -114,7 +114,7 @@ class HwConfig:
                 self.banks, int(np.log2(self.row_bytes)),
                 int(round(self.t_rp * dram_cyc)), int(round(self.t_rcd * dram_cyc)), int(round(self.t_cl * dram_cyc)),
                 bus_cyc, int(self.fixed_latency), int(round(self.fixed_latency_ns * self.freq_ghz)),
-                int(self.prefetch), self.prefetch_degree, sampled, int(self.wait_model == "shadow"),
+                int(self.prefetch), self.prefetch_degree, sampled, {"thesis": 0, "shadow": 1, "rule-d": 3}[self.wait_model],
                 self.spin_limit, self.spin_detect, self.wake_cycles,
             ],
             dtype=np.int64,

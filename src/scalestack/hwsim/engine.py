@@ -163,6 +163,7 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
     llc_st = np.zeros(llcs * llcw, np.int64)
     llc_ready = np.zeros(llcs * llcw)
     llc_pfwait = np.zeros(llcs * llcw)
+    llc_ispf = np.zeros(llcs * llcw, np.bool_)
     atd_tags = np.full((n, sampled * llcw), -1, np.int64)
     atd_st = np.zeros((n, sampled * llcw), np.int64)
     nb = p[P_BANKS]
@@ -378,6 +379,11 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
                 # rule (d): the prefetch was delayed by other cores; in isolation it would have been
                 # that much earlier. Counted like an intra-thread miss's waiting cycles.
                 wait = llc_pfwait[slot]
+                # wait_model="rule-d": rule (d) taken literally -- the prefetch would have been timely in
+                # isolation, so all of the load's wait for it is interference (default: only the
+                # prefetch's own bus/bank waiting)
+                if p[P_WAITMODE] == 3 and llc_ispf[slot]:
+                    wait = done - now - llc_lat
                 if is_sampled and atd_hit:
                     kind = K_INTRA
         else:
@@ -385,6 +391,7 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
             done = _dram(p, c, line, now + llc_lat, bank_free, bank_owner, open_row, bus_free, bus_owner, ora, sh_bank, sh_bus, wait3)
             llc_ready[slot] = done
             llc_pfwait[slot] = 0.0
+            llc_ispf[slot] = False
             wait = wait3[0] + wait3[1] + wait3[2] if p[P_WAITMODE] == 0 else wait3[3]
             out[c, C_BUSW] += wait3[0]
             out[c, C_BANKW] += wait3[1]
@@ -413,6 +420,7 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
                         out[c, C_PF] += 1
                         llc_ready[pslot] = _dram(p, c, pl, now + llc_lat, bank_free, bank_owner, open_row,
                                                  bus_free, bus_owner, ora, sh_bank, sh_bus, wait3)
+                        llc_ispf[pslot] = True
                         llc_pfwait[pslot] = (wait3[0] + wait3[1] + wait3[2]) if p[P_WAITMODE] == 0 else wait3[3]
             pf_stride[c] = st
             pf_last[c] = line
