@@ -132,3 +132,10 @@ def test_cli_stack_and_run_config(tmp_path):
     r = CliRunner().invoke(cli, ["hwsim", "run", str(tmp_path / "m.yaml"), "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["config"]["llc_bytes"] == 1 << 20
+
+
+def test_mix_refuses_synchronizing_programs():
+    from scalestack.hwsim import mix
+
+    with pytest.raises(UserError, match="cannot be mixed"):
+        mix([parallel_kernel("stream", 2, 100, 1 << 14, barriers=1), parallel_kernel("stream", 1, 100, 1 << 14)])

@@ -61,6 +61,9 @@ def mix(traces: list[MemTrace]) -> MemTrace:
     """A multi-program mix: every single-threaded trace on its own core, own address space."""
     streams, names = [], []
     for tr in traces:
+        if tr.threads > 1 and np.any(tr.stores >= 2):
+            raise UserError(f"{tr.names[0].split(':')[0]}: a multi-threaded trace with locks/barriers cannot be mixed "
+                            "(its threads share memory); run it alone with `hwsim run` or `hwsim stack`")
         for t in range(tr.threads):
             a, b = tr.offsets[t], tr.offsets[t + 1]
             streams.append((tr.gaps[a:b], tr.addrs[a:b] & ((1 << 44) - 1), tr.stores[a:b]))
