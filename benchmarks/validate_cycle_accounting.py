@@ -128,6 +128,13 @@ def main() -> None:
         print(f"{k:5d} {m['mixes']:5d} | {thesis[k][0]:11.2f} {m['err']:9.2f} | {thesis[k][1]:12.1f} {m['inter']:10.1f}"
               f" | {m['err_interp']:16.2f} | {m['captured']:9.1f}")
 
+    rd = run_mixes(pool, (2, 4, 8), n_mix, HwConfig(wait_model="rule-d"))
+    print("\nSame mixes, rule (d) literal: a load waiting for a late prefetch charges its whole wait (wait_model=rule-d)")
+    for k in (2, 4, 8):
+        m = rd[k]
+        print(f"{k:5d} {m['mixes']:5d} | {thesis[k][0]:11.2f} {m['err']:9.2f} | {thesis[k][1]:12.1f} {m['inter']:10.1f}"
+              f" | {m['err_interp']:16.2f} | {m['captured']:9.1f}")
+
     rs = run_mixes(pool, (2, 4, 8), n_mix, HwConfig(wait_model="shadow"))
     print("\nSame mixes, our extension: memory waiting from per-core shadow bank/bus timelines (wait_model=shadow)")
     for k in (2, 4, 8):
@@ -166,8 +173,53 @@ def main() -> None:
         print(f"{n} programs on {k} cores, {len(fr)} mixes: fairness RR {np.mean(fr):.3f} -> PA {np.mean(fp):.3f}"
               f" ({gain:+.1f}%; thesis +{th}%)")
 
-    print("\nspeedup-stack error (S^-S)/N for 2-16 threads (thesis 3.0-5.1%): not measured, "
-          "synchronization-carrying traces are not built yet")
+    stack_errors(n_acc // 4, quick=args.quick)
+    stack_errors(n_acc // 4, quick=args.quick, cfg=HwConfig(full_atd=True), label="full ATD")
+    stack_errors(n_acc // 4, quick=args.quick, cfg=HwConfig(full_atd=True, wait_model="rule-d"),
+                 label="full ATD, rule (d) literal: whole wait for a late prefetch")
+
+
+def kernels(n: int, accesses: int, quick: bool) -> list:
+    """Parallel kernels patterned on PARSEC/SPLASH-2 behaviours: the access pattern x working set x
+    synchronization style (data-parallel with barriers, lock-heavy, imbalanced, read-shared)."""
+    from scalestack.hwsim.traces import parallel_kernel
+
+    styles = {
+        "barrier": dict(barriers=4, imbalance=0.1, shared=0.02),
+        "locks": dict(locks=2, lock_every=200, critical=12, shared=0.02),
+        "imbalanced": dict(barriers=2, imbalance=0.6, shared=0.02),
+        "shared": dict(barriers=2, shared=0.2),
+    }
+    kinds = ("stream", "random") if quick else ("stream", "strided", "random", "chase")
+    sets = (512 << 10,) if quick else (256 << 10, 4 << 20)
+    out = []
+    seed = 0
+    for kind in kinds:
+        for ws in sets:
+            for style, kw in styles.items():
+                seed += 1
+                out.append((f"{kind}-{ws >> 10}K-{style}",
+                            parallel_kernel(kind, n, accesses, ws, gap=24, seed=seed, **kw)))
+    return out
+
+
+def stack_errors(accesses: int, quick: bool, cfg: HwConfig | None = None, label: str = "32 sampled sets") -> None:
+    """Speedup-stack error (S^ - S) / N against the sequential run of the same work (thesis Table 6.3)."""
+    from scalestack.hwsim.stack import classify_stacks, render_tree, speedup_stack
+
+    thesis = {2: 3.0, 4: 3.4, 8: 2.8, 16: 5.1}
+    print(f"\nHardware speedup stacks (eq. 3.8), {label}: avg |S^ - S| / N over parallel kernels "
+          "(S = sequential run / parallel run, same simulator)")
+    print(f"{'threads':>7s} {'kernels':>7s} | {'thesis %':>8s} {'ours %':>7s} {'bias %':>7s} | {'mean S':>6s} {'mean S^':>7s}")
+    at16 = []
+    for n in (2, 4, 8, 16):
+        st = [speedup_stack(tr, cfg, name=name) for name, tr in kernels(n, accesses, quick)]
+        e = np.array([s.error for s in st])
+        print(f"{n:7d} {len(st):7d} | {thesis[n]:8.1f} {100 * np.mean(np.abs(e)):7.2f} {100 * np.mean(e):+7.2f} |"
+              f" {np.mean([s.speedup for s in st]):6.2f} {np.mean([s.estimated for s in st]):7.2f}")
+        at16 = st
+    print("classification tree (spec Sec. 4) of the 16-thread stacks, measured speedups:")
+    print(render_tree(classify_stacks(at16)))
 
 
 if __name__ == "__main__":

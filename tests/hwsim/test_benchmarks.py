@@ -15,6 +15,8 @@ def test_validate_quick():
     assert res.returncode == 0, res.stderr
     assert "share of interference captured at 8 cores" in res.stdout
     assert "+ prefetching" in res.stdout
+    assert "avg |S^ - S| / N" in res.stdout
+    assert "classification tree" in res.stdout
 
 
 def test_speed_quick():

@@ -21,9 +21,10 @@ def vec(**kw):
 def test_worked_example():
     # 1,000 LLC accesses, 10 of them in sampled sets: scale 100.
     # sampled inter-miss penalty 30 -> 3,000; sampled intra wait 5 -> 500;
-    # 1 sampled inter hit x 100 x average load-miss penalty (2,000 / 40 = 50) -> 5,000.
+    # 1 sampled inter hit x 100 x isolated average load-miss penalty: the load-miss stall minus the
+    # interference estimated in it, (5,500 - 3,000 - 500) / 40 = 50 -> 5,000.
     c = vec(cycles=100_000, llc_accesses=1000, sampled_accesses=10, sampled_inter_penalty=30,
-            sampled_intra_wait=5, sampled_inter_hits=1, llc_load_miss_stall=2000, llc_load_misses=40,
+            sampled_intra_wait=5, sampled_inter_hits=1, llc_load_miss_stall=5500, llc_load_misses=40,
             sampled_inter_misses=2, sampled_intra_misses=3, all_miss_penalty=2000)
     e = estimate(c)
     assert e["inter"] == pytest.approx(3000)

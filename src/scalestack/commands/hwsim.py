@@ -31,6 +31,35 @@ def _machine(config: str | None, sets: tuple[str, ...], cores: int | None):
     return make_config(kv, cfg)
 
 
+def _config_in_paths(paths: tuple[str, ...], config: str | None) -> tuple[tuple[str, ...], str | None]:
+    """`run CONFIG`: a .yaml/.yml/.json positional is the machine config; its `traces:` list (paths
+    relative to the file) adds trace files."""
+    from pathlib import Path
+
+    out = []
+    for p in paths:
+        if p.endswith((".yaml", ".yml", ".json")):
+            if config:
+                raise UserError(f"{p}: give one config (already have {config})")
+            config = p
+            text = Path(p).read_text() if Path(p).exists() else ""
+            if p.endswith(".json"):
+                import json
+
+                data = json.loads(text or "{}")
+            else:
+                import yaml
+
+                data = yaml.safe_load(text) or {}
+            listed = data.get("traces", []) if isinstance(data, dict) else []
+            if isinstance(listed, str):
+                listed = [listed]
+            out += [str(Path(p).parent / t) for t in listed]
+        else:
+            out.append(p)
+    return tuple(out), config
+
+
 def _traces(paths: tuple[str, ...], gens: tuple[str, ...], cores: int | None):
     from scalestack.hwsim.traces import from_arrays, generate, mix, read_text
 
@@ -50,8 +79,8 @@ def _traces(paths: tuple[str, ...], gens: tuple[str, ...], cores: int | None):
         if cores < 1:
             raise UserError("--cores must be at least 1")
         if tr.threads > cores:
-            raise UserError(f"{tr.threads} threads on {cores} cores: time-sliced scheduling is not built yet; "
-                            f"give at most {cores} threads")
+            raise UserError(f"{tr.threads} threads on {cores} cores: `run` gives every thread its own core; "
+                            f"time-share fewer cores with `scalestack hwsim mix --cores {cores}`")
     return tr
 
 
@@ -73,6 +102,7 @@ def run(paths, config, sets, gens, cores, no_truth, as_json, output):
     """Run traces together; per thread: cycles, interference by cause, estimated isolated time."""
     from scalestack.hwsim.accounting import account
 
+    paths, config = _config_in_paths(paths, config)
     cfg = _machine(config, sets, cores)
     tr = _traces(paths, gens, cores)
     res = account(tr, cfg, ground_truth=not no_truth)
@@ -143,3 +173,75 @@ def mix_(paths, gens, cores, policy, slice_cycles, config, sets, as_json):
 
 
 mix_.name = "mix"
+
+
+@command.command("stack")
+@click.argument("paths", nargs=-1, metavar="TRACES...")
+@click.option("--kernel", "kernels", multiple=True, metavar="KIND:WS:ACCESSES",
+              help="Generate a parallel kernel (stream, strided, random, chase), e.g. random:4M:20000.")
+@click.option("--threads", "threads", default="4", show_default=True,
+              help="Thread counts for --kernel, comma-separated (one thread per core), e.g. 2,4,8,16.")
+@click.option("--locks", type=int, default=1, show_default=True, help="Locks in a kernel (0: none).")
+@click.option("--lock-every", type=int, default=500, show_default=True, help="Accesses between critical sections.")
+@click.option("--barriers", type=int, default=4, show_default=True, help="Barriers per thread.")
+@click.option("--imbalance", type=float, default=0.2, show_default=True, help="Extra work of the last thread (fraction).")
+@click.option("--config", "config", help="YAML/JSON file of machine parameters.")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE")
+@click.option("--tree", is_flag=True, help="Also print the classification tree (spec Sec. 4) over the stacks.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("-o", "--output", help="Write the stacks figure (.png/.svg) or JSON (.json).")
+@click.option("--report", "report_dir", help="Write report.html/report.json and the figures into this directory.")
+def stack(paths, kernels, threads, locks, lock_every, barriers, imbalance, config, sets, tree, as_json, output,
+          report_dir):
+    """Hardware speedup stacks (thesis eq. 3.8) of multi-threaded traces with locks and barriers."""
+    import json
+
+    from scalestack.hwsim.stack import classify_stacks, render_tree, speedup_stack
+    from scalestack.hwsim.traces import parallel_kernel, read_text
+
+    cfg = _machine(config, sets, None)
+    jobs = [(p, read_text(p)) for p in paths]
+    try:
+        ns = [int(x) for x in threads.split(",")]
+    except ValueError:
+        raise UserError(f"--threads {threads!r}: expected e.g. 2,4,8") from None
+    for i, k in enumerate(kernels):
+        f = k.split(":")
+        if len(f) != 3:
+            raise UserError(f"--kernel {k!r}: expected KIND:WORKING_SET:ACCESSES, e.g. random:4M:20000")
+        for n in ns:
+            jobs.append((f"{k}x{n}", parallel_kernel(f[0], n, _size(f[2]), _size(f[1]), locks=locks,
+                                                     lock_every=lock_every, barriers=barriers,
+                                                     imbalance=imbalance, seed=i)))
+    if not jobs:
+        raise UserError("give multi-threaded trace files or --kernel KIND:WS:N")
+    from rich.progress import track
+
+    stacks = [speedup_stack(tr, cfg, name=name) for name, tr in track(jobs, description="simulating", transient=True)]
+    if report_dir:
+        from scalestack.hwsim.stack import write_stack_report
+
+        written = write_stack_report(stacks, report_dir, cfg.freq_ghz)
+        click.echo(f"scalestack: wrote {written['report.html']}", err=True)
+    if output and not output.endswith(".json"):
+        from scalestack.hwsim.figures import stacks_figure
+
+        stacks_figure(stacks, output)
+        click.echo(f"scalestack: wrote {output}", err=True)
+    if as_json or (output and output.endswith(".json")):
+        text = json.dumps({"stacks": [s.rows()[0] for s in stacks],
+                           "tree": classify_stacks(stacks) if tree else None}, indent=2)
+        if output and output.endswith(".json"):
+            with open(output, "w") as fh:
+                fh.write(text)
+        else:
+            click.echo(text)
+        return
+    hdr = ("stack", "N", "S", "S^", "err%", "base", "pos", "netLLC", "mem", "spin", "yield", "imb")
+    click.echo(" ".join(f"{h:>8s}" for h in hdr))
+    for s in stacks:
+        vals = (s.speedup, s.estimated, 100 * (s.error or 0), s.base, s.positive, s.net_negative_llc, s.memory,
+                s.spinning, s.yielding, s.imbalance)
+        click.echo(f"{s.name[-8:]:>8s} {s.n:8d} " + " ".join(f"{v:8.2f}" for v in vals))
+    if tree:
+        click.echo(render_tree(classify_stacks(stacks)))

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from scalestack.errors import UserError
 from scalestack.hwsim import engine as E
 from scalestack.hwsim.config import HwConfig
 from scalestack.hwsim.traces import MemTrace
@@ -92,7 +93,9 @@ def estimate(c: np.ndarray) -> dict[str, float]:
     smiss = c[E.C_SINTERM] + c[E.C_SINTRAM]
     interp = c[E.C_ALLPEN] * c[E.C_SINTERM] / smiss if smiss > 0 else 0.0
     wait = c[E.C_SINTRAWAIT] * scale
-    avg_pen = c[E.C_LMSTALL] / c[E.C_LMISS] if c[E.C_LMISS] > 0 else 0.0
+    # the penalty such a miss would have had in isolation: the measured load-miss stall minus the
+    # interference already estimated in it (the raw average is inflated by the co-runners' traffic)
+    avg_pen = max(c[E.C_LMSTALL] - inter - wait, 0.0) / c[E.C_LMISS] if c[E.C_LMISS] > 0 else 0.0
     pos = c[E.C_SINTERH] * scale * avg_pen
     return {
         "inter": inter, "interp": interp, "wait": wait, "positive": pos,
@@ -105,8 +108,23 @@ def simulate(trace: MemTrace, config: HwConfig | None = None, threads: np.ndarra
     """Raw counters, float64[threads, NC], of the given threads sharing the machine."""
     cfg = (config or HwConfig()).validate()
     sel = np.arange(trace.threads, dtype=np.int64) if threads is None else np.asarray(threads, np.int64)
-    return E.simulate(cfg.params(), trace.offsets.astype(np.int64), trace.gaps, trace.addrs, trace.stores, sel,
-                      np.zeros(3, np.int64))
+    out = E.simulate(cfg.params(), trace.offsets.astype(np.int64), trace.gaps, sync_dense(trace), trace.stores,
+                     sel, np.zeros(3, np.int64))
+    if out.shape[0] and out[0, E.C_DEAD]:
+        raise UserError("the threads deadlock: every unfinished thread waits on a lock or barrier that is never "
+                        "released (check the trace's acquire/release pairs and that every thread reaches each barrier)")
+    return out
+
+
+def sync_dense(trace: MemTrace) -> np.ndarray:
+    """Addresses with lock/barrier ids of sync events renumbered 0..K-1 (the kernel's table index)."""
+    sync = trace.stores >= E.S_ACQUIRE
+    if not sync.any():
+        return trace.addrs
+    addrs = trace.addrs.copy()
+    _, inv = np.unique(addrs[sync], return_inverse=True)
+    addrs[sync] = inv
+    return addrs
 
 
 def isolated_cycles(trace: MemTrace, config: HwConfig | None = None) -> np.ndarray:

@@ -54,6 +54,9 @@ class HwConfig:
     atd_sampled_sets: int = 32
     full_atd: bool = False
     wait_model: str = "thesis"
+    spin_limit: int = 20000
+    spin_detect: int = 200
+    wake_cycles: int = 4000
 
     # -- derived -----------------------------------------------------------------------
     @property
@@ -86,8 +89,10 @@ class HwConfig:
             raise UserError(
                 f"atd_sampled_sets={self.atd_sampled_sets} must be a power of two no larger than the LLC's {self.llc_sets} sets"
             )
-        if self.wait_model not in ("thesis", "shadow"):
-            raise UserError(f"wait_model={self.wait_model!r}: use thesis (MSHR waiting counters) or shadow")
+        if self.wait_model not in ("thesis", "shadow", "rule-d"):
+            raise UserError(f"wait_model={self.wait_model!r}: use thesis (MSHR waiting counters), shadow or rule-d")
+        if self.spin_limit < 0 or self.spin_detect < 0 or self.wake_cycles < 0:
+            raise UserError("spin_limit, spin_detect and wake_cycles must be non-negative cycles")
         if self.mshrs < 1 or self.mshrs > 256 or self.rob_size < 1 or self.dispatch_width < 1:
             raise UserError("mshrs must be 1..256, rob_size and dispatch_width positive")
         return self
@@ -109,7 +114,8 @@ class HwConfig:
                 self.banks, int(np.log2(self.row_bytes)),
                 int(round(self.t_rp * dram_cyc)), int(round(self.t_rcd * dram_cyc)), int(round(self.t_cl * dram_cyc)),
                 bus_cyc, int(self.fixed_latency), int(round(self.fixed_latency_ns * self.freq_ghz)),
-                int(self.prefetch), self.prefetch_degree, sampled, int(self.wait_model == "shadow"),
+                int(self.prefetch), self.prefetch_degree, sampled, {"thesis": 0, "shadow": 1, "rule-d": 3}[self.wait_model],
+                self.spin_limit, self.spin_detect, self.wake_cycles,
             ],
             dtype=np.int64,
         )

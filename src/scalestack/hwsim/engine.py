@@ -21,6 +21,10 @@ import numpy as np
 # parameter vector indices (HwConfig.params)
 P_LINE_SHIFT, P_L1_SETS, P_L1_WAYS, P_LLC_SETS, P_LLC_WAYS, P_LLC_LAT, P_MSHRS, P_W, P_ROB = range(9)
 P_BANKS, P_ROW_SHIFT, P_TRP, P_TRCD, P_TCL, P_BUS, P_FIXED, P_FIXED_LAT, P_PF, P_PF_DEG, P_SAMPLED, P_WAITMODE = range(9, 21)
+P_SPIN_LIMIT, P_SPIN_DETECT, P_WAKE = range(21, 24)
+
+# access codes in `stores`: 0 load, 1 store; synchronization events (addr = dense lock/barrier id)
+S_LOAD, S_STORE, S_ACQUIRE, S_RELEASE, S_BARRIER = range(5)
 
 # per-core counter indices
 COUNTERS = (
@@ -29,9 +33,11 @@ COUNTERS = (
     "sampled_inter_penalty", "sampled_intra_wait", "all_miss_penalty", "all_miss_wait",
     "llc_load_miss_stall", "llc_load_misses", "bus_wait", "bank_wait", "row_wait",
     "prefetches", "prefetch_wait", "wall_cycles",
+    "spin_cycles", "spin_detected", "yield_cycles", "deadlock",
 )
 (C_CYC, C_INS, C_ACC, C_L1M, C_LLCA, C_LLCM, C_SACC, C_SINTERM, C_SINTRAM, C_SINTERH, C_SINTERPEN,
- C_SINTRAWAIT, C_ALLPEN, C_ALLWAIT, C_LMSTALL, C_LMISS, C_BUSW, C_BANKW, C_ROWW, C_PF, C_PFW, C_WALL) = range(len(COUNTERS))
+ C_SINTRAWAIT, C_ALLPEN, C_ALLWAIT, C_LMSTALL, C_LMISS, C_BUSW, C_BANKW, C_ROWW, C_PF, C_PFW, C_WALL,
+ C_SPIN, C_SPIND, C_YIELD, C_DEAD) = range(len(COUNTERS))
 NC = len(COUNTERS)
 
 K_UNSAMPLED, K_INTRA, K_INTER = 0, 1, 2
@@ -157,6 +163,7 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
     llc_st = np.zeros(llcs * llcw, np.int64)
     llc_ready = np.zeros(llcs * llcw)
     llc_pfwait = np.zeros(llcs * llcw)
+    llc_ispf = np.zeros(llcs * llcw, np.bool_)
     atd_tags = np.full((n, sampled * llcw), -1, np.int64)
     atd_st = np.zeros((n, sampled * llcw), np.int64)
     nb = p[P_BANKS]
@@ -188,6 +195,17 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
     alive = n
     done_flag = np.zeros(n, np.bool_)
     advanced = np.zeros(n, np.bool_)
+    nsync = 1
+    for c in range(n):
+        for i in range(offsets[cores[c]], offsets[cores[c] + 1]):
+            if stores[i] >= S_ACQUIRE and addrs[i] + 1 > nsync:
+                nsync = addrs[i] + 1
+    lock_owner = np.full(nsync, -1, np.int64)
+    bar_count = np.zeros(nsync, np.int64)
+    blocked = np.zeros(n, np.bool_)
+    wait_kind = np.zeros(n, np.int64)
+    wait_on = np.zeros(n, np.int64)
+    wait_start = np.zeros(n)
     slice_len = float(sched[0])
     kc = min(sched[1], n) if sched[0] > 0 else n
     active = np.zeros(n, np.bool_)
@@ -202,9 +220,14 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
         c = -1
         best = 1e300
         for k in range(n):
-            if not done_flag[k] and active[k] and not parked[k] and clock[k] < best:
+            if not done_flag[k] and active[k] and not parked[k] and not blocked[k] and clock[k] < best:
                 best = clock[k]
                 c = k
+        if c < 0 and sched[0] == 0:
+            # every unfinished thread waits on a lock or barrier nobody will release
+            for k in range(n):
+                out[k, C_DEAD] = 1.0
+            return out
         if c < 0:
             # slice boundary: choose the programs for the next slice
             T = slice_end
@@ -259,6 +282,11 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
             out[c, C_WALL] = clock[c]
             done_flag[c] = True
             alive -= 1
+            if sched[0] == 0:
+                for b in range(nsync):
+                    if bar_count[b] > 0 and bar_count[b] >= alive:
+                        bar_count[b] = 0
+                        _release(out, p, b, S_BARRIER, clock[c], blocked, wait_kind, wait_on, wait_start, clock, n, False)
             continue
         first = not advanced[c]
         if first:
@@ -284,9 +312,46 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
         advanced[c] = False
         pos[c] = i + 1
         now = clock[c]
+        code = stores[i]
+        if code >= S_ACQUIRE:
+            if sched[0] > 0:
+                continue  # time-shared single-threaded programs: no synchronization modelled
+            # an atomic/fence: outstanding misses return first
+            while pend_cnt[c] > 0:
+                h = pend_head[c]
+                t = pend_done[c, h]
+                if t > clock[c]:
+                    _attribute(out, c, t - clock[c], pend_wait[c, h], pend_kind[c, h])
+                    clock[c] = t
+                pend_head[c] = (h + 1) % M
+                pend_cnt[c] -= 1
+            now = clock[c]
+            sid = addrs[i]
+            if code == S_ACQUIRE:
+                if lock_owner[sid] < 0:
+                    lock_owner[sid] = c
+                else:
+                    blocked[c] = True
+                    wait_kind[c] = S_ACQUIRE
+                    wait_on[c] = sid
+                    wait_start[c] = now
+            elif code == S_RELEASE:
+                lock_owner[sid] = _release(out, p, sid, S_ACQUIRE, now, blocked, wait_kind, wait_on, wait_start,
+                                           clock, n, True)
+            else:
+                bar_count[sid] += 1
+                if bar_count[sid] >= alive:
+                    bar_count[sid] = 0
+                    _release(out, p, sid, S_BARRIER, now, blocked, wait_kind, wait_on, wait_start, clock, n, False)
+                else:
+                    blocked[c] = True
+                    wait_kind[c] = S_BARRIER
+                    wait_on[c] = sid
+                    wait_start[c] = now
+            continue
         stamp += 1
         line = addrs[i] >> ls
-        is_store = stores[i] != 0
+        is_store = code == S_STORE
         out[c, C_ACC] += 1
         hit, _slot = _lookup(l1_tags[c], l1_st[c], (line & (l1s - 1)) * l1w, l1w, line, stamp)
         if hit:
@@ -314,6 +379,11 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
                 # rule (d): the prefetch was delayed by other cores; in isolation it would have been
                 # that much earlier. Counted like an intra-thread miss's waiting cycles.
                 wait = llc_pfwait[slot]
+                # wait_model="rule-d": rule (d) taken literally -- the prefetch would have been timely in
+                # isolation, so all of the load's wait for it is interference (default: only the
+                # prefetch's own bus/bank waiting)
+                if p[P_WAITMODE] == 3 and llc_ispf[slot]:
+                    wait = done - now - llc_lat
                 if is_sampled and atd_hit:
                     kind = K_INTRA
         else:
@@ -321,6 +391,7 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
             done = _dram(p, c, line, now + llc_lat, bank_free, bank_owner, open_row, bus_free, bus_owner, ora, sh_bank, sh_bus, wait3)
             llc_ready[slot] = done
             llc_pfwait[slot] = 0.0
+            llc_ispf[slot] = False
             wait = wait3[0] + wait3[1] + wait3[2] if p[P_WAITMODE] == 0 else wait3[3]
             out[c, C_BUSW] += wait3[0]
             out[c, C_BANKW] += wait3[1]
@@ -349,6 +420,7 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
                         out[c, C_PF] += 1
                         llc_ready[pslot] = _dram(p, c, pl, now + llc_lat, bank_free, bank_owner, open_row,
                                                  bus_free, bus_owner, ora, sh_bank, sh_bus, wait3)
+                        llc_ispf[pslot] = True
                         llc_pfwait[pslot] = (wait3[0] + wait3[1] + wait3[2]) if p[P_WAITMODE] == 0 else wait3[3]
             pf_stride[c] = st
             pf_last[c] = line
@@ -370,6 +442,55 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
     return out
 
 
+@numba.njit(cache=True)
+def _release(out, p, sid, kind, t, blocked, wait_kind, wait_on, wait_start, clock, n, one):
+    """Wake the waiters of lock/barrier `sid` at time t (`one`: only the oldest, FCFS lock handoff).
+
+    A waiter spins for up to spin_limit cycles, then yields to the OS and pays the wake-up
+    latency (spin-then-yield, as glibc and OpenMP runtimes do). Spinning is *detected* (the
+    thesis's load table: a load returning the same value spin_detect cycles' worth of
+    iterations) only when it lasted at least spin_detect cycles; then all of it counts.
+    Returns the new owner (locks) or -1.
+    """
+    woken = -1
+    best = 1e300
+    for k in range(n):
+        if blocked[k] and wait_kind[k] == kind and wait_on[k] == sid:
+            if one:
+                if wait_start[k] < best:
+                    best = wait_start[k]
+                    woken = k
+            else:
+                _wake(out, p, k, t, wait_start, clock)
+                blocked[k] = False
+    if one and woken >= 0:
+        _wake(out, p, woken, t, wait_start, clock)
+        blocked[woken] = False
+    return woken
+
+
+@numba.njit(cache=True, inline="always")
+def _wake(out, p, k, t, wait_start, clock):
+    w = t - wait_start[k]
+    if w < 0.0:
+        w = 0.0
+    lim = float(p[P_SPIN_LIMIT])
+    if w <= lim:
+        spin = w
+        y = 0.0
+        nt = wait_start[k] + w
+    else:
+        spin = lim
+        nt = wait_start[k] + w + p[P_WAKE]
+        y = w - lim + p[P_WAKE]
+    out[k, C_SPIN] += spin
+    if spin >= p[P_SPIN_DETECT]:
+        out[k, C_SPIND] += spin
+    out[k, C_YIELD] += y
+    if nt > clock[k]:
+        clock[k] = nt
+
+
 @numba.njit(cache=True, inline="always")
 def _attribute(out, c, stall, wait, kind):
     """A miss blocked the head of a full ROB for `stall` cycles: charge the counters."""
@@ -387,6 +508,7 @@ def _attribute(out, c, stall, wait, kind):
 def _iso_estimate(c, cycles):
     """Estimated isolated cycles from a counter vector (same formulas as accounting.estimate)."""
     scale = c[C_LLCA] / c[C_SACC] if c[C_SACC] > 0 else 0.0
-    avg = c[C_LMSTALL] / c[C_LMISS] if c[C_LMISS] > 0 else 0.0
-    est = cycles - c[C_SINTERPEN] * scale - c[C_SINTRAWAIT] * scale + c[C_SINTERH] * scale * avg
+    neg = c[C_SINTERPEN] * scale + c[C_SINTRAWAIT] * scale
+    avg = max(c[C_LMSTALL] - neg, 0.0) / c[C_LMISS] if c[C_LMISS] > 0 else 0.0
+    est = cycles - neg + c[C_SINTERH] * scale * avg
     return est if est > 0.0 else 0.0
