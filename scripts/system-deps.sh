@@ -2,7 +2,8 @@
 # Install the system tools scalestack's tests use, where they are missing and we may (root + apt).
 # perf records, gcc builds the test programs, java runs the managed workloads, chromium opens the
 # HTML report in a test; clang, libbpf-dev and bpftool build the eBPF aggregator (`scalestack top`,
-# `record --aggregate`), tmux drives `top` in a test. Without root this only says what is missing;
+# `record --aggregate`), tmux drives `top` in a test, bpftrace reads each thread's final kernel
+# figures for `record`'s self-check. Without root this only says what is missing;
 # those tests then skip.
 set -u
 need=()
@@ -14,6 +15,7 @@ command -v clang >/dev/null 2>&1 || need+=(clang)
 [ -e /usr/include/bpf/libbpf.h ] || need+=(libbpf-dev)
 command -v bpftool >/dev/null 2>&1 || [ -x /usr/sbin/bpftool ] || need+=(bpftool)
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
+command -v bpftrace >/dev/null 2>&1 || need+=(bpftrace)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "system-deps: installing ${need[*]}"
