@@ -198,3 +198,19 @@ def test_sweep_finding_names_the_largest_speedup_loss(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "at 4 threads the speedup is" in out.stdout and "sequential part" in out.stdout
     assert sweep_findings({4: traces[4]}) == []
+
+
+def test_wakers_outside_the_trace_are_not_named():
+    """A wait ended by the idle task or an interrupt (waker 0, not a traced thread) is not
+    attributed to a thread, and the replay is not asked about it."""
+    R, S = int(State.RUNNING), int(State.SYNC_WAIT)
+    states = {"tid": [], "start_ns": [], "end_ns": [], "state": [], "addr": [], "waker": []}
+    for k in range(6):  # thread 2 waits on futex 0x10 six times, woken by "thread 0" (the idle task)
+        for tid, st_, w in ((1, R, -1), (2, S, 0)):
+            states["tid"].append(tid), states["start_ns"].append(k * 10), states["end_ns"].append(k * 10 + 10)
+            states["state"].append(st_), states["addr"].append(0x10 if st_ == S else 0), states["waker"].append(w)
+    order = np.lexsort((states["start_ns"], states["tid"]))
+    states = {k: np.asarray(v)[order] for k, v in states.items()}
+    tr = make_trace({"tid": [1, 2], "name": ["a", "b"], "start_ns": [0, 0], "end_ns": [60, 60]}, states)
+    res = advise(tr)  # must not ask the replay about thread 0
+    assert all(f.tid != 0 for f in res.findings) and 0 not in res.caused_wait_ns

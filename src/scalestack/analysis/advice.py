@@ -92,7 +92,7 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
     names = {int(t): str(n) for t, n in zip(cr.tids, cr.names, strict=True)}
     alone = alone_time(trace)
     st = trace.states
-    woken = (st.state == State.SYNC_WAIT) & (st.waker >= 0)
+    woken = (st.state == State.SYNC_WAIT) & np.isin(st.waker, trace.threads.tid)
     caused: dict[int, int] = {}
     for w, d in zip(st.waker[woken].tolist(), st.duration_ns[woken].tolist(), strict=True):
         caused[w] = caused.get(w, 0) + int(d)
@@ -162,7 +162,7 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
         k = int(np.argmax(per_addr))
         wait = float(per_addr[k])
         if addrs[k] != 0 and wait > 0.2 * span and not any(f.addr == int(addrs[k]) for f in findings):
-            sel = sync & (st.addr == addrs[k]) & (st.waker >= 0)
+            sel = sync & (st.addr == addrs[k]) & np.isin(st.waker, trace.threads.tid)
             releasers = np.unique(st.waker[sel], return_counts=True)
             ranked = releasers[0][np.argsort(-releasers[1], kind="stable")]
             who = ", ".join(label(int(x)) for x in ranked[:3]) or "unknown threads"
@@ -241,7 +241,7 @@ def _pool_findings(trace: Trace, span: int, factor: float, label) -> list[Findin
             addrs, inv = np.unique(st.addr[sel], return_inverse=True)
             per = np.bincount(inv, weights=st.duration_ns[sel])
             addr = int(addrs[int(np.argmax(per))])
-            rel = sel & (st.addr == addr) & (st.waker >= 0)
+            rel = sel & (st.addr == addr) & np.isin(st.waker, trace.threads.tid)
             detail += f" Its threads wait {format_ns(int(per.max()))} on futex {addr:#x}"
             if np.any(rel):
                 w, c = np.unique(st.waker[rel], return_counts=True)
