@@ -44,5 +44,6 @@ def test_recording_carries_the_exit_check(c_programs):
     for run, on_cpu, _rq, _delay in ec["threads"].values():
         assert abs(run - on_cpu) <= max(0.02 * on_cpu, 1_000_000), ec
     off = scalestack.record([str(c_programs["barrier_imbalance"]), "2", "300000", "3"], None, exit_check=False)
-    assert off.meta["exit_check"] == {"available": False, "reason": "turned off (--no-exit-check)"}
+    assert off.meta["exit_check"] == {"available": False,
+                                      "reason": "turned off (--no-exit-check, or attaching with --pid)"}
     assert np.all(trace.threads.exited)

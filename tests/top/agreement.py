@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 
@@ -30,9 +29,14 @@ def both(command: list[str], perf_ready_s: float = 3.0):
             os.environ["SCHEDSTAT_OUT"] = old
     out: dict = {}
 
+    ready = threading.Event()
+
     def run_command():  # perf must run in the main thread (it sets signal handlers)
         try:
-            time.sleep(perf_ready_s)  # perf -a needs a moment before its events are enabled
+            # release the program only once perf's events are on (a fixed sleep raced with a slow
+            # perf start on a busy machine: perf then missed the run's start, eBPF did not)
+            if not ready.wait(perf_ready_s * 20):
+                raise RuntimeError("perf did not enable its events")
             gated.release()
             gated.proc.wait(timeout=120)  # reaped: /proc/PID goes, and `record --pid` stops
             out["snap"] = agg.snapshot()
@@ -44,7 +48,7 @@ def both(command: list[str], perf_ready_s: float = 3.0):
         th = threading.Thread(target=run_command)
         th.start()
         try:
-            trace = scalestack.record(None, None, pid=gated.pid, duration=150)
+            trace = scalestack.record(None, None, pid=gated.pid, duration=150, on_ready=ready.set)
         finally:
             th.join()
     if "error" in out:

@@ -41,7 +41,7 @@ class ExitProbe:
     def __init__(self, enabled: bool = True) -> None:
         self.proc: subprocess.Popen | None = None
         self.out = None
-        self.reason: str | None = None if enabled else "turned off (--no-exit-check)"
+        self.reason: str | None = None if enabled else "turned off (--no-exit-check, or attaching with --pid)"
 
     def __enter__(self) -> ExitProbe:
         exe = shutil.which("bpftrace")

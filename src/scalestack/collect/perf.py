@@ -203,6 +203,7 @@ def record(
     sample_hz: int | None = None,
     collector: str = "perf",
     exit_check: bool = True,
+    on_ready=None,
 ) -> Trace:
     """Record `command` (or attach to `pid` for `duration` seconds) and return its Trace.
 
@@ -233,6 +234,9 @@ def record(
     exit_check : bool
         Compare every thread with the kernel's own figures at its exit (bpftrace probe,
         `scalestack.collect.exit_check`); the result is in ``meta["exit_check"]``.
+    on_ready : callable, optional
+        With --pid and perf: called once perf has its events enabled, e.g. to start the load
+        the recording should see (perf takes a moment, more on a busy machine).
     """
     if (command is None) == (pid is None):
         raise UserError("give either a command (after --) or --pid PID")
@@ -262,10 +266,12 @@ def record(
     t_wall = time.monotonic()
     from scalestack.collect import exit_check as exits
 
-    with exits.ExitProbe(enabled=exit_check) as probe:  # the kernel's figures of every thread at its exit
+    # the kernel's figures of every thread at its exit; for a command, whose threads are all born
+    # in the recording (attaching, perf must start at once and the threads were born before)
+    with exits.ExitProbe(enabled=exit_check and command is not None) as probe:
         if collector == "perf":
             run = _collect_perf(perf, tracepoints, command, pid, duration, mmap_size or default_mmap_size(), reader,
-                                keep_perf_data, sample_hz)
+                                keep_perf_data, sample_hz, on_ready)
         else:
             run = _collect_tracefs(tracefs, tracepoints, command, pid, duration)
     elapsed = time.monotonic() - t_wall
@@ -329,7 +335,8 @@ def record(
     return trace
 
 
-def _collect_perf(perf, tracepoints, command, pid, duration, size, reader, keep_perf_data, sample_hz) -> _Run:
+def _collect_perf(perf, tracepoints, command, pid, duration, size, reader, keep_perf_data, sample_hz,
+                  on_ready=None) -> _Run:
     """`perf record -a` around the command (or for `duration` s), then its perf.data read."""
     warnings: list[str] = []
     with tempfile.TemporaryDirectory(prefix="scalestack-rec-") as tmp:
@@ -363,7 +370,7 @@ def _collect_perf(perf, tracepoints, command, pid, duration, size, reader, keep_
                     os.mkfifo(ack)
                     proc = subprocess.Popen(argv + ["-D", "-1", "--control", f"fifo:{ctl},{ack}"],
                                             stdout=subprocess.DEVNULL, stderr=err)
-                    rc = _attach_wait(proc, pid, duration, ctl, ack)
+                    rc = _attach_wait(proc, pid, duration, ctl, ack, on_ready)
         finally:
             signal.signal(signal.SIGINT, old_int)
         perf_messages = open(perf_err, "rb").read()
@@ -441,7 +448,7 @@ def _low_dup(fd: int) -> int | None:
     return None
 
 
-def _attach_wait(proc: subprocess.Popen, pid: int, duration: float, ctl: str, ack: str) -> int:
+def _attach_wait(proc: subprocess.Popen, pid: int, duration: float, ctl: str, ack: str, on_ready=None) -> int:
     """Enable perf's events once it is ready, record `duration` s or until `pid` exits, stop."""
     fd = None
     deadline = time.monotonic() + 30
@@ -458,6 +465,8 @@ def _attach_wait(proc: subprocess.Popen, pid: int, duration: float, ctl: str, ac
         deadline = time.monotonic() + 30
         while b"ack" not in _read_nonblock(ack_fd) and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
+        if on_ready is not None and proc.poll() is None:
+            on_ready()
         stop = time.monotonic() + duration
         while time.monotonic() < stop and proc.poll() is None and os.path.isdir(f"/proc/{pid}"):
             time.sleep(0.02)
