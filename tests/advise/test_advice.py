@@ -214,3 +214,11 @@ def test_wakers_outside_the_trace_are_not_named():
     tr = make_trace({"tid": [1, 2], "name": ["a", "b"], "start_ns": [0, 0], "end_ns": [60, 60]}, states)
     res = advise(tr)  # must not ask the replay about thread 0
     assert all(f.tid != 0 for f in res.findings) and 0 not in res.caused_wait_ns
+    # thread 1 was the one traced thread running each time a wait ended: it is taken as the waker
+    assert res.caused_wait_ns == {1: 60}
+    from scalestack.analysis.advice import with_inferred_wakers
+
+    two = make_trace({"tid": [1, 2, 3], "name": ["a", "b", "c"], "start_ns": [0] * 3, "end_ns": [60] * 3},
+                     {"tid": [1, 2, 3], "start_ns": [0, 0, 0], "end_ns": [60, 60, 60],
+                      "state": [R, S, R], "waker": [-1, 0, -1]})
+    assert with_inferred_wakers(two).states.waker.tolist() == [-1, 0, -1]  # two candidates: left unknown

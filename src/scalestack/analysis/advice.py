@@ -80,6 +80,40 @@ def alone_time(trace: Trace) -> dict[int, int]:
     return out
 
 
+def with_inferred_wakers(trace: Trace, slack_ns: int = 50_000) -> Trace:
+    """The trace with each futex wait whose waker is not one of its threads (a wakeup the kernel
+    delivered from the idle task or an interrupt on the waiter's CPU reports that context) given
+    the one traced thread that was running, or had just stopped, when the wait ended: the thread
+    that released the lock or reached the barrier. Waits with no or several candidates keep -1.
+    """
+    st = trace.states
+    tids = trace.threads.tid
+    lost = np.flatnonzero((st.state == State.SYNC_WAIT) & ~np.isin(st.waker, tids))
+    if len(lost) == 0:
+        return trace
+    run = np.flatnonzero(st.state == State.RUNNING)
+    order = run[np.argsort(st.start_ns[run], kind="stable")]
+    starts, ends, who = st.start_ns[order], st.end_ns[order], st.tid[order]
+    waker = st.waker.copy()
+    if len(order) == 0:
+        return trace
+    # the 64 running intervals that started last before each wait ended are the candidates
+    t = st.end_ns[lost]
+    k = np.searchsorted(starts, t, side="right")
+    idx = k[:, None] - 1 - np.arange(64)[None, :]
+    ok = idx >= 0
+    idx = np.maximum(idx, 0)
+    near = ok & (ends[idx] >= (t - slack_ns)[:, None]) & (who[idx] != st.tid[lost][:, None])
+    cand = who[idx].astype(np.int64)
+    lo = np.where(near, cand, np.iinfo(np.int64).max).min(axis=1)
+    hi = np.where(near, cand, -1).max(axis=1)
+    one = (lo == hi) & (hi >= 0)  # exactly one distinct candidate
+    waker[lost[one]] = hi[one]
+    cols = st.columns()
+    cols["waker"] = waker
+    return dataclasses.replace(trace, states=type(st)(**cols))
+
+
 def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[int, Trace] | None = None
            ) -> AdviceResult:
     """Findings for `trace`; the `max_threads` most critical threads get a what-if replay.
@@ -91,6 +125,7 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
     span = max(int(cr.span_ns), 1)
     names = {int(t): str(n) for t, n in zip(cr.tids, cr.names, strict=True)}
     alone = alone_time(trace)
+    trace = with_inferred_wakers(trace)
     st = trace.states
     woken = (st.state == State.SYNC_WAIT) & np.isin(st.waker, trace.threads.tid)
     caused: dict[int, int] = {}
