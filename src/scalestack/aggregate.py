@@ -148,7 +148,12 @@ class AggregateRecording:
     def bottle(self, group_by=None, window: int | None = None):
         """Bottle graph of the whole recording, or one per `window` ns (a multiple of the recorded
         window; rounded to the nearest)."""
-        from scalestack.analysis.bottle import BottleResult, WindowedBottleResult, _boxes
+        from scalestack.analysis.bottle import (
+            BottleResult,
+            WindowedBottleResult,
+            _boxes,
+            group_threads,
+        )
 
         tids, names, roles = self.threads()
         group, labels, groles = group_threads(tids, names, roles, group_by)
@@ -171,27 +176,6 @@ class AggregateRecording:
         return WindowedBottleResult(k * self.window_ns, tuple(out))
 
 
-def group_threads(tids, names, roles, group_by) -> tuple[np.ndarray, list[str], list[str]]:
-    """Group index per thread, labels and roles: per thread, by role, or by REGEX=LABEL rules."""
-    from scalestack.analysis.bottle import _pool_rules
-
-    n = len(tids)
-    if group_by is None:
-        return np.arange(n), [f"{nm} ({t})" for nm, t in zip(names, tids, strict=True)], [str(r) for r in roles]
-    if group_by == "role":
-        uniq = sorted({str(r) for r in roles})
-        return np.array([uniq.index(str(r)) for r in roles], dtype=np.int64), uniq, uniq
-    rules = _pool_rules(group_by)
-    keys: list[str] = []
-    kroles: list[str] = []
-    index = np.empty(n, dtype=np.int64)
-    for i, (nm, t, r) in enumerate(zip(names, tids, roles, strict=True)):
-        key = next((label for pat, label in rules if pat.search(str(nm))), f"{nm} ({t})")
-        if key not in keys:
-            keys.append(key)
-            kroles.append(str(r))
-        index[i] = keys.index(key)
-    return index, keys, kroles
 
 
 def window_rows(prev, cur, index: int, start_ns: int | None = None) -> dict[str, np.ndarray]:

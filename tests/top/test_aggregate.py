@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalestack.aggregate import AggregateRecording, group_threads, window_rows
+from scalestack.aggregate import AggregateRecording, window_rows
+from scalestack.analysis.bottle import group_threads
 from scalestack.analysis.criticality import timeline
 from scalestack.collect.ebpf import FX_SHIFT, parse_snapshot
 

@@ -94,25 +94,29 @@ class WindowedBottleResult(Result):
 def group_labels(trace: Trace, group_by) -> tuple[np.ndarray, list[str], list[str]]:
     """Group index of each thread row, group labels and group roles."""
     th = trace.threads
-    n = len(th)
+    return group_threads(th.tid.tolist(), th.name.tolist(), th.role.tolist(), group_by)
+
+
+def group_threads(tids, names, roles, group_by) -> tuple[np.ndarray, list[str], list[str]]:
+    """Group index per thread, labels and roles: per thread, by role, or by REGEX=LABEL rules
+    (shared by traces and the eBPF aggregate recordings)."""
+    n = len(tids)
     if group_by is None:
-        labels = [f"{name} ({tid})" for name, tid in zip(th.name.tolist(), th.tid.tolist(), strict=True)]
-        return np.arange(n), labels, [str(r) for r in th.role]
+        return np.arange(n), [f"{nm} ({t})" for nm, t in zip(names, tids, strict=True)], [str(r) for r in roles]
     if group_by == "role":
-        roles = [str(r) for r in th.role]
-        uniq = sorted(set(roles))
-        return np.array([uniq.index(r) for r in roles], dtype=np.int64), uniq, uniq
+        uniq = sorted({str(r) for r in roles})
+        return np.array([uniq.index(str(r)) for r in roles], dtype=np.int64), uniq, uniq
     rules = _pool_rules(group_by)
     keys: list[str] = []
+    kroles: list[str] = []
     index = np.empty(n, dtype=np.int64)
-    roles: list[str] = []
-    for i, (name, tid, role) in enumerate(zip(th.name.tolist(), th.tid.tolist(), th.role.tolist(), strict=True)):
-        key = next((label for pat, label in rules if pat.search(str(name))), f"{name} ({tid})")
+    for i, (nm, t, r) in enumerate(zip(names, tids, roles, strict=True)):
+        key = next((label for pat, label in rules if pat.search(str(nm))), f"{nm} ({t})")
         if key not in keys:
             keys.append(key)
-            roles.append(str(role))
+            kroles.append(str(r))
         index[i] = keys.index(key)
-    return index, keys, roles
+    return index, keys, kroles
 
 
 def _pool_rules(group_by) -> list[tuple[re.Pattern[str], str]]:

@@ -154,7 +154,8 @@ class _View:
         self.prev, self.cur, self.info = prev, cur, info
 
     def _rows(self):
-        from scalestack.aggregate import group_threads, window_rows
+        from scalestack.aggregate import window_rows
+        from scalestack.analysis.bottle import group_threads
 
         cur = self.cur
         root = self.info.get("root_pid")
