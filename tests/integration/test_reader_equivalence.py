@@ -46,7 +46,7 @@ def test_binary_reader_equals_perf_script(name, c_programs, java_classes, tmp_pa
     data = _record(tmp_path, argv, *(["-z"] if name == "sort" else []))
     direct = read_events(data, "perf", reader="perf-data")
     text = read_events(data, "perf", reader="perf-script")
-    assert len(direct) > 200
+    assert len(direct) > 100  # a real recording (200-700 events for the barrier here)
     assert direct.equals(text)
     assert direct.stats["lost_events"] == text.stats["lost_events"]
     root = int(direct.arg0[np.flatnonzero(direct.kind == Kind.EXEC)[0]])

@@ -21,4 +21,5 @@ def test_java_alloc_heavy_has_gc_component(java_classes, tmp_path):
     assert set(checks) == {1, 2, 4} and all(c["pauses"] > 0 for c in checks.values())
     for c in checks.values():  # the GC threads' box height is the pause time the JVM logged
         assert c["gc_height_ms"] == pytest.approx(c["log_pause_ms"], rel=0.35)
-    assert checks[4]["gc_term_log"] == pytest.approx(checks[4]["gc_term"], abs=0.15)
+    # N x the pause time amplifies its error: measured here 6-17% apart (0.39 vs 0.44 ... 0.74 vs 0.89)
+    assert checks[4]["gc_term_log"] == pytest.approx(checks[4]["gc_term"], rel=0.25)
