@@ -72,7 +72,7 @@ REC_HEADER_ATTR = 64  # pipe-mode files carry their attrs as records
 
 _ERR = {1: "record size smaller than its header", 2: "record runs past the end of the data",
         3: "sample with an id that no event declares", 4: "sample shorter than its sample_type says",
-        5: "a LOST record shorter than 24 bytes"}
+        5: "a LOST (24 bytes) or LOST_SAMPLES (16 bytes) record cut short"}
 
 
 def sniff(head: bytes) -> bool:
