@@ -1,0 +1,54 @@
+"""The Eklov stack's arithmetic: the spec's worked example and the invariant N = sum of the stack."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scalestack.eklov.stack import EklovStack, nosync_time, pirate_size
+
+
+def test_403gcc_multi_instance_example():
+    # spec §1: CPI 1.18 / 1.25 / 1.32 with 8 / 4 / 2 MB; aggregate IPC 0.85 / 1.60 / 3.03 for 1 / 2 / 4 copies.
+    # Fixed-work runs: time is proportional to CPI, so a copy alone takes 1.18 and with a 4 MB share 1.25.
+    per_copy_meas = {2: 2 / 1.60, 4: 4 / 3.03}  # time of one copy when N run together (1 / IPC_i)
+    s = EklovStack.from_runs([1 / 0.85], {2: [1.25 / 1.18 / 0.85], 4: [1.32 / 1.18 / 0.85]}, None,
+                             {n: [t] for n, t in per_copy_meas.items()}, mode="instances")
+    assert s.s_pirate(2) == pytest.approx(2 * 1.18 / 1.25)
+    assert s.s_pirate(4) == pytest.approx(4 * 1.18 / 1.32)
+    assert s.s_meas(2) == pytest.approx(1.60 / 0.85)
+    assert s.s_meas(4) == pytest.approx(3.03 / 0.85)
+    assert s.cache(4) == pytest.approx(4 - 3.576, abs=1e-3)
+    assert s.memory(4) == pytest.approx(3.576 - 3.565, abs=2e-3)
+    assert s.sync(4) == 0.0
+
+
+def test_threads_stack_and_spread():
+    s = EklovStack.from_runs([100.0], {2: [60.0, 50.0, 55.0]}, {2: [62.0]}, {2: [80.0, 70.0, 75.0]})
+    assert s.s_pirate(2) == pytest.approx(100 / 55)
+    assert s.cache(2) == pytest.approx(2 - 100 / 55)
+    assert s.memory(2) == pytest.approx(100 / 55 - 100 / 62)
+    assert s.sync(2) == pytest.approx(100 / 62 - 100 / 75)
+    lo, hi = s.component_range("cache", 2)
+    assert lo == pytest.approx(2 - 100 / 50) and hi == pytest.approx(2 - 100 / 60)
+    lo, hi = s.component_range("sync", 2)
+    assert lo == pytest.approx(100 / 62 - 100 / 70) and hi == pytest.approx(100 / 62 - 100 / 80)
+    assert s.to_frame()["n"].tolist() == [2]
+
+
+def test_helpers_and_missing_inputs():
+    assert pirate_size(8 << 20, 1) == 0 and pirate_size(8 << 20, 2) == 4 << 20 and pirate_size(8 << 20, 4) == 6 << 20
+    assert nosync_time([10, 12, 9], [3, 1, 0]) == 11
+    with pytest.raises(ValueError):
+        EklovStack.from_runs([1.0], {2: [1.0]}, {}, {2: [1.0]})
+
+
+times = st.lists(st.floats(1.0, 1e9), min_size=1, max_size=5)
+
+
+@given(t1=times, p=times, q=times, m=times, n=st.integers(1, 64), instances=st.booleans())
+def test_stack_sums_to_n(t1, p, q, m, n, instances):
+    s = EklovStack.from_runs(t1, {n: p}, {n: q}, {n: m}, mode="instances" if instances else "threads")
+    assert s.cache(n) + s.memory(n) + s.sync(n) + s.s_meas(n) == pytest.approx(n, rel=1e-9, abs=1e-6)
+    for comp in ("cache", "memory", "sync"):
+        lo, hi = s.component_range(comp, n)
+        assert lo <= getattr(s, comp)(n) + 1e-9 * max(1.0, abs(lo)) and getattr(s, comp)(n) <= hi + 1e-9 * max(1.0, abs(hi))
