@@ -24,7 +24,8 @@ import time
 import numpy as np
 
 from scalestack.analysis import dvfs
-from scalestack.analysis.dvfs_manager import manage, run_online, simulate_schedule
+from scalestack.analysis.dvfs_manager import manage, quantum_table, run_online, simulate_schedule
+from scalestack.power import PowerModel, dvfs_states
 from scalestack.sim.dvfs_workloads import MIXES, java_like
 from scalestack.sim.engine import simulate
 
@@ -71,6 +72,64 @@ def managed(mix: str, seed: int, cores: int) -> list[dict]:
         out.append({"mix": mix, "s": s, "mode": "online", "pred_sd": r.predicted_slowdown, "true_sd": r.true_slowdown,
                     "pred_save": r.predicted_saving, "true_save": r.true_saving})
     return out
+
+
+def _waits_ms(run) -> str:
+    """Total wait time per kind (lock, barrier, cpu = runnable) in a simulated run, ms."""
+    tot: dict = {}
+    for _, t0, t1, kind, _ in run.truth["waits"]:
+        tot[kind] = tot.get(kind, 0) + t1 - t0
+    return " ".join(f"{k} {v / 1e6:.1f}" for k, v in sorted(tot.items()) if k != "join")
+
+
+def diagnose(mix: str, seed: int, s: float, mode: str, cores: int, excess: str = "replace", guard: float = 0.0) -> None:
+    """Why one managed run overshoots: where the manager's estimate and the truth part.
+
+    Splits the true slowdown into the error of the time at the chosen frequencies and the error of
+    the reference T'(f_max); lists the quanta with the largest applied slowdown and, for the planned
+    modes, how far each quantum's own profile is from the one its frequency was chosen from (phase
+    changes); then, at the most used frequency, DEP+BURST's whole-run error in both directions and
+    the waits (lock, barrier, cpu) at 4 GHz and at that frequency (contention that moves with f).
+    """
+    wl = java_like(mix, 1000 + seed, gcs=20)
+    r4 = simulate(wl, cores=cores, freq_ghz=4.0)
+    ep = dvfs.from_sim(r4)
+    if mode == "online":
+        r = run_online(wl, s, cores=cores, excess=excess, guard=guard)
+        qs = [(q, f, pm) for q, f, _, _, pm in r.schedule]
+        print(f"  {mix}#{seed} bound {s:.0%} online: true {100 * r.true_slowdown:.1f}%, own estimate "
+              f"{100 * r.predicted_slowdown:.1f}%; its T'(4 GHz) sum {r.predicted_fmax_ns / 1e6:.2f} ms vs true "
+              f"{r.true_fmax_ns / 1e6:.2f} ms ({100 * (r.predicted_fmax_ns / r.true_fmax_ns - 1):+.1f}%)")
+        worst = sorted(((_b / pm - 1, q, f) for q, f, _b, _, pm in r.schedule if pm > 0), reverse=True)[:3]
+        print("    quanta with the largest own-estimated slowdown: "
+              + ", ".join(f"q{q} at {f:g} GHz {100 * x:.1f}%" for x, q, f in worst))
+        used = [f for _, f, _ in qs]
+    else:
+        m = manage(ep, s, reactive=mode == "reactive", cores=cores, excess=excess, guard=guard)
+        r = simulate_schedule(wl, m, cores=cores)
+        print(f"  {mix}#{seed} bound {s:.0%} {mode}: true {100 * r.true_slowdown:.1f}%, predicted "
+              f"{100 * r.predicted_slowdown:.1f}%; time at the chosen frequencies {r.predicted_ns / 1e6:.2f} ms "
+              f"predicted vs {r.true_ns / 1e6:.2f} ms true ({100 * (r.predicted_ns / r.true_ns - 1):+.1f}%), "
+              f"4 GHz reference exact")
+        sd = [(p / pm - 1, q, f) for q, f, _b, p, pm in m.schedule if pm > 0]
+        print("    quanta with the largest applied slowdown: "
+              + ", ".join(f"q{q} at {f:g} GHz {100 * x:.1f}%" for x, q, f in sorted(sd, reverse=True)[:3]))
+        if mode == "reactive":
+            T, _, _ = quantum_table(ep, m.quantum_ns, dvfs_states(m.step_ghz), cores, PowerModel())
+            st = dvfs_states(m.step_ghz)
+            k = [int(np.argmin(np.abs(st - f))) for _, f, *_ in m.schedule]
+            gap = [T[q, k[q]] / T[q, -1] - T[q - 1, k[q]] / T[q - 1, -1] for q in range(1, len(k))]
+            print(f"    phase changes: applied minus profiled slowdown per quantum mean {100 * np.mean(gap):+.2f} pt, "
+                  f"max {100 * np.max(gap):+.2f} pt")
+        used = [f for _, f, *_ in m.schedule]
+    fm = float(max(set(used), key=used.count))
+    rf = simulate(wl, cores=cores, freq_ghz=fm)
+    down = float(dvfs.dep(ep, fm)[0].sum())
+    up = float(dvfs.dep(dvfs.from_sim(rf), 4.0)[0].sum())
+    print(f"    at {fm:g} GHz (most used) for the whole run: true slowdown {100 * (rf.runtime_ns / r4.runtime_ns - 1):.1f}%, "
+          f"DEP+BURST 4->{fm:g} {100 * (down / rf.runtime_ns - 1):+.1f}%, {fm:g}->4 {100 * (up / r4.runtime_ns - 1):+.1f}%; "
+          f"{len(wl['threads'])} threads on {cores} cores; waits (ms) at 4 GHz: {_waits_ms(r4)}; at {fm:g} GHz: "
+          f"{_waits_ms(rf)}")
 
 
 def sweep(mix: str, seed: int, cores: int) -> list[dict]:

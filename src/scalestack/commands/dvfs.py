@@ -88,7 +88,12 @@ def _ms(ns: float) -> str:
 @click.option("--quantum", default="5ms", show_default=True, help="Manager quantum.")
 @click.option("--hold-off", type=int, default=1, show_default=True, help="Quanta a choice is kept for.")
 @click.option("--step", default="125MHz", show_default=True, help="DVFS step (125MHz: 25 states, 500MHz: 7).")
-@click.option("--excess", type=click.Choice(["replace", "bank", "off"]), default="replace", show_default=True)
+@click.option("--excess", type=click.Choice(["run", "replace", "bank", "off"]), default="run", show_default=True,
+              help="Manager's bound: run = over the whole run so far (pays errors back); replace/bank/off = "
+                   "the paper's per-quantum sigma.")
+@click.option("--guard", type=float, default=None,
+              help="Manager: inflate predicted changes of time by this fraction where threads wait for a CPU "
+                   "(default 0.2 with --excess run, else 0).")
 @click.option("--oracle", is_flag=True, help="Manager: choose each quantum's frequency from itself (bound).")
 @click.option("--clamp", is_flag=True, help="Clamp negative predicted epoch lengths to 0.")
 @click.option("--estimator", type=click.Choice(["crit", "leadload", "stall"]), default=None,
@@ -100,7 +105,7 @@ def _ms(ns: float) -> str:
 @click.option("--export-jsonl", help="Also write the epochs as a JSON-lines counter trace.")
 @click.option("-o", "--figure", help="Write a figure (.png/.svg): predicted vs true time, or energy-delay.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def command(path, to, f_from, max_slowdown, quantum, hold_off, step, excess, oracle, clamp, estimator, cores,
+def command(path, to, f_from, max_slowdown, quantum, hold_off, step, excess, guard, oracle, clamp, estimator, cores,
             threads, seed, path_lines, export_jsonl, figure, as_json):
     """DEP+BURST: predict FILE's run time at another frequency (--to), or pick per-quantum
     frequencies that save energy within a slowdown bound (--max-slowdown).
@@ -135,10 +140,15 @@ def command(path, to, f_from, max_slowdown, quantum, hold_off, step, excess, ora
     if to is not None:
         _predict(ep, wl, parse_ghz(to, "--to"), clamp, estimator, cores, seed, path_lines, figure, as_json)
     if max_slowdown is not None:
+        from scalestack.analysis.dvfs_manager import GUARD
         from scalestack.units import parse_duration_ns
 
+        if guard is not None and not 0 <= guard <= 10:
+            raise UserError(f"--guard must be between 0 and 10 (a fraction), not {guard:g}")
+        guard = guard if guard is not None else GUARD if excess == "run" else 0.0
         _manage(ep, wl, parse_fraction(max_slowdown), parse_duration_ns(quantum, what="--quantum"), hold_off,
-                parse_ghz(step, "--step"), excess, not oracle, cores, figure if to is None else None, as_json)
+                parse_ghz(step, "--step"), excess, guard, not oracle, cores, seed, figure if to is None else None,
+                as_json)
 
 
 def _predict(ep, wl, ft, clamp, estimator, cores, seed, path_lines, figure, as_json):
@@ -188,17 +198,23 @@ def _predict(ep, wl, ft, clamp, estimator, cores, seed, path_lines, figure, as_j
         f"{t if t >= 0 else 'idle'} {100 * v / tot:.0f}%" for t, v in sorted(share.items(), key=lambda x: -x[1])[:6]))
 
 
-def _manage(ep, wl, s, q_ns, hold_off, step, excess, reactive, cores, figure, as_json):
+def _manage(ep, wl, s, q_ns, hold_off, step, excess, guard, reactive, cores, seed, figure, as_json):
     from scalestack.analysis.dvfs_manager import manage, simulate_schedule
 
+    trace = None  # the run's waits for a CPU gate the guard band; a counter trace has none: guard everywhere
+    if wl is not None:
+        from scalestack.sim.engine import simulate
+
+        trace = simulate(wl, cores=cores, freq_ghz=ep.f_base_ghz, seed=seed).trace
     res = manage(ep, s, quantum_ns=q_ns, hold_off=hold_off, step_ghz=step, excess=excess, reactive=reactive,
-                 cores=cores)
+                 cores=cores, guard=guard, trace=trace)
     online = None
     if wl is not None:
         from scalestack.analysis.dvfs_manager import run_online
 
         res = simulate_schedule(wl, res, cores=cores)
-        online = run_online(wl, s, cores=cores, quantum_ns=q_ns, hold_off=hold_off, step_ghz=step, excess=excess)
+        online = run_online(wl, s, cores=cores, quantum_ns=q_ns, hold_off=hold_off, step_ghz=step, excess=excess,
+                            guard=guard)
     if figure:
         from scalestack.fileio import atomic_write
         from scalestack.report import dvfs_figures, figures
@@ -216,7 +232,7 @@ def _manage(ep, wl, s, q_ns, hold_off, step, excess, reactive, cores, figure, as
 
     used = Counter(f for _, f, *_ in res.schedule)
     click.echo(f"energy manager: slowdown bound {100 * s:g}%, quantum {_ms(q_ns)}, hold-off {hold_off}, "
-               f"{step * 1000:g} MHz steps, excess {excess}, {'reactive' if reactive else 'oracle'}; "
+               f"{step * 1000:g} MHz steps, excess {excess}, guard {guard:g}, {'reactive' if reactive else 'oracle'}; "
                f"profiled at {ep.f_base_ghz:g} GHz")
     click.echo(f"{len(res.schedule)} quanta, {res.transitions} transitions; frequencies: "
                + ", ".join(f"{f:g} GHz x{n}" for f, n in sorted(used.items())))
