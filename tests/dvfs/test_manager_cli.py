@@ -113,6 +113,8 @@ def test_benchmark_quick():
     row = next(ln for ln in p.stdout.splitlines() if ln.startswith("DEP+BURST  "))
     assert float(row.split()[1].rstrip("%")) < 6.0
     assert "energy manager" in p.stdout
+    over = {ln.split("rule ")[1].split(":")[0]: ln for ln in p.stdout.splitlines() if ln.startswith("runs over bound")}
+    assert set(over) == {"paper", "run"} and over["run"].endswith(": 0 of 24")  # the default keeps the bound
 
 
 @pytest.mark.parametrize("s", [0.05, 0.10])
