@@ -120,3 +120,20 @@ def test_default_manager_keeps_the_bound_where_the_paper_rule_overshot(mix, seed
         for mode, r in paper.items():  # the price: some saving, not most of it
             assert runs[mode].true_saving > 0.6 * r.true_saving, (mode, s)
     assert over_paper >= 2  # these runs do test the fix: the old rule overshoots on them
+
+
+def test_cli_default_is_the_whole_run_rule_and_guard_is_checked():
+    import subprocess
+    import sys
+
+    from click.testing import CliRunner
+
+    from scalestack.cli import cli
+
+    r = CliRunner().invoke(cli, ["dvfs", "sim:java_mem", "--max-slowdown", "5%", "--oracle"], catch_exceptions=False)
+    assert r.exit_code == 0 and "excess run, guard 0.2" in r.output
+    true = next(ln for ln in r.output.splitlines() if ln.startswith("true (simulator)"))
+    assert float(true.split("slowdown ")[1].split("%")[0]) <= 6.0
+    p = subprocess.run([sys.executable, "-m", "scalestack.cli", "dvfs", "sim:java_mem", "--max-slowdown", "5%",
+                        "--guard", "-1"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stderr.startswith("scalestack: error: --guard")
