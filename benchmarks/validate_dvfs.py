@@ -162,6 +162,8 @@ def calibrate(n: int, cores: int) -> None:
             need[cont] += [true / down - 1, true / up - 1]
     for c in (True, False):
         x = np.array(need[c])
+        if len(x) == 0:
+            continue
         print(f"guard calibration, runs {'with' if c else 'without'} waits for a CPU ({len(x) // 12}): inflation "
               f"needed 50/90/95/100th percentile {' / '.join(f'{v:.3f}' for v in np.percentile(x, [50, 90, 95, 100]))}"
               + (f" (guard used: {GUARD:g})" if c else ""))
