@@ -125,6 +125,8 @@ class ManagerResult(Result):
     true_fmax_ns: float | None = None
     true_slowdown: float | None = None
     true_saving: float | None = None
+    guard: float = 0.0  # with excess="run": the guard band (kappa) and how much banked slack a quantum may spend
+    spend: float = 0.0
 
     kind = "dvfs-manager"
 
@@ -203,7 +205,8 @@ def manage(ep: dvfs.Epochs, max_slowdown: float, *, quantum_ns: float = 5e6, hol
              for q in rows]
     return ManagerResult(max_slowdown, quantum_ns, hold_off, step_ghz, excess, reactive, sched, trans, pred, pmax,
                          pred / pmax - 1 if pmax else 0.0,
-                         1 - float(E[rows, choice].sum()) / float(E[:, fmax].sum()) if n else 0.0)
+                         1 - float(E[rows, choice].sum()) / float(E[:, fmax].sum()) if n else 0.0,
+                         guard=guard if excess == "run" else 0.0, spend=spend)
 
 
 def _busy_between(trace, edges: np.ndarray, state: State = State.RUNNING) -> np.ndarray:
@@ -430,4 +433,5 @@ def run_online(workload: dict, max_slowdown: float, *, cores: int = 4, quantum_n
     return ManagerResult(max_slowdown, quantum_ns, hold_off, step_ghz, excess, True, sched, trans,
                          float(t_true), float(est_max), t_true / est_max - 1 if est_max else 0.0,
                          1 - e / e_est_max if e_est_max else 0.0,
-                         float(t_true), float(ref.runtime_ns), t_true / ref.runtime_ns - 1, 1 - e / e_ref)
+                         float(t_true), float(ref.runtime_ns), t_true / ref.runtime_ns - 1, 1 - e / e_ref,
+                         guard=guard if excess == "run" else 0.0, spend=spend)

@@ -94,6 +94,9 @@ def _ms(ns: float) -> str:
 @click.option("--guard", type=float, default=None,
               help="Manager: inflate predicted changes of time by this fraction where threads wait for a CPU "
                    "(default 0.2 with --excess run, else 0).")
+@click.option("--spend", type=float, default=0.0, show_default=True,
+              help="Manager, --excess run: banked slack a quantum may spend, as a multiple of the bound (inf: all; "
+                   "coarse --step saves more with 1 or more).")
 @click.option("--oracle", is_flag=True, help="Manager: choose each quantum's frequency from itself (bound).")
 @click.option("--clamp", is_flag=True, help="Clamp negative predicted epoch lengths to 0.")
 @click.option("--estimator", type=click.Choice(["crit", "leadload", "stall"]), default=None,
@@ -105,7 +108,7 @@ def _ms(ns: float) -> str:
 @click.option("--export-jsonl", help="Also write the epochs as a JSON-lines counter trace.")
 @click.option("-o", "--figure", help="Write a figure (.png/.svg): predicted vs true time, or energy-delay.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def command(path, to, f_from, max_slowdown, quantum, hold_off, step, excess, guard, oracle, clamp, estimator, cores,
+def command(path, to, f_from, max_slowdown, quantum, hold_off, step, excess, guard, spend, oracle, clamp, estimator, cores,
             threads, seed, path_lines, export_jsonl, figure, as_json):
     """DEP+BURST: predict FILE's run time at another frequency (--to), or pick per-quantum
     frequencies that save energy within a slowdown bound (--max-slowdown).
@@ -146,8 +149,10 @@ def command(path, to, f_from, max_slowdown, quantum, hold_off, step, excess, gua
         if guard is not None and not 0 <= guard <= 10:
             raise UserError(f"--guard must be between 0 and 10 (a fraction), not {guard:g}")
         guard = guard if guard is not None else GUARD if excess == "run" else 0.0
+        if not spend >= 0:
+            raise UserError(f"--spend must be 0 or more (a multiple of the bound), not {spend:g}")
         _manage(ep, wl, parse_fraction(max_slowdown), parse_duration_ns(quantum, what="--quantum"), hold_off,
-                parse_ghz(step, "--step"), excess, guard, not oracle, cores, seed, figure if to is None else None,
+                parse_ghz(step, "--step"), excess, guard, spend, not oracle, cores, seed, figure if to is None else None,
                 as_json)
 
 
@@ -198,7 +203,7 @@ def _predict(ep, wl, ft, clamp, estimator, cores, seed, path_lines, figure, as_j
         f"{t if t >= 0 else 'idle'} {100 * v / tot:.0f}%" for t, v in sorted(share.items(), key=lambda x: -x[1])[:6]))
 
 
-def _manage(ep, wl, s, q_ns, hold_off, step, excess, guard, reactive, cores, seed, figure, as_json):
+def _manage(ep, wl, s, q_ns, hold_off, step, excess, guard, spend, reactive, cores, seed, figure, as_json):
     from scalestack.analysis.dvfs_manager import manage, simulate_schedule
 
     trace = None  # the run's waits for a CPU gate the guard band; a counter trace has none: guard everywhere
@@ -207,14 +212,14 @@ def _manage(ep, wl, s, q_ns, hold_off, step, excess, guard, reactive, cores, see
 
         trace = simulate(wl, cores=cores, freq_ghz=ep.f_base_ghz, seed=seed).trace
     res = manage(ep, s, quantum_ns=q_ns, hold_off=hold_off, step_ghz=step, excess=excess, reactive=reactive,
-                 cores=cores, guard=guard, trace=trace)
+                 cores=cores, guard=guard, spend=spend, trace=trace)
     online = None
     if wl is not None:
         from scalestack.analysis.dvfs_manager import run_online
 
         res = simulate_schedule(wl, res, cores=cores)
         online = run_online(wl, s, cores=cores, quantum_ns=q_ns, hold_off=hold_off, step_ghz=step, excess=excess,
-                            guard=guard)
+                            guard=guard, spend=spend)
     if figure:
         from scalestack.fileio import atomic_write
         from scalestack.report import dvfs_figures, figures
@@ -232,7 +237,7 @@ def _manage(ep, wl, s, q_ns, hold_off, step, excess, guard, reactive, cores, see
 
     used = Counter(f for _, f, *_ in res.schedule)
     click.echo(f"energy manager: slowdown bound {100 * s:g}%, quantum {_ms(q_ns)}, hold-off {hold_off}, "
-               f"{step * 1000:g} MHz steps, excess {excess}, guard {guard:g}, {'reactive' if reactive else 'oracle'}; "
+               f"{step * 1000:g} MHz steps, excess {excess}, guard {guard:g}, spend {spend:g}, {'reactive' if reactive else 'oracle'}; "
                f"profiled at {ep.f_base_ghz:g} GHz")
     click.echo(f"{len(res.schedule)} quanta, {res.transitions} transitions; frequencies: "
                + ", ".join(f"{f:g} GHz x{n}" for f, n in sorted(used.items())))
