@@ -91,6 +91,10 @@ class RunBudget:
     def slowdown(self) -> float:
         return self.elapsed_ns / self.ref_ns - 1 if self.ref_ns > 0 else 0.0
 
+    def over(self) -> bool:
+        """The run so far is over the bound: a hold-off ends early (the manager decides again)."""
+        return self.elapsed_ns > (1 + self.s) * self.ref_ns + 1e-9
+
     def choose(self, t_next: np.ndarray, w_next: np.ndarray, cost: np.ndarray) -> int:
         """Lowest state whose next stretch (t_next ns at each state, w_next ns of work at f_max, the
         change's cost) keeps elapsed <= (1 + s) ref; f_max (the last state) when none does."""
@@ -179,7 +183,7 @@ def manage(ep: dvfs.Epochs, max_slowdown: float, *, quantum_ns: float = 5e6, hol
             ta = budget.adjust(T[q - 1], kb, cont[q - 1])
             budget.record(ta[choice[q - 1]] + (TRANSITION_NS if choice[q - 1] != (choice[q - 2] if q > 1 else fmax)
                                                 else 0.0), ta[fmax])
-        if hold > 0:
+        if hold > 0 and not (excess == "run" and budget.over()):  # a hold ends early once over the bound
             hold -= 1
             choice[q] = cur
             continue
@@ -378,7 +382,7 @@ class OnlineManager:
             ta = self.budget.adjust(np.r_[T[:kc], now_ns - q0, T[kc + 1:]], kc, self.contended)
             self.budget.record(now_ns - q0 + (TRANSITION_NS if len(self.changes) > 1 and self.changes[-1][0] == q0
                                               else 0.0), ta[-1])
-        if self.hold > 0:
+        if self.hold > 0 and not (self.excess == "run" and self.budget.over()):
             self.hold -= 1
         elif self.excess == "run":  # the next H quanta last H Q each; their work at f_max from this profile
             t_next = np.full(len(self.states), float(self.h * self.period_ns))
