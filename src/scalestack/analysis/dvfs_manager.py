@@ -12,7 +12,8 @@ a running sum, `"off"` none). It trusts every prediction, and overshoots by up t
 the simulator's ground truth. The default `"run"` (`RunBudget`) keeps the promise over the whole
 run so far: the quanta's time (measured online, predicted when planned) against the sum of their
 predicted T'(f_max) (1 + s), so a quantum that turned out slower than predicted is paid back by
-returning towards f_max, and each quantum still stays within s on its own (`spend` = 0). `guard`
+returning towards f_max, each quantum still stays within s on its own (`spend` = 0), and a
+hold-off ends early once the run so far is over the bound. `guard`
 (kappa) inflates every predicted change of time with frequency by (1 + kappa) in quanta where a
 thread waited for a CPU, where DEP+BURST under-estimates it.
 
