@@ -63,10 +63,14 @@ def one(mix: str, seed: int, cores: int, noise: float, timeslice: int = 0) -> li
 RULES = {"paper": {"excess": "replace", "guard": 0.0}, "run": {}}  # the paper's per-quantum rule; the default
 
 
-def managed(mix: str, seed: int, cores: int, rules: tuple = tuple(RULES)) -> list[dict]:
+def managed(mix: str, seed: int, cores: int, rules: tuple = tuple(RULES), noise: float = 0.0) -> list[dict]:
+    """Each rule, bound and mode on one workload; `noise` perturbs the planned modes' N and B (the
+    online manager reads the simulator's exact split)."""
     wl = java_like(mix, 1000 + seed, gcs=20)
     r4 = simulate(wl, cores=cores, freq_ghz=4.0)
     ep = dvfs.from_sim(r4)
+    if noise:
+        ep = noisy(ep, np.random.default_rng(seed), noise)
     out = []
     for rule in rules:
         kw = RULES[rule]
@@ -263,7 +267,7 @@ def main() -> None:
     t0 = time.time()
     mrows = rows = []
     for i in range(nm):
-        rows += managed(MIXES[i % len(MIXES)], i, a.cores)
+        rows += managed(MIXES[i % len(MIXES)], i, a.cores, noise=a.noise)
     print(f"energy manager: {nm} workloads, Q 5 ms, H 1, 125 MHz steps (reactive and oracle planned from a 4 GHz "
           f"run; online profiles each quantum at its own frequency), {time.time() - t0:.1f} s")
     print("rule 'paper': per-quantum bound with sigma replaced (Eq. 1); rule 'run': whole-run accounting, "
