@@ -10,7 +10,7 @@ but no more than its lead over the next most critical thread of that phase, sinc
 the program waits for that one instead.
 
 Phases are cut where one thread releases several blocked threads at once (a barrier or a
-broadcast); `bounds` may also be given.
+broadcast) and where threads start or are joined; `bounds` may also be given.
 """
 
 from __future__ import annotations
@@ -26,13 +26,25 @@ from scalestack.results import Result
 from scalestack.trace import State, Trace
 
 
-def sync_phase_bounds(trace: Trace, *, min_released: int = 2, within_ns: int = 20_000) -> np.ndarray:
+def sync_phase_bounds(trace: Trace, *, min_released: int = 2, within_ns: int = 20_000,
+                      lifetimes: bool = True) -> np.ndarray:
     """Phase boundaries: trace start, every instant where one waker ends the SYNC_WAIT of at
-    least `min_released` threads within `within_ns` (barrier release), trace end. Sorted, int64."""
+    least `min_released` threads within `within_ns` (barrier release), trace end. Sorted, int64.
+
+    lifetimes: also cut where threads start and where a thread is released by another's exit
+    (fork and join end a phase as a barrier does; without it the sequential part before the
+    workers start, or after they are joined, shares a phase with them).
+    """
     st = trace.states
     m = (st.state == State.SYNC_WAIT) & (st.waker >= 0)
     ends, wakers = st.end_ns[m].astype(np.int64), st.waker[m].astype(np.int64)
     cuts = [np.array([trace.start_ns, trace.end_ns], dtype=np.int64)]
+    if lifetimes and len(ends):
+        cuts.append(trace.threads.start_ns.astype(np.int64))
+        th_end = dict(zip(trace.threads.tid.tolist(), trace.threads.end_ns.tolist(), strict=True))
+        exit_of = np.array([th_end.get(int(w), -1) for w in wakers], dtype=np.int64)
+        joined = (exit_of >= 0) & (np.abs(ends - exit_of) <= within_ns)
+        cuts.append(ends[joined])
     if len(ends):
         o = np.lexsort((ends, wakers))
         e, w = ends[o], wakers[o]
