@@ -144,7 +144,8 @@ class PhaseCriticalityResult(Result):
 
 
 def phase_criticality(trace: Trace, *, factor: float = 2.0, bounds: np.ndarray | None = None,
-                      active: str = "running", between: tuple[int, int] | None = None) -> PhaseCriticalityResult:
+                      active: str = "running", between: tuple[int, int] | None = None,
+                      within_ns: int = 20_000) -> PhaseCriticalityResult:
     """Criticality per phase and the capped gain of accelerating each thread by `factor`.
 
     Parameters
@@ -152,6 +153,8 @@ def phase_criticality(trace: Trace, *, factor: float = 2.0, bounds: np.ndarray |
     factor : speed-up of the accelerated thread (thesis Ch. 4: 2 -> 4 GHz is 2)
     bounds : phase boundaries in ns; default `sync_phase_bounds(trace)`. Pass
         ``[trace.start_ns, trace.end_ns]`` for one phase (whole-run stack with the cap only).
+    within_ns : wake-ups this close count as one release (a real kernel wakes a barrier's
+        waiters one after another); 0 for simulated traces, where they share one instant.
 
     References
     ----------
@@ -160,7 +163,7 @@ def phase_criticality(trace: Trace, *, factor: float = 2.0, bounds: np.ndarray |
     if factor <= 1:
         raise UserError("factor must be greater than 1")
     t0, t1 = _span(trace, between)
-    b = sync_phase_bounds(trace) if bounds is None else np.asarray(bounds, dtype=np.int64)
+    b = sync_phase_bounds(trace, within_ns=within_ns) if bounds is None else np.asarray(bounds, dtype=np.int64)
     b = np.unique(np.concatenate([[t0, t1], b[(b > t0) & (b < t1)]]))
     c = per_phase_criticality(trace, b, active)
     gain = capped_gain(c, factor).sum(axis=0)
