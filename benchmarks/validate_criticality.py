@@ -9,8 +9,8 @@ Figures are printed per workload class: one core per thread (the thesis's settin
 threads on as many cores) or oversubscribed, and whether the most critical worker is the same
 in every barrier phase or changes between phases (the case the thesis names as criticality's
 miss, Lu non-cont. with 16 threads). `--misses` prints every miss with its likely cause.
-Two refinements are separate columns, not replacements: the whole-run gain capped at the lead
-over the next thread, and the same per barrier phase (`analysis/phase_criticality.py`).
+One refinement is a separate column, not a replacement: the gain per synchronization phase,
+capped at the lead over the phase's next most critical thread (`analysis/phase_criticality.py`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from scalestack.trace import State
 
 PICKERS = [("crit", "largest criticality"), ("running", "longest running time"),
            ("caused", "most wait time caused"), ("replay", "largest replay prediction"),
-           ("capped", "capped gain, whole run"), ("phase", "capped gain per phase")]
+           ("phase", "capped gain per phase")]
 
 
 def barrier_phase_tops(tr, n: int) -> list[int]:
@@ -85,8 +85,7 @@ def one(seed: int, rng: np.random.Generator, timeslice_ns: int = 0) -> dict:
         w = whatif(tr, TID_BASE + i, 2.0)
         pred_c.append(w.crit_speedup)
         pred_r.append(w.replay_speedup)
-    capped = phase_criticality(tr, factor=2.0, bounds=np.array([tr.start_ns, tr.end_ns]))
-    phase = phase_criticality(tr, factor=2.0, within_ns=0)  # simulated wake-ups share one instant
+    phase = phase_criticality(tr, factor=2.0)
     good = real >= real.max() * 0.99
     pick, best = int(np.argmax(crit)), int(np.argmax(real))
     tops = barrier_phase_tops(tr, n)
@@ -96,7 +95,7 @@ def one(seed: int, rng: np.random.Generator, timeslice_ns: int = 0) -> dict:
 
     r = {"seed": seed, "threads": threads, "cores": cores, "has_critical": real.max() >= 1.03,
          "changing": len(set(tops)) > 1, "crit": hit(crit), "running": hit(running), "caused": hit(caused),
-         "replay": hit(np.array(pred_r)), "capped": hit(capped.gain_ns), "phase": hit(phase.gain_ns),
+         "replay": hit(np.array(pred_r)), "phase": hit(phase.gain_ns),
          "err_c": np.abs(np.array(pred_c) - real) / real, "err_r": np.abs(np.array(pred_r) - real) / real,
          "err_p": np.abs(phase.predicted_speedup - real) / real, "events": base.events,
          "pick": pick, "best": best, "real_pick": float(real[pick]), "real_best": float(real[best])}

@@ -67,20 +67,22 @@ def test_fig32_single_phase_sums():
     assert np.allclose(res.gain_ns, [1000, 0, 0, 0])  # thread 0 leads thread 3 by 1 us < 3.25 us
 
 
-def test_lock_handoffs_do_not_cut_but_joins_do():
+def test_cuts_at_serial_releases_only():
     wl = {"threads": [
         {"name": "main", "start": True, "ops": [["compute", 50], ["spawn", 1], ["spawn", 2], ["join", 1],
                                                  ["join", 2], ["compute", 30]]},
         {"start": False, "ops": [["lock", 0], ["compute", 40], ["unlock", 0]]},
         {"start": False, "ops": [["lock", 0], ["compute", 40], ["unlock", 0]]}]}
     tr = simulate(wl, cores=3, freq_ghz=1.0).trace
-    # spawn at 50; main joins worker 1 at 90 and worker 2 at 130; the lock hand-off at 90 alone would not cut
+    # spawn after main ran alone (50), lock hand-off in a serial chain (90), main resumes alone (130)
     assert sync_phase_bounds(tr).tolist() == [0, 50, 90, 130, 160]
-    locks = {"threads": [{"start": True, "ops": [["lock", 0], ["compute", 40], ["unlock", 0], ["compute", 10]]}
-                         for _ in range(3)]}
-    tr = simulate(locks, cores=3, freq_ghz=1.0).trace
-    # two hand-offs, one waiter each: no cut (within_ns=0: the first hand-off is 10 ns before an exit)
-    assert sync_phase_bounds(tr, within_ns=0).tolist() == [0, 130]
+    res = phase_criticality(tr)
+    assert np.allclose(res.gain_ns, [40, 20, 20])  # every stretch is serial: C (1 - 1/F)
+    # a lock hand-off while another thread runs does not cut: the program was not waiting for one thread
+    par = {"threads": [{"start": True, "ops": [["lock", 0], ["compute", 40], ["unlock", 0], ["compute", 10]]},
+                       {"start": True, "ops": [["compute", 20], ["lock", 0], ["compute", 40], ["unlock", 0]]},
+                       {"start": True, "ops": [["compute", 100]]}]}
+    assert sync_phase_bounds(simulate(par, cores=3, freq_ghz=1.0).trace).tolist() == [0, 100]
 
 
 def test_rejects_factor_at_most_one():

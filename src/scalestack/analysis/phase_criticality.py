@@ -9,8 +9,8 @@ thread by the time accelerating it can save in each phase: its critical time tim
 but no more than its lead over the next most critical thread of that phase, since from there on
 the program waits for that one instead.
 
-Phases are cut where one thread releases several blocked threads at once (a barrier or a
-broadcast) and where threads start or are joined; `bounds` may also be given.
+Phases are cut where threads become active after a stretch in which at most one thread ran
+(the others waited for it: barrier, join, spawn); `bounds` may also be given.
 """
 
 from __future__ import annotations
@@ -23,39 +23,27 @@ import numpy as np
 from scalestack.analysis.criticality import _span, active_intervals, timeline
 from scalestack.errors import UserError
 from scalestack.results import Result
-from scalestack.trace import State, Trace
+from scalestack.trace import Trace
 
 
-def sync_phase_bounds(trace: Trace, *, min_released: int = 2, within_ns: int = 20_000,
-                      lifetimes: bool = True) -> np.ndarray:
-    """Phase boundaries: trace start, every instant where one waker ends the SYNC_WAIT of at
-    least `min_released` threads within `within_ns` (barrier release), trace end. Sorted, int64.
+def sync_phase_bounds(trace: Trace, active: str = "running") -> np.ndarray:
+    """Phase boundaries: every instant where a thread becomes active while at most one thread was
+    active just before, plus the trace's start and end. Sorted, int64.
 
-    lifetimes: also cut where threads start and where a thread is released by another's exit
-    (fork and join end a phase as a barrier does; without it the sequential part before the
-    workers start, or after they are joined, shares a phase with them).
+    Such an instant ends a stretch in which the program waited for one thread: a barrier's last
+    arriver releasing the others, a join, a spawn after a sequential part, a hand-off within a
+    serial chain. Lock hand-offs while other threads run, and thread exits, do not cut.
     """
-    st = trace.states
-    m = (st.state == State.SYNC_WAIT) & (st.waker >= 0)
-    ends, wakers = st.end_ns[m].astype(np.int64), st.waker[m].astype(np.int64)
-    cuts = [np.array([trace.start_ns, trace.end_ns], dtype=np.int64)]
-    if lifetimes and len(ends):
-        cuts.append(trace.threads.start_ns.astype(np.int64))
-        th_end = dict(zip(trace.threads.tid.tolist(), trace.threads.end_ns.tolist(), strict=True))
-        exit_of = np.array([th_end.get(int(w), -1) for w in wakers], dtype=np.int64)
-        joined = (exit_of >= 0) & (np.abs(ends - exit_of) <= within_ns)
-        cuts.append(ends[joined])
-    if len(ends):
-        o = np.lexsort((ends, wakers))
-        e, w = ends[o], wakers[o]
-        # a new group starts at a new waker or after a gap longer than within_ns
-        new = np.ones(len(e), dtype=bool)
-        new[1:] = (w[1:] != w[:-1]) | (e[1:] - e[:-1] > within_ns)
-        gid = np.cumsum(new) - 1
-        size = np.bincount(gid)
-        first = e[new]
-        cuts.append(first[size >= min_released])
-    return np.unique(np.concatenate(cuts))
+    t0, t1 = int(trace.start_ns), int(trace.end_ns)
+    _, a, b = active_intervals(trace, active, t0, t1)
+    tl, _ = timeline(a, b, t0, t1)
+    last = np.flatnonzero(np.r_[tl.u[1:] != tl.u[:-1], True])  # last breakpoint at each time
+    times, r_after = tl.u[last], tl.r[last]
+    r_before = np.r_[0, r_after[:-1]]
+    starts = np.unique(a)
+    k = np.searchsorted(times, starts)
+    cut = starts[r_before[k] <= 1]
+    return np.unique(np.concatenate([[t0, t1], cut]))
 
 
 def per_phase_criticality(trace: Trace, bounds: np.ndarray, active: str = "running") -> np.ndarray:
@@ -144,8 +132,7 @@ class PhaseCriticalityResult(Result):
 
 
 def phase_criticality(trace: Trace, *, factor: float = 2.0, bounds: np.ndarray | None = None,
-                      active: str = "running", between: tuple[int, int] | None = None,
-                      within_ns: int = 20_000) -> PhaseCriticalityResult:
+                      active: str = "running", between: tuple[int, int] | None = None) -> PhaseCriticalityResult:
     """Criticality per phase and the capped gain of accelerating each thread by `factor`.
 
     Parameters
@@ -153,8 +140,6 @@ def phase_criticality(trace: Trace, *, factor: float = 2.0, bounds: np.ndarray |
     factor : speed-up of the accelerated thread (thesis Ch. 4: 2 -> 4 GHz is 2)
     bounds : phase boundaries in ns; default `sync_phase_bounds(trace)`. Pass
         ``[trace.start_ns, trace.end_ns]`` for one phase (whole-run stack with the cap only).
-    within_ns : wake-ups this close count as one release (a real kernel wakes a barrier's
-        waiters one after another); 0 for simulated traces, where they share one instant.
 
     References
     ----------
@@ -163,7 +148,7 @@ def phase_criticality(trace: Trace, *, factor: float = 2.0, bounds: np.ndarray |
     if factor <= 1:
         raise UserError("factor must be greater than 1")
     t0, t1 = _span(trace, between)
-    b = sync_phase_bounds(trace, within_ns=within_ns) if bounds is None else np.asarray(bounds, dtype=np.int64)
+    b = sync_phase_bounds(trace, active) if bounds is None else np.asarray(bounds, dtype=np.int64)
     b = np.unique(np.concatenate([[t0, t1], b[(b > t0) & (b < t1)]]))
     c = per_phase_criticality(trace, b, active)
     gain = capped_gain(c, factor).sum(axis=0)
