@@ -27,7 +27,7 @@ from scalestack.sim.engine import ADDR_BASE, TID_BASE, simulate
 from scalestack.sim.workloads import random_workload
 from scalestack.trace import State
 
-PICKERS = [("crit", "largest criticality"), ("running", "longest running time"),
+PICKERS = [("crit", "largest criticality"), ("crit_rr", "  ... running+runnable"), ("running", "longest running time"),
            ("caused", "most wait time caused"), ("replay", "largest replay prediction"),
            ("phase", "capped gain per phase")]
 
@@ -94,7 +94,8 @@ def one(seed: int, rng: np.random.Generator, timeslice_ns: int = 0) -> dict:
         return bool(good[int(np.argmax(score))])
 
     r = {"seed": seed, "threads": threads, "cores": cores, "has_critical": real.max() >= 1.03,
-         "changing": len(set(tops)) > 1, "crit": hit(crit), "running": hit(running), "caused": hit(caused),
+         "changing": len(set(tops)) > 1, "crit": hit(crit), "crit_rr": hit(criticality(tr, active="running+runnable").criticality_ns),
+         "running": hit(running), "caused": hit(caused),
          "replay": hit(np.array(pred_r)), "phase": hit(phase.gain_ns),
          "err_c": np.abs(np.array(pred_c) - real) / real, "err_r": np.abs(np.array(pred_r) - real) / real,
          "err_p": np.abs(phase.predicted_speedup - real) / real, "events": base.events,
@@ -151,8 +152,8 @@ def main() -> None:
     print("picks the best thread (or one within 1% of it), % of workloads")
     print(f"{'picker':27s}" + "".join(f"{g:>15s}" for g, _ in groups))
     for key, label in PICKERS:
-        parts = [100 * sum(r[key] for r in g) / max(len(g), 1) for _, g in groups]
-        print(f"{label:27s}" + "".join(f"{p:14.1f}%" for p in parts))
+        parts = [f"{100 * sum(r[key] for r in g) / len(g):14.1f}%" if g else f"{'-':>15s}" for _, g in groups]
+        print(f"{label:27s}" + "".join(parts))
     print(f"{'(workloads)':27s}" + "".join(f"{len(g):15d}" for _, g in groups))
     print(f"what-if mean abs error: criticality {100 * err_c.mean():.2f}%, replay {100 * err_r.mean():.2f}%, "
           f"capped per phase {100 * err_p.mean():.2f}% (over {len(err_c)} thread accelerations); "
