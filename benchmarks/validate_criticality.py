@@ -115,7 +115,9 @@ def one(seed: int, rng: np.random.Generator, timeslice_ns: int = 0) -> dict:
                    "hidden": "accelerating it makes the best thread critical (thesis: FMM)",
                    "cpu": "core contention: RUNNABLE time > 10% of the run"}
         r["flags"] = "".join(k[0].upper() if v else "." for k, v in flags.items())
-        r["why"] = next((reasons[k] for k, v in flags.items() if v), "other (near tie / lock order)")
+        fallback = ("its lead over the next thread is small in every phase (capped gain finds the best)"
+                    if r["phase"] else "other (near tie / lock order)")
+        r["why"] = next((reasons[k] for k, v in flags.items() if v), fallback)
         r["crit_share"] = (crit[pick] / crit.sum(), crit[best] / crit.sum())
     return r
 
