@@ -116,3 +116,17 @@ def test_validate_criticality_quick_reports_classes_and_misses():
     line = next(x for x in out.splitlines() if x.startswith("(workloads)"))
     counts = [int(x) for x in line.split()[1:]]
     assert counts[0] == counts[1] + counts[2] == counts[3] + counts[4] + counts[5] + counts[6]
+
+
+def test_serial_lock_convoy_is_cut_at_each_hand_off():
+    # three threads queue on one lock and run one after another: whole-run criticality ties them
+    # (40 ns each), but accelerating any of them 2x saves 20 ns; each serial stretch is its own phase
+    wl = {"threads": [{"start": True, "ops": [["lock", 0], ["compute", 40], ["unlock", 0]]} for _ in range(3)]}
+    tr = simulate(wl, cores=3, freq_ghz=1.0).trace
+    assert np.allclose(criticality(tr).criticality_ns, [40, 40, 40])
+    res = phase_criticality(tr)
+    assert res.bounds_ns.tolist() == [0, 40, 80, 120]
+    assert np.allclose(res.gain_ns, [20, 20, 20])
+    real = [120 / simulate(wl, cores=3, freq_ghz={j: 2.0 if j == i else 1.0 for j in range(3)}).runtime_ns
+            for i in range(3)]
+    assert np.allclose(res.predicted_speedup, real)
