@@ -130,3 +130,22 @@ def test_serial_lock_convoy_is_cut_at_each_hand_off():
     real = [120 / simulate(wl, cores=3, freq_ghz={j: 2.0 if j == i else 1.0 for j in range(3)}).runtime_ns
             for i in range(3)]
     assert np.allclose(res.predicted_speedup, real)
+
+
+def test_whatif_cli_prints_the_per_phase_estimate(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    import scalestack
+    from scalestack.commands.whatif import command as whatif_cmd
+
+    res = run(two_phase())
+    path = tmp_path / "t.sstrace"
+    res.trace.save(str(path))
+    r = CliRunner().invoke(whatif_cmd, [str(path), "--accelerate", str(int(res.trace.threads.tid[0])), "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["phase_speedup"] == pytest.approx(phase_criticality(scalestack.load(str(path))).predicted_speedup[0])
+    r = CliRunner().invoke(whatif_cmd, [str(path), "--accelerate", str(int(res.trace.threads.tid[0]))])
+    assert r.exit_code == 0 and "per-phase estimate" in r.output
