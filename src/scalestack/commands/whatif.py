@@ -11,15 +11,25 @@ import click
 @click.option("--factor", type=float, default=2.0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def command(path, accelerate, factor, as_json):
-    """Criticality-based and dependency-replay predictions of the program speedup."""
+    """Criticality-based, per-phase and dependency-replay predictions of the program speedup."""
+    import json
+
     import scalestack
+    from scalestack.analysis.phase_criticality import phase_criticality
     from scalestack.analysis.whatif import whatif
 
-    res = whatif(scalestack.load(path), accelerate, factor)
+    trace = scalestack.load(path)
+    res = whatif(trace, accelerate, factor)
+    # per-phase criticality, gain capped at the lead over the phase's next thread (docs/criticality-validation.md)
+    phase = phase_criticality(trace, factor=factor) if factor > 1 else None
+    k = list(map(int, trace.threads.tid)).index(accelerate)
+    phase_speedup = float(phase.predicted_speedup[k]) if phase is not None else None
     if as_json:
-        click.echo(res.to_json())
+        click.echo(json.dumps({**json.loads(res.to_json()), "phase_speedup": phase_speedup}, indent=2))
         return
     click.echo(f"runtime                {res.runtime_ns} ns")
     click.echo(f"criticality estimate   {res.crit_speedup:.4f}x")
+    if phase_speedup is not None:
+        click.echo(f"per-phase estimate     {phase_speedup:.4f}x  (most gain: tid {phase.best_tid})")
     click.echo(f"dependency replay      {res.replay_speedup:.4f}x")
     click.echo(f"blocked time with no known waker: {100 * res.unknown_waker_share:.1f}%")
