@@ -32,6 +32,7 @@ import numpy as np
 
 from scalestack.errors import UserError
 from scalestack.events import FUTEX_CMD_MASK, FUTEX_WAIT_OPS, PREV_STATE_DEAD, Kind, RawEvents
+from scalestack.futex_wakers import attribute_futex_wakers
 from scalestack.trace import NameTable, SampleTable, State, StateTable, ThreadTable, Trace
 
 # The compiled walk uses the enum values as literals; keep them in step.
@@ -660,6 +661,7 @@ def build_trace(
     )
     states, reconciled = reconcile_running(states, events, t0, t1)
     states = _merge_adjacent(states)
+    states, futex_wakers = attribute_futex_wakers(states, events, tids)
     present, first_idx = np.unique(states.tid, return_index=True)
     last_idx = np.r_[first_idx[1:] - 1, len(states) - 1] if len(first_idx) else first_idx
     slots = slot_of[present]
@@ -745,6 +747,7 @@ def build_trace(
         repair_uncertainty_ns=unc,
         n_events=len(events),
         kernel_runtime_check=check,
+        wakers_from_futex_calls=futex_wakers,
         warnings=warnings,
     )
     for key in ("lost_samples", "unknown_events", "skipped_lines"):

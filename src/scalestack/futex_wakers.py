@@ -1,0 +1,77 @@
+"""Who ended a futex wait when the kernel does not say: the traced thread that issued the FUTEX_WAKE.
+
+A wakeup sent to a thread sleeping on an idle CPU is often delivered from that CPU's idle task
+(an IPI, or a wakeup list drained by the idle loop), so `sched_wakeup` fires in the context of
+tid 0, not in the context of the thread that released the lock or reached the barrier. The futex
+tracepoints still tell who did: the last wake-type futex call (FUTEX_WAKE, WAKE_OP, REQUEUE,
+UNLOCK_PI, ...) on the same address, by another thread of the same process, while the waiter
+slept. Every analysis that follows wakers (advice, the what-if replay, "wait caused") then sees
+the real waker instead of "unknown".
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scalestack.events import FUTEX_CMD_MASK, Kind, RawEvents
+from scalestack.trace import State, StateTable
+
+# futex(2) operations that wake waiters (op & FUTEX_CMD_MASK): WAKE, REQUEUE, CMP_REQUEUE, WAKE_OP,
+# UNLOCK_PI, WAKE_BITSET, CMP_REQUEUE_PI.
+FUTEX_WAKE_OPS = (1, 3, 4, 5, 7, 10, 12)
+
+
+def attribute_futex_wakers(states: StateTable, events: RawEvents, tids: np.ndarray) -> tuple[StateTable, int]:
+    """`states` with a waker for each SYNC_WAIT whose waker is not a traced thread, where the futex
+    calls show who woke it; and how many waits got one. Vectorized: one sort of the wake calls."""
+    st = states
+    waits = np.flatnonzero((st.state == State.SYNC_WAIT) & (st.addr != 0) & ~np.isin(st.waker, tids))
+    if len(waits) == 0:
+        return states, 0
+    wk = (events.kind == Kind.FUTEX_ENTER) & np.isin(events.arg1 & FUTEX_CMD_MASK, FUTEX_WAKE_OPS) \
+        & np.isin(events.tid, tids)
+    if not np.any(wk):
+        return states, 0
+    w_addr = events.arg0[wk].view(np.uint64)
+    w_time = events.time[wk].astype(np.int64)
+    w_tid = events.tid[wk].astype(np.int64)
+    w_pid = events.pid[wk].astype(np.int64)
+    # key each wake call by (address, rank of its time) so one searchsorted finds, per wait, the
+    # last wake on its address at or before the wait's end
+    addrs, w_aid = np.unique(w_addr, return_inverse=True)
+    times = np.sort(w_time)
+    m = len(times) + 1
+    w_key = w_aid.astype(np.int64) * m + np.searchsorted(times, w_time, side="left")
+    order = np.argsort(w_key, kind="stable")
+    keys = w_key[order]
+    q_addr = st.addr[waits]
+    a_pos = np.minimum(np.searchsorted(addrs, q_addr), len(addrs) - 1)
+    has_addr = addrs[a_pos] == q_addr
+    q_key = a_pos.astype(np.int64) * m + np.searchsorted(times, st.end_ns[waits], side="right")
+    k = np.searchsorted(keys, q_key, side="left") - 1
+    ok = has_addr & (k >= 0)
+    k = np.maximum(k, 0)
+    j = order[k]
+    ok &= (w_aid[j] == a_pos) & (w_time[j] >= st.start_ns[waits]) & (w_tid[j] != st.tid[waits])
+    # same process, where the source says which process a thread belongs to (private futexes)
+    sorted_tids = np.sort(tids)
+    waiter_pid = _pid_of(events, sorted_tids)[np.searchsorted(sorted_tids, st.tid[waits])]
+    known = (waiter_pid > 0) & (w_pid[j] > 0)
+    ok &= ~known | (waiter_pid == w_pid[j])
+    if not np.any(ok):
+        return states, 0
+    waker = st.waker.copy()
+    waker[waits[ok]] = w_tid[j[ok]].astype(waker.dtype)
+    cols = st.columns()
+    cols["waker"] = waker
+    return type(st)(**cols), int(ok.sum())
+
+
+def _pid_of(events: RawEvents, s: np.ndarray) -> np.ndarray:
+    """Process id per tid of the sorted array `s`, -1 where no event says."""
+    out = np.full(len(s), -1, np.int64)
+    m = (events.pid > 0) & np.isin(events.tid, s)
+    if np.any(m):
+        pos = np.searchsorted(s, events.tid[m])
+        out[pos] = events.pid[m]
+    return out
