@@ -24,7 +24,8 @@ import time
 
 import numpy as np
 
-from scalestack.trace import State, Trace
+from scalestack.schedstat import ThreadTruth, compare
+from scalestack.trace import Trace
 
 # The task's last switch-out (state TASK_DEAD, 0x80 since Linux 4.14): there the scheduler has
 # just charged its last stretch, so the figures are final (at sched_process_exit the running
@@ -94,17 +95,15 @@ def check(trace: Trace, readings: dict[int, tuple[int, int, int]], reason: str |
     if reason:
         return {"available": False, "reason": reason}
     th = trace.threads
-    times = trace.time_in_states()
+    whole = {int(t) for t, known, gone in zip(th.tid.tolist(), th.start_known, th.exited, strict=True) if known and gone}
+    truth = {tid: ThreadTruth(tid, on_cpu, rq, None) for tid, (on_cpu, rq, _at) in readings.items() if tid in whole}
     per, bad = {}, []
-    for i, tid in enumerate(th.tid.tolist()):
-        if tid not in readings or not th.start_known[i] or not th.exited[i]:
-            continue
-        on_cpu, rq, _at = readings[tid]
-        run, runnable = int(times[i, State.RUNNING]), int(times[i, State.RUNNABLE])
-        per[str(tid)] = [run, on_cpu, runnable, rq]
+    for row in compare(trace, truth):
+        run, on_cpu, runnable, rq = row["running_ns"], row["on_cpu_ns"], row["runnable_ns"], row["runqueue_ns"]
+        per[str(row["tid"])] = [run, on_cpu, runnable, rq]
         if (abs(run - on_cpu) > max(RUNNING_TOL * on_cpu, ABS_TOL_NS)
                 or abs(runnable - rq) > max(RUNNABLE_TOL * rq, ABS_TOL_NS)):
-            bad.append(tid)
+            bad.append(row["tid"])
     run_err = [abs(r - k) / max(k, 1) for r, k, _a, _b in per.values()]
     return {"available": True, "threads": per, "disagreeing": bad,
             "running_max_rel_err": float(np.max(run_err)) if run_err else 0.0}
