@@ -22,9 +22,13 @@ import numpy as np
 P_LINE_SHIFT, P_L1_SETS, P_L1_WAYS, P_LLC_SETS, P_LLC_WAYS, P_LLC_LAT, P_MSHRS, P_W, P_ROB = range(9)
 P_BANKS, P_ROW_SHIFT, P_TRP, P_TRCD, P_TCL, P_BUS, P_FIXED, P_FIXED_LAT, P_PF, P_PF_DEG, P_SAMPLED, P_WAITMODE = range(9, 21)
 P_SPIN_LIMIT, P_SPIN_DETECT, P_WAKE = range(21, 24)
+# ground-truth switches (eklov.py): no sync waits, LLC set-partitioned among the cores, private DRAM
+# per core; pirate mode: the last core loops over its trace and re-warms it at every barrier
+P_SYNCFREE, P_LLC_PART, P_PRIVMEM, P_PIRATE = range(24, 28)
 
 # access codes in `stores`: 0 load, 1 store; synchronization events (addr = dense lock/barrier id)
 S_LOAD, S_STORE, S_ACQUIRE, S_RELEASE, S_BARRIER = range(5)
+S_REWARM = 5  # wait kind: held while the pirate re-warms (pirate mode)
 
 # per-core counter indices
 COUNTERS = (
@@ -34,10 +38,11 @@ COUNTERS = (
     "llc_load_miss_stall", "llc_load_misses", "bus_wait", "bank_wait", "row_wait",
     "prefetches", "prefetch_wait", "wall_cycles",
     "spin_cycles", "spin_detected", "yield_cycles", "deadlock",
+    "held_cycles", "rewarm_accesses", "rewarm_misses",
 )
 (C_CYC, C_INS, C_ACC, C_L1M, C_LLCA, C_LLCM, C_SACC, C_SINTERM, C_SINTRAM, C_SINTERH, C_SINTERPEN,
  C_SINTRAWAIT, C_ALLPEN, C_ALLWAIT, C_LMSTALL, C_LMISS, C_BUSW, C_BANKW, C_ROWW, C_PF, C_PFW, C_WALL,
- C_SPIN, C_SPIND, C_YIELD, C_DEAD) = range(len(COUNTERS))
+ C_SPIN, C_SPIND, C_YIELD, C_DEAD, C_HELD, C_RWA, C_RWM) = range(len(COUNTERS))
 NC = len(COUNTERS)
 
 K_UNSAMPLED, K_INTRA, K_INTER = 0, 1, 2
@@ -99,6 +104,9 @@ def _dram(p, core, line, t, bank_free, bank_owner, open_row, bus_free, bus_owner
     sdone = sb + p[P_BUS]
     sh_bank[core, bank] = sready
     sh_bus[core] = sdone
+    if p[P_PRIVMEM] != 0:  # truth switch: this core's own DRAM, the shadow timeline is the real one
+        ora[core, bank] = row
+        return sdone
     cur = open_row[bank]
     if cur == row:
         lat = p[P_TCL]
@@ -216,7 +224,16 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
         active[k] = True
     rr = kc % n
     slice_end = slice_len if sched[0] > 0 else 1e300
-    while alive > 0:
+    part = llcs // n if p[P_LLC_PART] != 0 else 0
+    piv = n - 1 if p[P_PIRATE] != 0 else -1
+    rewarm = piv >= 0
+    warmed = False
+    if piv >= 0:  # the profiled thread(s) wait for the pirate's first warm-up pass
+        alive = n - 1
+        for k in range(n - 1):
+            blocked[k] = True
+            wait_kind[k] = S_REWARM
+    while alive > 0 or rewarm:
         c = -1
         best = 1e300
         for k in range(n):
@@ -257,6 +274,23 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
             run_cyc[c] += clock[c] - run_start[c]
             continue
         i = pos[c]
+        if c == piv and i >= end[c]:
+            if rewarm:  # a whole pass done and returned: release the held thread, the pirate loops on
+                _drain(out, c, clock, pend_head, pend_cnt, pend_done, pend_wait, pend_kind, M)
+                if alive == 0:  # the check pass after the last segment: every stolen line counted
+                    return out
+                if not warmed:  # the pirate's counters start after its first (cold) warm-up
+                    warmed = True
+                    out[c, C_LLCA] = out[c, C_LLCM] = out[c, C_RWA] = out[c, C_RWM] = 0.0
+                rewarm = False
+                for k in range(n - 1):
+                    if blocked[k] and wait_kind[k] == S_REWARM:
+                        if clock[c] > clock[k]:
+                            out[k, C_HELD] += clock[c] - clock[k]
+                            clock[k] = clock[c]
+                        blocked[k] = False
+            pos[c] = offsets[cores[c]]
+            continue
         if i >= end[c] and sched[0] > 0:
             # time-sliced run: stop everything when the first program completes its trace
             wall = clock[c]
@@ -282,6 +316,12 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
             out[c, C_WALL] = clock[c]
             done_flag[c] = True
             alive -= 1
+            if piv >= 0 and alive == 0:  # one more re-warm pass, to count the lines stolen last
+                rewarm = True
+                pos[piv] = offsets[cores[piv]]
+                advanced[piv] = False
+                if clock[piv] < clock[c]:
+                    clock[piv] = clock[c]
             if sched[0] == 0:
                 for b in range(nsync):
                     if bar_count[b] > 0 and bar_count[b] >= alive:
@@ -328,7 +368,7 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
             now = clock[c]
             sid = addrs[i]
             if code == S_ACQUIRE:
-                if lock_owner[sid] < 0:
+                if lock_owner[sid] < 0 or p[P_SYNCFREE] != 0:
                     lock_owner[sid] = c
                 else:
                     blocked[c] = True
@@ -338,7 +378,15 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
             elif code == S_RELEASE:
                 lock_owner[sid] = _release(out, p, sid, S_ACQUIRE, now, blocked, wait_kind, wait_on, wait_start,
                                            clock, n, True)
-            else:
+            elif piv >= 0:  # isolation: hold the profiled thread while the pirate re-warms its set
+                blocked[c] = True
+                wait_kind[c] = S_REWARM
+                rewarm = True
+                pos[piv] = offsets[cores[piv]]
+                advanced[piv] = False
+                if clock[piv] < now:
+                    clock[piv] = now
+            elif p[P_SYNCFREE] == 0:
                 bar_count[sid] += 1
                 if bar_count[sid] >= alive:
                     bar_count[sid] = 0
@@ -364,7 +412,12 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
         if is_sampled:
             out[c, C_SACC] += 1
             atd_hit, _a = _lookup(atd_tags[c], atd_st[c], (s // sstride) * llcw, llcw, line, stamp)
-        llc_hit, slot = _lookup(llc_tags, llc_st, s * llcw, llcw, line, stamp)
+        qs = s if part == 0 else c * part + line % part
+        llc_hit, slot = _lookup(llc_tags, llc_st, qs * llcw, llcw, line, stamp)
+        if c == piv and rewarm:
+            out[c, C_RWA] += 1
+            if not llc_hit:
+                out[c, C_RWM] += 1
         done = 0.0
         wait = 0.0
         kind = K_UNSAMPLED
@@ -413,7 +466,8 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
                 for d in range(1, p[P_PF_DEG] + 1):
                     pl = line + st * d
                     ps = pl & (llcs - 1)
-                    phit, pslot = _lookup(llc_tags, llc_st, ps * llcw, llcw, pl, stamp)
+                    pq = ps if part == 0 else c * part + pl % part
+                    phit, pslot = _lookup(llc_tags, llc_st, pq * llcw, llcw, pl, stamp)
                     if (ps % sstride) == 0:
                         _lookup(atd_tags[c], atd_st[c], (ps // sstride) * llcw, llcw, pl, stamp)
                     if not phit:
@@ -489,6 +543,19 @@ def _wake(out, p, k, t, wait_start, clock):
     out[k, C_YIELD] += y
     if nt > clock[k]:
         clock[k] = nt
+
+
+@numba.njit(cache=True)
+def _drain(out, c, clock, pend_head, pend_cnt, pend_done, pend_wait, pend_kind, M):
+    """Wait until every outstanding miss of core c has returned."""
+    while pend_cnt[c] > 0:
+        h = pend_head[c]
+        t = pend_done[c, h]
+        if t > clock[c]:
+            _attribute(out, c, t - clock[c], pend_wait[c, h], pend_kind[c, h])
+            clock[c] = t
+        pend_head[c] = (h + 1) % M
+        pend_cnt[c] -= 1
 
 
 @numba.njit(cache=True, inline="always")
