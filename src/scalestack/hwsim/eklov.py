@@ -69,6 +69,12 @@ class Isolated:
     pirate_lines: int
     segments: int
     pirate_gap: int
+    bus_cycles: int  # data-bus cycles one line takes
+
+    @property
+    def bus_share(self) -> float:
+        """Share of the data bus the pirate's co-run misses took while the profiled thread ran."""
+        return self.pirate_misses * self.bus_cycles / self.t_prof_cycles if self.t_prof_cycles > 0 else 0.0
 
     @property
     def fetch_ratio(self) -> float:
@@ -80,8 +86,10 @@ class Isolated:
         """Share of W missing at the end of a segment, on average (exact here: the re-warm refetches it)."""
         return self.rewarm_misses / (self.pirate_lines * self.segments) if self.pirate_lines and self.segments else 0.0
 
-    def valid(self, threshold: float) -> bool:
-        return self.fetch_ratio <= threshold and self.lost_share <= threshold
+    def valid(self, threshold: float, bus_threshold: float = 0.05) -> bool:
+        """The paper's fetch-ratio check, the same bound on the share of W lost, and the pirate's
+        own memory traffic bounded (a fast pirate with a small ratio can still load the bus)."""
+        return self.fetch_ratio <= threshold and self.lost_share <= threshold and self.bus_share <= bus_threshold
 
 
 def isolated_run(trace: MemTrace, thread: int, w_bytes: int, config: HwConfig | None = None,
@@ -109,7 +117,8 @@ def isolated_run(trace: MemTrace, thread: int, w_bytes: int, config: HwConfig | 
     return Isolated(thread=thread, t_prof_cycles=float(t[E.C_CYC] - t[E.C_HELD]), held_cycles=float(t[E.C_HELD]),
                     pirate_accesses=int(pir[E.C_LLCA] - pir[E.C_RWA]), pirate_misses=int(pir[E.C_LLCM] - pir[E.C_RWM]),
                     rewarm_misses=int(pir[E.C_RWM]), pirate_lines=max(1, w_bytes // cfg.line_bytes),
-                    segments=int((trace.stores[a:b] == E.S_BARRIER).sum()) + 1, pirate_gap=int(pirate_gap))
+                    segments=int((trace.stores[a:b] == E.S_BARRIER).sum()) + 1, pirate_gap=int(pirate_gap),
+                    bus_cycles=int(p[E.P_BUS]))
 
 
 def truth_times(trace: MemTrace, config: HwConfig | None = None) -> dict[str, float]:
@@ -175,6 +184,7 @@ class EklovSimValidation(Result):
     protocol: EklovStack
     fetch_ratio: dict[int, float]  # per N, the worst profiled thread's pirate fetch ratio
     lost_share: dict[int, float]  # per N, the worst share of W the target took from the pirate
+    bus_share: dict[int, float]  # per N, the largest share of the bus the pirate's misses took
     flagged: dict[int, int]  # per N, profiled threads whose pirate failed the check (kept, not discarded)
 
     def error(self, comp: str, n: int) -> float:
@@ -191,6 +201,7 @@ class EklovSimValidation(Result):
                 row[f"{c}_err_pct"] = 100 * self.error(c, n)
             row["fetch_ratio"] = self.fetch_ratio[n]
             row["lost_share"] = self.lost_share[n]
+            row["bus_share"] = self.bus_share[n]
             row["flagged"] = self.flagged[n]
             out.append(row)
         return out
@@ -212,7 +223,7 @@ def validate(workload: Workload, counts: Sequence[int], config: HwConfig | None 
     ns = 1.0 / cfg.freq_ghz  # ns per cycle
     t1 = float(simulate(workload.make(1), cfg)[:, E.C_CYC].max()) * ns
     tp, tn, tm, pp, pn = {}, {}, {}, {}, {}
-    ratio, lost, flagged = {}, {}, {}
+    ratio, lost, bus, flagged = {}, {}, {}, {}
     for n in counts:
         tr = workload.make(n)
         truth = truth_times(tr, cfg)
@@ -222,10 +233,11 @@ def validate(workload: Workload, counts: Sequence[int], config: HwConfig | None 
         pp[n], pn[n] = [max(r.t_prof_cycles for r in iso) * ns], [real["nosync"] * ns]
         ratio[n] = max(r.fetch_ratio for r in iso)
         lost[n] = max(r.lost_share for r in iso)
+        bus[n] = max(r.bus_share for r in iso)
         flagged[n] = sum(not r.valid(threshold) for r in iso)
     return EklovSimValidation(
         name=workload.name,
         truth=EklovStack.from_runs([t1], tp, tn, tm),
         protocol=EklovStack.from_runs([t1], pp, pn, tm, discarded=flagged),
-        fetch_ratio=ratio, lost_share=lost, flagged=flagged,
+        fetch_ratio=ratio, lost_share=lost, bus_share=bus, flagged=flagged,
     )
