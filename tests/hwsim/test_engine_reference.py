@@ -1,7 +1,8 @@
 """The compiled engine gives the same counters as before its speed-up, on fixed seeds.
 
 `engine_reference.npz` was written by the engine as it was before the miss-path optimisation
-(issue 9), with `SCALESTACK_REGEN_REFERENCE=1 pytest tests/hwsim/test_engine_reference.py`.
+(issue 9, commit 441ff21's engine.py), with `SCALESTACK_REGEN_REFERENCE=1 pytest
+tests/hwsim/test_engine_reference.py` run against that engine.
 Every counter of every case must match it exactly (or to 1e-9 relative, for float sums).
 """
 
@@ -37,6 +38,7 @@ def cases() -> dict[str, np.ndarray]:
         "default": base, "nopf": base.replace(prefetch=False), "fixed": base.replace(fixed_latency=True),
         "fullatd": base.replace(full_atd=True), "shadow": base.replace(wait_model="shadow"),
         "ruled": base.replace(wait_model="rule-d"), "deg2": base.replace(prefetch_degree=2, mshrs=8),
+        "width3": base.replace(dispatch_width=3, rob_size=96),
     }
     for name, cfg in configs.items():
         for k in (1, 2, 4):
