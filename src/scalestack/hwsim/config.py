@@ -57,6 +57,10 @@ class HwConfig:
     spin_limit: int = 20000
     spin_detect: int = 200
     wake_cycles: int = 4000
+    # ground-truth switches (hwsim/eklov.py): contention removed exactly
+    sync_free: bool = False  # locks never block, barriers never wait (sync events stay fences)
+    llc_partition: bool = False  # each running thread owns 1/N of the LLC's sets
+    private_memory: bool = False  # each core has DRAM banks, row buffers and a bus of its own
 
     # -- derived -----------------------------------------------------------------------
     @property
@@ -116,6 +120,7 @@ class HwConfig:
                 bus_cyc, int(self.fixed_latency), int(round(self.fixed_latency_ns * self.freq_ghz)),
                 int(self.prefetch), self.prefetch_degree, sampled, {"thesis": 0, "shadow": 1, "rule-d": 3}[self.wait_model],
                 self.spin_limit, self.spin_detect, self.wake_cycles,
+                int(self.sync_free), int(self.llc_partition), int(self.private_memory), 0,
             ],
             dtype=np.int64,
         )

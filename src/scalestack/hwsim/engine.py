@@ -22,9 +22,13 @@ import numpy as np
 P_LINE_SHIFT, P_L1_SETS, P_L1_WAYS, P_LLC_SETS, P_LLC_WAYS, P_LLC_LAT, P_MSHRS, P_W, P_ROB = range(9)
 P_BANKS, P_ROW_SHIFT, P_TRP, P_TRCD, P_TCL, P_BUS, P_FIXED, P_FIXED_LAT, P_PF, P_PF_DEG, P_SAMPLED, P_WAITMODE = range(9, 21)
 P_SPIN_LIMIT, P_SPIN_DETECT, P_WAKE = range(21, 24)
+# ground-truth switches (eklov.py): no sync waits, LLC set-partitioned among the cores, private DRAM
+# per core; pirate mode: the last core loops over its trace and re-warms it at every barrier
+P_SYNCFREE, P_LLC_PART, P_PRIVMEM, P_PIRATE = range(24, 28)
 
 # access codes in `stores`: 0 load, 1 store; synchronization events (addr = dense lock/barrier id)
 S_LOAD, S_STORE, S_ACQUIRE, S_RELEASE, S_BARRIER = range(5)
+S_REWARM = 5  # wait kind: held while the pirate re-warms (pirate mode)
 
 # per-core counter indices
 COUNTERS = (
@@ -34,10 +38,11 @@ COUNTERS = (
     "llc_load_miss_stall", "llc_load_misses", "bus_wait", "bank_wait", "row_wait",
     "prefetches", "prefetch_wait", "wall_cycles",
     "spin_cycles", "spin_detected", "yield_cycles", "deadlock",
+    "held_cycles", "rewarm_accesses", "rewarm_misses",
 )
 (C_CYC, C_INS, C_ACC, C_L1M, C_LLCA, C_LLCM, C_SACC, C_SINTERM, C_SINTRAM, C_SINTERH, C_SINTERPEN,
  C_SINTRAWAIT, C_ALLPEN, C_ALLWAIT, C_LMSTALL, C_LMISS, C_BUSW, C_BANKW, C_ROWW, C_PF, C_PFW, C_WALL,
- C_SPIN, C_SPIND, C_YIELD, C_DEAD) = range(len(COUNTERS))
+ C_SPIN, C_SPIND, C_YIELD, C_DEAD, C_HELD, C_RWA, C_RWM) = range(len(COUNTERS))
 NC = len(COUNTERS)
 
 K_UNSAMPLED, K_INTRA, K_INTER = 0, 1, 2
@@ -62,32 +67,57 @@ def _lookup(tags, stamps, base, ways, tag, now_stamp):
 
 
 @numba.njit(cache=True)
-def _dram(p, core, line, t, bank_free, bank_owner, open_row, bus_free, bus_owner, ora, sh_bank, sh_bus, out):
+def _dram_state(nb, n):
+    """All DRAM state in one float64 vector (owners and row ids are exact integers in it), so the hot
+    loop passes one array to `_dram` instead of nine: the calls' array marshalling cost more than the
+    model itself (issue 9). Layout, with D = _dram_offsets(nb, n): bank_free [0, nb), bank_owner
+    [nb, 2nb), open_row [2nb, 3nb), bus free/owner 3nb, 3nb+1, the last request's waits D[0]..+3,
+    per-core shadow bus D[1]+core, shadow banks D[2]+core*nb+bank, open-row array (ORA) D[3]+core*nb+bank.
+    """
+    d = np.zeros(3 * nb + 6 + n + 2 * n * nb)
+    d[nb:3 * nb] = -1.0
+    d[3 * nb + 1] = -1.0
+    d[3 * nb + 6 + n + n * nb:] = -1.0
+    return d
+
+
+@numba.njit(cache=True, inline="always")
+def _dram_offsets(nb, n):
+    return 3 * nb + 2, 3 * nb + 6, 3 * nb + 6 + n, 3 * nb + 6 + n + n * nb
+
+
+@numba.njit(cache=True)
+def _dram(p, core, line, t, d, n):
     """Serve one line from memory issued at t (after the LLC lookup). Returns the done time.
 
-    out[0..2] receive this request's waiting caused by other cores: bus, bank, inter-thread
-    row-buffer miss (closed-page minus open-page latency when this core's ORA entry matches).
-    out[3] receives the shadow-timeline waiting: done minus the done time the same request would
-    have had with only this core's own requests on its banks and the bus (per-core shadow
-    busy-until registers beside the ORA) -- our extension, selected by wait_model="shadow".
+    d is the DRAM state vector (`_dram_state`). d[W..W+2] receive this request's waiting caused by
+    other cores: bus, bank, inter-thread row-buffer miss (closed-page minus open-page latency when
+    this core's ORA entry matches). d[W+3] receives the shadow-timeline waiting: done minus the done
+    time the same request would have had with only this core's own requests on its banks and the
+    bus (per-core shadow busy-until registers beside the ORA) -- our extension, selected by
+    wait_model="shadow".
     """
-    out[0] = 0.0
-    out[1] = 0.0
-    out[2] = 0.0
-    out[3] = 0.0
+    nb = p[P_BANKS]
+    W, SB, SK, ORA = _dram_offsets(nb, n)
+    d[W] = 0.0
+    d[W + 1] = 0.0
+    d[W + 2] = 0.0
+    d[W + 3] = 0.0
     if p[P_FIXED] != 0:
         return t + p[P_FIXED_LAT]
     row_addr = line >> (p[P_ROW_SHIFT] - p[P_LINE_SHIFT])
-    bank = row_addr & (p[P_BANKS] - 1)
+    bank = row_addr & (nb - 1)
     row = row_addr >> 0  # bank bits stay in the row id: unique per (bank,row)
     start = t
-    if bank_free[bank] > start:
-        if bank_owner[bank] != core:
-            out[1] = bank_free[bank] - start
-        start = bank_free[bank]
+    if d[bank] > start:
+        if d[nb + bank] != core:
+            d[W + 1] = d[bank] - start
+        start = d[bank]
     # shadow: the same request on this core's private timeline (its own banks state and bus)
-    s0 = t if sh_bank[core, bank] <= t else sh_bank[core, bank]
-    own = ora[core, bank]
+    ks = SK + core * nb + bank
+    ko = ORA + core * nb + bank
+    s0 = t if d[ks] <= t else d[ks]
+    own = d[ko]
     if own == row:
         slat = p[P_TCL]
     elif own < 0:
@@ -95,34 +125,38 @@ def _dram(p, core, line, t, bank_free, bank_owner, open_row, bus_free, bus_owner
     else:
         slat = p[P_TRP] + p[P_TRCD] + p[P_TCL]
     sready = s0 + slat
-    sb = sready if sh_bus[core] <= sready else sh_bus[core]
+    sb = sready if d[SB + core] <= sready else d[SB + core]
     sdone = sb + p[P_BUS]
-    sh_bank[core, bank] = sready
-    sh_bus[core] = sdone
-    cur = open_row[bank]
+    d[ks] = sready
+    d[SB + core] = sdone
+    if p[P_PRIVMEM] != 0:  # truth switch: this core's own DRAM, the shadow timeline is the real one
+        d[ko] = row
+        return sdone
+    cur = d[2 * nb + bank]
     if cur == row:
         lat = p[P_TCL]
     elif cur < 0:
         lat = p[P_TRCD] + p[P_TCL]
     else:
         lat = p[P_TRP] + p[P_TRCD] + p[P_TCL]
-        if ora[core, bank] == row:
-            out[2] = p[P_TRP] + p[P_TRCD]
+        if d[ko] == row:
+            d[W + 2] = p[P_TRP] + p[P_TRCD]
     ready = start + lat
     bstart = ready
-    if bus_free[0] > bstart:
-        if bus_owner[0] != core:
-            out[0] = bus_free[0] - bstart
-        bstart = bus_free[0]
+    bf = 3 * nb
+    if d[bf] > bstart:
+        if d[bf + 1] != core:
+            d[W] = d[bf] - bstart
+        bstart = d[bf]
     done = bstart + p[P_BUS]
-    bank_free[bank] = ready
-    bank_owner[bank] = core
-    open_row[bank] = row
-    ora[core, bank] = row
-    bus_free[0] = done
-    bus_owner[0] = core
+    d[bank] = ready
+    d[nb + bank] = core
+    d[2 * nb + bank] = row
+    d[ko] = row
+    d[bf] = done
+    d[bf + 1] = core
     if done > sdone:
-        out[3] = done - sdone
+        d[W + 3] = done - sdone
     return done
 
 
@@ -151,11 +185,19 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
     ls = p[P_LINE_SHIFT]
     l1s, l1w, llcs, llcw = p[P_L1_SETS], p[P_L1_WAYS], p[P_LLC_SETS], p[P_LLC_WAYS]
     W = float(p[P_W])
+    # x / W == x * (1 / W) bit for bit when W is a power of two (the default 4): a multiply on the
+    # clock's dependency chain instead of a division; any other width divides as before
+    invW = 1.0 / W if (p[P_W] & (p[P_W] - 1)) == 0 else 0.0
     R = p[P_ROB]
     M = p[P_MSHRS]
     llc_lat = float(p[P_LLC_LAT])
     sampled = p[P_SAMPLED]
     sstride = llcs // sampled
+    # both are powers of two (HwConfig.validate): mask and shift instead of a 64-bit idiv per access
+    smask = sstride - 1
+    sshift = 0
+    while (1 << sshift) < sstride:
+        sshift += 1
     out = np.zeros((n, NC))
     l1_tags = np.full((n, l1s * l1w), -1, np.int64)
     l1_st = np.zeros((n, l1s * l1w), np.int64)
@@ -167,15 +209,8 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
     atd_tags = np.full((n, sampled * llcw), -1, np.int64)
     atd_st = np.zeros((n, sampled * llcw), np.int64)
     nb = p[P_BANKS]
-    bank_free = np.zeros(nb)
-    bank_owner = np.full(nb, -1, np.int64)
-    open_row = np.full(nb, -1, np.int64)
-    ora = np.full((n, nb), -1, np.int64)
-    bus_free = np.zeros(1)
-    bus_owner = np.full(1, -1, np.int64)
-    wait3 = np.zeros(4)
-    sh_bank = np.zeros((n, nb))
-    sh_bus = np.zeros(n)
+    dram = _dram_state(nb, n)
+    dw = _dram_offsets(nb, n)[0]  # the last request's waits: bus, bank, row, shadow
     pend_ins = np.zeros((n, M), np.int64)
     pend_done = np.zeros((n, M))
     pend_wait = np.zeros((n, M))
@@ -216,7 +251,16 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
         active[k] = True
     rr = kc % n
     slice_end = slice_len if sched[0] > 0 else 1e300
-    while alive > 0:
+    part = llcs // n if p[P_LLC_PART] != 0 else 0
+    piv = n - 1 if p[P_PIRATE] != 0 else -1
+    rewarm = piv >= 0
+    warmed = False
+    if piv >= 0:  # the profiled thread(s) wait for the pirate's first warm-up pass
+        alive = n - 1
+        for k in range(n - 1):
+            blocked[k] = True
+            wait_kind[k] = S_REWARM
+    while alive > 0 or rewarm:
         c = -1
         best = 1e300
         for k in range(n):
@@ -257,6 +301,23 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
             run_cyc[c] += clock[c] - run_start[c]
             continue
         i = pos[c]
+        if c == piv and i >= end[c]:
+            if rewarm:  # a whole pass done and returned: release the held thread, the pirate loops on
+                _drain(out, c, clock, pend_head, pend_cnt, pend_done, pend_wait, pend_kind, M)
+                if alive == 0:  # the check pass after the last segment: every stolen line counted
+                    return out
+                if not warmed:  # the pirate's counters start after its first (cold) warm-up
+                    warmed = True
+                    out[c, C_LLCA] = out[c, C_LLCM] = out[c, C_RWA] = out[c, C_RWM] = 0.0
+                rewarm = False
+                for k in range(n - 1):
+                    if blocked[k] and wait_kind[k] == S_REWARM:
+                        if clock[c] > clock[k]:
+                            out[k, C_HELD] += clock[c] - clock[k]
+                            clock[k] = clock[c]
+                        blocked[k] = False
+            pos[c] = offsets[cores[c]]
+            continue
         if i >= end[c] and sched[0] > 0:
             # time-sliced run: stop everything when the first program completes its trace
             wall = clock[c]
@@ -275,13 +336,19 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
                 if t > clock[c]:
                     _attribute(out, c, t - clock[c], pend_wait[c, h], pend_kind[c, h])
                     clock[c] = t
-                pend_head[c] = (h + 1) % M
+                pend_head[c] = h + 1 if h + 1 < M else 0
                 pend_cnt[c] -= 1
             out[c, C_CYC] = clock[c]
             out[c, C_INS] = instr[c]
             out[c, C_WALL] = clock[c]
             done_flag[c] = True
             alive -= 1
+            if piv >= 0 and alive == 0:  # one more re-warm pass, to count the lines stolen last
+                rewarm = True
+                pos[piv] = offsets[cores[piv]]
+                advanced[piv] = False
+                if clock[piv] < clock[c]:
+                    clock[piv] = clock[c]
             if sched[0] == 0:
                 for b in range(nsync):
                     if bar_count[b] > 0 and bar_count[b] >= alive:
@@ -295,17 +362,18 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
             advanced[c] = True
             g = gaps[i]
             instr[c] += g
-            clock[c] += g / W
+            clock[c] += g * invW if invW > 0.0 else g / W
         # commit constraint: instruction `instr` dispatches only after misses >= R older returned
         while pend_cnt[c] > 0:
             h = pend_head[c]
             if pend_ins[c, h] + R > instr[c]:
                 break
-            t = pend_done[c, h] + (instr[c] - pend_ins[c, h] - R) / W
+            x = instr[c] - pend_ins[c, h] - R
+            t = pend_done[c, h] + (x * invW if invW > 0.0 else x / W)
             if t > clock[c]:
                 _attribute(out, c, t - clock[c], pend_wait[c, h], pend_kind[c, h])
                 clock[c] = t
-            pend_head[c] = (h + 1) % M
+            pend_head[c] = h + 1 if h + 1 < M else 0
             pend_cnt[c] -= 1
         if first and n > 1:
             continue
@@ -323,12 +391,12 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
                 if t > clock[c]:
                     _attribute(out, c, t - clock[c], pend_wait[c, h], pend_kind[c, h])
                     clock[c] = t
-                pend_head[c] = (h + 1) % M
+                pend_head[c] = h + 1 if h + 1 < M else 0
                 pend_cnt[c] -= 1
             now = clock[c]
             sid = addrs[i]
             if code == S_ACQUIRE:
-                if lock_owner[sid] < 0:
+                if lock_owner[sid] < 0 or p[P_SYNCFREE] != 0:
                     lock_owner[sid] = c
                 else:
                     blocked[c] = True
@@ -338,7 +406,15 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
             elif code == S_RELEASE:
                 lock_owner[sid] = _release(out, p, sid, S_ACQUIRE, now, blocked, wait_kind, wait_on, wait_start,
                                            clock, n, True)
-            else:
+            elif piv >= 0:  # isolation: hold the profiled thread while the pirate re-warms its set
+                blocked[c] = True
+                wait_kind[c] = S_REWARM
+                rewarm = True
+                pos[piv] = offsets[cores[piv]]
+                advanced[piv] = False
+                if clock[piv] < now:
+                    clock[piv] = now
+            elif p[P_SYNCFREE] == 0:
                 bar_count[sid] += 1
                 if bar_count[sid] >= alive:
                     bar_count[sid] = 0
@@ -359,12 +435,17 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
         out[c, C_L1M] += 1
         out[c, C_LLCA] += 1
         s = line & (llcs - 1)
-        is_sampled = (s % sstride) == 0
+        is_sampled = (s & smask) == 0
         atd_hit = False
         if is_sampled:
             out[c, C_SACC] += 1
-            atd_hit, _a = _lookup(atd_tags[c], atd_st[c], (s // sstride) * llcw, llcw, line, stamp)
-        llc_hit, slot = _lookup(llc_tags, llc_st, s * llcw, llcw, line, stamp)
+            atd_hit, _a = _lookup(atd_tags[c], atd_st[c], (s >> sshift) * llcw, llcw, line, stamp)
+        qs = s if part == 0 else c * part + line % part
+        llc_hit, slot = _lookup(llc_tags, llc_st, qs * llcw, llcw, line, stamp)
+        if c == piv and rewarm:
+            out[c, C_RWA] += 1
+            if not llc_hit:
+                out[c, C_RWM] += 1
         done = 0.0
         wait = 0.0
         kind = K_UNSAMPLED
@@ -388,14 +469,14 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
                     kind = K_INTRA
         else:
             out[c, C_LLCM] += 1
-            done = _dram(p, c, line, now + llc_lat, bank_free, bank_owner, open_row, bus_free, bus_owner, ora, sh_bank, sh_bus, wait3)
+            done = _dram(p, c, line, now + llc_lat, dram, n)
             llc_ready[slot] = done
             llc_pfwait[slot] = 0.0
             llc_ispf[slot] = False
-            wait = wait3[0] + wait3[1] + wait3[2] if p[P_WAITMODE] == 0 else wait3[3]
-            out[c, C_BUSW] += wait3[0]
-            out[c, C_BANKW] += wait3[1]
-            out[c, C_ROWW] += wait3[2]
+            wait = dram[dw] + dram[dw + 1] + dram[dw + 2] if p[P_WAITMODE] == 0 else dram[dw + 3]
+            out[c, C_BUSW] += dram[dw]
+            out[c, C_BANKW] += dram[dw + 1]
+            out[c, C_ROWW] += dram[dw + 2]
             miss_like = True
             if is_sampled:
                 if atd_hit:
@@ -413,15 +494,16 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
                 for d in range(1, p[P_PF_DEG] + 1):
                     pl = line + st * d
                     ps = pl & (llcs - 1)
-                    phit, pslot = _lookup(llc_tags, llc_st, ps * llcw, llcw, pl, stamp)
-                    if (ps % sstride) == 0:
-                        _lookup(atd_tags[c], atd_st[c], (ps // sstride) * llcw, llcw, pl, stamp)
+                    pq = ps if part == 0 else c * part + pl % part
+                    phit, pslot = _lookup(llc_tags, llc_st, pq * llcw, llcw, pl, stamp)
+                    if (ps & smask) == 0:
+                        _lookup(atd_tags[c], atd_st[c], (ps >> sshift) * llcw, llcw, pl, stamp)
                     if not phit:
                         out[c, C_PF] += 1
-                        llc_ready[pslot] = _dram(p, c, pl, now + llc_lat, bank_free, bank_owner, open_row,
-                                                 bus_free, bus_owner, ora, sh_bank, sh_bus, wait3)
+                        llc_ready[pslot] = _dram(p, c, pl, now + llc_lat, dram, n)
                         llc_ispf[pslot] = True
-                        llc_pfwait[pslot] = (wait3[0] + wait3[1] + wait3[2]) if p[P_WAITMODE] == 0 else wait3[3]
+                        llc_pfwait[pslot] = ((dram[dw] + dram[dw + 1] + dram[dw + 2]) if p[P_WAITMODE] == 0
+                                             else dram[dw + 3])
             pf_stride[c] = st
             pf_last[c] = line
         if miss_like and not is_store:
@@ -431,9 +513,11 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
                 if t > clock[c]:
                     _attribute(out, c, t - clock[c], pend_wait[c, h], pend_kind[c, h])
                     clock[c] = t
-                pend_head[c] = (h + 1) % M
+                pend_head[c] = h + 1 if h + 1 < M else 0
                 pend_cnt[c] -= 1
-            j = (pend_head[c] + pend_cnt[c]) % M
+            j = pend_head[c] + pend_cnt[c]
+            if j >= M:
+                j -= M
             pend_ins[c, j] = instr[c]
             pend_done[c, j] = done
             pend_wait[c, j] = wait
@@ -489,6 +573,19 @@ def _wake(out, p, k, t, wait_start, clock):
     out[k, C_YIELD] += y
     if nt > clock[k]:
         clock[k] = nt
+
+
+@numba.njit(cache=True)
+def _drain(out, c, clock, pend_head, pend_cnt, pend_done, pend_wait, pend_kind, M):
+    """Wait until every outstanding miss of core c has returned."""
+    while pend_cnt[c] > 0:
+        h = pend_head[c]
+        t = pend_done[c, h]
+        if t > clock[c]:
+            _attribute(out, c, t - clock[c], pend_wait[c, h], pend_kind[c, h])
+            clock[c] = t
+        pend_head[c] = h + 1 if h + 1 < M else 0
+        pend_cnt[c] -= 1
 
 
 @numba.njit(cache=True, inline="always")
