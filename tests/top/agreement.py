@@ -7,7 +7,7 @@ import threading
 import numpy as np
 
 
-def both(command: list[str], perf_ready_s: float = 3.0):
+def both(command: list[str], perf_ready_s: float = 3.0, keep_perf_data: str | None = None):
     """(perf Trace, eBPF Snapshot) of the same run of `command`; the trace's meta["schedstat"]
     holds what the threads said of themselves (tid -> on-CPU ns, workloads' SCHEDSTAT_OUT)."""
     import os
@@ -48,7 +48,8 @@ def both(command: list[str], perf_ready_s: float = 3.0):
         th = threading.Thread(target=run_command)
         th.start()
         try:
-            trace = scalestack.record(None, None, pid=gated.pid, duration=150, on_ready=ready.set)
+            trace = scalestack.record(None, None, pid=gated.pid, duration=150, on_ready=ready.set,
+                                      keep_perf_data=keep_perf_data)
         finally:
             th.join()
     if "error" in out:
