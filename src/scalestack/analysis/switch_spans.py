@@ -59,86 +59,139 @@ class SwitchSpans:
         return {int(t): int(k) for t, k in zip(self.tids, n, strict=True) if k}
 
 
+@numba.njit(cache=True, inline="always")
+def _put(out, m, s, a, b, rep):
+    if b > a:
+        out[m, 0], out[m, 1], out[m, 2], out[m, 3] = s, a, b, rep
+        return m + 1
+    return m
+
+
+@numba.njit(cache=True, inline="always")
+def _clip(x, lo, hi):
+    return lo if x < lo else hi if x > hi else x
+
+
 @numba.njit(cache=True)
-def _spans(time, cpu, kind, a0, a1, slot_of, n_slots, n_cpus, t_end):
+def _spans(time, cpu, kind, ctx, a0, a1, slot_of, n_slots, n_cpus, t_end):
+    """One pass over time-sorted events. Per thread: `in_t` >= 0 while on a CPU since a seen
+    switch-in; -2 while on a CPU whose switch-in was lost (start bounded by [p_lo, p_hi]);
+    -1 off-CPU. Every event proves its context task is current on its CPU."""
     n = time.shape[0]
-    out = np.empty((n + 2 * n_slots + 4, 4), np.int64)  # slot, start, end, repaired
+    out = np.empty((2 * n + 2 * n_slots + 4, 4), np.int64)  # slot, start, end, repaired
     m = 0
     in_t = np.full(n_slots, -1, np.int64)
     in_cpu = np.full(n_slots, -1, np.int64)
+    p_lo = np.zeros(n_slots, np.int64)
+    p_hi = np.zeros(n_slots, np.int64)
     last_out = np.full(n_slots, -1, np.int64)
+    last_own = np.full(n_slots, -1, np.int64)  # last event in the thread's context
     rt = np.zeros(n_slots, np.int64)  # runtime reported since the last switch (in or out)
-    rt_last = np.full(n_slots, -1, np.int64)  # time of the last such report
-    cpu_last = np.full(n_cpus, -1, np.int64)
+    rt_last = np.full(n_slots, -1, np.int64)
+    cur = np.full(n_cpus, -1, np.int64)  # traced slot believed on each CPU
+    cpu_last = np.full(n_cpus, -1, np.int64)  # the CPU's previous event
     counts = np.zeros((n_slots, 4), np.int64)  # complete, lost_in, lost_out, lost_whole
     n_map = slot_of.shape[0]
     for i in range(n):
         k = kind[i]
+        if k == 12 or k == 13 or k == 14:  # side-band records carry no CPU state
+            continue
         t = time[i]
-        if k == 15:
-            s = slot_of[a0[i]] if 0 <= a0[i] < n_map else -1
-            if s >= 0 and a1[i] > 0:
-                rt[s] += a1[i]
-                rt_last[s] = t
-            continue
-        if k != 1:
-            continue
         c = cpu[i]
         cvalid = 0 <= c < n_cpus
-        ps = slot_of[a0[i]] if 0 <= a0[i] < n_map else -1
-        ns = slot_of[a1[i]] if 0 <= a1[i] < n_map else -1
-        if ps >= 0:
-            if in_t[ps] >= 0 and in_cpu[ps] == c:
-                out[m, 0], out[m, 1], out[m, 2], out[m, 3] = ps, in_t[ps], t, 0
-                m += 1
-                counts[ps, 0] += 1
+        x = ctx[i]
+        xs = slot_of[x] if 0 <= x < n_map else -1
+        if k == 15:
+            rs = slot_of[a0[i]] if 0 <= a0[i] < n_map else -1
+            if rs >= 0 and a1[i] > 0:
+                rt[rs] += a1[i]
+                rt_last[rs] = t
+        # another task is current where a traced thread was: its switch-out was lost
+        if cvalid and x >= 0 and cur[c] >= 0 and cur[c] != xs:
+            q = cur[c]
+            if in_t[q] == -2:
+                b = last_own[q]
+                m = _put(out, m, q, _clip(b - rt[q], p_lo[q], p_hi[q]), b, 1)
             else:
-                # the switch-in was lost (or the thread moved CPU through a lost out/in pair)
-                lo = last_out[ps]
-                if in_t[ps] >= 0 and in_t[ps] > lo:
-                    lo = in_t[ps]
-                if cvalid and cpu_last[c] > lo:
-                    lo = cpu_last[c]
-                start = t - rt[ps]
-                if start < lo:
-                    start = lo
-                if start < t:
-                    out[m, 0], out[m, 1], out[m, 2], out[m, 3] = ps, start, t, 1
-                    m += 1
-                counts[ps, 1] += 1
-            in_t[ps] = -1
-            last_out[ps] = t
-            rt[ps] = 0
-            rt_last[ps] = -1
-        if ns >= 0:
-            if in_t[ns] >= 0:
-                # the switch-out was lost: the slice ran for the runtime reported since its switch-in
-                end = in_t[ns] + rt[ns]
-                if end > t:
-                    end = t
-                if end > in_t[ns]:
-                    out[m, 0], out[m, 1], out[m, 2], out[m, 3] = ns, in_t[ns], end, 1
-                    m += 1
-                counts[ns, 2] += 1
-            elif rt[ns] > 0 and rt_last[ns] >= 0:
-                # a whole slice, both switches lost, seen only in its runtime reports
-                start = rt_last[ns] - rt[ns]
-                if start < last_out[ns]:
-                    start = last_out[ns]
-                if rt_last[ns] > start:
-                    out[m, 0], out[m, 1], out[m, 2], out[m, 3] = ns, start, rt_last[ns], 1
-                    m += 1
-                counts[ns, 3] += 1
-            in_t[ns] = t
-            in_cpu[ns] = c
-            rt[ns] = 0
-            rt_last[ns] = -1
+                m = _put(out, m, q, in_t[q], _clip(in_t[q] + rt[q], last_own[q], t), 1)
+            counts[q, 2] += 1
+            in_t[q] = -1
+            last_out[q] = last_own[q]
+            rt[q] = 0
+            rt_last[q] = -1
+            cur[c] = -1
+        # a traced thread acting on a CPU where it was not known to run: its switch-in was lost
+        if xs >= 0 and (in_t[xs] == -1 or in_cpu[xs] != c):
+            if in_t[xs] != -1:  # believed on another CPU: it left that one unseen
+                if in_t[xs] == -2:
+                    b = last_own[xs]
+                    m = _put(out, m, xs, _clip(b - rt[xs], p_lo[xs], p_hi[xs]), b, 1)
+                else:
+                    m = _put(out, m, xs, in_t[xs], _clip(in_t[xs] + rt[xs], last_own[xs], t), 1)
+                counts[xs, 2] += 1
+                if 0 <= in_cpu[xs] < n_cpus and cur[in_cpu[xs]] == xs:
+                    cur[in_cpu[xs]] = -1
+                last_out[xs] = last_own[xs]
+                rt[xs] = 0
+            lo = last_out[xs]
+            if cvalid and cpu_last[c] > lo:
+                lo = cpu_last[c]
+            if lo > t:
+                lo = t
+            in_t[xs] = -2
+            in_cpu[xs] = c
+            p_lo[xs] = lo
+            p_hi[xs] = t
+            if cvalid:
+                cur[c] = xs
+        if xs >= 0:
+            last_own[xs] = t
+        if k == 1:
+            if xs >= 0:  # x is prev: it leaves
+                if in_t[xs] >= 0:
+                    m = _put(out, m, xs, in_t[xs], t, 0)
+                    counts[xs, 0] += 1
+                else:
+                    m = _put(out, m, xs, _clip(t - rt[xs], p_lo[xs], p_hi[xs]), t, 1)
+                    counts[xs, 1] += 1
+                in_t[xs] = -1
+                last_out[xs] = t
+                rt[xs] = 0
+                rt_last[xs] = -1
+            if cvalid:
+                cur[c] = -1
+            ns = slot_of[a1[i]] if 0 <= a1[i] < n_map else -1
+            if ns >= 0:
+                if in_t[ns] != -1:  # already on a CPU: its switch-out was lost
+                    if in_t[ns] == -2:
+                        b = last_own[ns]
+                        m = _put(out, m, ns, _clip(b - rt[ns], p_lo[ns], p_hi[ns]), b, 1)
+                    else:
+                        m = _put(out, m, ns, in_t[ns], _clip(in_t[ns] + rt[ns], last_own[ns], t), 1)
+                    counts[ns, 2] += 1
+                    if 0 <= in_cpu[ns] < n_cpus and cur[in_cpu[ns]] == ns:
+                        cur[in_cpu[ns]] = -1
+                elif rt[ns] > 0 and rt_last[ns] >= 0:
+                    # a whole slice, both switches lost, seen only in its runtime reports
+                    start = rt_last[ns] - rt[ns]
+                    if start < last_out[ns]:
+                        start = last_out[ns]
+                    m = _put(out, m, ns, start, rt_last[ns], 1)
+                    counts[ns, 3] += 1
+                in_t[ns] = t
+                in_cpu[ns] = c
+                last_own[ns] = t
+                rt[ns] = 0
+                rt_last[ns] = -1
+                if cvalid:
+                    cur[c] = ns
         if cvalid:
             cpu_last[c] = t
     for s in range(n_slots):
-        if in_t[s] >= 0 and t_end > in_t[s]:
-            out[m, 0], out[m, 1], out[m, 2], out[m, 3] = s, in_t[s], t_end, 0
-            m += 1
+        if in_t[s] >= 0:
+            m = _put(out, m, s, in_t[s], t_end, 0)
+        elif in_t[s] == -2:
+            m = _put(out, m, s, _clip(last_own[s] - rt[s], p_lo[s], p_hi[s]), t_end, 1)
     return out[:m], counts
 
 
@@ -149,15 +202,16 @@ def switch_spans(events: RawEvents, tids: np.ndarray, t0: int | None = None, t1:
     (without it they are dropped, as an independent switch trace would drop them)."""
     events = events.sorted()
     tids = np.unique(np.asarray(tids, dtype=np.int64))
-    keep = (events.kind == Kind.SWITCH) | (events.kind == Kind.STAT_RUNTIME)
-    time, cpu, kind = events.time[keep], events.cpu[keep].astype(np.int64), events.kind[keep].astype(np.int64)
-    a0, a1 = events.arg0[keep].astype(np.int64), events.arg1[keep].astype(np.int64)
+    time, cpu, kind = events.time, events.cpu.astype(np.int64), events.kind.astype(np.int64)
+    a0, a1 = events.arg0.astype(np.int64), events.arg1.astype(np.int64)
+    # sched_switch fires in prev's context (perf reports tid -1 for a task already dead)
+    ctx = np.where(kind == Kind.SWITCH, a0, events.tid.astype(np.int64))
     t0 = int(time[0]) if t0 is None and len(time) else int(t0 or 0)
     t1 = int(time[-1]) if t1 is None and len(time) else int(t1 or 0)
     slot_of = np.full(int(tids.max(initial=0)) + 1, -1, np.int64)
     slot_of[tids] = np.arange(len(tids))
     n_cpus = int(cpu.max(initial=0)) + 1
-    out, counts = _spans(time, cpu, kind, a0, a1, slot_of, len(tids), n_cpus, t1)
+    out, counts = _spans(time, cpu, kind, ctx, a0, a1, slot_of, len(tids), n_cpus, t1)
     a, b = np.maximum(out[:, 1], t0), np.minimum(out[:, 2], t1)
     ok = b > a
     order = np.lexsort((a[ok], out[ok, 0]))
