@@ -101,11 +101,6 @@ def _spans(time, cpu, kind, ctx, a0, a1, slot_of, n_slots, n_cpus, t_end):
         cvalid = 0 <= c < n_cpus
         x = ctx[i]
         xs = slot_of[x] if 0 <= x < n_map else -1
-        if k == 15:
-            rs = slot_of[a0[i]] if 0 <= a0[i] < n_map else -1
-            if rs >= 0 and a1[i] > 0:
-                rt[rs] += a1[i]
-                rt_last[rs] = t
         # another task is current where a traced thread was: its switch-out was lost
         if cvalid and x >= 0 and cur[c] >= 0 and cur[c] != xs:
             q = cur[c]
@@ -146,6 +141,11 @@ def _spans(time, cpu, kind, ctx, a0, a1, slot_of, n_slots, n_cpus, t_end):
                 cur[c] = xs
         if xs >= 0:
             last_own[xs] = t
+        if k == 15:  # after the context checks: a report belongs to the slice it ends
+            rs = slot_of[a0[i]] if 0 <= a0[i] < n_map else -1
+            if rs >= 0 and a1[i] > 0:
+                rt[rs] += a1[i]
+                rt_last[rs] = t
         if k == 1:
             if xs >= 0:  # x is prev: it leaves
                 if in_t[xs] >= 0:
