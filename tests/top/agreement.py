@@ -80,6 +80,8 @@ def compare(trace, snap) -> list[dict]:
     spans = trace.meta.get("switch_spans")
     crit = criticality_from_spans(trace, spans) if spans is not None else states
     gaps = spans.gaps() if spans is not None else {}
+    n_spans = dict(zip(spans.tids.tolist(), (spans.complete + spans.lost_in + spans.lost_out + spans.lost_whole).tolist(),
+                       strict=True)) if spans is not None else {}
     idx = snap.index()
     rows = []
     for i, tid in enumerate(crit.tids.tolist()):
@@ -90,6 +92,7 @@ def compare(trace, snap) -> list[dict]:
         truth = trace.meta.get("schedstat", {}).get(int(tid))
         rows.append({"tid": int(tid), "name": str(crit.names[i]), "crit_perf_ms": c_p / 1e6, "crit_ebpf_ms": c_e / 1e6,
                      "crit_states_ms": float(states.criticality_ns[i]) / 1e6, "repaired": gaps.get(int(tid), 0),
+                     "spans": n_spans.get(int(tid), 0),
                      "run_self_ms": truth / 1e6 if truth is not None else None,
                      "run_perf_ms": r_p / 1e6, "run_ebpf_ms": r_e / 1e6,
                      "crit_diff_pct": abs(c_e - c_p) / max(c_p, 1.0) * 100,
