@@ -137,8 +137,9 @@ def print_handler_cost(argv: list[str], label: str) -> None:
           f"one CPU, {total / elapsed / (os.cpu_count() or 1) * 100:.2f}% of the machine")
 
 
-def _bpf_handler_ns() -> int:
-    """Run time (ns) of the newest loaded aggregator's BPF programs, from the kernel's BPF stats."""
+def _bpf_handler_ns(calls: bool = False):
+    """Run time (ns) of the newest loaded aggregator's BPF programs, from the kernel's BPF stats
+    (with `calls`: and the number of invocations)."""
     import json
 
     from scalestack.collect.ebpf import _which
@@ -149,7 +150,8 @@ def _bpf_handler_ns() -> int:
     for p in json.loads(out):
         if p.get("name") in ours and p["id"] > newest.get(p["name"], {"id": -1})["id"]:
             newest[p["name"]] = p
-    return sum(int(p.get("run_time_ns", 0)) for p in newest.values())
+    ns = sum(int(p.get("run_time_ns", 0)) for p in newest.values())
+    return (ns, sum(int(p.get("run_cnt", 0)) for p in newest.values())) if calls else ns
 
 
 def median_ci(x: list[float], seed: int = 1, n_boot: int = 10_000) -> tuple[float, float, float]:
@@ -181,7 +183,7 @@ def resolved_overhead(argv: list[str], pairs: int) -> dict:
                     row["plain_wall"], row["plain_cpu"] = plain_cpu_run(argv)
                     continue
                 gated = GatedCommand(argv, quiet=True)
-                with Aggregator(gated.pid):
+                with Aggregator(gated.pid) as agg:
                     base = _bpf_handler_ns()  # 0 for fresh programs; the load itself runs none
                     gated.release()
                     t0 = time.perf_counter()
@@ -189,7 +191,10 @@ def resolved_overhead(argv: list[str], pairs: int) -> dict:
                     gated.proc.returncode = os.waitstatus_to_exitcode(status)
                     row["agg_wall"] = time.perf_counter() - t0
                     row["agg_cpu"] = ru.ru_utime + ru.ru_stime
-                    row["handler_s"] = (_bpf_handler_ns() - base) / 1e9
+                    ns, calls = _bpf_handler_ns(calls=True)
+                    row["handler_s"] = (ns - base) / 1e9
+                    row["calls"], row["tree_events"] = calls, agg.snapshot().events
+                    row["load"] = os.getloadavg()[0]
             rows.append(row)
     finally:
         open(stats, "w").write(old)
@@ -199,6 +204,9 @@ def resolved_overhead(argv: list[str], pairs: int) -> dict:
         "handler_of_wall_pct": median_ci([r["handler_s"] / r["agg_wall"] * 100 for r in rows]),
         "cpu_diff_pct": median_ci([(r["agg_cpu"] / r["plain_cpu"] - 1) * 100 for r in rows]),
         "wall_diff_pct": median_ci([(r["agg_wall"] / r["plain_wall"] - 1) * 100 for r in rows]),
+        "ns_per_call": median_ci([r["handler_s"] * 1e9 / max(r["calls"], 1) for r in rows]),
+        "tree_call_share_pct": median_ci([r["tree_events"] / max(r["calls"], 1) * 100 for r in rows]),
+        "load": median_ci([r["load"] for r in rows]),
     }
 
 
@@ -211,6 +219,9 @@ def print_resolved(r: dict, label: str) -> None:
     print(f"  BPF handler time / wall, of one CPU        {f(r['handler_of_wall_pct'])}   (bound on a critical-path stretch)")
     print(f"  program CPU time, aggregated vs plain      {f(r['cpu_diff_pct'])}")
     print(f"  wall clock, aggregated vs plain            {f(r['wall_diff_pct'])}   (noise on this VM)")
+    print(f"  handler calls: {r['ns_per_call'][0]:.0f} ns each (median), {r['tree_call_share_pct'][0]:.0f}% of them for "
+          f"the program's own events (the rest: the filter, paid by other processes' switches); load average "
+          f"{r['load'][0]:.1f} on {os.cpu_count()} CPUs")
 
 
 def main(argv: list[str] | None = None) -> int:
