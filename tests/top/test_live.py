@@ -188,3 +188,20 @@ def test_agreement_benchmark_quick_mode():
                           "--quick"], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     assert "worst C_j diff" in res.stdout and "barrier" in res.stdout
+
+
+@requires_ebpf
+def test_resolved_overhead_quick_mode():
+    import re
+
+    res = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[2] / "benchmarks" /
+                                              "overhead_aggregate.py"), "--quick", "--only-resolved"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    m = re.search(r"BPF handler time / the program's CPU time\s+\+?(-?[\d.]+)% \(95% CI \+?(-?[\d.]+) \.\. \+?(-?[\d.]+)\)",
+                  res.stdout)
+    assert m, res.stdout
+    median, lo, hi = map(float, m.groups())
+    # the handlers ran (a few hundred ns per event) but are a small part of the program's CPU
+    assert 0.0 < lo <= median <= hi < 10.0, res.stdout
+    assert "ns each" in res.stdout
