@@ -1,4 +1,8 @@
-"""One run watched by both collectors at once: perf (`record --pid`) and the eBPF aggregator."""
+"""One run watched by both collectors at once: perf (`record --pid`) and the eBPF aggregator.
+
+perf's C_j comes from its switch instants (`analysis/switch_spans.py`, runtime reports only to
+repair lost switches), the quantity the aggregator keeps; its C_j from the state builder's
+RUNNING intervals (laid out from the runtime reports) is shown beside it as `crit_states_ms`."""
 
 from __future__ import annotations
 
@@ -7,15 +11,20 @@ import threading
 import numpy as np
 
 
-def both(command: list[str], perf_ready_s: float = 3.0):
+def both(command: list[str], perf_ready_s: float = 3.0, keep_perf_data: str | None = None):
     """(perf Trace, eBPF Snapshot) of the same run of `command`; the trace's meta["schedstat"]
-    holds what the threads said of themselves (tid -> on-CPU ns, workloads' SCHEDSTAT_OUT)."""
+    holds what the threads said of themselves (tid -> on-CPU ns, workloads' SCHEDSTAT_OUT), and
+    meta["switch_spans"] the RUNNING spans at perf's switch instants."""
     import os
     import tempfile
 
     import scalestack
+    from scalestack.analysis.switch_spans import switch_spans
     from scalestack.collect.ebpf import Aggregator, GatedCommand
+    from scalestack.collect.perf import perf_binary, read_events
 
+    tmpdir = tempfile.TemporaryDirectory(prefix="scalestack-both-")
+    perf_data = keep_perf_data or os.path.join(tmpdir.name, "perf.data")
     fd, selfreport = tempfile.mkstemp(prefix="scalestack-schedstat-")
     os.close(fd)
     old = os.environ.get("SCHEDSTAT_OUT")
@@ -48,7 +57,8 @@ def both(command: list[str], perf_ready_s: float = 3.0):
         th = threading.Thread(target=run_command)
         th.start()
         try:
-            trace = scalestack.record(None, None, pid=gated.pid, duration=150, on_ready=ready.set)
+            trace = scalestack.record(None, None, pid=gated.pid, duration=150, on_ready=ready.set,
+                                      keep_perf_data=perf_data)
         finally:
             th.join()
     if "error" in out:
@@ -56,12 +66,22 @@ def both(command: list[str], perf_ready_s: float = 3.0):
     with open(selfreport) as fh:
         trace.meta["schedstat"] = {int(ln.split()[0]): int(ln.split()[1]) for ln in fh if ln.strip()}
     os.unlink(selfreport)
+    events = read_events(perf_data, perf_binary())
+    tmpdir.cleanup()
+    trace = trace.with_meta(switch_spans=switch_spans(events, trace.threads.tid, trace.start_ns, trace.end_ns))
     return trace, out["snap"]
 
 
 def compare(trace, snap) -> list[dict]:
     """Per thread: C_j and Run_j from both, and their relative differences."""
-    crit = trace.criticality()
+    from scalestack.analysis.switch_spans import criticality_from_spans
+
+    states = trace.criticality()
+    spans = trace.meta.get("switch_spans")
+    crit = criticality_from_spans(trace, spans) if spans is not None else states
+    gaps = spans.gaps() if spans is not None else {}
+    n_spans = dict(zip(spans.tids.tolist(), (spans.complete + spans.lost_in + spans.lost_out + spans.lost_whole).tolist(),
+                       strict=True)) if spans is not None else {}
     idx = snap.index()
     rows = []
     for i, tid in enumerate(crit.tids.tolist()):
@@ -71,6 +91,8 @@ def compare(trace, snap) -> list[dict]:
         c_p, r_p = float(crit.criticality_ns[i]), float(crit.running_ns[i])
         truth = trace.meta.get("schedstat", {}).get(int(tid))
         rows.append({"tid": int(tid), "name": str(crit.names[i]), "crit_perf_ms": c_p / 1e6, "crit_ebpf_ms": c_e / 1e6,
+                     "crit_states_ms": float(states.criticality_ns[i]) / 1e6, "repaired": gaps.get(int(tid), 0),
+                     "spans": n_spans.get(int(tid), 0),
                      "run_self_ms": truth / 1e6 if truth is not None else None,
                      "run_perf_ms": r_p / 1e6, "run_ebpf_ms": r_e / 1e6,
                      "crit_diff_pct": abs(c_e - c_p) / max(c_p, 1.0) * 100,
@@ -81,11 +103,12 @@ def compare(trace, snap) -> list[dict]:
 
 def summary(rows: list[dict]) -> str:
     head = f"{'tid':>7} {'name':16} {'C perf':>11} {'C eBPF':>9} {'diff':>8}  {'Run perf':>11} {'Run eBPF':>9} " \
-           f"{'diff':>8} {'self':>9}"
+           f"{'diff':>8} {'self':>9} {'C states':>9} {'repaired':>8}"
     return "\n".join([head] + [
         f"{r['tid']:>7} {r['name'][:16]:16} C {r['crit_perf_ms']:9.3f} {r['crit_ebpf_ms']:9.3f} "
         f"({r['crit_diff_pct']:5.2f}%)  Run {r['run_perf_ms']:9.3f} {r['run_ebpf_ms']:9.3f} "
         f"({r['run_diff_pct']:5.2f}%) {r['run_self_ms'] if r['run_self_ms'] is not None else float('nan'):9.3f}"
+        f" {r['crit_states_ms']:9.3f} {r['repaired']:8d}"
         for r in rows])
 
 

@@ -23,10 +23,19 @@ def _cli(*args, **kw):
                           **kw)
 
 
-def _check(rows, share_tol_points, min_ms=2.0):
+def _check(rows, snap, min_ms=2.0):
     """Run_j within 1% (or, where perf and eBPF disagree, eBPF within 1% of the thread's own
-    clock); every thread's criticality share within `share_tol_points` percentage points."""
+    clock); C_j within 1% per thread where neither side lost switches of note, else 10%.
+
+    perf's C_j is taken at its switch instants (`analysis/switch_spans.py`), the aggregator's
+    quantity. Measured here, 5 runs of each program (docs/top.md): with no switch-in missed by
+    the aggregator and at most 2% of a thread's spans rebuilt by perf, every thread within
+    0.00-0.75%; in runs under load from other jobs (load average 4-5 on 2 vCPUs) the aggregator
+    missed 1-115 switch-ins and perf rebuilt up to 30% of a thread's spans: 1.1-3.9%, and 5.5%
+    and 6.5% for two JVM threads (VM Thread, C2 compiler) in a Java run where the aggregator
+    missed 17 switch-ins of 1373 events (their shares still within 0.4 points)."""
     print(summary(rows))
+    print(f"aggregator: {snap.missed_switch_in} missed switch-ins, {snap.events} events")
     big = [r for r in rows if r["run_perf_ms"] >= min_ms]
     assert big, "no thread ran long enough to compare"
     for r in big:  # the kernel's own charge on both sides
@@ -39,11 +48,16 @@ def _check(rows, share_tol_points, min_ms=2.0):
             assert r["run_diff_pct"] <= 5.0, r
     total_p = sum(r["crit_perf_ms"] for r in rows)
     total_e = sum(r["crit_ebpf_ms"] for r in rows)
-    # the busy time (wall vs charged: steal); measured here up to 3.3% apart on the mutex program
-    assert total_e == pytest.approx(total_p, rel=0.05)
+    # the busy time, wall-clock switch instants on both sides: measured 0.00-0.65% apart (the
+    # larger figures in runs where the aggregator missed switch-ins)
+    assert total_e == pytest.approx(total_p, rel=0.01)
     for r in rows:
+        if r["crit_perf_ms"] < min_ms:
+            continue
+        clean = snap.missed_switch_in == 0 and r["repaired"] <= 0.02 * max(r["spans"], 1)
+        assert r["crit_diff_pct"] <= (1.0 if clean else 10.0), (r, clean)
         share_p, share_e = r["crit_perf_ms"] / total_p * 100, r["crit_ebpf_ms"] / total_e * 100
-        assert abs(share_p - share_e) <= share_tol_points, (r, share_p, share_e)
+        assert abs(share_p - share_e) <= 1.0, (r, share_p, share_e)  # measured: up to 0.9 points under load
     ranked = sorted(rows, key=lambda r: -r["crit_perf_ms"])
     if len(ranked) > 1 and ranked[0]["crit_perf_ms"] > 1.1 * ranked[1]["crit_perf_ms"]:  # a clear bottleneck
         assert max(rows, key=lambda r: r["crit_ebpf_ms"])["tid"] == ranked[0]["tid"]
@@ -55,8 +69,7 @@ def test_barrier_agrees_with_perf(c_programs):
     trace, snap = both([str(c_programs["barrier_imbalance"]), "10", "2000000", "3"])
     # rare (0-4 a run here) and repaired: the interval is charged at its switch-out
     assert snap.missed_switch_in + snap.missed_switch_out <= max(2, snap.events // 50) and snap.spins_failed == 0
-    # C_j target 1%; measured here 0.1-1.6% (docs/readme/top.md): the shares within 1 point
-    _check(compare(trace, snap), share_tol_points=1.0)
+    _check(compare(trace, snap), snap)
 
 
 @requires_ebpf
@@ -64,8 +77,7 @@ def test_barrier_agrees_with_perf(c_programs):
 def test_mutex_agrees_with_perf(c_programs):
     trace, snap = both([str(c_programs["mutex_counter"]), "4", "20000", "500", "3000"])
     assert snap.spins_failed == 0
-    # measured here: C_j within 0.1-10% (perf repairs many of these threads' short intervals)
-    _check(compare(trace, snap), share_tol_points=4.0)
+    _check(compare(trace, snap), snap)
 
 
 @requires_ebpf
@@ -76,8 +88,7 @@ def test_java_agrees_with_perf(java_classes):
     rows = compare(trace, snap)
     names = {r["name"] for r in rows}
     assert {"worker-0", "worker-1"} <= names and any(n.startswith("GC Thread") for n in names)
-    # every thread's share within 4 points (C_j of GC/JIT threads that run in µs slices: up to 14%)
-    _check(rows, share_tol_points=4.0, min_ms=10)
+    _check(rows, snap)
 
 
 @requires_ebpf
@@ -179,3 +190,20 @@ def test_agreement_benchmark_quick_mode():
                           "--quick"], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     assert "worst C_j diff" in res.stdout and "barrier" in res.stdout
+
+
+@requires_ebpf
+def test_resolved_overhead_quick_mode():
+    import re
+
+    res = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[2] / "benchmarks" /
+                                              "overhead_aggregate.py"), "--quick", "--only-resolved"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    m = re.search(r"BPF handler time / the program's CPU time\s+\+?(-?[\d.]+)% \(95% CI \+?(-?[\d.]+) \.\. \+?(-?[\d.]+)\)",
+                  res.stdout)
+    assert m, res.stdout
+    median, lo, hi = map(float, m.groups())
+    # the handlers ran (a few hundred ns per event) but are a small part of the program's CPU
+    assert 0.0 < lo <= median <= hi < 10.0, res.stdout
+    assert "ns each" in res.stdout

@@ -1,0 +1,245 @@
+"""RUNNING spans at the scheduler's switch instants, for criticality.
+
+Criticality (thesis §3.2) divides wall-clock time among the threads on a CPU at each instant, and
+"on a CPU" is the time between a thread's switch-in and its switch-out: what the in-kernel
+aggregator measures (`collect/ebpf.py`) and what an independent switch trace gives. The state
+builder's RUNNING intervals are instead the union of the kernel's runtime reports
+(`sched_stat_runtime`: "d ns charged at t", laid out as [t - d, t]), which makes Run_j the
+kernel's own charge but misplaces the slices in time: d is measured on the run queue's task clock
+(which leaves out IRQ and steal time and lags the event's timestamp), so on a program whose
+threads run in slices of a few µs the laid-out spans of two threads overlap where the switches
+say they did not. Measured here on the contended-mutex program (4 threads, 2 vCPUs): C_j from
+those spans 17-24% below the switch-instant figure for every worker, with only 2-4 chain gaps
+per thread, while Run_j agreed within 1%.
+
+So C_j is computed from switch instants, and the runtime reports only repair what the switch
+stream lost (perf drops some switches without a LOST record, shared/DESIGN.md):
+
+* a switch-out with no switch-in seen since the thread's last switch-out: the span starts at
+  the switch-out minus the runtime reported since then (no earlier than that last switch-out
+  or the CPU's previous switch);
+* a switch-in while the thread was already in: the earlier span ends at its switch-in plus the
+  runtime reported since (no later than the new switch-in);
+* runtime reports while the thread was believed off-CPU, then a switch-in: a whole slice was
+  lost; it is laid out ending at the last such report.
+
+Run_j stays the kernel's charge (the state builder's RUNNING), as in the aggregator.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numba
+import numpy as np
+
+from scalestack.events import Kind, RawEvents
+
+assert (Kind.SWITCH, Kind.STAT_RUNTIME) == (1, 15)
+
+
+@dataclasses.dataclass(frozen=True)
+class SwitchSpans:
+    """Per-thread RUNNING spans [start, end) at switch instants; `repaired` marks the spans a
+    lost switch made us rebuild from the runtime reports. Counts are per tid in `tids` order."""
+
+    tid: np.ndarray
+    start_ns: np.ndarray
+    end_ns: np.ndarray
+    repaired: np.ndarray
+    tids: np.ndarray
+    complete: np.ndarray  # spans with both switches seen
+    lost_in: np.ndarray  # switch-outs without their switch-in
+    lost_out: np.ndarray  # switch-ins of a thread already in
+    lost_whole: np.ndarray  # slices seen only in runtime reports
+
+    def gaps(self) -> dict[int, int]:
+        """tid -> spans rebuilt from runtime reports (threads with none are left out)."""
+        n = self.lost_in + self.lost_out + self.lost_whole
+        return {int(t): int(k) for t, k in zip(self.tids, n, strict=True) if k}
+
+
+@numba.njit(cache=True, inline="always")
+def _put(out, m, s, a, b, rep):
+    if b > a:
+        out[m, 0], out[m, 1], out[m, 2], out[m, 3] = s, a, b, rep
+        return m + 1
+    return m
+
+
+@numba.njit(cache=True, inline="always")
+def _clip(x, lo, hi):
+    return lo if x < lo else hi if x > hi else x
+
+
+@numba.njit(cache=True)
+def _spans(time, cpu, kind, ctx, a0, a1, slot_of, n_slots, n_cpus, t_end):
+    """One pass over time-sorted events. Per thread: `in_t` >= 0 while on a CPU since a seen
+    switch-in; -2 while on a CPU whose switch-in was lost (start bounded by [p_lo, p_hi]);
+    -1 off-CPU. Every event proves its context task is current on its CPU."""
+    n = time.shape[0]
+    out = np.empty((2 * n + 2 * n_slots + 4, 4), np.int64)  # slot, start, end, repaired
+    m = 0
+    in_t = np.full(n_slots, -1, np.int64)
+    in_cpu = np.full(n_slots, -1, np.int64)
+    p_lo = np.zeros(n_slots, np.int64)
+    p_hi = np.zeros(n_slots, np.int64)
+    last_out = np.full(n_slots, -1, np.int64)
+    last_own = np.full(n_slots, -1, np.int64)  # last event in the thread's context
+    rt = np.zeros(n_slots, np.int64)  # runtime reported since the last switch (in or out)
+    rt_last = np.full(n_slots, -1, np.int64)
+    cur = np.full(n_cpus, -1, np.int64)  # traced slot believed on each CPU
+    cpu_last = np.full(n_cpus, -1, np.int64)  # the CPU's previous event
+    counts = np.zeros((n_slots, 4), np.int64)  # complete, lost_in, lost_out, lost_whole
+    n_map = slot_of.shape[0]
+    for i in range(n):
+        k = kind[i]
+        if k == 12 or k == 13 or k == 14:  # side-band records carry no CPU state
+            continue
+        t = time[i]
+        c = cpu[i]
+        cvalid = 0 <= c < n_cpus
+        x = ctx[i]
+        xs = slot_of[x] if 0 <= x < n_map else -1
+        # another task is current where a traced thread was: its switch-out was lost
+        if cvalid and x >= 0 and cur[c] >= 0 and cur[c] != xs:
+            q = cur[c]
+            if in_t[q] == -2:
+                b = last_own[q]
+                m = _put(out, m, q, _clip(b - rt[q], p_lo[q], p_hi[q]), b, 1)
+            else:
+                m = _put(out, m, q, in_t[q], _clip(in_t[q] + rt[q], last_own[q], t), 1)
+            counts[q, 2] += 1
+            in_t[q] = -1
+            last_out[q] = last_own[q]
+            rt[q] = 0
+            rt_last[q] = -1
+            cur[c] = -1
+        # a traced thread acting on a CPU where it was not known to run: its switch-in was lost
+        if xs >= 0 and (in_t[xs] == -1 or in_cpu[xs] != c):
+            if in_t[xs] != -1:  # believed on another CPU: it left that one unseen
+                if in_t[xs] == -2:
+                    b = last_own[xs]
+                    m = _put(out, m, xs, _clip(b - rt[xs], p_lo[xs], p_hi[xs]), b, 1)
+                else:
+                    m = _put(out, m, xs, in_t[xs], _clip(in_t[xs] + rt[xs], last_own[xs], t), 1)
+                counts[xs, 2] += 1
+                if 0 <= in_cpu[xs] < n_cpus and cur[in_cpu[xs]] == xs:
+                    cur[in_cpu[xs]] = -1
+                last_out[xs] = last_own[xs]
+                rt[xs] = 0
+            lo = last_out[xs]
+            if cvalid and cpu_last[c] > lo:
+                lo = cpu_last[c]
+            if lo > t:
+                lo = t
+            in_t[xs] = -2
+            in_cpu[xs] = c
+            p_lo[xs] = lo
+            p_hi[xs] = t
+            if cvalid:
+                cur[c] = xs
+        if xs >= 0:
+            last_own[xs] = t
+        if k == 15:  # after the context checks: a report belongs to the slice it ends
+            rs = slot_of[a0[i]] if 0 <= a0[i] < n_map else -1
+            if rs >= 0 and a1[i] > 0:
+                rt[rs] += a1[i]
+                rt_last[rs] = t
+        if k == 1:
+            if xs >= 0:  # x is prev: it leaves
+                if in_t[xs] >= 0:
+                    m = _put(out, m, xs, in_t[xs], t, 0)
+                    counts[xs, 0] += 1
+                else:
+                    m = _put(out, m, xs, _clip(t - rt[xs], p_lo[xs], p_hi[xs]), t, 1)
+                    counts[xs, 1] += 1
+                in_t[xs] = -1
+                last_out[xs] = t
+                rt[xs] = 0
+                rt_last[xs] = -1
+            if cvalid:
+                cur[c] = -1
+            ns = slot_of[a1[i]] if 0 <= a1[i] < n_map else -1
+            if ns >= 0:
+                if in_t[ns] != -1:  # already on a CPU: its switch-out was lost
+                    if in_t[ns] == -2:
+                        b = last_own[ns]
+                        m = _put(out, m, ns, _clip(b - rt[ns], p_lo[ns], p_hi[ns]), b, 1)
+                    else:
+                        m = _put(out, m, ns, in_t[ns], _clip(in_t[ns] + rt[ns], last_own[ns], t), 1)
+                    counts[ns, 2] += 1
+                    if 0 <= in_cpu[ns] < n_cpus and cur[in_cpu[ns]] == ns:
+                        cur[in_cpu[ns]] = -1
+                elif rt[ns] > 0 and rt_last[ns] >= 0:
+                    # a whole slice, both switches lost, seen only in its runtime reports
+                    start = rt_last[ns] - rt[ns]
+                    if start < last_out[ns]:
+                        start = last_out[ns]
+                    m = _put(out, m, ns, start, rt_last[ns], 1)
+                    counts[ns, 3] += 1
+                in_t[ns] = t
+                in_cpu[ns] = c
+                last_own[ns] = t
+                rt[ns] = 0
+                rt_last[ns] = -1
+                if cvalid:
+                    cur[c] = ns
+        if cvalid:
+            cpu_last[c] = t
+    for s in range(n_slots):
+        if in_t[s] >= 0:
+            m = _put(out, m, s, in_t[s], t_end, 0)
+        elif in_t[s] == -2:
+            m = _put(out, m, s, _clip(last_own[s] - rt[s], p_lo[s], p_hi[s]), t_end, 1)
+    return out[:m], counts
+
+
+def switch_spans(events: RawEvents, tids: np.ndarray, t0: int | None = None, t1: int | None = None) -> SwitchSpans:
+    """RUNNING spans of the threads `tids` at switch instants, clipped to [t0, t1).
+
+    `events` needs sched_switch; with sched_stat_runtime, spans whose switch was lost are rebuilt
+    (without it they are dropped, as an independent switch trace would drop them)."""
+    events = events.sorted()
+    tids = np.unique(np.asarray(tids, dtype=np.int64))
+    time, cpu, kind = events.time, events.cpu.astype(np.int64), events.kind.astype(np.int64)
+    a0, a1 = events.arg0.astype(np.int64), events.arg1.astype(np.int64)
+    # sched_switch fires in prev's context (perf reports tid -1 for a task already dead)
+    ctx = np.where(kind == Kind.SWITCH, a0, events.tid.astype(np.int64))
+    t0 = int(time[0]) if t0 is None and len(time) else int(t0 or 0)
+    t1 = int(time[-1]) if t1 is None and len(time) else int(t1 or 0)
+    slot_of = np.full(int(tids.max(initial=0)) + 1, -1, np.int64)
+    slot_of[tids] = np.arange(len(tids))
+    n_cpus = int(cpu.max(initial=0)) + 1
+    out, counts = _spans(time, cpu, kind, ctx, a0, a1, slot_of, len(tids), n_cpus, t1)
+    a, b = np.maximum(out[:, 1], t0), np.minimum(out[:, 2], t1)
+    ok = b > a
+    order = np.lexsort((a[ok], out[ok, 0]))
+    return SwitchSpans(tid=tids[out[ok, 0]][order], start_ns=a[ok][order], end_ns=b[ok][order],
+                       repaired=out[ok, 3][order].astype(bool), tids=tids, complete=counts[:, 0],
+                       lost_in=counts[:, 1], lost_out=counts[:, 2], lost_whole=counts[:, 3])
+
+
+def criticality_from_spans(trace, spans: SwitchSpans):
+    """The trace's criticality stack with C_j from switch-instant spans and Run_j (and the
+    thread table) from the trace: the quantities the eBPF aggregator keeps."""
+    from scalestack.analysis.criticality import CriticalityResult, timeline
+    from scalestack.trace import State
+
+    t0, t1 = trace.start_ns, trace.end_ns
+    known = np.isin(spans.tid, trace.threads.tid)
+    a, b = np.clip(spans.start_ns[known], t0, t1), np.clip(spans.end_ns[known], t0, t1)
+    ok = b > a
+    a, b = a[ok], b[ok]
+    rows = trace.thread_index(spans.tid[known][ok]) if len(a) else np.zeros(0, np.int64)
+    tl, where = timeline(a, b, t0, t1)
+    n, m = len(trace.threads), len(a)
+    crit = np.bincount(rows, weights=tl.F[where[1:2 * m:2]] - tl.F[where[0:2 * m:2]], minlength=n).astype(float)
+    s = trace.states
+    run_mask = s.state == int(State.RUNNING)
+    run = np.bincount(trace.thread_index(s.tid[run_mask]), weights=s.duration_ns[run_mask].astype(float), minlength=n) \
+        if np.any(run_mask) else np.zeros(n)
+    idle = float(tl.idle_cum[where[2 * m + 1]] - tl.idle_cum[where[2 * m]])
+    return CriticalityResult(tids=trace.threads.tid.copy(), names=trace.threads.name.copy(),
+                             roles=trace.threads.role.copy(), criticality_ns=crit, running_ns=run, idle_ns=idle,
+                             span_ns=int(t1 - t0), active="running", t0_ns=int(t0))
