@@ -33,7 +33,16 @@ import numpy as np
 from scalestack.errors import UserError
 from scalestack.events import FUTEX_CMD_MASK, FUTEX_WAIT_OPS, PREV_STATE_DEAD, Kind, RawEvents
 from scalestack.futex_wakers import attribute_futex_wakers
-from scalestack.trace import NameTable, SampleTable, State, StateTable, ThreadTable, Trace
+from scalestack.switch_spans import switch_spans
+from scalestack.trace import (
+    NameTable,
+    SampleTable,
+    State,
+    StateTable,
+    SwitchSpanTable,
+    ThreadTable,
+    Trace,
+)
 
 # The compiled walk uses the enum values as literals; keep them in step.
 assert [int(v) for v in State] == [0, 1, 2, 3, 4, 5]
@@ -753,8 +762,12 @@ def build_trace(
     for key in ("lost_samples", "unknown_events", "skipped_lines"):
         if key in events.stats:
             meta[key] = events.stats[key]
+    spans = switch_spans(events, present, t0, t1) if np.any(events.kind == Kind.SWITCH) else None
+    span_table = SwitchSpanTable.empty() if spans is None else SwitchSpanTable(
+        tid=spans.tid.astype(np.int32), start_ns=spans.start_ns, end_ns=spans.end_ns, repaired=spans.repaired)
+    meta["switch_spans_rebuilt"] = {} if spans is None else {str(t): k for t, k in spans.gaps().items()}
     trace = Trace(threads=threads, states=states, names=names, meta=meta,
-                  samples=_samples(events, present, t0, t1))
+                  samples=_samples(events, present, t0, t1), switch_spans=span_table)
     return trace.with_roles(role_rules)
 
 

@@ -19,11 +19,19 @@ import pyarrow.parquet as pq
 
 from scalestack.errors import UserError
 from scalestack.fileio import atomic_output
-from scalestack.trace import SCHEMA_VERSION, NameTable, SampleTable, StateTable, ThreadTable, Trace
+from scalestack.trace import (
+    SCHEMA_VERSION,
+    NameTable,
+    SampleTable,
+    StateTable,
+    SwitchSpanTable,
+    ThreadTable,
+    Trace,
+)
 
 MAGIC_MEMBER = "scalestack-trace"
 TABLES = {"threads": ThreadTable, "states": StateTable, "names": NameTable}
-OPTIONAL_TABLES = {"samples": SampleTable}  # written only when not empty
+OPTIONAL_TABLES = {"samples": SampleTable, "switch_spans": SwitchSpanTable}  # written only when not empty
 
 
 def _to_arrow(table) -> pa.Table:
@@ -106,4 +114,4 @@ def load(path: str | os.PathLike) -> Trace:
     except (KeyError, pa.ArrowInvalid, json.JSONDecodeError) as exc:
         raise UserError(f"{path}: damaged trace file ({exc})") from None
     return Trace(threads=tables["threads"], states=tables["states"], names=tables["names"], meta=meta,
-                 samples=tables["samples"])
+                 samples=tables["samples"], switch_spans=tables["switch_spans"])

@@ -181,6 +181,19 @@ class SampleTable(_Table):
     }
 
 
+class SwitchSpanTable(_Table):
+    """On-CPU spans at the scheduler's switch instants (switch-in to switch-out), per thread.
+
+    Criticality divides wall-clock time among the threads on a CPU at each instant, so it needs
+    where each slice lies in time; RUNNING in `states` is the kernel's runtime charge, right in
+    total but laid out from its reports. Recordings carry both (`switch_spans`);
+    `repaired` marks spans rebuilt from runtime reports where perf lost a switch. Empty for
+    simulated and imported traces: criticality then uses RUNNING.
+    """
+
+    SCHEMA: ClassVar[dict[str, Any]] = {"tid": np.int32, "start_ns": np.int64, "end_ns": np.int64, "repaired": np.bool_}
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class Trace:
     """A recorded (or imported, or simulated) multi-threaded execution.
@@ -194,6 +207,8 @@ class Trace:
         Name history (JVMs and thread pools rename threads after creating them).
     samples : SampleTable
         What each thread was executing, sampled (empty unless recorded with ``--sample``).
+    switch_spans : SwitchSpanTable
+        On-CPU spans at switch instants, for criticality (recordings only).
     meta : dict
         JSON-serialisable facts about the run: ``command``, ``exit_status``, ``signal``,
         ``cores``, ``kernel``, ``perf_version``, ``clock``, ``start_ns``, ``end_ns``,
@@ -206,6 +221,7 @@ class Trace:
     names: NameTable
     meta: Mapping[str, Any]
     samples: SampleTable = dataclasses.field(default_factory=lambda: SampleTable.empty())
+    switch_spans: SwitchSpanTable = dataclasses.field(default_factory=lambda: SwitchSpanTable.empty())
 
     def __post_init__(self) -> None:
         meta = dict(self.meta)
@@ -304,12 +320,18 @@ class Trace:
         tcols["end_ns"] = np.minimum(tcols["end_ns"], t1_ns)
         names_keep = np.isin(self.names.tid, tcols["tid"])
         sm = self.samples
+        sp = self.switch_spans
+        sp_keep = (sp.end_ns > t0_ns) & (sp.start_ns < t1_ns) & np.isin(sp.tid, tcols["tid"])
+        sp_cols = {k: v[sp_keep] for k, v in sp.columns().items()}
+        sp_cols["start_ns"] = np.maximum(sp_cols["start_ns"], t0_ns)
+        sp_cols["end_ns"] = np.minimum(sp_cols["end_ns"], t1_ns)
         return Trace(
             threads=ThreadTable(**tcols),
             states=StateTable(**cols),
             names=self.names.take(names_keep),
             meta={**self.meta, "start_ns": t0_ns, "end_ns": t1_ns},
             samples=sm.take((sm.time_ns >= t0_ns) & (sm.time_ns < t1_ns)),
+            switch_spans=SwitchSpanTable(**sp_cols),
         )
 
     # ----------------------------------------------------------------- checks
@@ -355,6 +377,7 @@ class Trace:
             and self.states == other.states
             and self.names == other.names
             and self.samples == other.samples
+            and self.switch_spans == other.switch_spans
             and all(self.meta.get(k) == other.meta.get(k) for k in meta_keys)
         )
 

@@ -19,9 +19,9 @@ def both(command: list[str], perf_ready_s: float = 3.0, keep_perf_data: str | No
     import tempfile
 
     import scalestack
-    from scalestack.analysis.switch_spans import switch_spans
     from scalestack.collect.ebpf import Aggregator, GatedCommand
     from scalestack.collect.perf import perf_binary, read_events
+    from scalestack.switch_spans import switch_spans
 
     tmpdir = tempfile.TemporaryDirectory(prefix="scalestack-both-")
     perf_data = keep_perf_data or os.path.join(tmpdir.name, "perf.data")
@@ -74,7 +74,7 @@ def both(command: list[str], perf_ready_s: float = 3.0, keep_perf_data: str | No
 
 def compare(trace, snap) -> list[dict]:
     """Per thread: C_j and Run_j from both, and their relative differences."""
-    from scalestack.analysis.switch_spans import criticality_from_spans
+    from scalestack.switch_spans import criticality_from_spans
 
     states = trace.criticality()
     spans = trace.meta.get("switch_spans")

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scalestack.analysis.criticality import timeline
-from scalestack.analysis.switch_spans import criticality_from_spans, switch_spans
 from scalestack.events import Kind, RawEvents
+from scalestack.switch_spans import criticality_from_spans, switch_spans
 
 A, B = 101, 102
 

@@ -174,6 +174,14 @@ def _span(trace: Trace, between) -> tuple[int, int]:
     return t0, t1
 
 
+def _switch_intervals(trace: Trace, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Thread rows and [a, b) of the trace's switch-instant spans, clipped to [t0, t1)."""
+    sp = trace.switch_spans
+    a, b = np.maximum(sp.start_ns, t0), np.minimum(sp.end_ns, t1)
+    ok = (b > a) & np.isin(sp.tid, trace.threads.tid)
+    return trace.thread_index(sp.tid[ok]), a[ok], b[ok]
+
+
 def criticality(trace: Trace, *, active: str = "running", between: tuple[int, int] | None = None) -> CriticalityResult:
     """Criticality stack of `trace` (thesis §3.2, eq. 3.1).
 
@@ -192,11 +200,14 @@ def criticality(trace: Trace, *, active: str = "running", between: tuple[int, in
     """
     t0, t1 = _span(trace, between)
     rows, a, b = active_intervals(trace, active, t0, t1)
-    tl, where = timeline(a, b, t0, t1)
     n = len(trace.threads)
+    run = np.bincount(rows, weights=(b - a).astype(np.float64), minlength=n)
+    if active == "running" and len(trace.switch_spans):
+        # where each slice lies in time comes from the switch instants; Run_j stays the kernel's charge
+        rows, a, b = _switch_intervals(trace, t0, t1)
+    tl, where = timeline(a, b, t0, t1)
     m = len(a)
     crit = np.bincount(rows, weights=tl.F[where[1:2 * m:2]] - tl.F[where[0:2 * m:2]], minlength=n).astype(np.float64)
-    run = np.bincount(rows, weights=(b - a).astype(np.float64), minlength=n)
     idle = float(tl.idle_cum[where[2 * m + 1]] - tl.idle_cum[where[2 * m]])
     return CriticalityResult(
         tids=trace.threads.tid.copy(), names=trace.threads.name.copy(), roles=trace.threads.role.copy(),
