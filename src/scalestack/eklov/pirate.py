@@ -111,7 +111,7 @@ class Pirate:
         self.pattern = pattern
         self.llc = llc
         self.ctl_path = ""
-        self.calib_ns_per_line = float("nan")
+        self._calib = float("nan")
         self._proc: subprocess.Popen | None = None
         self._map: mmap.mmap | None = None
 
@@ -121,6 +121,22 @@ class Pirate:
 
     def _u64(self, off: int) -> int:
         return struct.unpack_from("<Q", self._map, off)[0]
+
+    def reference_ns_per_line(self) -> float:
+        """The self-check's reference as the pirate publishes it now (see c/pirate.c)."""
+        return struct.unpack_from("<d", self._map, _CALIB)[0] if self._map is not None else self._calib
+
+    @property
+    def calib_ns_per_line(self) -> float:
+        """The pirate's calibrated ns per line with the set resident, alone: taken at start, then kept
+        current by the pirate (median with the warm-up passes of recent segments, target parked)."""
+        if self._map is not None:
+            self._calib = self.reference_ns_per_line()
+        return self._calib
+
+    @calib_ns_per_line.setter
+    def calib_ns_per_line(self, value: float) -> None:
+        self._calib = float(value)
 
     @property
     def state(self) -> int:
@@ -175,7 +191,7 @@ class Pirate:
                 time.sleep(0.001)
             if self._u32(_VERSION) != VERSION:
                 raise UserError(f"the cache pirate speaks protocol {self._u32(_VERSION)}, expected {VERSION}")
-            self.calib_ns_per_line = struct.unpack_from("<d", self._map, _CALIB)[0]
+            self._calib = self.reference_ns_per_line()
         except BaseException:
             self.__exit__(None, None, None)
             raise
