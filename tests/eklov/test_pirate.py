@@ -69,7 +69,7 @@ def test_protocol_round_trip_leaves_no_process():
             pir.command(P.SS_PARK)
             pir.wait_state(P.SS_PARKED)
             lines, ns = pir.segment_stats()
-            assert lines > 0 and 0.03e9 < ns < 5e9  # it ran about as long as the segment lasted
+            assert lines > 0 and 0 < ns < 5e9  # CPU time: at most the segment, less when descheduled
             assert (lines, ns) != last
             last = (lines, ns)
             assert pir.segment_ok(lines, ns) in (True, False)
