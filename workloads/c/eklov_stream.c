@@ -12,4 +12,4 @@ static uint64_t kernel(int id, uint64_t bytes, uint64_t steps) {
     return acc;
 }
 
-int main(int argc, char **argv) { return kernel_main(argc, argv, 128ULL << 20, 8ULL); }
+int main(int argc, char **argv) { return kernel_main(argc, argv, 128ULL << 20, 16ULL); }
