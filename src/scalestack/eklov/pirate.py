@@ -243,3 +243,35 @@ def calibrate(size_bytes: int, cpu: int | None = None, pattern: str = "random") 
     if res.returncode != 0:
         raise UserError(f"pirate calibration failed: {res.stderr.strip() or res.returncode}")
     return float(res.stdout.strip())
+
+
+def effective_llc_bytes(cpu: int = 0, factor: float = 3.0) -> tuple[int, dict[int, float]]:
+    """The largest working set the pirate still finds resident, measured: (bytes, {W: ns per line}).
+
+    sysfs may describe a host's cache that this VM's CPUs share with other tenants, or the sum of
+    several slices; the knee of the pirate's own latency curve is what a program here actually gets.
+    A size is resident while its ns per line stays within `factor` x that of a set twice the L2 (an
+    LLC hit); the sizes go up by 1.5x from there to the sysfs size. Noisy: one measurement per size.
+    """
+    info = llc_info(cpu)
+    l2 = 0
+    base = os.path.dirname(info.source)
+    for entry in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+        try:
+            with open(os.path.join(base, entry, "level")) as fh:
+                if int(fh.read()) == 2:
+                    with open(os.path.join(base, entry, "size")) as fs:
+                        l2 = _size(fs.read())
+        except (OSError, ValueError):
+            continue
+    w = max(2 * l2, 1 << 20)
+    ref = calibrate(w, cpu)
+    seen = {w: ref}
+    best = w
+    while w < info.size_bytes:
+        w = min(info.size_bytes, int(w * 1.5) // (1 << 20) * (1 << 20))
+        seen[w] = calibrate(w, cpu)
+        if seen[w] > factor * ref:
+            break
+        best = w
+    return best, seen
