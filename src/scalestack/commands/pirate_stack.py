@@ -21,12 +21,14 @@ def _counts(text: str, opt: str) -> list[int]:
 @click.option("--instances", help="Multi-instance mode: copies of a single-threaded CMD, e.g. 1,2.")
 @click.option("--profile", type=click.Choice(["all", "first"]), default="all", show_default=True,
               help="Isolate every thread in turn (max_i) or only thread 0.")
+@click.option("--scope", type=click.Choice(["auto", "phase", "process"]), default="auto", show_default=True,
+              help="Time the parallel phase (first thread created to last joined) or the whole run.")
 @click.option("--cache-size", help="Cache size C to share out (default: the last-level cache from sysfs).")
 @click.option("--timeout", default=600.0, show_default=True, help="Seconds allowed per run.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("-o", "--output", "out_dir", help="Write the figures, report.html and report.json here.")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
-def command(threads, repeat, instances, profile, cache_size, timeout, as_json, out_dir, cmd):
+def command(threads, repeat, instances, profile, scope, cache_size, timeout, as_json, out_dir, cmd):
     """Run CMD ({threads} is replaced by N) real, timed and isolated next to a cache pirate, and print
     the speedup stack N = cache + memory + sync + measured."""
     from rich.progress import Progress
@@ -49,7 +51,7 @@ def command(threads, repeat, instances, profile, cache_size, timeout, as_json, o
             def tick(label: str) -> None:
                 prog.update(task, advance=1, description=label)
 
-            res = driver.measure(p, repeat, profile=profile, timeout=timeout, progress=tick)
+            res = driver.measure(p, repeat, profile=profile, scope=scope, timeout=timeout, progress=tick)
     if out_dir:
         from scalestack.eklov.report import write
 

@@ -5,7 +5,7 @@ Per thread count N and repeat:
   real      the shim in "phase" mode (create/join timestamps only): T(N) is the parallel phase;
   timing    the shim times every lock, barrier and join wait: T_nosync(N) = max_i (t_i - t_{l+b,i});
   isolated  the shim runs one profiled thread alone between barriers, next to a pirate holding
-            W = C (N-1)/N of the last-level cache: T_prof(N) is that thread's CPU time in its
+            W = C (N-1)/N of the last-level cache: T_prof(N) is that thread's time in its
             segments.  `profile="all"` profiles each thread in its own run and keeps max_i (the
             slowest-thread rule, spec [our choice]); thread 0's time is kept too.
 Bad input is refused before anything runs: a program LD_PRELOAD cannot enter, a thread count above
@@ -15,7 +15,6 @@ the cores isolation can use, a pirate larger than the last-level cache.
 from __future__ import annotations
 
 import os
-import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -168,6 +167,7 @@ class PirateStackResult(Result):
     thread0_ns: Mapping[int, tuple[float, ...]]
     runs: tuple[dict, ...]
     warnings: tuple[str, ...] = ()
+    scope: str = "phase"
 
     kind = "eklov_pirate_stack"
 
@@ -181,7 +181,8 @@ class PirateStackResult(Result):
         return out
 
     def to_dict(self) -> dict:
-        return {"command": list(self.command), "cache_bytes": self.cache_bytes, "llc_source": self.llc_source,
+        return {"command": list(self.command), "scope": self.scope, "cache_bytes": self.cache_bytes,
+                "llc_source": self.llc_source,
                 "pirate": self.pirate, "profile": self.profile, "warnings": list(self.warnings),
                 "rows": self.rows(), "stack": self.stack.to_dict(),
                 "thread0_ns": {str(n): list(v) for n, v in self.thread0_ns.items()}, "runs": list(self.runs)}
@@ -192,77 +193,120 @@ def run_count(counts: Sequence[int], repeat: int, profile: str) -> int:
     return repeat * sum(2 + (n if profile == "all" else 1) for n in cs)
 
 
-def measure(p: Plan, repeat: int = 3, *, profile: str = "all", timeout: float | None = 600,
+def _isolated_time(log: shim.ShimLog) -> tuple[int, bool]:
+    """T_prof of one isolated run in the phase, and whether isolation held.
+
+    Held: the profiled thread's monotonic time summed over its segments between barriers (wall
+    time, like T(1) and T(N): on a machine shared with other jobs, mixing CPU time with wall time
+    would bias the ratio; its CPU time is kept in the runs). Isolation does not hold when the
+    profiled thread waited on a condition variable or was never created, or when the program uses
+    primitives the method does not support at all (a held thread may be the one a condition
+    variable waits for). Then the no-sync estimate of that run (the shim times waits in it, and
+    the pirate ran beside it) stands in: contention among the program's own threads included."""
+    iso = log.isolation
+    if iso is not None and not iso.broken and len(iso.segments) and not any(log.unsupported.values()):
+        return iso.mono_ns, True
+    return log.nosync_ns(), False
+
+
+def measure(p: Plan, repeat: int = 3, *, profile: str = "all", scope: str = "auto", timeout: float | None = 600,
             progress: Callable[[str], None] | None = None) -> PirateStackResult:
-    """Run the matrix and build the stack. `progress(label)` is called after every run."""
+    """Run the matrix and build the stack. `progress(label)` is called after every run.
+
+    scope: "phase" times the parallel phase (first pthread_create to last join, the paper's
+    scope); "process" the whole run, the serial part outside the phase added to every curve's
+    time; "auto" is "phase" unless some run created no thread (its phase would be the whole
+    process, and the counts would not compare)."""
     if profile not in ("all", "first"):
         raise ValueError("profile must be 'all' or 'first'")
+    if scope not in ("auto", "phase", "process"):
+        raise UserError(f"--scope must be auto, phase or process, not {scope!r}")
     if repeat < 1:
         raise UserError("--repeat must be at least 1")
     mod = _pirate_module() if p.pirate else None
-    meas: dict[int, list[float]] = {}
-    nosync: dict[int, list[float]] = {}
-    prof_all: dict[int, list[tuple[float, bool]]] = {}
-    thread0: dict[int, list[float]] = {}
+    raw: dict[int, dict[str, list]] = {}
     discarded: dict[int, int] = {}
     runs: list[dict] = []
     unsupported: dict[str, int] = {}
     broken: dict[str, int] = {}
     isolated_runs = 0
+    no_threads = False
     tick = progress or (lambda label: None)
 
     for n in p.counts:
         argv = substitute(p.argv, n)
         w = pirate_size(p.cache_bytes, n)
-        pirate_ctx = mod.Pirate(w, p.pirate_cpu) if (mod is not None and w > 0 and p.pirate_cpu is not None) else None
-        meas[n], nosync[n], prof_all[n], thread0[n], discarded[n] = [], [], [], [], 0
-        with pirate_ctx if pirate_ctx is not None else _null() as pir:
+        use = mod is not None and w > 0 and p.pirate_cpu is not None
+        r = raw[n] = {"meas": [], "nosync": [], "prof": [], "thread0": []}
+        discarded[n] = 0
+        with (mod.Pirate(w, p.pirate_cpu) if use else _null()) as pir:
             for rep in range(repeat):
                 real = shim.threaded_log(shim.run(argv, "phase", timeout=timeout))
-                meas[n].append(real.phase_ns)
-                runs.append({"n": n, "rep": rep, "kind": "real", "phase_ns": real.phase_ns, "created": real.created})
+                no_threads |= real.created == 0
+                r["meas"].append((real.phase_ns, real.serial_ns))
+                runs.append({"n": n, "rep": rep, "kind": "real", "phase_ns": real.phase_ns,
+                             "process_ns": real.process_ns, "created": real.created})
                 tick(f"N={n} real")
                 tim = shim.threaded_log(shim.run(argv, "timing", timeout=timeout))
-                nosync[n].append(tim.nosync_ns())
+                r["nosync"].append((tim.nosync_ns(), tim.serial_ns))
                 for k, v in tim.unsupported.items():
                     unsupported[k] = max(unsupported.get(k, 0), v)
                 runs.append({"n": n, "rep": rep, "kind": "timing", "phase_ns": tim.phase_ns,
-                             "nosync_ns": tim.nosync_ns(), **tim.waits_ns()})
+                             "process_ns": tim.process_ns, "nosync_ns": tim.nosync_ns(), **tim.waits_ns()})
                 tick(f"N={n} timing")
                 per_thread = []
                 for i in (range(n) if profile == "all" else [0]):
                     res = shim.run(argv, "isolate", profile_thread=i, profile_cpu=p.profile_cpu,
                                    pirate_ctl=pir.ctl_path if pir is not None else None, timeout=timeout)
-                    iso = res.log.isolation
-                    if iso is None or len(iso.segments) == 0:
-                        raise UserError(f"{shlex.join(argv)}: the profiled thread {i} never ran under the shim "
-                                        f"(the program created {res.log.created} threads)")
+                    log = res.log
+                    iso = log.isolation
+                    t_prof, held = _isolated_time(log)
                     isolated_runs += 1
-                    if iso.broken:
-                        broken[iso.broken_why] = broken.get(iso.broken_why, 0) + 1
+                    why = ("" if held else iso.broken_why if iso is not None and iso.broken else
+                           "the program created no thread" if log.created == 0 else
+                           "the program uses " + ", ".join(k + "s" for k, v in log.unsupported.items() if v)
+                           if any(log.unsupported.values()) else "the profiled thread had no segment")
+                    if not held and log.created > 0:
+                        broken[why] = broken.get(why, 0) + 1
                     bad = 0
-                    if pir is not None:
+                    if pir is not None and iso is not None:
                         bad = sum(1 for _, _, lines, ns in iso.segments.tolist()
                                   if lines > 0 and not pir.segment_ok(int(lines), int(ns)))
                     discarded[n] += bad
-                    per_thread.append((float(iso.cpu_ns), bad == 0))
+                    per_thread.append((t_prof, bad == 0))
                     if i == 0:
-                        thread0[n].append(float(iso.cpu_ns))
-                    runs.append({"n": n, "rep": rep, "kind": "isolated", "profiled": i, "prof_cpu_ns": iso.cpu_ns,
-                                 "prof_mono_ns": iso.mono_ns, "segments": int(len(iso.segments)),
-                                 "discarded_segments": bad, "broken": iso.broken_why or None,
+                        r["thread0"].append((t_prof, log.serial_ns))
+                    runs.append({"n": n, "rep": rep, "kind": "isolated", "profiled": i, "prof_ns": t_prof,
+                                 "isolated": held, "prof_cpu_ns": iso.cpu_ns if iso is not None else None,
+                                 "segments": int(len(iso.segments)) if iso is not None else 0,
+                                 "discarded_segments": bad, "broken": why or None, "process_ns": log.process_ns,
                                  "pirate_bytes": w if pir is not None else 0})
                     tick(f"N={n} isolated thread {i}")
-                prof_all[n].append((max(t for t, _ in per_thread), all(ok for _, ok in per_thread)))
+                    if not held:  # the other threads would not isolate either: one run stands for all
+                        for _ in range(i + 1, n if profile == "all" else 1):
+                            tick(f"N={n} isolated (skipped)")
+                        break
+                r["prof"].append((max(t for t, _ in per_thread), all(ok for _, ok in per_thread), log.serial_ns))
 
+    whole = scope == "process" or (scope == "auto" and no_threads)
+
+    def times(pairs):
+        return [t + (serial if whole else 0) for t, serial in pairs]
+
+    meas = {n: times(r["meas"]) for n, r in raw.items()}
+    nosync = {n: times(r["nosync"]) for n, r in raw.items()}
     pirate_ns = {}
-    for n, vals in prof_all.items():
-        clean = [t for t, ok in vals if ok]
-        pirate_ns[n] = clean or [t for t, _ in vals]
+    for n, r in raw.items():
+        clean = [(t, s) for t, ok, s in r["prof"] if ok]
+        pirate_ns[n] = times(clean or [(t, s) for t, _, s in r["prof"]])
+    thread0 = {n: tuple(times(r["thread0"])) for n, r in raw.items()}
     stack = EklovStack.from_runs(meas[1], pirate_ns, nosync, meas, discarded=discarded)
     warns = warnings(p, unsupported, broken, isolated_runs)
+    if whole:
+        warns.insert(0, "times are whole runs (the serial part outside the parallel phase included"
+                     + (", because a run created no thread)" if scope == "auto" else ")"))
     return PirateStackResult(stack, p.argv, p.cache_bytes, p.cache.source, mod is not None and p.pirate_cpu is not None,
-                             profile, {n: tuple(v) for n, v in thread0.items()}, tuple(runs), tuple(warns))
+                             profile, thread0, tuple(runs), tuple(warns), "process" if whole else "phase")
 
 
 class _null:
@@ -282,8 +326,9 @@ def warnings(p: Plan, unsupported: Mapping[str, int], broken: Mapping[str, int],
         out.append(f"unsupported synchronization: the program uses {names}; waits on them are not measured, "
                    "so the sync component is underestimated (that waiting is counted as work)")
     for why, k in broken.items():
-        out.append(f"isolation ended early in {k} of {isolated_runs} isolated runs ({why}); the rest of those "
-                   "runs' profiled time was measured with the other threads running")
+        out.append(f"isolation was not possible in {k} of {isolated_runs} isolated runs ({why}); for those the "
+                   "no-sync estimate of a run beside the pirate, the program's other threads running, stands in "
+                   "for the isolated time (approximate pirate curve)")
     if max(p.counts) > 1 and not (p.pirate and p.pirate_cpu is not None):
         out.append("no cache pirate in this build: the isolated runs had the whole cache, so the cache component "
                    "is not measured (it shows up in memory)")

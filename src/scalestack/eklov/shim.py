@@ -87,6 +87,19 @@ class ShimLog:
         a, b = self.phase_bounds
         return b - a
 
+    @property
+    def process_ns(self) -> int:
+        return self.proc_end_ns - self.proc_start_ns
+
+    @property
+    def serial_ns(self) -> int:
+        """Time of the process outside the parallel phase (its Amdahl part)."""
+        return self.process_ns - self.phase_ns
+
+    def max_thread_cpu_ns(self) -> int:
+        """The busiest thread's CPU time (a thread still running at exit: its time up to then)."""
+        return max((t["cpu_ns"] for t in self.threads), default=0)
+
     def busy_ns(self) -> np.ndarray:
         """Per thread, its time in the phase less its lock, barrier and join waits (t_i - t_{l+b,i};
         the join is a barrier, so a thread that ends early simply stops counting) and less the
