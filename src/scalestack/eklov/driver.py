@@ -231,6 +231,7 @@ def measure(p: Plan, repeat: int = 3, *, profile: str = "all", scope: str = "aut
     broken: dict[str, int] = {}
     isolated_runs = 0
     no_threads = False
+    loads: list[float] = []
     tick = progress or (lambda label: None)
 
     for n in p.counts:
@@ -241,18 +242,22 @@ def measure(p: Plan, repeat: int = 3, *, profile: str = "all", scope: str = "aut
         discarded[n] = 0
         with (mod.Pirate(w, p.pirate_cpu) if use else _null()) as pir:
             for rep in range(repeat):
-                real = shim.threaded_log(shim.run(argv, "phase", timeout=timeout))
+                real_run = shim.run(argv, "phase", timeout=timeout)
+                loads.append(real_run.foreign_load)
+                real = shim.threaded_log(real_run)
                 no_threads |= real.created == 0
                 r["meas"].append((real.phase_ns, real.serial_ns))
                 runs.append({"n": n, "rep": rep, "kind": "real", "phase_ns": real.phase_ns,
-                             "process_ns": real.process_ns, "created": real.created})
+                             "process_ns": real.process_ns, "created": real.created,
+                             "foreign_load": real_run.foreign_load})
                 tick(f"N={n} real")
                 tim = shim.threaded_log(shim.run(argv, "timing", timeout=timeout))
                 r["nosync"].append((tim.nosync_ns(), tim.serial_ns))
                 for k, v in tim.unsupported.items():
                     unsupported[k] = max(unsupported.get(k, 0), v)
                 runs.append({"n": n, "rep": rep, "kind": "timing", "phase_ns": tim.phase_ns,
-                             "process_ns": tim.process_ns, "nosync_ns": tim.nosync_ns(), **tim.waits_ns()})
+                             "process_ns": tim.process_ns, "nosync_ns": tim.nosync_ns(), **tim.waits_ns(),
+                             "unsupported": dict(tim.unsupported)})
                 tick(f"N={n} timing")
                 per_thread = []
                 for i in (range(n) if profile == "all" else [0]):
@@ -302,6 +307,10 @@ def measure(p: Plan, repeat: int = 3, *, profile: str = "all", scope: str = "aut
     thread0 = {n: tuple(times(r["thread0"])) for n, r in raw.items()}
     stack = EklovStack.from_runs(meas[1], pirate_ns, nosync, meas, discarded=discarded)
     warns = warnings(p, unsupported, broken, isolated_runs)
+    busy = [x for x in loads if x == x]
+    if busy and float(np.median(busy)) > 0.05:
+        warns.insert(0, f"other processes used {float(np.median(busy)):.0%} of the CPUs during the real runs (median): "
+                     "wall-clock times are inflated and noisy; repeat when the machine is quiet")
     if whole:
         warns.insert(0, "times are whole runs (the serial part outside the parallel phase included"
                      + (", because a run created no thread)" if scope == "auto" else ")"))

@@ -138,6 +138,33 @@ class ShimRun:
     wall_ns: int
     log: ShimLog
     others: tuple[ShimLog, ...] = ()   # logs of child processes that also loaded the shim
+    foreign_load: float = float("nan")  # share of the machine's CPUs used by other processes meanwhile
+
+
+def _busy_ns() -> int | None:
+    """CPU time all processes of the machine have used since boot (/proc/stat, all but idle/iowait)."""
+    try:
+        with open("/proc/stat") as fh:
+            f = [int(x) for x in fh.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    return (sum(f) - f[3] - f[4]) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+
+
+def _children_cpu_ns() -> int:
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return int((r.ru_utime + r.ru_stime) * 1e9)
+
+
+def foreign_load(busy0: int | None, busy1: int | None, ours_ns: int, wall_ns: int) -> float:
+    """Share of all CPUs' time that processes other than ours used during a run (clock-tick
+    resolution, so short runs are coarse): the noise the wall-clock figures carry on a shared machine."""
+    if busy0 is None or busy1 is None or wall_ns <= 0:
+        return float("nan")
+    cpus = os.sysconf("SC_NPROCESSORS_ONLN")
+    return max(0.0, min(1.0, (busy1 - busy0 - ours_ns) / (wall_ns * cpus)))
 
 
 def parse_log(path: str) -> ShimLog:
@@ -219,6 +246,7 @@ def run(argv: list[str], mode: str = "timing", *, profile_thread: int = 0, profi
         if pirate_ctl:
             e["SCALESTACK_PIRATE_CTL"] = pirate_ctl
         out = subprocess.DEVNULL if quiet else None
+        busy0, ours0 = _busy_ns(), _children_cpu_ns()
         t0 = time.monotonic_ns()
         try:
             proc = subprocess.run(argv, env=e, stdout=out, stderr=subprocess.PIPE if quiet else None,
@@ -227,6 +255,7 @@ def run(argv: list[str], mode: str = "timing", *, profile_thread: int = 0, profi
             raise UserError(f"{shlex.join(argv)} did not finish within {timeout:.0f} s under the shim "
                             f"(mode {mode}); a thread may wait on one the isolation holds") from None
         wall = time.monotonic_ns() - t0
+        load = foreign_load(busy0, _busy_ns(), _children_cpu_ns() - ours0, wall)
         if proc.returncode != 0:
             err = (proc.stderr or b"").decode(errors="replace").strip().splitlines()
             raise UserError(f"{shlex.join(argv)} exited with status {proc.returncode} under the shim"
@@ -237,7 +266,7 @@ def run(argv: list[str], mode: str = "timing", *, profile_thread: int = 0, profi
         main = parse_log(log)
         others = tuple(parse_log(os.path.join(tmp, f)) for f in sorted(os.listdir(tmp))
                        if f.startswith("shim.json.") and ".tmp" not in f)
-    return ShimRun(proc.returncode, wall, main, others)
+    return ShimRun(proc.returncode, wall, main, others, load)
 
 
 def threaded_log(res: ShimRun) -> ShimLog:
