@@ -48,6 +48,7 @@ struct thr {
     pid_t tid;
     int64_t start, end, cpu_end;
     int64_t lock_wait, spin_wait, barrier_wait, join_wait, wake_ns;
+    int64_t wait_cpu;        /* CPU time spent inside the timed waits and waking unlocks */
     uint64_t lock_calls, lock_waits, barrier_calls, join_calls;
     uint32_t k;              /* barriers passed (isolation) */
     int ended;
@@ -315,8 +316,9 @@ int pthread_join(pthread_t th, void **ret) {
     struct thr *t = self();
     if (mode == M_ISOLATE && owner && !broken && LOAD(&g_created) <= profiled)
         break_isolation("the profiled thread was not created before the first pthread_join");
-    int64_t t0 = mono();
+    int64_t t0 = mono(), c0 = cpu();
     int rc = real_join(th, ret);
+    t->wait_cpu += cpu() - c0;
     int64_t t1 = mono();
     t->join_wait += t1 - t0;
     t->join_calls++;
@@ -344,11 +346,13 @@ int pthread_barrier_wait(pthread_barrier_t *b) {
         seg_begin();
         return rc;
     }
+    int64_t c0 = cpu();
     rc = real_barrier_wait(b);
     if (isolating(t)) {
         t->k++;
         gate(t);
     }
+    t->wait_cpu += cpu() - c0;
     t->barrier_wait += mono() - t0;
     t->barrier_calls++;
     return rc;
@@ -361,8 +365,9 @@ int pthread_mutex_lock(pthread_mutex_t *m) {
     t->lock_calls++;
     int rc = real_mutex_trylock(m);
     if (rc != EBUSY) return rc;
-    int64_t t0 = mono();
+    int64_t t0 = mono(), c0 = cpu();
     rc = real_mutex_lock(m);
+    t->wait_cpu += cpu() - c0;
     t->lock_wait += mono() - t0;
     t->lock_waits++;
     return rc;
@@ -374,8 +379,9 @@ int pthread_mutex_unlock(pthread_mutex_t *m) {
     resolve();
     if (mode < M_TIMING || __atomic_load_n(&m->__data.__lock, __ATOMIC_RELAXED) < 2) return real_mutex_unlock(m);
     struct thr *t = self();
-    int64_t t0 = mono();
+    int64_t t0 = mono(), c0 = cpu();
     int rc = real_mutex_unlock(m);
+    t->wait_cpu += cpu() - c0;
     t->wake_ns += mono() - t0;
     return rc;
 }
@@ -387,8 +393,9 @@ int pthread_spin_lock(pthread_spinlock_t *l) {
     t->lock_calls++;
     int rc = real_spin_trylock(l);
     if (rc != EBUSY) return rc;
-    int64_t t0 = mono();
+    int64_t t0 = mono(), c0 = cpu();
     rc = real_spin_lock(l);
+    t->wait_cpu += cpu() - c0;
     t->spin_wait += mono() - t0;
     t->lock_waits++;
     return rc;
@@ -477,11 +484,11 @@ static int64_t thread_cpu(pid_t tid) {
 static void put_thr(FILE *f, const struct thr *t, int64_t now, int last) {
     int64_t end = t->ended ? t->end : now;
     fprintf(f, "{\"idx\":%d,\"tid\":%d,\"start_ns\":%lld,\"end_ns\":%lld,\"ended\":%d,\"cpu_ns\":%lld,"
-               "\"lock_wait_ns\":%lld,\"spin_wait_ns\":%lld,\"barrier_wait_ns\":%lld,\"join_wait_ns\":%lld,\"wake_ns\":%lld,"
+               "\"lock_wait_ns\":%lld,\"spin_wait_ns\":%lld,\"barrier_wait_ns\":%lld,\"join_wait_ns\":%lld,\"wake_ns\":%lld,\"wait_cpu_ns\":%lld,"
                "\"lock_calls\":%llu,\"lock_waits\":%llu,\"barrier_calls\":%llu,\"join_calls\":%llu}%s\n",
             t->idx, (int)t->tid, (long long)t->start, (long long)end, t->ended, (long long)t->cpu_end,
             (long long)t->lock_wait, (long long)t->spin_wait, (long long)t->barrier_wait,
-            (long long)t->join_wait, (long long)t->wake_ns, (unsigned long long)t->lock_calls, (unsigned long long)t->lock_waits,
+            (long long)t->join_wait, (long long)t->wake_ns, (long long)t->wait_cpu, (unsigned long long)t->lock_calls, (unsigned long long)t->lock_waits,
             (unsigned long long)t->barrier_calls, (unsigned long long)t->join_calls, last ? "" : ",");
 }
 
