@@ -236,3 +236,12 @@ def test_bad_input_other_mistakes(ubs):
     assert "not a comma-separated list" in _bad("--threads", "a,b", "--", ubs["tiny"][0], "{threads}")
     assert "command not found" in _bad("--threads", "1", "--", "no-such-prog-xyz", "{threads}")
     assert "--repeat" in _bad("--repeat", "0", "--", ubs["tiny"][0], "{threads}")
+
+
+def test_instances_mode_needs_its_module(ubs):
+    try:
+        import scalestack.eklov.instances  # noqa: F401
+    except ImportError:
+        assert "multi-instance mode" in _bad("--instances", "1,2", "--", ubs["tiny"][0], "1")
+    else:
+        pytest.skip("the multi-instance mode is present (its own tests cover it)")
