@@ -49,7 +49,7 @@ def main() -> int:
     ap.add_argument("--threads", action="store_true", help="also the threaded stacks (needs the eklov shim)")
     args = ap.parse_args()
     repeat = args.repeat or (3 if args.quick else 5)
-    scale = 1 if args.quick else 2
+    scale = 1 if args.quick else 4
 
     from scalestack.eklov.instances import instance_stack
     from scalestack.eklov.pirate import effective_llc_bytes, llc_info

@@ -150,3 +150,17 @@ def test_self_check_flags_a_pirate_that_misses():
         with Streamer(other), Pirate(info.size_bytes, cpu) as big:
             missing = [_segment(big, 0.1) for _ in range(2)]
         assert not any(small.segment_ok(*s) for s in missing)
+
+
+def test_segment_context_drives_one_segment():
+    from scalestack.eklov import pirate as P
+
+    with P.Pirate(1 << 20, P.llc_info(0).cpus[-1]) as pir:
+        for k in range(2):
+            with pir.segment() as seg:
+                assert pir.state == P.SS_RUNNING and seg == {}
+                time.sleep(0.02)
+            assert pir.state == P.SS_PARKED and seg["lines"] > 0 and seg["ns"] > 0 and isinstance(seg["ok"], bool)
+            assert pir._u32(P._SEGMENT) == k + 1
+    with P.Pirate(1 << 20, 0, lockstep=False) as free, pytest.raises(ValueError), free.segment():
+        pass

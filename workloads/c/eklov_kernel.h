@@ -1,6 +1,8 @@
-/* Shared by the eklov_* cache/memory kernels: N threads, each with its own working set and the
- * same fixed work, no synchronization among them (so T_nosync = T_meas and the stack has only the
- * cache and memory components).  Usage: KERNEL THREADS [BYTES] [STEPS]; prints the run's time. */
+/* Shared by the eklov_* cache/memory kernels: N threads, each with its own working set of BYTES
+ * (so each thread wants the cache a single one had: a share C/N may not hold it) and STEPS/N of the
+ * fixed total work (strong scaling: T(1)/T(N) is the speedup), no synchronization among them (so
+ * T_nosync = T_meas and the stack has only the cache and memory components).
+ * Usage: KERNEL THREADS [BYTES] [STEPS]; prints the run's time. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sys/mman.h>
@@ -46,11 +48,12 @@ __attribute__((unused)) static void chain_lines(uint64_t *buf, uint64_t nlines, 
 static int kernel_main(int argc, char **argv, uint64_t default_bytes, uint64_t default_steps) {
     int n = argc > 1 ? atoi(argv[1]) : 1;
     bytes_per_thread = argc > 2 ? strtoull(argv[2], NULL, 10) : default_bytes;
-    steps_per_thread = argc > 3 ? strtoull(argv[3], NULL, 10) : default_steps;
-    if (n < 1 || n > 1024 || bytes_per_thread < 4096 || steps_per_thread < 1) {
-        fprintf(stderr, "usage: %s THREADS [BYTES>=4096] [STEPS]\n", argv[0]);
+    uint64_t steps = argc > 3 ? strtoull(argv[3], NULL, 10) : default_steps;
+    if (n < 1 || n > 1024 || bytes_per_thread < 4096 || steps < (uint64_t)n) {
+        fprintf(stderr, "usage: %s THREADS [BYTES>=4096] [STEPS>=THREADS]\n", argv[0]);
         return 2;
     }
+    steps_per_thread = steps / (uint64_t)n;
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
     pthread_t *t = calloc(n, sizeof *t);
@@ -58,7 +61,7 @@ static int kernel_main(int argc, char **argv, uint64_t default_bytes, uint64_t d
     for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
     clock_gettime(CLOCK_MONOTONIC, &b);
     printf("threads=%d bytes=%llu steps=%llu elapsed_ns=%lld\n", n, (unsigned long long)bytes_per_thread,
-           (unsigned long long)steps_per_thread,
+           (unsigned long long)steps,
            (long long)((b.tv_sec - a.tv_sec) * 1000000000LL + (b.tv_nsec - a.tv_nsec)));
     free(t);
     return 0;

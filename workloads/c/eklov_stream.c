@@ -1,6 +1,6 @@
 /* Memory kernel: sums a buffer much larger than the LLC in address order (default 128 MiB per
  * thread): it reuses nothing, so a pirate barely matters, but N copies share the DRAM bandwidth:
- * the memory component should dominate. STEPS = passes over the buffer. */
+ * the memory component should dominate. STEPS = passes over the buffer, split among the threads. */
 #include "eklov_kernel.h"
 
 static uint64_t kernel(int id, uint64_t bytes, uint64_t steps) {

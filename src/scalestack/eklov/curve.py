@@ -1,15 +1,17 @@
 """Stand-alone Cache Pirating: a program's time as a function of the cache it is left (spec §2.3).
 
-The target (single-threaded, or run with one thread) runs pinned to one CPU while a free-running
-pirate on a CPU sharing the LLC holds W bytes, so the target keeps about C - W. One run per W and
-repeat (the paper varies W within one run; separate runs are simpler to make reliable and cost only
-the program's start-up). Each run is checked by the pirate's time per line over the run. Where
+The target (single-threaded, or run with one thread) runs pinned to one CPU while a pirate on a CPU
+sharing the LLC holds W bytes, so the target keeps about C - W. One run per W and repeat, the
+repeats going round the sizes (the paper varies W within one run; separate runs are simpler to make
+reliable and cost only the program's start-up). Each run is one segment of a lockstep pirate driven
+from here (re-warmed before, parked after) and checked by the pirate's time per line over it. Where
 `perf stat` can count cycles, instructions and LLC misses, CPI(c) and bandwidth(c) are added;
 where it cannot (a VM, as here) the result says so once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -137,41 +139,37 @@ def pirate_curve(argv: Sequence[str], sizes: Sequence[int] | None = None, repeat
             fd, out = tempfile.mkstemp(suffix=".perf")
             os.close(fd)
             run = ["perf", "stat", "-x", ",", "-o", out, "-e", ",".join(_EVENTS), "--", *run]
-        before = pir.free_run_stats() if pir is not None else (0, 0)
-        t = co_run(run, [target], timeout, clock)[0]
-        after = pir.free_run_stats() if pir is not None else (0, 0)
-        ok = pir is None or pir.segment_ok(after[0] - before[0], after[1] - before[1])
+        if pir is None:
+            t, ok = co_run(run, [target], timeout, clock)[0], True
+        else:
+            with pir.segment() as seg:
+                t = co_run(run, [target], timeout, clock)[0]
+            ok = seg["ok"]
         counts = {}
         if out is not None:
             counts = _perf_counts(out)
             os.unlink(out)
         return t, ok, counts
 
-    times: dict[int, tuple[float, ...]] = {}
-    discarded: dict[int, int] = {}
-    perf: dict[int, tuple[dict, ...]] = {}
-    for w in sizes:
-        clean, flagged, cs = [], [], []
-        pirate = Pirate(w, pirate_cpu, lockstep=False, threshold=threshold) if w >= llc.line_bytes else None
-        with pirate if pirate is not None else _nothing():
-            for _ in range(repeat):
-                t, ok, counts = one(pirate)
-                (clean if ok else flagged).append(t)
-                cs.append(counts)
+    clean: dict[int, list[float]] = {w: [] for w in sizes}
+    flagged: dict[int, list[float]] = {w: [] for w in sizes}
+    cs: dict[int, list[dict]] = {w: [] for w in sizes}
+    with contextlib.ExitStack() as stack:
+        # one parked lockstep pirate per size, each re-warmed for its run: the repeats go round the
+        # sizes, so a slow spell of the shared machine touches every point of the curve alike
+        pirates = {w: stack.enter_context(Pirate(w, pirate_cpu, threshold=threshold)) if w >= llc.line_bytes else None
+                   for w in sizes}
+        for _ in range(repeat):
+            for w in sizes:
+                t, ok, counts = one(pirates[w])
+                (clean if ok else flagged)[w].append(t)
+                cs[w].append(counts)
                 tick(f"W={w / 2**20:.1f} MiB")
-        times[w], discarded[w] = tuple(clean or flagged), len(flagged)
-        if use_perf:
-            perf[w] = tuple(cs)
+    times = {w: tuple(clean[w] or flagged[w]) for w in sizes}
+    discarded = {w: len(flagged[w]) for w in sizes}
+    perf = {w: tuple(cs[w]) for w in sizes} if use_perf else {}
     return PirateCurve(tuple(argv), llc.size_bytes, llc.source, llc.line_bytes, tuple(sizes), times, discarded,
                        clock, perf, notice)
-
-
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return None
 
 
 def figure(curve: PirateCurve):

@@ -1,7 +1,7 @@
 """The multi-instance speedup stack: N copies of a single-threaded program (spec §1, §2.6; paper §5).
 
-No shim: Thr_pirate(N) comes from one instance run next to a free-running pirate holding C(N-1)/N of
-the LLC, Thr_meas(N) from N instances co-run, pinned round-robin over the CPUs. With no counters the
+No shim: Thr_pirate(N) comes from one instance run next to a pirate holding C(N-1)/N of the LLC
+(driven from here: re-warmed before each run, parked after it, checked per run), Thr_meas(N) from N instances co-run, pinned round-robin over the CPUs. With no counters the
 runs are fixed work and timed as processes (time per run replaces CPI/IPC, spec §3; by default
 their CPU time, since other jobs share this machine's CPUs), so
 Thr_pirate(N) = N T_alone / T_pirate(N) and Thr_meas(N) = N T_alone / mean_i T_i(N). There is no sync.
@@ -10,6 +10,7 @@ N = 1 needs no separate runs: a pirate of size 0 and one co-run instance are bot
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import threading
@@ -94,8 +95,8 @@ def instance_stack(argv: Sequence[str], counts: Sequence[int] = (1, 2), repeat: 
                    progress: Callable[[str], None] | None = None) -> EklovStack:
     """Cache and memory components for N copies of the single-threaded `argv` (mode="instances").
 
-    Each pirate run is checked by the pirate's time per line over that run (free-running mode); a
-    run it flags is counted in `discarded` and left out unless every run was flagged.
+    Each pirate run is one segment of a lockstep pirate, checked by its time per line over the run;
+    a run it flags is counted in `discarded` and left out unless every run was flagged.
     """
     from scalestack.eklov.pirate import Pirate, llc_info
 
@@ -118,40 +119,36 @@ def instance_stack(argv: Sequence[str], counts: Sequence[int] = (1, 2), repeat: 
         pirate_cpu = others[0]
     tick = progress or (lambda _label: None)
 
-    alone = []
-    for _ in range(repeat):
-        alone.append(co_run(argv, [target], timeout, clock)[0])
-        tick("alone")
-    pirate_ns: dict[int, tuple[float, ...]] = {}
-    meas_ns: dict[int, tuple[float, ...]] = {}
-    discarded: dict[int, int] = {}
+    sized = {n: pirate_size(c, n) for n in counts}
+    pirated = [n for n in counts if n > 1 and sized[n] >= llc.line_bytes]
+    alone: list[float] = []
+    clean: dict[int, list[float]] = {n: [] for n in pirated}
+    flagged: dict[int, list[float]] = {n: [] for n in pirated}
+    coruns: dict[int, list[float]] = {n: [] for n in counts if n > 1}
     ring = [target] + others
-    for n in counts:
-        w = pirate_size(c, n)
-        if n == 1 or w < llc.line_bytes:
-            pirate_ns[n], discarded[n] = tuple(alone), 0
-        else:
-            clean, flagged = [], []
-            with Pirate(w, pirate_cpu, lockstep=False, threshold=threshold) as pir:
-                for _ in range(repeat):
-                    l0, t0 = pir.free_run_stats()
-                    t = co_run(argv, [target], timeout, clock)[0]
-                    l1, t1 = pir.free_run_stats()
-                    (clean if pir.segment_ok(l1 - l0, t1 - t0) else flagged).append(t)
-                    tick(f"N={n} pirate")
-            pirate_ns[n], discarded[n] = tuple(clean or flagged), len(flagged)
-        if n == 1:
-            meas_ns[n] = tuple(alone)
-            continue
-        runs = []
+    with contextlib.ExitStack() as stack:
+        # one lockstep pirate per size, parked between runs: every repeat runs alone, beside each
+        # pirate and co-run in turn, so a slow spell of the machine touches all the curves alike
+        pirates = {n: stack.enter_context(Pirate(sized[n], pirate_cpu, threshold=threshold)) for n in pirated}
         for _ in range(repeat):
-            times = co_run(argv, [ring[i % len(ring)] for i in range(n)], timeout, clock)
-            runs.append(sum(times) / len(times))
-            tick(f"N={n} co-run")
-        meas_ns[n] = tuple(runs)
+            alone.append(co_run(argv, [target], timeout, clock)[0])
+            tick("alone")
+            for n in pirated:
+                with pirates[n].segment() as seg:
+                    t = co_run(argv, [target], timeout, clock)[0]
+                (clean if seg["ok"] else flagged)[n].append(t)
+                tick(f"N={n} pirate")
+            for n in coruns:
+                times = co_run(argv, [ring[i % len(ring)] for i in range(n)], timeout, clock)
+                coruns[n].append(sum(times) / len(times))
+                tick(f"N={n} co-run")
+    pirate_ns = {n: tuple(clean[n] or flagged[n]) if n in pirated else tuple(alone) for n in counts}
+    discarded = {n: len(flagged[n]) if n in pirated else 0 for n in counts}
+    meas_ns = {n: tuple(coruns[n]) if n > 1 else tuple(alone) for n in counts}
     return EklovStack.from_runs(alone, pirate_ns, None, meas_ns, mode="instances", discarded=discarded)
 
 
 def run_count(counts: Sequence[int], repeat: int) -> int:
-    """How many progress ticks instance_stack makes (for a progress bar)."""
+    """How many progress ticks instance_stack makes (for a progress bar); at most, as a pirate too
+    small to hold a line is not started."""
     return repeat * (1 + 2 * sum(1 for n in set(counts) if n > 1))

@@ -161,6 +161,29 @@ class Pirate:
                 raise UserError(f"the cache pirate did not reach state {want} within {timeout:g} s")
             time.sleep(0.0002)
 
+    @contextlib.contextmanager
+    def segment(self):
+        """Drive one segment from Python (what the shim does per segment): re-warm, run during the
+        block, park after it. Yields a dict that gets `lines`, `ns` and `ok` (the self-check) at the end."""
+        if not self.lockstep:
+            raise ValueError("segment() needs a lockstep pirate")
+        out: dict = {}
+        self._ctl_segment_bump()
+        self.command(SS_WARM)
+        self.wait_state(SS_WARMED)
+        self.command(SS_RUN)
+        self.wait_state(SS_RUNNING)
+        try:
+            yield out
+        finally:
+            self.command(SS_PARK)
+            self.wait_state(SS_PARKED)
+            lines, ns = self.segment_stats()
+            out.update(lines=lines, ns=ns, ok=self.segment_ok(lines, ns))
+
+    def _ctl_segment_bump(self) -> None:
+        struct.pack_into("<I", self._map, _SEGMENT, self._u32(_SEGMENT) + 1)
+
     def segment_stats(self) -> tuple[int, int]:
         """(lines, ns) the pirate stored for the last parked segment."""
         return self._u64(_LINES), self._u64(_NS)
