@@ -8,7 +8,8 @@ C is the *measured* cache (the knee of the pirate's own latency curve, pirate.ef
 on this VM sysfs reports 32 MiB but a program gets ~4-9 MiB of it (other tenants, slices), and a
 working set of 3/4 x 32 MiB misses alone. The sysfs-sized variant is printed too (full mode).
 Multi-instance stacks (instances.py, no shim); with --threads also the threaded stacks through the
-isolation shim when scalestack.eklov.driver is present. Medians of repeats; [min, max] is the
+isolation shim when scalestack.eklov.driver is present; in full mode the streaming co-runner's
+direct probe of the memory component (the program's slowdown beside a streamer). Medians of repeats; [min, max] is the
 spread over repeats. Run: python benchmarks/eklov_kernels.py [--quick] [--threads]
 """
 
@@ -82,6 +83,15 @@ def main() -> int:
             t1 = sorted(stack.t1_ns)[len(stack.t1_ns) // 2]
             print(f"  {'':34s} ({time.monotonic() - t0:.0f} s; T_alone median {t1 / 1e6:.0f} ms"
                   + (f" = {t1 / int(argv[3]):.1f} ns per step)" if "stream" not in label else ")"))
+        if not args.quick:
+            from scalestack.eklov.bandwidth import probe_memory
+
+            print(f"bandwidth probe (streamer on CPU {pcpu}, program on CPU 0, CPU time, {repeat} repeats):")
+            for label, argv, _ in kernels[:3]:
+                for r in probe_memory(argv, [1000.0, 0.0], repeat, cpu=0, streamer_cpu=pcpu):
+                    rate = "alone" if r["rate_mb_s"] is None else ("max" if r["rate_mb_s"] == 0 else f"{r['rate_mb_s']:.0f} MB/s")
+                    print(f"  {label:34s} streamer {rate:>9s}: achieved {r['achieved_mb_s']:7.0f} MB/s, "
+                          f"time {r['time_ns'] / 1e6:7.1f} ms, slowdown {r['slowdown']:.3f}")
         if args.threads:
             try:
                 from scalestack.eklov import driver

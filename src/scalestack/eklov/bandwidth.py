@@ -79,3 +79,31 @@ def stream_bandwidth(seconds: float = 0.5, cpu: int | None = None, rate_mb_s: fl
     with Streamer(cpu, rate_mb_s, size_bytes) as s:
         time.sleep(seconds)
     return s.achieved_mb_s
+
+
+def probe_memory(argv: list[str], rates_mb_s: list[float], repeat: int = 3, *, cpu: int = 0,
+                 streamer_cpu: int = 1, timeout: float = 600.0) -> list[dict]:
+    """The program's time (CPU time, pinned to `cpu`) alone and beside a streamer at each rate.
+
+    One row per rate (None = alone): the median time, its slowdown against alone and the bandwidth
+    the streamer achieved. A program that slows when bandwidth is taken from it is memory bound,
+    the direct probe of the memory component the spec's counter-free table asks for.
+    """
+    import numpy as np
+
+    from scalestack.eklov.instances import co_run
+
+    rows: dict = {None: [], **{r: [] for r in rates_mb_s}}
+    achieved: dict = {r: [] for r in rates_mb_s}
+    for _ in range(repeat):  # round the rates each repeat, so the machine's slow spells touch all
+        rows[None].append(co_run(argv, [cpu], timeout)[0])
+        for r in rates_mb_s:
+            with Streamer(streamer_cpu, r) as s:
+                rows[r].append(co_run(argv, [cpu], timeout)[0])
+            achieved[r].append(s.achieved_mb_s)
+    base = float(np.median(rows[None]))
+    out = [{"rate_mb_s": None, "achieved_mb_s": 0.0, "time_ns": base, "slowdown": 1.0}]
+    for r in rates_mb_s:
+        t = float(np.median(rows[r]))
+        out.append({"rate_mb_s": r, "achieved_mb_s": float(np.median(achieved[r])), "time_ns": t, "slowdown": t / base})
+    return out
