@@ -73,6 +73,14 @@ def test_protocol_round_trip_leaves_no_process():
             assert (lines, ns) != last
             last = (lines, ns)
             assert pir.segment_ok(lines, ns) in (True, False)
+        # a segment too short for the pirate to see SS_RUN: parked with its own (tiny) counts
+        pir.command(P.SS_WARM)
+        pir.wait_state(P.SS_WARMED)
+        pir.command(P.SS_RUN)
+        pir.command(P.SS_PARK)
+        pir.wait_state(P.SS_PARKED)
+        lines, ns = pir.segment_stats()
+        assert lines < last[0] and ns < last[1]
         ctl = pir.ctl_path
     for _ in range(100):
         if not _alive(pid):

@@ -190,6 +190,8 @@ static void run_lockstep(void) {
         case SS_WARM:
             if (LOAD(&ctl->state) != SS_WARMED) {
                 publish_reference(warm());
+                STORE(&ctl->seg_lines, 0); /* a segment too short to see SS_RUN parks with zeros, */
+                STORE(&ctl->seg_ns, 0);    /* not with the previous segment's counts */
                 set_state(SS_WARMED);
             }
             touch(CHUNK); /* keep it warm until told to run */
