@@ -1,0 +1,81 @@
+"""`scalestack pirate-stack`: cache, memory and sync components of the lost speedup, measured on this
+machine with thread isolation and a cache pirate (Eklov et al.; docs/eklov.md)."""
+
+from __future__ import annotations
+
+import click
+
+from scalestack.errors import UserError
+
+
+def _counts(text: str, opt: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"{opt} {text!r} is not a comma-separated list of integers") from None
+
+
+@click.command(context_settings={"ignore_unknown_options": True})
+@click.option("--threads", default="1,2", show_default=True, help="Thread counts, comma-separated.")
+@click.option("--repeat", default=3, type=int, show_default=True, help="Runs per configuration (medians used).")
+@click.option("--instances", help="Multi-instance mode: copies of a single-threaded CMD, e.g. 1,2.")
+@click.option("--profile", type=click.Choice(["all", "first"]), default="all", show_default=True,
+              help="Isolate every thread in turn (max_i) or only thread 0.")
+@click.option("--scope", type=click.Choice(["auto", "phase", "process"]), default="auto", show_default=True,
+              help="Time the parallel phase (first thread created to last joined) or the whole run.")
+@click.option("--cache-size", help="Cache size C to share out (default: the last-level cache from sysfs).")
+@click.option("--timeout", default=600.0, show_default=True, help="Seconds allowed per run.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("-o", "--output", "out_dir", help="Write the figures, report.html and report.json here.")
+@click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
+def command(threads, repeat, instances, profile, scope, cache_size, timeout, as_json, out_dir, cmd):
+    """Run CMD ({threads} is replaced by N) real, timed and isolated next to a cache pirate, and print
+    the speedup stack N = cache + memory + sync + measured."""
+    from rich.progress import Progress
+
+    from scalestack.eklov import driver
+
+    cmd = list(cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if repeat < 1:
+        raise UserError("--repeat must be at least 1")
+    cache_bytes = driver.parse_size(cache_size) if cache_size else None
+    if instances:
+        res = _instances(cmd, _counts(instances, "--instances"), repeat, cache_bytes)
+    else:
+        p = driver.plan(cmd, _counts(threads, "--threads"), cache_bytes=cache_bytes)
+        with Progress(transient=True) as prog:
+            task = prog.add_task("pirate-stack", total=driver.run_count(p.counts, repeat, profile))
+
+            def tick(label: str) -> None:
+                prog.update(task, advance=1, description=label)
+
+            res = driver.measure(p, repeat, profile=profile, scope=scope, timeout=timeout, progress=tick)
+    if out_dir:
+        from scalestack.eklov.report import write
+
+        write(res, out_dir)
+        click.echo(f"scalestack: wrote {out_dir}/report.html", err=True)
+    if as_json:
+        click.echo(res.to_json())
+        return
+    from scalestack.eklov.report import table_lines
+
+    for line in table_lines(res):
+        click.echo(line)
+
+
+def _instances(cmd, counts, repeat, cache_bytes):
+    try:
+        from scalestack.eklov.instances import instance_stack
+    except ImportError:
+        raise UserError("--instances needs the multi-instance mode (scalestack.eklov.instances), "
+                        "which this build does not have") from None
+    from scalestack.eklov.shim import check_preloadable
+
+    if not cmd:
+        raise UserError("no command: give 'scalestack pirate-stack --instances 1,2 -- CMD'")
+    check_preloadable(cmd)
+    kwargs = {"cache_bytes": cache_bytes} if cache_bytes else {}
+    return instance_stack(cmd, counts, repeat, **kwargs)
