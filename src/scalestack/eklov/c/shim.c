@@ -453,6 +453,12 @@ int sem_timedwait(sem_t *s, const struct timespec *ts) {
 
 /* ---- start and end of the process ---- */
 
+/* A child forked without exec keeps this image: it is not the process being measured. */
+static void forked_child(void) {
+    owner = 0;
+    ctl = NULL;
+}
+
 __attribute__((constructor)) static void shim_init(void) {
     resolve();
     proc_start = mono();
@@ -473,6 +479,7 @@ __attribute__((constructor)) static void shim_init(void) {
     p = getenv("SCALESTACK_PROFILE_CPU");
     prof_cpu = p && *p ? atoi(p) : -1;
     if (mode == M_ISOLATE && owner) pirate_open();
+    pthread_atfork(NULL, NULL, forked_child);
     reg(-1);
 }
 
