@@ -69,7 +69,7 @@ def test_protocol_round_trip_leaves_no_process():
             pir.command(P.SS_PARK)
             pir.wait_state(P.SS_PARKED)
             lines, ns = pir.segment_stats()
-            assert lines > 0 and 0.03e9 < ns < 5e9  # it ran about as long as the segment lasted
+            assert lines > 0 and 0 < ns < 5e9  # CPU time: at most the segment, less when descheduled
             assert (lines, ns) != last
             last = (lines, ns)
             assert pir.segment_ok(lines, ns) in (True, False)
@@ -119,3 +119,48 @@ def test_pirate_larger_than_llc_is_one_line_error():
     with pytest.raises(UserError) as err:
         Pirate(c + 64, 0)
     assert "larger than the last-level cache" in str(err.value) and "\n" not in str(err.value)
+
+
+def _segment(pir, seconds=0.05):
+    from scalestack.eklov import pirate as P
+
+    pir.command(P.SS_WARM)
+    pir.wait_state(P.SS_WARMED)
+    pir.command(P.SS_RUN)
+    pir.wait_state(P.SS_RUNNING)
+    time.sleep(seconds)
+    pir.command(P.SS_PARK)
+    pir.wait_state(P.SS_PARKED)
+    return pir.segment_stats()
+
+
+def test_self_check_flags_a_pirate_that_misses():
+    """A pirate whose lines come from memory (W = the whole LLC, which other tenants and the streamer
+    next to it share) is flagged against the reference of one whose set is resident (16 KiB, L1),
+    and a resident set's own segments pass.  (A streamer next to a small resident pirate does not
+    evict it on this machine: docs/pirate.md, measured there.)"""
+    from scalestack.eklov.bandwidth import Streamer
+    from scalestack.eklov.pirate import Pirate, llc_info
+
+    info = llc_info(0)
+    cpu, other = info.cpus[-1], info.cpus[0]
+    with Pirate(16 << 10, cpu) as small:
+        quiet = [_segment(small) for _ in range(3)]
+        assert sum(small.segment_ok(*s) for s in quiet) >= 2
+        with Streamer(other), Pirate(info.size_bytes, cpu) as big:
+            missing = [_segment(big, 0.1) for _ in range(2)]
+        assert not any(small.segment_ok(*s) for s in missing)
+
+
+def test_segment_context_drives_one_segment():
+    from scalestack.eklov import pirate as P
+
+    with P.Pirate(1 << 20, P.llc_info(0).cpus[-1]) as pir:
+        for k in range(2):
+            with pir.segment() as seg:
+                assert pir.state == P.SS_RUNNING and seg == {}
+                time.sleep(0.02)
+            assert pir.state == P.SS_PARKED and seg["lines"] > 0 and seg["ns"] > 0 and isinstance(seg["ok"], bool)
+            assert pir._u32(P._SEGMENT) == k + 1
+    with P.Pirate(1 << 20, 0, lockstep=False) as free, pytest.raises(ValueError), free.segment():
+        pass

@@ -111,7 +111,7 @@ class Pirate:
         self.pattern = pattern
         self.llc = llc
         self.ctl_path = ""
-        self.calib_ns_per_line = float("nan")
+        self._calib = float("nan")
         self._proc: subprocess.Popen | None = None
         self._map: mmap.mmap | None = None
 
@@ -121,6 +121,22 @@ class Pirate:
 
     def _u64(self, off: int) -> int:
         return struct.unpack_from("<Q", self._map, off)[0]
+
+    def reference_ns_per_line(self) -> float:
+        """The self-check's reference as the pirate publishes it now (see c/pirate.c)."""
+        return struct.unpack_from("<d", self._map, _CALIB)[0] if self._map is not None else self._calib
+
+    @property
+    def calib_ns_per_line(self) -> float:
+        """The pirate's calibrated ns per line with the set resident, alone: taken at start, then kept
+        current by the pirate (median with the warm-up passes of recent segments, target parked)."""
+        if self._map is not None:
+            self._calib = self.reference_ns_per_line()
+        return self._calib
+
+    @calib_ns_per_line.setter
+    def calib_ns_per_line(self, value: float) -> None:
+        self._calib = float(value)
 
     @property
     def state(self) -> int:
@@ -144,6 +160,29 @@ class Pirate:
             if time.monotonic() > deadline:
                 raise UserError(f"the cache pirate did not reach state {want} within {timeout:g} s")
             time.sleep(0.0002)
+
+    @contextlib.contextmanager
+    def segment(self):
+        """Drive one segment from Python (what the shim does per segment): re-warm, run during the
+        block, park after it. Yields a dict that gets `lines`, `ns` and `ok` (the self-check) at the end."""
+        if not self.lockstep:
+            raise ValueError("segment() needs a lockstep pirate")
+        out: dict = {}
+        self._ctl_segment_bump()
+        self.command(SS_WARM)
+        self.wait_state(SS_WARMED)
+        self.command(SS_RUN)
+        self.wait_state(SS_RUNNING)
+        try:
+            yield out
+        finally:
+            self.command(SS_PARK)
+            self.wait_state(SS_PARKED)
+            lines, ns = self.segment_stats()
+            out.update(lines=lines, ns=ns, ok=self.segment_ok(lines, ns))
+
+    def _ctl_segment_bump(self) -> None:
+        struct.pack_into("<I", self._map, _SEGMENT, self._u32(_SEGMENT) + 1)
 
     def segment_stats(self) -> tuple[int, int]:
         """(lines, ns) the pirate stored for the last parked segment."""
@@ -175,7 +214,7 @@ class Pirate:
                 time.sleep(0.001)
             if self._u32(_VERSION) != VERSION:
                 raise UserError(f"the cache pirate speaks protocol {self._u32(_VERSION)}, expected {VERSION}")
-            self.calib_ns_per_line = struct.unpack_from("<d", self._map, _CALIB)[0]
+            self._calib = self.reference_ns_per_line()
         except BaseException:
             self.__exit__(None, None, None)
             raise
@@ -227,3 +266,35 @@ def calibrate(size_bytes: int, cpu: int | None = None, pattern: str = "random") 
     if res.returncode != 0:
         raise UserError(f"pirate calibration failed: {res.stderr.strip() or res.returncode}")
     return float(res.stdout.strip())
+
+
+def effective_llc_bytes(cpu: int = 0, factor: float = 3.0) -> tuple[int, dict[int, float]]:
+    """The largest working set the pirate still finds resident, measured: (bytes, {W: ns per line}).
+
+    sysfs may describe a host's cache that this VM's CPUs share with other tenants, or the sum of
+    several slices; the knee of the pirate's own latency curve is what a program here actually gets.
+    A size is resident while its ns per line stays within `factor` x that of a set twice the L2 (an
+    LLC hit); the sizes go up by 1.5x from there to the sysfs size. Noisy: one measurement per size.
+    """
+    info = llc_info(cpu)
+    l2 = 0
+    base = os.path.dirname(info.source)
+    for entry in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+        try:
+            with open(os.path.join(base, entry, "level")) as fh:
+                if int(fh.read()) == 2:
+                    with open(os.path.join(base, entry, "size")) as fs:
+                        l2 = _size(fs.read())
+        except (OSError, ValueError):
+            continue
+    w = max(2 * l2, 1 << 20)
+    ref = calibrate(w, cpu)
+    seen = {w: ref}
+    best = w
+    while w < info.size_bytes:
+        w = min(info.size_bytes, int(w * 1.5) // (1 << 20) * (1 << 20))
+        seen[w] = calibrate(w, cpu)
+        if seen[w] > factor * ref:
+            break
+        best = w
+    return best, seen

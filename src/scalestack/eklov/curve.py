@@ -1,0 +1,227 @@
+"""Stand-alone Cache Pirating: a program's time as a function of the cache it is left (spec §2.3).
+
+The target (single-threaded, or run with one thread) runs pinned to one CPU while a pirate on a CPU
+sharing the LLC holds W bytes, so the target keeps about C - W. One run per W and repeat, the
+repeats going round the sizes (the paper varies W within one run; separate runs are simpler to make
+reliable and cost only the program's start-up). Each run is one segment of a lockstep pirate driven
+from here (re-warmed before, parked after) and checked by the pirate's time per line over it. Where
+`perf stat` can count cycles, instructions and LLC misses, CPI(c) and bandwidth(c) are added;
+where it cannot (a VM, as here) the result says so once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from scalestack.errors import UserError
+from scalestack.results import Result
+
+_EVENTS = ("cycles", "instructions", "LLC-load-misses")
+
+
+def counters_notice() -> str | None:
+    """None when perf can count cycles, instructions and LLC misses here, else why not (one line)."""
+    if shutil.which("perf") is None:
+        return "perf is not installed: time(cache size) only, no CPI(c) or bandwidth(c)"
+    try:
+        res = subprocess.run(["perf", "stat", "-x", ",", "-e", ",".join(_EVENTS), "true"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"perf stat failed ({exc}): time(cache size) only, no CPI(c) or bandwidth(c)"
+    bad = [e for e in _EVENTS if not any(line.split(",")[2:3] == [e] and line.split(",")[0][:1].isdigit()
+                                         for line in res.stderr.splitlines())]
+    if res.returncode != 0 or bad:
+        return (f"hardware counters not supported here (perf stat: {', '.join(bad) or 'error'}): "
+                "time(cache size) only, no CPI(c) or bandwidth(c)")
+    return None
+
+
+def _perf_counts(path: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    with open(path) as fh:
+        for line in fh:
+            parts = line.strip().split(",")
+            if len(parts) > 2 and parts[2] in _EVENTS and parts[0].replace(".", "", 1).isdigit():
+                out[parts[2]] = float(parts[0])
+    return out
+
+
+@dataclass(frozen=True)
+class PirateCurve(Result):
+    """time(cache size): per pirate size W, the repeats of the target's time with about C - W left."""
+
+    argv: tuple[str, ...]
+    llc_bytes: int
+    llc_source: str
+    line_bytes: int
+    sizes: tuple[int, ...]
+    times_ns: Mapping[int, tuple[float, ...]]
+    discarded: Mapping[int, int]
+    clock: str = "cpu"
+    counters: Mapping[int, tuple[dict, ...]] = field(default_factory=dict)
+    notice: str | None = None
+
+    kind = "pirate_curve"
+
+    def rows(self) -> list[dict]:
+        base = float(np.median(self.times_ns[self.sizes[0]])) if self.sizes else float("nan")
+        out = []
+        for w in self.sizes:
+            t = np.asarray(self.times_ns[w], dtype=float)
+            med = float(np.median(t))
+            row = {"pirate_bytes": w, "cache_bytes": self.llc_bytes - w, "time_ns": med,
+                   "time_min_ns": float(t.min()), "time_max_ns": float(t.max()),
+                   "slowdown": med / base, "discarded": int(self.discarded.get(w, 0)), "runs": int(t.size)}
+            cs = self.counters.get(w, ())
+            if cs:
+                cyc = np.median([c.get("cycles", np.nan) for c in cs])
+                ins = np.median([c.get("instructions", np.nan) for c in cs])
+                miss = np.median([c.get("LLC-load-misses", np.nan) for c in cs])
+                row["cpi"] = float(cyc / ins) if ins else float("nan")
+                row["bandwidth_mb_s"] = float(miss * self.line_bytes / med * 1e3)
+            out.append(row)
+        return out
+
+    def to_dict(self) -> dict:
+        return {"argv": list(self.argv), "llc_bytes": self.llc_bytes, "llc_source": self.llc_source,
+                "clock": self.clock, "notice": self.notice, "rows": self.rows(),
+                "times_ns": {str(w): list(v) for w, v in self.times_ns.items()}}
+
+
+def default_sizes(llc_bytes: int, line: int = 64) -> list[int]:
+    """W = 0, C/2, 3C/4, 7C/8, 15C/16 and C (less a line): most points where the target's share is small."""
+    return [0, llc_bytes // 2, 3 * llc_bytes // 4, 7 * llc_bytes // 8, 15 * llc_bytes // 16, llc_bytes - line]
+
+
+def pirate_curve(argv: Sequence[str], sizes: Sequence[int] | None = None, repeat: int = 3, *,
+                 cpu: int | None = None, pirate_cpu: int | None = None, threshold: float = 1.5,
+                 clock: str = "cpu", timeout: float = 600.0, counters: bool | None = None,
+                 progress: Callable[[str], None] | None = None) -> PirateCurve:
+    """Run `argv` next to a pirate of each size in `sizes` (bytes; default default_sizes)."""
+    from scalestack.eklov.instances import _cpus, co_run
+    from scalestack.eklov.pirate import Pirate, llc_info
+
+    if not argv:
+        raise UserError("no command: give 'scalestack pirate-curve -- CMD'")
+    if repeat < 1:
+        raise UserError("--repeat must be at least 1")
+    llc = llc_info(0 if cpu is None else cpu)
+    sizes = sorted({int(w) for w in (sizes if sizes is not None else default_sizes(llc.size_bytes, llc.line_bytes))})
+    for w in sizes:
+        if w < 0:
+            raise UserError(f"pirate size {w} is negative")
+        if w > llc.size_bytes:
+            raise UserError(f"pirate size {w / 2**20:.1f} MiB is larger than the last-level cache "
+                            f"({llc.size_bytes / 2**20:.1f} MiB, {llc.source}); give sizes up to the cache size")
+    cpus = _cpus(llc.cpus)
+    target = cpus[0] if cpu is None else cpu
+    if pirate_cpu is None:
+        others = [c for c in cpus if c != target]
+        if not others and any(w > 0 for w in sizes):
+            raise UserError("the pirate needs a second CPU sharing the last-level cache; only one is available")
+        pirate_cpu = others[0] if others else None
+    notice = counters_notice() if counters is None or counters else None
+    use_perf = counters is not False and notice is None
+    tick = progress or (lambda _label: None)
+
+    def one(pir) -> tuple[float, bool, dict]:
+        run = list(argv)
+        out = None
+        if use_perf:
+            fd, out = tempfile.mkstemp(suffix=".perf")
+            os.close(fd)
+            run = ["perf", "stat", "-x", ",", "-o", out, "-e", ",".join(_EVENTS), "--", *run]
+        if pir is None:
+            t, ok = co_run(run, [target], timeout, clock)[0], True
+        else:
+            with pir.segment() as seg:
+                t = co_run(run, [target], timeout, clock)[0]
+            ok = seg["ok"]
+        counts = {}
+        if out is not None:
+            counts = _perf_counts(out)
+            os.unlink(out)
+        return t, ok, counts
+
+    clean: dict[int, list[float]] = {w: [] for w in sizes}
+    flagged: dict[int, list[float]] = {w: [] for w in sizes}
+    cs: dict[int, list[dict]] = {w: [] for w in sizes}
+    with contextlib.ExitStack() as stack:
+        # one parked lockstep pirate per size, each re-warmed for its run: the repeats go round the
+        # sizes, so a slow spell of the shared machine touches every point of the curve alike
+        pirates = {w: stack.enter_context(Pirate(w, pirate_cpu, threshold=threshold)) if w >= llc.line_bytes else None
+                   for w in sizes}
+        for _ in range(repeat):
+            for w in sizes:
+                t, ok, counts = one(pirates[w])
+                (clean if ok else flagged)[w].append(t)
+                cs[w].append(counts)
+                tick(f"W={w / 2**20:.1f} MiB")
+    times = {w: tuple(clean[w] or flagged[w]) for w in sizes}
+    discarded = {w: len(flagged[w]) for w in sizes}
+    perf = {w: tuple(cs[w]) for w in sizes} if use_perf else {}
+    return PirateCurve(tuple(argv), llc.size_bytes, llc.source, llc.line_bytes, tuple(sizes), times, discarded,
+                       clock, perf, notice)
+
+
+def figure(curve: PirateCurve):
+    """time(cache size) (and CPI/bandwidth when counted), the paper's stand-alone curves."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = sorted(curve.rows(), key=lambda r: r["cache_bytes"])
+    x = [r["cache_bytes"] / 2**20 for r in rows]
+    has_cpi = any("cpi" in r for r in rows)
+    fig, axes = plt.subplots(1, 3 if has_cpi else 1, figsize=(11 if has_cpi else 5.5, 3.6), squeeze=False)
+    ax = axes[0][0]
+    med = [r["time_ns"] / 1e6 for r in rows]
+    err = [[m - r["time_min_ns"] / 1e6 for m, r in zip(med, rows, strict=True)],
+           [r["time_max_ns"] / 1e6 - m for m, r in zip(med, rows, strict=True)]]
+    ax.errorbar(x, med, yerr=err, marker="o", capsize=3, color="#1f77b4")
+    for xi, mi, r in zip(x, med, rows, strict=True):
+        if r["discarded"]:
+            ax.annotate(f"{r['discarded']} flagged", (xi, mi), fontsize=7, color="#d62728")
+    ax.set_xlabel("cache left to the program (MiB, C - W)")
+    ax.set_ylabel(f"time per run ({curve.clock}, ms)")
+    ax.set_title("time(cache size)")
+    ax.grid(alpha=0.3)
+    if has_cpi:
+        axes[0][1].plot(x, [r.get("cpi", np.nan) for r in rows], marker="o")
+        axes[0][1].set_title("CPI(c)")
+        axes[0][2].plot(x, [r.get("bandwidth_mb_s", np.nan) for r in rows], marker="o")
+        axes[0][2].set_title("bandwidth(c), MB/s")
+        for a in axes[0][1:]:
+            a.set_xlabel("cache left (MiB)")
+            a.grid(alpha=0.3)
+    if curve.notice:
+        fig.text(0.01, -0.02, curve.notice, fontsize=7, color="#555555", ha="left", va="top")
+    fig.tight_layout()
+    return fig
+
+
+def write(curve: PirateCurve, out_dir: str) -> list[str]:
+    """pirate_curve.json, .png and .svg in `out_dir`, each written whole or not at all."""
+    from scalestack.fileio import atomic_write
+    from scalestack.report.figures import render
+
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise UserError(f"{out_dir} exists and is not a directory; give a directory for the output")
+    os.makedirs(out_dir, exist_ok=True)
+    paths = []
+    atomic_write(os.path.join(out_dir, "pirate_curve.json"), curve.to_json().encode())
+    paths.append(os.path.join(out_dir, "pirate_curve.json"))
+    for fmt in ("png", "svg"):
+        path = os.path.join(out_dir, f"pirate_curve.{fmt}")
+        atomic_write(path, render(figure(curve), fmt))
+        paths.append(path)
+    return paths

@@ -1,0 +1,31 @@
+"""benchmarks/eklov_kernels.py --quick runs and prints the stack of each kernel for N = 1 and 2."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from ..conftest import ROOT
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None or len(os.sched_getaffinity(0)) < 2
+                    or not os.path.isdir("/sys/devices/system/cpu/cpu0/cache"),
+                    reason="needs gcc, two CPUs and a sysfs cache description")
+def test_eklov_kernels_quick():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "eklov_kernels.py"), "--quick"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "measured cache C =" in out and "LLC from sysfs" in out
+    for kernel in ("fit_l1", "fit_llc", "stream"):
+        rows = [ln for ln in out.splitlines() if ln.strip().startswith(kernel) and " N=" in ln]
+        assert [re.search(r"N=(\d)", ln).group(1) for ln in rows] == ["1", "2"], out
+        assert all("cache" in ln and "memory" in ln and "[" in ln for ln in rows)
+    one = [ln for ln in out.splitlines() if " N=1 " in ln]
+    assert all("cache  +0.00" in ln and "memory  +0.00" in ln for ln in one)  # N = 1 is alone by definition
+    print(out)
