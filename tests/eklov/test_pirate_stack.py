@@ -243,5 +243,10 @@ def test_instances_mode_needs_its_module(ubs):
         import scalestack.eklov.instances  # noqa: F401
     except ImportError:
         assert "multi-instance mode" in _bad("--instances", "1,2", "--", ubs["tiny"][0], "1")
-    else:
-        pytest.skip("the multi-instance mode is present (its own tests cover it)")
+    else:  # present (the pirate branch): the command drives it and prints/saves the same way
+        proc = _cli("pirate-stack", "--instances", "1,2", "--repeat", "1", "--json", "--", ubs["tiny"][0], "1", "5")
+        assert proc.returncode == 0, proc.stderr
+        d = json.loads(proc.stdout)
+        assert d["mode"] == "instances"
+        _check_rows(d["rows"], [1, 2])
+        assert all(r["sync"] == 0 for r in d["rows"])
