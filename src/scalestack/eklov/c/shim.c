@@ -318,6 +318,8 @@ int pthread_join(pthread_t th, void **ret) {
     struct thr *t = self();
     if (mode == M_ISOLATE && owner && !broken && LOAD(&g_created) <= profiled)
         break_isolation("the profiled thread was not created before the first pthread_join");
+    if (isolating(t) && t->idx == profiled)  /* it may wait for a held thread */
+        break_isolation("the profiled thread joined another thread");
     int64_t t0 = mono(), c0 = cpu();
     int rc = real_join(th, ret);
     t->wait_cpu += cpu() - c0;
