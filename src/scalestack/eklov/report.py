@@ -31,6 +31,9 @@ def table_lines(res, title: str | None = None) -> list[str]:
                    f"{comp} {r['discarded']:>9}")
     out.append("components: value [lowest, highest over the repeats]; negative values are measurement error, "
                "shown as measured")
+    if getattr(res, "profile", "") == "all" and any(r["n"] > 1 for r in rows):
+        out.append("S_pirate is the slowest profiled thread's (max_i); thread 0 alone: "
+                   + ", ".join(f"N={r['n']} {r['s_pirate_thread0']:.2f}" for r in rows if r["n"] > 1))
     out.extend(f"warning: {w}" for w in warns)
     return out
 
