@@ -93,13 +93,12 @@ def test_nosync_estimate_within_5_percent_of_sync_compiled_out(ubs, ub):
     assert plain > 1.2 * r
 
 
-# CPU time is immune to other jobs taking the CPUs, not to them thrashing the caches: when the machine
-# is busy the memory-bound ubs' threads, which sleep and wake at the lock, lose their cached data
-# more often than the sync-free build's (measured under 75-85% foreign load: ub-tiny -0.2..+0.4%,
-# ub-seq -1.9..+5.9%, ub-rnd +3.0..+15.8%). The strict 5% holds for the compute-bound ub-tiny
-# always, and for all three on a quiet machine (the wall-clock test above); for the memory-bound two
-# this check only catches gross errors (leaving out the waking unlocks made ub-tiny +35%).
-CPU_TOLERANCE = {"tiny": 0.05, "rnd": 0.25, "seq": 0.25}
+# CPU time is immune to other jobs taking the CPUs, not to them thrashing the caches, and it charges
+# the lock's cache-line transfers (uncontended trylocks, unlocks) to work. Measured (medians, N = 2):
+# ub-tiny +1.0..+7.8%, ub-seq -1.9..+9.3%, ub-rnd -6.3..+15.8%, quiet or loaded. So this check only
+# catches gross errors (leaving out the waking unlocks made ub-tiny +35%); the paper's 5% is the
+# wall-clock test above, which needs a quiet machine.
+CPU_TOLERANCE = {"tiny": 0.12, "rnd": 0.25, "seq": 0.25}
 
 
 @pytest.mark.parametrize("ub", UBS)
