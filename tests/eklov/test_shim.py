@@ -176,3 +176,41 @@ def test_missing_command_and_failing_program(tmp_path):
         shim.run(["no-such-program-xyz"], "timing")
     with pytest.raises(UserError, match="status 3"):
         shim.run(["sh", "-c", "exit 3"], "timing")
+
+
+def test_forked_child_does_not_overwrite_the_log(tmp_path):
+    src = tmp_path / "f.c"
+    src.write_text(r"""
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static void *w(void *a) { usleep(20000); return a; }
+int main(void) { pthread_t t; pthread_create(&t, NULL, w, NULL); pthread_join(t, NULL);
+  pid_t p = fork(); if (p == 0) exit(0); waitpid(p, NULL, 0); return 0; }
+""")
+    exe = tmp_path / "f"
+    subprocess.run(["gcc", "-O1", "-pthread", str(src), "-o", str(exe)], check=True)
+    res = shim.run([str(exe)], "timing")
+    assert res.log.created == 1 and res.log.phase_ns >= 20 * MS
+    assert len(res.others) == 1 and res.others[0].pid != res.log.pid  # the child wrote its own file
+    assert shim.threaded_log(res) is res.log
+
+
+def test_profiled_thread_joining_a_held_thread_does_not_hang(tmp_path):
+    # thread 0 (profiled) creates thread 2 and joins it: thread 2 is held at its start, so isolation
+    # must give way instead of deadlocking
+    src = tmp_path / "j.c"
+    src.write_text(r"""
+#include <pthread.h>
+#include <unistd.h>
+static void *leaf(void *a) { usleep(1000); return a; }
+static void *w0(void *a) { pthread_t t; pthread_create(&t, NULL, leaf, NULL); pthread_join(t, NULL); return a; }
+int main(void) { pthread_t a, b; pthread_create(&a, NULL, w0, NULL); pthread_create(&b, NULL, leaf, NULL);
+  pthread_join(a, NULL); pthread_join(b, NULL); return 0; }
+""")
+    exe = tmp_path / "j"
+    subprocess.run(["gcc", "-O1", "-pthread", str(src), "-o", str(exe)], check=True)
+    log = shim.run([str(exe)], "isolate", profile_thread=0, timeout=30).log
+    assert log.created == 3 and log.isolation.broken
+    assert log.isolation.broken_why == "the profiled thread joined another thread"

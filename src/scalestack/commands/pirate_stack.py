@@ -3,6 +3,8 @@ machine with thread isolation and a cache pirate (Eklov et al.; docs/eklov.md)."
 
 from __future__ import annotations
 
+import shlex
+
 import click
 
 from scalestack.errors import UserError
@@ -41,8 +43,9 @@ def command(threads, repeat, instances, profile, scope, cache_size, timeout, as_
     if repeat < 1:
         raise UserError("--repeat must be at least 1")
     cache_bytes = driver.parse_size(cache_size) if cache_size else None
+    title = shlex.join(cmd)
     if instances:
-        res = _instances(cmd, _counts(instances, "--instances"), repeat, cache_bytes)
+        res = _instances(cmd, _counts(instances, "--instances"), repeat, cache_bytes, timeout)
     else:
         p = driver.plan(cmd, _counts(threads, "--threads"), cache_bytes=cache_bytes)
         with Progress(transient=True) as prog:
@@ -55,18 +58,18 @@ def command(threads, repeat, instances, profile, scope, cache_size, timeout, as_
     if out_dir:
         from scalestack.eklov.report import write
 
-        write(res, out_dir)
+        write(res, out_dir, title)
         click.echo(f"scalestack: wrote {out_dir}/report.html", err=True)
     if as_json:
         click.echo(res.to_json())
         return
     from scalestack.eklov.report import table_lines
 
-    for line in table_lines(res):
+    for line in table_lines(res, title):
         click.echo(line)
 
 
-def _instances(cmd, counts, repeat, cache_bytes):
+def _instances(cmd, counts, repeat, cache_bytes, timeout):
     try:
         from scalestack.eklov.instances import instance_stack
     except ImportError:
@@ -77,5 +80,12 @@ def _instances(cmd, counts, repeat, cache_bytes):
     if not cmd:
         raise UserError("no command: give 'scalestack pirate-stack --instances 1,2 -- CMD'")
     check_preloadable(cmd)
-    kwargs = {"cache_bytes": cache_bytes} if cache_bytes else {}
-    return instance_stack(cmd, counts, repeat, **kwargs)
+    from rich.progress import Progress
+
+    with Progress(transient=True) as prog:
+        task = prog.add_task("pirate-stack --instances", total=None)
+
+        def tick(label: str) -> None:
+            prog.update(task, advance=1, description=label)
+
+        return instance_stack(cmd, counts, repeat, cache_bytes=cache_bytes, timeout=timeout, progress=tick)

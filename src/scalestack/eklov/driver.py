@@ -5,8 +5,8 @@ Per thread count N and repeat:
   real      the shim in "phase" mode (create/join timestamps only): T(N) is the parallel phase;
   timing    the shim times every lock, barrier and join wait: T_nosync(N) = max_i (t_i - t_{l+b,i});
   isolated  the shim runs one profiled thread alone between barriers, next to a pirate holding
-            W = C (N-1)/N of the last-level cache: T_prof(N) is that thread's time in its
-            segments.  `profile="all"` profiles each thread in its own run and keeps max_i (the
+            W = C (N-1)/N of the last-level cache: T_prof(N) is that thread's CPU time in its
+            segments, and S_pirate(N) = T_prof(1) / T_prof(N).  `profile="all"` profiles each thread in its own run and keeps max_i (the
             slowest-thread rule, spec [our choice]); thread 0's time is kept too.
 Bad input is refused before anything runs: a program LD_PRELOAD cannot enter, a thread count above
 the cores isolation can use, a pirate larger than the last-level cache.
@@ -194,19 +194,20 @@ def run_count(counts: Sequence[int], repeat: int, profile: str) -> int:
 
 
 def _isolated_time(log: shim.ShimLog) -> tuple[int, bool]:
-    """T_prof of one isolated run in the phase, and whether isolation held.
+    """T_prof of one isolated run in CPU time, and whether isolation held.
 
-    Held: the profiled thread's monotonic time summed over its segments between barriers (wall
-    time, like T(1) and T(N): on a machine shared with other jobs, mixing CPU time with wall time
-    would bias the ratio; its CPU time is kept in the runs). Isolation does not hold when the
-    profiled thread waited on a condition variable or was never created, or when the program uses
-    primitives the method does not support at all (a held thread may be the one a condition
-    variable waits for). Then the no-sync estimate of that run (the shim times waits in it, and
-    the pirate ran beside it) stands in: contention among the program's own threads included."""
+    Held: the profiled thread's CPU time summed over its segments between barriers (the counter-free
+    stand-in for the paper's unhalted cycles; its monotonic time is kept in the runs). Isolation
+    does not hold when the profiled thread waited on a condition variable or was never created, or
+    when the program uses primitives the method does not support at all (a held thread may be the
+    one a condition variable waits for). Then the CPU-time no-sync estimate of that run stands in
+    (per thread, CPU time less the CPU spent inside waits; the pirate ran beside it, and so did the
+    program's other threads). CPU time, because in that run the threads and the pirate compete for
+    the cores, and other jobs on the machine do too; the curve is a ratio of CPU times."""
     iso = log.isolation
     if iso is not None and not iso.broken and len(iso.segments) and not any(log.unsupported.values()):
-        return iso.mono_ns, True
-    return log.nosync_ns(), False
+        return iso.cpu_ns, True
+    return log.nosync_cpu_ns(), False
 
 
 def measure(p: Plan, repeat: int = 3, *, profile: str = "all", scope: str = "auto", timeout: float | None = 600,
@@ -282,7 +283,7 @@ def measure(p: Plan, repeat: int = 3, *, profile: str = "all", scope: str = "aut
                     if i == 0:
                         r["thread0"].append((t_prof, log.serial_ns))
                     runs.append({"n": n, "rep": rep, "kind": "isolated", "profiled": i, "prof_ns": t_prof,
-                                 "isolated": held, "prof_cpu_ns": iso.cpu_ns if iso is not None else None,
+                                 "isolated": held, "prof_mono_ns": iso.mono_ns if iso is not None else None,
                                  "segments": int(len(iso.segments)) if iso is not None else 0,
                                  "discarded_segments": bad, "broken": why or None, "process_ns": log.process_ns,
                                  "pirate_bytes": w if pir is not None else 0})
@@ -300,11 +301,20 @@ def measure(p: Plan, repeat: int = 3, *, profile: str = "all", scope: str = "aut
 
     meas = {n: times(r["meas"]) for n, r in raw.items()}
     nosync = {n: times(r["nosync"]) for n, r in raw.items()}
+    # T_prof is CPU time: S_pirate(N) = T_prof(1) / T_prof(N) in CPU time, expressed as wall-clock
+    # equivalents (scaled by T(1) / T_prof(1)) so the stack's one T(1) serves every curve.
+    t1_cpu = float(np.median([t for t, _, _ in raw[1]["prof"]]))
+    t1_wall = float(np.median([t for t, _ in raw[1]["meas"]]))
+    scale = t1_wall / t1_cpu if t1_cpu > 0 else 1.0
+
+    def prof_times(pairs):
+        return times([(t * scale, serial) for t, serial in pairs])
+
     pirate_ns = {}
     for n, r in raw.items():
         clean = [(t, s) for t, ok, s in r["prof"] if ok]
-        pirate_ns[n] = times(clean or [(t, s) for t, _, s in r["prof"]])
-    thread0 = {n: tuple(times(r["thread0"])) for n, r in raw.items()}
+        pirate_ns[n] = prof_times(clean or [(t, s) for t, _, s in r["prof"]])
+    thread0 = {n: tuple(prof_times(r["thread0"])) for n, r in raw.items()}
     stack = EklovStack.from_runs(meas[1], pirate_ns, nosync, meas, discarded=discarded)
     warns = warnings(p, unsupported, broken, isolated_runs)
     busy = [x for x in loads if x == x]
@@ -336,7 +346,7 @@ def warnings(p: Plan, unsupported: Mapping[str, int], broken: Mapping[str, int],
                    "so the sync component is underestimated (that waiting is counted as work)")
     for why, k in broken.items():
         out.append(f"isolation was not possible in {k} of {isolated_runs} isolated runs ({why}); for those the "
-                   "no-sync estimate of a run beside the pirate, the program's other threads running, stands in "
+                   "CPU-time no-sync estimate of a run beside the pirate, the program's other threads running, stands in "
                    "for the isolated time (approximate pirate curve)")
     if max(p.counts) > 1 and not (p.pirate and p.pirate_cpu is not None):
         out.append("no cache pirate in this build: the isolated runs had the whole cache, so the cache component "

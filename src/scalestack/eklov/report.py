@@ -8,18 +8,18 @@ import shlex
 from scalestack.eklov.stack import EklovStack
 
 
-def _parts(res) -> tuple[EklovStack, list[dict], list[str], str]:
+def _parts(res, title: str | None = None) -> tuple[EklovStack, list[dict], list[str], str]:
     stack = getattr(res, "stack", res)
     rows = res.rows()
     warns = list(getattr(res, "warnings", ()))
     cmd = getattr(res, "command", None)
-    title = shlex.join(cmd) if cmd else "multi-instance run"
+    title = title or (shlex.join(cmd) if cmd else "multi-instance run")
     return stack, rows, warns, title
 
 
-def table_lines(res) -> list[str]:
+def table_lines(res, title: str | None = None) -> list[str]:
     """The printed table: the four curves, the components with their run-to-run range, discards."""
-    stack, rows, warns, title = _parts(res)
+    stack, rows, warns, title = _parts(res, title)
     noun = "instances" if stack.mode == "instances" else "threads"
     out = [f"speedup stack of {title} ({noun}; medians of {len(stack.t1_ns)} repeats, T(1) = "
            f"{sorted(stack.t1_ns)[len(stack.t1_ns) // 2] / 1e6:.1f} ms)",
@@ -31,15 +31,18 @@ def table_lines(res) -> list[str]:
                    f"{comp} {r['discarded']:>9}")
     out.append("components: value [lowest, highest over the repeats]; negative values are measurement error, "
                "shown as measured")
+    if getattr(res, "profile", "") == "all" and any(r["n"] > 1 for r in rows):
+        out.append("S_pirate is the slowest profiled thread's (max_i); thread 0 alone: "
+                   + ", ".join(f"N={r['n']} {r['s_pirate_thread0']:.2f}" for r in rows if r["n"] > 1))
     out.extend(f"warning: {w}" for w in warns)
     return out
 
 
-def section(res):
+def section(res, title: str | None = None):
     from scalestack.report import Section
     from scalestack.report.eklov_figures import eklov_curves, eklov_stacks
 
-    stack, rows, warns, title = _parts(res)
+    stack, rows, warns, title = _parts(res, title)
     top = rows[-1]
     parts = sorted(((top[c], c) for c in ("cache", "memory", "sync")), reverse=True)
     summary = [f"At N = {top['n']} the measured speedup is {top['s_meas']:.2f}; of the {top['n'] - top['s_meas']:.2f} "
@@ -56,13 +59,13 @@ def section(res):
     return Section("eklov", "Speedup stack from isolation and cache pirating", summary, rows, cols, figs, res.to_dict())
 
 
-def write(res, out_dir: str) -> dict[str, str]:
+def write(res, out_dir: str, title: str | None = None) -> dict[str, str]:
     """report.html, report.json and the two figures (PNG + SVG) in out_dir."""
     from scalestack.report import Report, write_report
 
-    stack, rows, warns, title = _parts(res)
+    stack, rows, warns, title = _parts(res, title)
     os.makedirs(out_dir, exist_ok=True)
     top = stack.counts[-1]
     facts = {"command": title, "mode": stack.mode, "repeats": len(stack.t1_ns), "threads": top,
              "wall_ns": int(sorted(stack.meas_ns[top])[len(stack.meas_ns[top]) // 2])}  # the phase at the largest N
-    return write_report(Report(f"Eklov speedup stack: {title}", facts, [], [section(res)]), out_dir)
+    return write_report(Report(f"Eklov speedup stack: {title}", facts, [], [section(res, title)]), out_dir)

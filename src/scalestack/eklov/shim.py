@@ -116,10 +116,15 @@ class ShimLog:
 
     def nosync_cpu_ns(self) -> int:
         """The no-sync estimate in CPU time, robust to other jobs on the machine: per created thread,
-        its CPU time less the CPU time it spent inside waits and waking unlocks; the slowest thread.
+        its CPU time less the CPU time it spent inside waits and waking unlocks (for the thread that
+        created them, only from its first pthread_create to its last join); the slowest thread.
         On a quiet machine with a core per thread it matches `nosync_ns`; compare it with
         `max_thread_cpu_ns(created_only=True)` of the program with its synchronization removed."""
         busy = [t["cpu_ns"] - t.get("wait_cpu_ns", 0) for t in self.threads if t["idx"] >= 0]
+        for t in self.threads:  # a thread that created threads (main): its CPU time from then to its last join
+            if t["idx"] < 0 and t.get("cpu_create_ns", 0) > 0:
+                end = t["cpu_join_ns"] if t.get("cpu_join_ns", 0) > 0 else t["cpu_ns"]
+                busy.append(end - t["cpu_create_ns"] - t.get("wait_cpu_ns", 0))
         return int(max(busy)) if busy else self.max_thread_cpu_ns()
 
     def nosync_ns(self) -> int:

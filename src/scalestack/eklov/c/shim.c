@@ -49,6 +49,7 @@ struct thr {
     int64_t start, end, cpu_end;
     int64_t lock_wait, spin_wait, barrier_wait, join_wait, wake_ns;
     int64_t wait_cpu;        /* CPU time spent inside the timed waits and waking unlocks */
+    int64_t cpu_create, cpu_join; /* its CPU time at its first pthread_create and its latest join */
     uint64_t lock_calls, lock_waits, barrier_calls, join_calls;
     uint32_t k;              /* barriers passed (isolation) */
     int ended;
@@ -295,7 +296,8 @@ int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *
     int64_t now = mono();
     int64_t zero = 0;
     __atomic_compare_exchange_n(&first_create, &zero, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-    self();
+    struct thr *me_t = self();
+    if (!me_t->cpu_create) me_t->cpu_create = cpu();
     s->fn = fn;
     s->arg = arg;
     s->idx = __atomic_fetch_add(&g_created, 1, __ATOMIC_RELAXED);
@@ -316,12 +318,15 @@ int pthread_join(pthread_t th, void **ret) {
     struct thr *t = self();
     if (mode == M_ISOLATE && owner && !broken && LOAD(&g_created) <= profiled)
         break_isolation("the profiled thread was not created before the first pthread_join");
+    if (isolating(t) && t->idx == profiled)  /* it may wait for a held thread */
+        break_isolation("the profiled thread joined another thread");
     int64_t t0 = mono(), c0 = cpu();
     int rc = real_join(th, ret);
     t->wait_cpu += cpu() - c0;
     int64_t t1 = mono();
     t->join_wait += t1 - t0;
     t->join_calls++;
+    t->cpu_join = cpu();
     atomic_max(&last_join, t1);
     return rc;
 }
@@ -450,6 +455,12 @@ int sem_timedwait(sem_t *s, const struct timespec *ts) {
 
 /* ---- start and end of the process ---- */
 
+/* A child forked without exec keeps this image: it is not the process being measured. */
+static void forked_child(void) {
+    owner = 0;
+    ctl = NULL;
+}
+
 __attribute__((constructor)) static void shim_init(void) {
     resolve();
     proc_start = mono();
@@ -470,6 +481,7 @@ __attribute__((constructor)) static void shim_init(void) {
     p = getenv("SCALESTACK_PROFILE_CPU");
     prof_cpu = p && *p ? atoi(p) : -1;
     if (mode == M_ISOLATE && owner) pirate_open();
+    pthread_atfork(NULL, NULL, forked_child);
     reg(-1);
 }
 
@@ -484,11 +496,11 @@ static int64_t thread_cpu(pid_t tid) {
 static void put_thr(FILE *f, const struct thr *t, int64_t now, int last) {
     int64_t end = t->ended ? t->end : now;
     fprintf(f, "{\"idx\":%d,\"tid\":%d,\"start_ns\":%lld,\"end_ns\":%lld,\"ended\":%d,\"cpu_ns\":%lld,"
-               "\"lock_wait_ns\":%lld,\"spin_wait_ns\":%lld,\"barrier_wait_ns\":%lld,\"join_wait_ns\":%lld,\"wake_ns\":%lld,\"wait_cpu_ns\":%lld,"
+               "\"lock_wait_ns\":%lld,\"spin_wait_ns\":%lld,\"barrier_wait_ns\":%lld,\"join_wait_ns\":%lld,\"wake_ns\":%lld,\"wait_cpu_ns\":%lld,\"cpu_create_ns\":%lld,\"cpu_join_ns\":%lld,"
                "\"lock_calls\":%llu,\"lock_waits\":%llu,\"barrier_calls\":%llu,\"join_calls\":%llu}%s\n",
             t->idx, (int)t->tid, (long long)t->start, (long long)end, t->ended, (long long)t->cpu_end,
             (long long)t->lock_wait, (long long)t->spin_wait, (long long)t->barrier_wait,
-            (long long)t->join_wait, (long long)t->wake_ns, (long long)t->wait_cpu, (unsigned long long)t->lock_calls, (unsigned long long)t->lock_waits,
+            (long long)t->join_wait, (long long)t->wake_ns, (long long)t->wait_cpu, (long long)t->cpu_create, (long long)t->cpu_join, (unsigned long long)t->lock_calls, (unsigned long long)t->lock_waits,
             (unsigned long long)t->barrier_calls, (unsigned long long)t->join_calls, last ? "" : ",");
 }
 
