@@ -41,7 +41,9 @@ PROGRAMS = {
 }
 
 
-def one_run(argv: list[str], collector: str, truth_file: Path) -> dict:
+def one_run(argv: list[str], collector: str, truth_file: Path, keep: Path | None = None) -> dict:
+    """One recording compared with the truth; with `keep`, a run with a RUNNABLE outlier keeps its
+    trace and truth there for explaining it."""
     truth_file.unlink(missing_ok=True)
     os.environ["SCHEDSTAT_OUT"] = str(truth_file)
     try:
@@ -53,8 +55,14 @@ def one_run(argv: list[str], collector: str, truth_file: Path) -> dict:
     rq_err = [r["runnable_err_ns"] / 1e6 for r in rows]
     rq_rel = [r["runnable_err_ns"] / max(r["runqueue_ns"], 1) * 100 for r in rows]
     n_switch = max(1, int(trace.meta.get("n_events", 1)))
+    rq_ok = [abs(e) <= 1.0 or abs(p) <= 5 for e, p in zip(rq_err, rq_rel, strict=True)]
+    if keep is not None and not all(rq_ok):
+        keep.mkdir(parents=True, exist_ok=True)
+        stem = f"{Path(argv[0]).name}-{collector}-{time.time_ns()}"
+        trace.save(str(keep / f"{stem}.trace"))
+        (keep / f"{stem}.truth.txt").write_text(truth_file.read_text())
     return {"gaps": trace.meta["chain_gaps_traced"], "events": n_switch, "run_err": run_err, "rq_err": rq_err,
-            "rq_ok": [abs(e) <= 1.0 or abs(p) <= 5 for e, p in zip(rq_err, rq_rel, strict=True)],
+            "rq_ok": rq_ok,
             "wall_s": trace.wall_ns / 1e9}
 
 
@@ -69,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json")
+    ap.add_argument("--keep", type=Path, help="keep the traces of runs with a RUNNABLE outlier in this folder")
+    ap.add_argument("--only", help="only the program whose name contains this")
     args = ap.parse_args(argv)
     runs = 2 if args.quick else args.runs
     out: dict[str, dict] = {}
@@ -83,9 +93,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'program':24} {'collector':9} {'gaps/1k ev':>10} {'RUN err% med':>12} {'p90':>6} {'max':>6} "
               f"{'<=2%':>5} {'RUNNABLE err ms med':>19} {'max':>6} {'ok':>5} {'slowdown':>9}")
         for name, (_src, pargs) in PROGRAMS.items():
+            if args.only and args.only not in name:
+                continue
             prog = [str(exes[name]), *pargs]
             for collector in ("perf", "tracefs"):
-                res = [one_run(prog, collector, tmpd / "truth.txt") for _ in range(runs)]
+                res = [one_run(prog, collector, tmpd / "truth.txt", args.keep) for _ in range(runs)]
                 plains = [plain(prog) for _ in range(runs)]
                 run_err = np.abs(np.concatenate([r["run_err"] for r in res]))
                 rq_err = np.abs(np.concatenate([r["rq_err"] for r in res]))

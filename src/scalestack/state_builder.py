@@ -661,7 +661,7 @@ def build_trace(
     )
     states, reconciled = reconcile_running(states, events, t0, t1)
     states = _merge_adjacent(states)
-    states, futex_wakers = attribute_futex_wakers(states, events, tids)
+    states, futex_wakers, runnable_from_wakes = attribute_futex_wakers(states, events, tids)
     present, first_idx = np.unique(states.tid, return_index=True)
     last_idx = np.r_[first_idx[1:] - 1, len(states) - 1] if len(first_idx) else first_idx
     slots = slot_of[present]
@@ -748,6 +748,7 @@ def build_trace(
         n_events=len(events),
         kernel_runtime_check=check,
         wakers_from_futex_calls=futex_wakers,
+        runnable_from_futex_calls=runnable_from_wakes,
         warnings=warnings,
     )
     for key in ("lost_samples", "unknown_events", "skipped_lines"):
