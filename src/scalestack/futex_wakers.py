@@ -82,19 +82,37 @@ def _runnable_from_wake(st: StateTable, events: RawEvents, waits: np.ndarray,
     the wake call, where the CPU it then ran on was busy: the waker enqueued it there at once and
     the kernel's run delay starts then. An idle CPU is sent an IPI and enqueues the task itself
     when it wakes (measured: 50-80 us later in this VM), and runs it at once: no split."""
-    nxt = np.minimum(waits + 1, len(st) - 1)
-    cut = ((nxt != waits) & (st.tid[nxt] == st.tid[waits]) & (st.state[nxt] == State.RUNNING)
-           & (st.start_ns[nxt] == st.end_ns[waits]) & (wake_ns > st.start_ns[waits]) & (wake_ns < st.end_ns[waits]))
+    # the row after the wait's tail (slivers of the same wait that reconciling RUNNING left)
+    n = len(st)
+    cont = np.zeros(n, bool)
+    cont[1:] = (st.tid[1:] == st.tid[:-1]) & (st.state[1:] == State.SYNC_WAIT) & (st.start_ns[1:] == st.end_ns[:-1])
+    breaks = np.flatnonzero(~cont)
+    pos = np.searchsorted(breaks, waits, side="right")
+    nxt = np.where(pos < len(breaks), breaks[np.minimum(pos, len(breaks) - 1)], n)
+    safe = np.minimum(nxt, n - 1)
+    cut = ((nxt < n) & (st.tid[safe] == st.tid[waits]) & (st.state[safe] == State.RUNNING)
+           & (st.start_ns[safe] == st.end_ns[np.maximum(safe - 1, 0)])
+           & (wake_ns > st.start_ns[waits]) & (wake_ns < st.end_ns[waits]))
     if np.any(cut):
-        cut[cut] = _cpu_busy(events, st.cpu[nxt[cut]].astype(np.int64), wake_ns[cut])
-    w, at = waits[cut], wake_ns[cut]
+        cut[cut] = _cpu_busy(events, st.cpu[safe[cut]].astype(np.int64), wake_ns[cut])
+    w, at, nx = waits[cut], wake_ns[cut], safe[cut]
     if len(w) == 0:
         return st, 0
     cols = st.columns()
+    tail_len = nx - w - 1  # the slivers between the wait and the run are run-queue time too
+    if np.any(tail_len > 0):
+        tail = np.repeat(w + 1, tail_len) + (np.arange(tail_len.sum()) - np.repeat(np.cumsum(tail_len) - tail_len,
+                                                                                  tail_len))
+        cols = {k: v.copy() for k, v in cols.items()}
+        cols["state"][tail] = State.RUNNABLE
+        cols["cpu"][tail] = np.repeat(st.cpu[nx], tail_len)
+        cols["addr"][tail] = 0
+        cols["waker"][tail] = -1
+        cols["repaired"][tail] = True
     new = {k: v[w].copy() for k, v in cols.items()}
     new["start_ns"] = at.astype(cols["start_ns"].dtype)
     new["state"][:] = State.RUNNABLE
-    new["cpu"] = st.cpu[w + 1].copy()
+    new["cpu"] = st.cpu[nx].copy()
     new["addr"][:] = 0
     new["waker"][:] = -1
     new["repaired"][:] = True
