@@ -17,6 +17,10 @@ import numpy as np
 
 from scalestack.trace import State, Trace
 
+# What "right" means: RUNNING within 2% of the CPU time, RUNNABLE within 5% of the run delay,
+# either within 1 ms (issue 14).
+RUNNING_TOL, RUNNABLE_TOL, ABS_TOL_NS = 0.02, 0.05, 1_000_000
+
 
 @dataclasses.dataclass(frozen=True)
 class ThreadTruth:
@@ -38,7 +42,9 @@ def read_truth(path: str | os.PathLike) -> dict[int, ThreadTruth]:
 
 
 def compare(trace: Trace, truth: dict[int, ThreadTruth]) -> list[dict]:
-    """Per thread: RUNNING and RUNNABLE of the trace up to each reading, beside the truth."""
+    """Per thread: RUNNING and RUNNABLE of the trace up to each reading, beside the truth, and
+    whether each is within its bound (the one comparison `record`'s exit check, the collectors
+    benchmark and the ground-truth tests all use)."""
     tids = trace.threads.tid
     until = np.full(len(tids), np.iinfo(np.int64).max, np.int64)
     for i, tid in enumerate(tids.tolist()):
@@ -54,5 +60,7 @@ def compare(trace: Trace, truth: dict[int, ThreadTruth]) -> list[dict]:
         rows.append({"tid": tid, "running_ns": run, "on_cpu_ns": t.on_cpu_ns, "runnable_ns": rq,
                      "runqueue_ns": t.runqueue_ns,
                      "running_err_pct": (run - t.on_cpu_ns) / max(t.on_cpu_ns, 1) * 100,
-                     "runnable_err_ns": rq - t.runqueue_ns})
+                     "runnable_err_ns": rq - t.runqueue_ns,
+                     "running_ok": abs(run - t.on_cpu_ns) <= max(RUNNING_TOL * t.on_cpu_ns, ABS_TOL_NS),
+                     "runnable_ok": abs(rq - t.runqueue_ns) <= max(RUNNABLE_TOL * t.runqueue_ns, ABS_TOL_NS)})
     return rows

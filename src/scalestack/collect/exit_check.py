@@ -33,7 +33,6 @@ from scalestack.trace import Trace
 PROBE = ('tracepoint:sched:sched_switch /((struct task_struct *)curtask)->__state == 128/ { '
          '$t = (struct task_struct *)curtask; printf("X %d %llu %llu %llu\\n", tid, '
          '$t->se.sum_exec_runtime, $t->sched_info.run_delay, nsecs); }')
-RUNNING_TOL, RUNNABLE_TOL, ABS_TOL_NS = 0.02, 0.05, 1_000_000
 
 
 class ExitProbe:
@@ -101,8 +100,7 @@ def check(trace: Trace, readings: dict[int, tuple[int, int, int]], reason: str |
     for row in compare(trace, truth):
         run, on_cpu, runnable, rq = row["running_ns"], row["on_cpu_ns"], row["runnable_ns"], row["runqueue_ns"]
         per[str(row["tid"])] = [run, on_cpu, runnable, rq]
-        if (abs(run - on_cpu) > max(RUNNING_TOL * on_cpu, ABS_TOL_NS)
-                or abs(runnable - rq) > max(RUNNABLE_TOL * rq, ABS_TOL_NS)):
+        if not (row["running_ok"] and row["runnable_ok"]):
             bad.append(row["tid"])
     run_err = [abs(r - k) / max(k, 1) for r, k, _a, _b in per.values()]
     return {"available": True, "threads": per, "disagreeing": bad,

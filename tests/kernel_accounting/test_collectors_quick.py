@@ -1,0 +1,26 @@
+"""The collectors benchmark's quick mode runs and reports both errors per collector."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from ..conftest import requires_recording
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@requires_recording
+def test_collectors_quick_mode(tmp_path):
+    out = tmp_path / "c.json"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "collectors.py"), "--quick", "--only", "oversubscribed",
+                    "--json", str(out), "--keep", str(tmp_path / "keep")], check=True, capture_output=True, timeout=300)
+    figs = json.loads(out.read_text())
+    assert sorted(figs) == ["oversubscribed (4 on 2) [perf]", "oversubscribed (4 on 2) [tracefs]"]
+    for f in figs.values():
+        assert f["runs"] == 2
+        assert f["run_err_median_pct"] <= f["run_err_p95_pct"] <= f["run_err_max_pct"]
+        assert f["runnable_err_median_ms"] <= f["runnable_err_p95_ms"] <= f["runnable_err_max_ms"]
+        assert 0 <= f["runnable_within_5pct_or_1ms"] <= 100

@@ -1,0 +1,117 @@
+"""The Trace's RUNNABLE follows the kernel's run delay (sched_info: from the enqueue to the clock
+read on entering schedule()), on hand-made event streams with hand-computed states."""
+
+from __future__ import annotations
+
+import pytest
+
+from scalestack.events import Kind
+from scalestack.state_builder import build_trace
+
+from ..unit.test_state_builder import RN, S_BIT, SL, SY, R, ev, intervals
+
+
+def _switch_after_report(report_at: int, extra: list[tuple] = ()):
+    return ev([
+        (0, 0, 0, Kind.SWITCH, 0, 100, 0),
+        (1_000, 0, 100, Kind.FORK, 100, 101, 0),
+        (1_001, 0, 100, Kind.WAKEUP_NEW, 101, 0, 0),
+        *extra,
+        (report_at, 0, 100, Kind.STAT_RUNTIME, 100, report_at, 0),  # main charged up to here
+        (53_000, 0, 100, Kind.SWITCH, 100, 101, S_BIT),             # main blocks, worker runs
+        (90_000, 0, 101, Kind.SWITCH, 101, 0, S_BIT),
+    ])
+
+
+def test_a_switch_happens_at_prevs_runtime_report_just_before_it():
+    tr = build_trace(_switch_after_report(50_000), root_pids=[100])
+    tr.validate()
+    assert intervals(tr, 100) == [(0, 50_000, R), (50_000, 90_000, SL)]
+    assert intervals(tr, 101) == [(1_000, 50_000, RN), (50_000, 90_000, R)]
+
+
+@pytest.mark.parametrize("report_at, extra", [
+    (20_000, []),                                          # too long before: not the switch's own
+    (50_000, [(51_000, 0, 100, Kind.WAKEUP, 7, 0, 0)]),    # another event between: not the switch's own
+])
+def test_the_tracepoint_time_stays_without_the_switchs_own_report(report_at, extra):
+    e = _switch_after_report(report_at, [])
+    if extra:
+        e = ev([
+            (0, 0, 0, Kind.SWITCH, 0, 100, 0),
+            (1_000, 0, 100, Kind.FORK, 100, 101, 0),
+            (1_001, 0, 100, Kind.WAKEUP_NEW, 101, 0, 0),
+            (report_at, 0, 100, Kind.STAT_RUNTIME, 100, report_at, 0),
+            *extra,
+            (53_000, 0, 100, Kind.SWITCH, 100, 101, S_BIT),
+            (90_000, 0, 101, Kind.SWITCH, 101, 0, S_BIT),
+        ])
+    tr = build_trace(e, root_pids=[100])
+    tr.validate()
+    assert intervals(tr, 101) == [(1_000, 53_000, RN), (53_000, 90_000, R)]
+
+
+def test_a_lost_wakeup_makes_the_waiter_runnable_from_the_wake_call():
+    e = ev([
+        (0, 0, 0, Kind.SWITCH, 0, 100, 0),
+        (10, 0, 100, Kind.FORK, 100, 101, 0),
+        (11, 0, 100, Kind.WAKEUP_NEW, 101, 1, 0),
+        (12, 1, 0, Kind.SWITCH, 0, 101, 0),
+        (20, 0, 100, Kind.FUTEX_ENTER, 0xABC, 0, 0),    # main waits (FUTEX_WAIT)
+        (21, 0, 100, Kind.SWITCH, 100, 7, S_BIT),      # cpu 0 runs task 7
+        (40, 1, 101, Kind.FUTEX_ENTER, 0xABC, 1, 0),    # worker: FUTEX_WAKE; the sched_wakeup is lost
+        (42, 1, 101, Kind.FUTEX_EXIT, 0, 0, 0),
+        (60, 0, 7, Kind.SWITCH, 7, 100, S_BIT),         # main runs once cpu 0 is free
+        (61, 0, 100, Kind.FUTEX_EXIT, 0, 0, 0),
+        (80, 0, 100, Kind.SWITCH, 100, 0, S_BIT),
+        (81, 1, 101, Kind.SWITCH, 101, 0, S_BIT),
+    ])
+    tr = build_trace(e, root_pids=[100])
+    tr.validate()
+    assert intervals(tr, 100) == [(0, 21, R), (21, 40, SY), (40, 60, RN), (60, 80, R), (80, 81, SL)]
+    s = tr.states
+    assert s.waker[(s.tid == 100) & (s.state == SY)].tolist() == [101]
+    assert s.repaired[(s.tid == 100) & (s.state == RN)].tolist() == [True]
+    assert tr.meta["runnable_from_futex_calls"] == 1 and tr.meta["missing_wakeups"] == 1
+
+
+def test_a_recorded_wakeup_is_not_moved_to_the_wake_call():
+    e = ev([
+        (0, 0, 0, Kind.SWITCH, 0, 100, 0),
+        (10, 0, 100, Kind.FORK, 100, 101, 0),
+        (11, 0, 100, Kind.WAKEUP_NEW, 101, 1, 0),
+        (12, 1, 0, Kind.SWITCH, 0, 101, 0),
+        (20, 0, 100, Kind.FUTEX_ENTER, 0xABC, 0, 0),
+        (21, 0, 100, Kind.SWITCH, 100, 7, S_BIT),
+        (40, 1, 101, Kind.FUTEX_ENTER, 0xABC, 1, 0),
+        (41, 0, 0, Kind.WAKEUP, 100, 0, 0),             # delivered from idle context: waker tid 0
+        (42, 1, 101, Kind.FUTEX_EXIT, 0, 0, 0),
+        (60, 0, 7, Kind.SWITCH, 7, 100, S_BIT),
+        (61, 0, 100, Kind.FUTEX_EXIT, 0, 0, 0),
+        (80, 0, 100, Kind.SWITCH, 100, 0, S_BIT),
+        (81, 1, 101, Kind.SWITCH, 101, 0, S_BIT),
+    ])
+    tr = build_trace(e, root_pids=[100])
+    assert intervals(tr, 100) == [(0, 21, R), (21, 41, SY), (41, 60, RN), (60, 80, R), (80, 81, SL)]
+    assert tr.meta["runnable_from_futex_calls"] == 0
+
+
+def test_a_lost_wakeup_to_an_idle_cpu_is_not_split():
+    """An idle CPU enqueues the woken task itself once the IPI wakes it, and runs it at once."""
+    e = ev([
+        (0, 0, 0, Kind.SWITCH, 0, 100, 0),
+        (10, 0, 100, Kind.FORK, 100, 101, 0),
+        (11, 0, 100, Kind.WAKEUP_NEW, 101, 1, 0),
+        (12, 1, 0, Kind.SWITCH, 0, 101, 0),
+        (20, 0, 100, Kind.FUTEX_ENTER, 0xABC, 0, 0),
+        (21, 0, 100, Kind.SWITCH, 100, 0, S_BIT),      # cpu 0 goes idle
+        (40, 1, 101, Kind.FUTEX_ENTER, 0xABC, 1, 0),
+        (42, 1, 101, Kind.FUTEX_EXIT, 0, 0, 0),
+        (60, 0, 0, Kind.SWITCH, 0, 100, 0),
+        (61, 0, 100, Kind.FUTEX_EXIT, 0, 0, 0),
+        (80, 0, 100, Kind.SWITCH, 100, 0, S_BIT),
+        (81, 1, 101, Kind.SWITCH, 101, 0, S_BIT),
+    ])
+    tr = build_trace(e, root_pids=[100])
+    assert intervals(tr, 100) == [(0, 21, R), (21, 60, SY), (60, 80, R), (80, 81, SL)]
+    assert tr.meta["runnable_from_futex_calls"] == 0
