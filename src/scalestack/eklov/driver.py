@@ -36,50 +36,15 @@ class Cache:
 
 
 def _pirate_module():
-    try:
-        from scalestack.eklov import pirate
-    except ImportError:
-        return None
+    from scalestack.eklov import pirate
+
     return pirate
 
 
 def last_level_cache() -> Cache:
-    """The LLC as the pirate module reports it (falls back to reading sysfs when it is absent)."""
-    mod = _pirate_module()
-    if mod is not None:
-        info = mod.llc_info(0)
-        return Cache(info.size_bytes, tuple(info.cpus), info.source)
-    base = "/sys/devices/system/cpu/cpu0/cache"
-    best = None
-    for d in sorted(os.listdir(base)) if os.path.isdir(base) else []:
-        p = os.path.join(base, d)
-        try:
-            level = int(open(os.path.join(p, "level")).read())
-            kind = open(os.path.join(p, "type")).read().strip()
-            size = open(os.path.join(p, "size")).read().strip()
-            shared = open(os.path.join(p, "shared_cpu_list")).read().strip()
-        except OSError:
-            continue
-        if kind == "Instruction":
-            continue
-        mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(size[-1:], 1)
-        nbytes = int(size.rstrip("KMG")) * mult
-        if best is None or level > best[0]:
-            best = (level, nbytes, _cpu_list(shared), p)
-    if best is None:
-        raise UserError("cannot find the last-level cache in /sys/devices/system/cpu/cpu0/cache")
-    return Cache(best[1], best[2], best[3])
-
-
-def _cpu_list(text: str) -> tuple[int, ...]:
-    out: list[int] = []
-    for part in text.split(","):
-        if "-" in part:
-            a, b = part.split("-")
-            out.extend(range(int(a), int(b) + 1))
-        elif part:
-            out.append(int(part))
-    return tuple(out)
+    """The LLC as the pirate module reads it from sysfs."""
+    info = _pirate_module().llc_info(0)
+    return Cache(info.size_bytes, tuple(info.cpus), info.source)
 
 
 def in_vm() -> bool:
