@@ -1,4 +1,5 @@
-"""Durations and times as users write them: "500ms", "2s", "1.5e6ns", "250us", or plain ns."""
+"""Durations, times and sizes as users (and sysfs) write them: "500ms", "2s", "250us" or plain ns;
+"32M", "512K", "32MiB" or plain bytes."""
 
 from __future__ import annotations
 
@@ -34,6 +35,16 @@ def parse_time_ns(value: int | float | str, start_ns: int, *, what: str = "time"
     if str(value).strip() in ("0", "0s", "0ns"):
         return start_ns
     return start_ns + parse_duration_ns(value, what=what)
+
+
+def parse_size_bytes(text: str) -> int:
+    """A size in bytes from '32M', '512K', '1G', '32MiB', '1.5M' or a plain number."""
+    t = str(text).strip().upper().removesuffix("IB").removesuffix("B")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
+    try:
+        return int(float(t.rstrip("KMG")) * mult)
+    except ValueError:
+        raise UserError(f"cannot read the size {text!r} (use e.g. 32M, 512K)") from None
 
 
 def format_ns(ns: float) -> str:

@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scalestack.eklov.curve import PirateCurve, default_sizes
-from scalestack.eklov.pirate import Pirate, _cpu_list, _size
+from scalestack.eklov.pirate import Pirate, _cpu_list
+from scalestack.units import parse_size_bytes
 
 
 @given(st.sets(st.integers(0, 300), min_size=1))
@@ -24,7 +25,7 @@ def test_cpu_list_round_trip(cpus):
 
 @given(st.integers(1, 1 << 20), st.sampled_from(["", "K", "M", "G"]))
 def test_size_units(n, unit):
-    assert _size(f"{n}{unit}\n") == n * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[unit]
+    assert parse_size_bytes(f"{n}{unit}\n") == n * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[unit]
 
 
 @given(st.floats(0.1, 100), st.floats(1.0, 3.0), st.integers(1, 10**9), st.integers(0, 10**11), st.integers(0, 10**9))

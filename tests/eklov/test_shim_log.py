@@ -85,6 +85,6 @@ def test_busy_is_bounded_by_the_phase(rows):
 @pytest.mark.parametrize("size,expect", [("32M", 32 << 20), ("512K", 512 << 10), ("1G", 1 << 30), ("4096", 4096),
                                          ("32MiB", 32 << 20)])
 def test_parse_size(size, expect):
-    from scalestack.eklov.driver import parse_size
+    from scalestack.units import parse_size_bytes
 
-    assert parse_size(size) == expect
+    assert parse_size_bytes(size) == expect

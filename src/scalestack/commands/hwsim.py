@@ -5,17 +5,7 @@ from __future__ import annotations
 import click
 
 from scalestack.errors import UserError
-
-
-def _size(text: str) -> int:
-    t = text.strip().upper()
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    try:
-        if t and t[-1] in mult:
-            return int(float(t[:-1]) * mult[t[-1]])
-        return int(t)
-    except ValueError:
-        raise UserError(f"bad size {text!r}: use e.g. 512K, 4M") from None
+from scalestack.units import parse_size_bytes
 
 
 def _machine(config: str | None, sets: tuple[str, ...], cores: int | None):
@@ -69,7 +59,7 @@ def _traces(paths: tuple[str, ...], gens: tuple[str, ...], cores: int | None):
         f = g.split(":")
         if len(f) != 3:
             raise UserError(f"--gen {g!r}: expected KIND:WORKING_SET:ACCESSES, e.g. random:1M:100000")
-        streams.append(generate(f[0], _size(f[2]), _size(f[1]), seed=i))
+        streams.append(generate(f[0], parse_size_bytes(f[2]), parse_size_bytes(f[1]), seed=i))
     if streams:
         parts.append(from_arrays(streams, [f"{g}" for g in gens]))
     if not parts:
@@ -210,7 +200,7 @@ def stack(paths, kernels, threads, locks, lock_every, barriers, imbalance, confi
         if len(f) != 3:
             raise UserError(f"--kernel {k!r}: expected KIND:WORKING_SET:ACCESSES, e.g. random:4M:20000")
         for n in ns:
-            jobs.append((f"{k}x{n}", parallel_kernel(f[0], n, _size(f[2]), _size(f[1]), locks=locks,
+            jobs.append((f"{k}x{n}", parallel_kernel(f[0], n, parse_size_bytes(f[2]), parse_size_bytes(f[1]), locks=locks,
                                                      lock_every=lock_every, barriers=barriers,
                                                      imbalance=imbalance, seed=i)))
     if not jobs:

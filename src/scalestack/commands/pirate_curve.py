@@ -6,16 +6,7 @@ from __future__ import annotations
 import click
 
 from scalestack.errors import UserError
-
-
-def parse_size(text: str) -> int:
-    """'16M', '512K', '1G', '0' or bytes."""
-    t = text.strip().upper().removesuffix("IB").removesuffix("B")
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
-    try:
-        return int(float(t.rstrip("KMG")) * mult)
-    except ValueError:
-        raise UserError(f"cannot read the size {text!r} (use e.g. 16M, 512K)") from None
+from scalestack.units import parse_size_bytes
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
@@ -42,7 +33,7 @@ def command(sizes, repeat, cpu, pirate_cpu, threshold, clock, timeout, as_json, 
         cmd = cmd[1:]
     if not cmd:
         raise UserError("no command: give 'scalestack pirate-curve [--sizes 0,16M] -- CMD'")
-    ws = [parse_size(s) for s in sizes.split(",") if s.strip()] if sizes else None
+    ws = [parse_size_bytes(s) for s in sizes.split(",") if s.strip()] if sizes else None
     if ws is not None and not ws:
         raise UserError("--sizes is empty")
     n_sizes = len(set(ws)) if ws is not None else 6

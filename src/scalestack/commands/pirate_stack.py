@@ -8,6 +8,7 @@ import shlex
 import click
 
 from scalestack.errors import UserError
+from scalestack.units import parse_size_bytes
 
 
 def _counts(text: str, opt: str) -> list[int]:
@@ -42,7 +43,7 @@ def command(threads, repeat, instances, profile, scope, cache_size, timeout, as_
         cmd = cmd[1:]
     if repeat < 1:
         raise UserError("--repeat must be at least 1")
-    cache_bytes = driver.parse_size(cache_size) if cache_size else None
+    cache_bytes = parse_size_bytes(cache_size) if cache_size else None
     title = shlex.join(cmd)
     if instances:
         res = _instances(cmd, _counts(instances, "--instances"), repeat, cache_bytes, timeout)

@@ -59,16 +59,6 @@ def substitute(argv: Sequence[str], n: int) -> list[str]:
     return [a.replace(PLACEHOLDER, str(n)) for a in argv]
 
 
-def parse_size(text: str) -> int:
-    """'32M', '512K', '1G' or bytes."""
-    t = text.strip().upper().removesuffix("IB").removesuffix("B")
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(t[-1:], 1)
-    try:
-        return int(float(t.rstrip("KMG")) * mult)
-    except ValueError:
-        raise UserError(f"cannot read the size {text!r} (use e.g. 32M, 512K)") from None
-
-
 @dataclass(frozen=True)
 class Plan:
     """Everything checked before the first run."""

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 
 from scalestack.errors import UserError
+from scalestack.units import parse_size_bytes
 
 # the control page (pirate_ctl.h): offsets of its fields
 _MAGIC, _VERSION, _COMMAND, _STATE, _SEGMENT, _PID = 0, 4, 8, 12, 16, 20
@@ -52,12 +53,6 @@ def _cpu_list(text: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _size(text: str) -> int:
-    text = text.strip().upper()
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
-    return int(text.rstrip("KMG")) * mult
-
-
 def llc_info(cpu: int = 0, sysfs: str = "/sys/devices/system/cpu") -> LLCInfo:
     """The highest-level data/unified cache of `cpu`; UserError if sysfs does not describe one."""
     base = os.path.join(sysfs, f"cpu{cpu}", "cache")
@@ -75,9 +70,9 @@ def llc_info(cpu: int = 0, sysfs: str = "/sys/devices/system/cpu") -> LLCInfo:
             level, kind = int(read("level")), read("type")
             if kind == "Instruction":
                 continue
-            info = LLCInfo(_size(read("size")), int(read("coherency_line_size") or 64),
+            info = LLCInfo(parse_size_bytes(read("size")), int(read("coherency_line_size") or 64),
                            _cpu_list(read("shared_cpu_list")), path)
-        except (OSError, ValueError):
+        except (OSError, ValueError, UserError):  # an unreadable entry is skipped
             continue
         if best is None or level > best[0]:
             best = (level, info)
@@ -284,8 +279,8 @@ def effective_llc_bytes(cpu: int = 0, factor: float = 3.0) -> tuple[int, dict[in
             with open(os.path.join(base, entry, "level")) as fh:
                 if int(fh.read()) == 2:
                     with open(os.path.join(base, entry, "size")) as fs:
-                        l2 = _size(fs.read())
-        except (OSError, ValueError):
+                        l2 = parse_size_bytes(fs.read())
+        except (OSError, ValueError, UserError):  # an unreadable entry is skipped
             continue
     w = max(2 * l2, 1 << 20)
     ref = calibrate(w, cpu)
