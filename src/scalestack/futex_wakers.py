@@ -27,11 +27,12 @@ from scalestack.trace import State, StateTable
 FUTEX_WAKE_OPS = (1, 3, 4, 5, 7, 10, 12)
 
 
-def attribute_futex_wakers(states: StateTable, events: RawEvents, tids: np.ndarray) -> tuple[StateTable, int, int]:
+def attribute_futex_wakers(states: StateTable, events: RawEvents, tids: np.ndarray,
+                           pids: np.ndarray) -> tuple[StateTable, int, int]:
     """`states` with a waker for each SYNC_WAIT whose waker is not a traced thread, where the futex
     calls show who woke it, and RUNNABLE from the wake call where the wakeup event was lost; how
     many waits got a waker, and how many a RUNNABLE. Vectorized: one sort of the wake calls.
-    `states` must be sorted by thread, then time."""
+    `states` must be sorted by thread, then time; `tids` sorted, `pids` their processes (-1 unknown)."""
     st = states
     waits = np.flatnonzero((st.state == State.SYNC_WAIT) & (st.addr != 0) & ~np.isin(st.waker, tids))
     if len(waits) == 0:
@@ -62,8 +63,7 @@ def attribute_futex_wakers(states: StateTable, events: RawEvents, tids: np.ndarr
     j = order[k]
     ok &= (w_aid[j] == a_pos) & (w_time[j] >= st.start_ns[waits]) & (w_tid[j] != st.tid[waits])
     # same process, where the source says which process a thread belongs to (private futexes)
-    sorted_tids = np.sort(tids)
-    waiter_pid = _pid_of(events, sorted_tids)[np.searchsorted(sorted_tids, st.tid[waits])]
+    waiter_pid = pids[np.searchsorted(tids, st.tid[waits])]
     known = (waiter_pid > 0) & (w_pid[j] > 0)
     ok &= ~known | (waiter_pid == w_pid[j])
     if not np.any(ok):
@@ -141,12 +141,3 @@ def _cpu_busy(events: RawEvents, cpu: np.ndarray, at: np.ndarray) -> np.ndarray:
     same_cpu = events.cpu[sw[order[k]]] == cpu
     return ok & same_cpu & (events.arg1[sw[order[k]]] != 0)
 
-
-def _pid_of(events: RawEvents, s: np.ndarray) -> np.ndarray:
-    """Process id per tid of the sorted array `s`, -1 where no event says."""
-    out = np.full(len(s), -1, np.int64)
-    m = (events.pid > 0) & np.isin(events.tid, s)
-    if np.any(m):
-        pos = np.searchsorted(s, events.tid[m])
-        out[pos] = events.pid[m]
-    return out

@@ -686,7 +686,8 @@ def build_trace(
     )
     states, reconciled = reconcile_running(states, events, t0, t1)
     states = _merge_adjacent(states)
-    states, futex_wakers, runnable_from_wakes = attribute_futex_wakers(states, events, tids)
+    pids = _thread_pids(events, tids, slot_of)
+    states, futex_wakers, runnable_from_wakes = attribute_futex_wakers(states, events, tids, pids)
     present, first_idx = np.unique(states.tid, return_index=True)
     last_idx = np.r_[first_idx[1:] - 1, len(states) - 1] if len(first_idx) else first_idx
     slots = slot_of[present]
@@ -696,15 +697,6 @@ def build_trace(
     if root_known:
         start_known |= np.isin(present, [int(p) for p in (root_pids or [])])
     exited = dead[slots] & (end_time[slots] <= t1)
-    # thread-group ids
-    pid_of = {}
-    known = (events.pid > 0) & np.isin(events.tid, present)
-    if np.any(known):
-        u_tid, u_idx = np.unique(events.tid[known], return_index=True)
-        pid_of = dict(zip(u_tid.tolist(), events.pid[known][u_idx].tolist(), strict=True))
-    sb = np.isin(events.kind, [Kind.TASK_COMM, Kind.TASK_FORK]) & np.isin(events.arg0, present)
-    for t_, p_ in zip(events.arg0[sb].tolist(), events.arg1[sb].tolist(), strict=True):
-        pid_of.setdefault(int(t_), int(p_))
     names = _thread_names(events, present, {})
     # latest name per thread (at or before the window end)
     latest = {}
@@ -716,7 +708,7 @@ def build_trace(
     roots = sorted(int(p) for p in (root_pids or []))
     threads = ThreadTable(
         tid=present.astype(np.int32),
-        pid=np.array([pid_of.get(int(t), -1) for t in present], dtype=np.int32),
+        pid=pids[slots].astype(np.int32),
         ppid=np.array([parents.get(int(t), -1) for t in present], dtype=np.int32),
         name=[latest.get(int(t), "") for t in present],
         role=[""] * len(present),
@@ -786,6 +778,19 @@ def build_trace(
     trace = Trace(threads=threads, states=states, names=names, meta=meta,
                   samples=_samples(events, present, t0, t1), switch_spans=span_table)
     return trace.with_roles(role_rules)
+
+
+def _thread_pids(events: RawEvents, tids: np.ndarray, slot_of: np.ndarray) -> np.ndarray:
+    """Thread-group id of each of `tids` (-1 where nothing says): the pid of its first event that
+    has one, else its first side-band record (PERF_RECORD_COMM/FORK)."""
+    out = np.full(len(tids), -1, np.int64)
+    sb = np.flatnonzero(np.isin(events.kind, [Kind.TASK_COMM, Kind.TASK_FORK]) & np.isin(events.arg0, tids))[::-1]
+    out[slot_of[events.arg0[sb]]] = events.arg1[sb]  # reversed, so the first record is written last
+    known = (events.pid > 0) & np.isin(events.tid, tids)
+    if np.any(known):
+        u_tid, u_idx = np.unique(events.tid[known], return_index=True)
+        out[slot_of[u_tid]] = events.pid[known][u_idx]
+    return out
 
 
 def _samples(events: RawEvents, tids: np.ndarray, t0: int, t1: int) -> SampleTable:
