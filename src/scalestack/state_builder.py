@@ -772,8 +772,7 @@ def build_trace(
         if key in events.stats:
             meta[key] = events.stats[key]
     spans = switch_spans(events, present, t0, t1) if np.any(events.kind == Kind.SWITCH) else None
-    span_table = SwitchSpanTable.empty() if spans is None else SwitchSpanTable(
-        tid=spans.tid.astype(np.int32), start_ns=spans.start_ns, end_ns=spans.end_ns, repaired=spans.repaired)
+    span_table = SwitchSpanTable.empty() if spans is None else spans.table()
     meta["switch_spans_rebuilt"] = {} if spans is None else {str(t): k for t, k in spans.gaps().items()}
     trace = Trace(threads=threads, states=states, names=names, meta=meta,
                   samples=_samples(events, present, t0, t1), switch_spans=span_table)

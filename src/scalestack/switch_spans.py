@@ -34,6 +34,7 @@ import numba
 import numpy as np
 
 from scalestack.events import Kind, RawEvents
+from scalestack.trace import SwitchSpanTable
 
 assert (Kind.SWITCH, Kind.STAT_RUNTIME) == (1, 15)
 
@@ -52,6 +53,11 @@ class SwitchSpans:
     lost_in: np.ndarray  # switch-outs without their switch-in
     lost_out: np.ndarray  # switch-ins of a thread already in
     lost_whole: np.ndarray  # slices seen only in runtime reports
+
+    def table(self):
+        """The spans as the Trace stores them."""
+        return SwitchSpanTable(tid=self.tid.astype(np.int32), start_ns=self.start_ns, end_ns=self.end_ns,
+                               repaired=self.repaired)
 
     def gaps(self) -> dict[int, int]:
         """tid -> spans rebuilt from runtime reports (threads with none are left out)."""
@@ -221,25 +227,6 @@ def switch_spans(events: RawEvents, tids: np.ndarray, t0: int | None = None, t1:
 
 
 def criticality_from_spans(trace, spans: SwitchSpans):
-    """The trace's criticality stack with C_j from switch-instant spans and Run_j (and the
+    """The trace's criticality stack with C_j from these switch-instant spans and Run_j (and the
     thread table) from the trace: the quantities the eBPF aggregator keeps."""
-    from scalestack.analysis.criticality import CriticalityResult, timeline
-    from scalestack.trace import State
-
-    t0, t1 = trace.start_ns, trace.end_ns
-    known = np.isin(spans.tid, trace.threads.tid)
-    a, b = np.clip(spans.start_ns[known], t0, t1), np.clip(spans.end_ns[known], t0, t1)
-    ok = b > a
-    a, b = a[ok], b[ok]
-    rows = trace.thread_index(spans.tid[known][ok]) if len(a) else np.zeros(0, np.int64)
-    tl, where = timeline(a, b, t0, t1)
-    n, m = len(trace.threads), len(a)
-    crit = np.bincount(rows, weights=tl.F[where[1:2 * m:2]] - tl.F[where[0:2 * m:2]], minlength=n).astype(float)
-    s = trace.states
-    run_mask = s.state == int(State.RUNNING)
-    run = np.bincount(trace.thread_index(s.tid[run_mask]), weights=s.duration_ns[run_mask].astype(float), minlength=n) \
-        if np.any(run_mask) else np.zeros(n)
-    idle = float(tl.idle_cum[where[2 * m + 1]] - tl.idle_cum[where[2 * m]])
-    return CriticalityResult(tids=trace.threads.tid.copy(), names=trace.threads.name.copy(),
-                             roles=trace.threads.role.copy(), criticality_ns=crit, running_ns=run, idle_ns=idle,
-                             span_ns=int(t1 - t0), active="running", t0_ns=int(t0))
+    return dataclasses.replace(trace, switch_spans=spans.table()).criticality()
