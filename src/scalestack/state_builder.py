@@ -33,6 +33,7 @@ import numpy as np
 from scalestack.errors import UserError
 from scalestack.events import FUTEX_CMD_MASK, FUTEX_WAIT_OPS, PREV_STATE_DEAD, Kind, RawEvents
 from scalestack.futex_wakers import attribute_futex_wakers
+from scalestack.schedstat import ABS_TOL_NS, RUNNING_TOL
 from scalestack.switch_spans import switch_spans
 from scalestack.trace import (
     NameTable,
@@ -381,7 +382,7 @@ def kernel_runtime_check(states: StateTable, tids: np.ndarray, kernel_rt: np.nda
         pos = np.searchsorted(tids, states.tid[m])
         np.add.at(run, pos, states.duration_ns[m])
     diff = run - kernel_rt
-    bad = (np.abs(diff) > 0.02 * np.maximum(kernel_rt, 1)) & (np.abs(diff) > 1_000_000) & (kernel_rt > 0)
+    bad = (np.abs(diff) > RUNNING_TOL * np.maximum(kernel_rt, 1)) & (np.abs(diff) > ABS_TOL_NS) & (kernel_rt > 0)
     rel = np.where(kernel_rt > 0, diff / np.maximum(kernel_rt, 1), 0.0)
     return {
         "available": True,
