@@ -19,11 +19,11 @@ def test_java_alloc_heavy_has_gc_component(java_classes, tmp_path):
     assert by_n[4].total() == pytest.approx(4.0)
     checks = {c["n"]: c for c in gc_checks(traces, load_gc_logs(str(d)))}
     assert set(checks) == {1, 2, 4} and all(c["pauses"] > 0 for c in checks.values())
-    for c in checks.values():  # the GC threads' box height is the pause time the JVM logged ...
-        assert c["gc_height_ms"] == pytest.approx(c["log_pause_ms"], rel=0.35)
-        # ... plus what they run outside the logged pauses (waking, time to safepoint, parking): measured
-        # 0.04-0.12 ms per pause over 5 sweeps here. Comparing the GC terms instead (N x height - height_1)
-        # amplifies that offset by N + 1: 0.01-0.13 apart at N = 4, which once failed a relative 25% bound.
+    for c in checks.values():
+        # the GC threads' box height is the pause time the JVM logged plus what they run outside the logged
+        # pauses (waking, time to safepoint, parking): an offset per pause, not a ratio. Measured here over
+        # 6 sweeps 0.04-0.12 ms per pause (29.6 vs 21.9 ms with 79 pauses failed a relative 35% bound in CI,
+        # and comparing the GC terms, N x height - height_1, amplified it past a relative 25% once)
         per_pause = (c["gc_height_ms"] - c["log_pause_ms"]) / c["pauses"]
         assert -0.05 <= per_pause <= 0.3, c
     assert checks[4]["gc_term_log"] > 0.05  # the JVM's own log confirms a GC component

@@ -72,6 +72,35 @@ def both(command: list[str], perf_ready_s: float = 3.0, keep_perf_data: str | No
     return trace, out["snap"]
 
 
+def _covered(u0: np.ndarray, u1: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Length of the union of disjoint sorted [u0, u1) that lies before each x."""
+    before = np.r_[0, np.cumsum(u1 - u0)[:-1]]
+    k = np.searchsorted(u0, x, side="right") - 1
+    kk = np.maximum(k, 0)
+    return np.where(k < 0, 0, before[kk] + np.clip(x - u0[kk], 0, u1[kk] - u0[kk]))
+
+
+def beside_rebuilt_ns(spans) -> dict[int, int]:
+    """tid -> time it ran while another thread ran in a span perf rebuilt (its bounds uncertain).
+
+    Such a span moves the running count under the threads beside it, so their C_j is not exact
+    either, even when none of their own spans was rebuilt."""
+    tid, a, b = spans.tid, spans.start_ns, spans.end_ns
+    rep = np.asarray(spans.repaired, bool)
+    out = {}
+    for t in np.unique(tid).tolist():
+        mine, other = tid == t, rep & (tid != t)
+        if not other.any():
+            out[t] = 0
+            continue
+        o = np.argsort(a[other], kind="stable")
+        s0, s1 = a[other][o], np.maximum.accumulate(b[other][o])
+        new = np.r_[True, s0[1:] > s1[:-1]]  # the other threads' rebuilt spans merged into disjoint runs
+        u0, u1 = s0[new], np.maximum.reduceat(s1, np.flatnonzero(new))
+        out[t] = int((_covered(u0, u1, b[mine]) - _covered(u0, u1, a[mine])).sum())
+    return out
+
+
 def compare(trace, snap) -> list[dict]:
     """Per thread: C_j and Run_j from both, and their relative differences."""
     import dataclasses
@@ -90,6 +119,7 @@ def compare(trace, snap) -> list[dict]:
     gaps = spans.gaps() if spans is not None else {}
     n_spans = dict(zip(spans.tids.tolist(), (spans.complete + spans.lost_in + spans.lost_out + spans.lost_whole).tolist(),
                        strict=True)) if spans is not None else {}
+    beside = beside_rebuilt_ns(trace.switch_spans)
     idx = snap.index()
     rows = []
     for i, tid in enumerate(crit.tids.tolist()):
@@ -100,7 +130,7 @@ def compare(trace, snap) -> list[dict]:
         truth = trace.meta.get("schedstat", {}).get(int(tid))
         rows.append({"tid": int(tid), "name": str(crit.names[i]), "crit_perf_ms": c_p / 1e6, "crit_ebpf_ms": c_e / 1e6,
                      "crit_states_ms": float(states.criticality_ns[i]) / 1e6, "repaired": gaps.get(int(tid), 0),
-                     "spans": n_spans.get(int(tid), 0),
+                     "spans": n_spans.get(int(tid), 0), "beside_rebuilt_ms": beside.get(int(tid), 0) / 1e6,
                      "run_self_ms": truth / 1e6 if truth is not None else None,
                      "run_perf_ms": r_p / 1e6, "run_ebpf_ms": r_e / 1e6,
                      "crit_diff_pct": abs(c_e - c_p) / max(c_p, 1.0) * 100,
@@ -111,12 +141,12 @@ def compare(trace, snap) -> list[dict]:
 
 def summary(rows: list[dict]) -> str:
     head = f"{'tid':>7} {'name':16} {'C perf':>11} {'C eBPF':>9} {'diff':>8}  {'Run perf':>11} {'Run eBPF':>9} " \
-           f"{'diff':>8} {'self':>9} {'C states':>9} {'repaired':>8}"
+           f"{'diff':>8} {'self':>9} {'C states':>9} {'repaired':>8} {'beside':>8}"
     return "\n".join([head] + [
         f"{r['tid']:>7} {r['name'][:16]:16} C {r['crit_perf_ms']:9.3f} {r['crit_ebpf_ms']:9.3f} "
         f"({r['crit_diff_pct']:5.2f}%)  Run {r['run_perf_ms']:9.3f} {r['run_ebpf_ms']:9.3f} "
         f"({r['run_diff_pct']:5.2f}%) {r['run_self_ms'] if r['run_self_ms'] is not None else float('nan'):9.3f}"
-        f" {r['crit_states_ms']:9.3f} {r['repaired']:8d}"
+        f" {r['crit_states_ms']:9.3f} {r['repaired']:8d} {r['beside_rebuilt_ms']:8.3f}"
         for r in rows])
 
 

@@ -54,7 +54,11 @@ def _check(rows, snap, min_ms=2.0):
     for r in rows:
         if r["crit_perf_ms"] < min_ms:
             continue
-        clean = snap.missed_switch_in == 0 and r["repaired"] <= 0.02 * max(r["spans"], 1)
+        # clean: none of the thread's own spans rebuilt, nor of those running beside it (they move its
+        # running count); CI once failed GC Thread#0 at 2.67% with none of its own spans rebuilt while
+        # GC Thread#1, beside it in every pause, had 70
+        clean = (snap.missed_switch_in == 0 and r["repaired"] <= 0.02 * max(r["spans"], 1)
+                 and r["beside_rebuilt_ms"] <= 0.02 * r["run_perf_ms"])
         assert r["crit_diff_pct"] <= (1.0 if clean else 10.0), (r, clean)
         share_p, share_e = r["crit_perf_ms"] / total_p * 100, r["crit_ebpf_ms"] / total_e * 100
         assert abs(share_p - share_e) <= 1.0, (r, share_p, share_e)  # measured: up to 0.9 points under load
