@@ -49,7 +49,8 @@ class Result:
         return jsonable({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})  # type: ignore[arg-type]
 
     def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps({"kind": self.kind, **self.to_dict()}, indent=indent, allow_nan=False)
+        # jsonable again: a subclass's own to_dict may hold NaN (written as null) or NumPy values
+        return json.dumps(jsonable({"kind": self.kind, **self.to_dict()}), indent=indent, allow_nan=False)
 
     def rows(self) -> list[dict[str, Any]]:
         raise NotImplementedError

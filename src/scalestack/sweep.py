@@ -103,11 +103,13 @@ def stacks(traces: dict[int, scalestack.Trace]) -> list:
     return [speedup_stack(traces[base], traces[n], n // base) for n in sorted(traces)]
 
 
-def sweep_report(traces: dict[int, scalestack.Trace], out_dir: str, gc_logs: dict[int, str] | None = None
-                 ) -> dict[str, str]:
+def sweep_report(traces: dict[int, scalestack.Trace], out_dir: str, gc_logs: dict[int, str] | None = None,
+                 pirate=None) -> dict[str, str]:
     """report.html etc. for the sweep: the speedup stacks first, then the largest N's own report.
 
-    gc_logs (`load_gc_logs`): the JVM's -Xlog:gc pause totals are stated beside the GC term."""
+    gc_logs (`load_gc_logs`): the JVM's -Xlog:gc pause totals are stated beside the GC term.
+    pirate: a pirate-stack result (`eklov.report.load`): its section follows the speedup stacks, with
+    the two methods' figures side by side for the thread counts both measured."""
     from scalestack.report import Section, build_report, write_report
     from scalestack.report.speedup_figures import speedup_curve, speedup_stacks
 
@@ -142,4 +144,28 @@ def sweep_report(traces: dict[int, scalestack.Trace], out_dir: str, gc_logs: dic
                        "phases": {str(n): {k: v.to_dict() for k, v in per.items()} for n, per in phases.items()},
                        "gc_log": checks})
     report.sections.insert(0, section)
+    if pirate is not None:
+        from scalestack.eklov.report import section as eklov_section
+
+        eklov = eklov_section(pirate)
+        eklov.summary[1:1] = side_by_side(res, pirate)
+        report.sections.insert(1, eklov)
     return write_report(report, out_dir)
+
+
+def side_by_side(res: list, pirate) -> list[str]:
+    """One line per thread count both methods measured: where each puts the lost speedup.
+
+    The trace's stack sees waiting (sync, imbalance, CPU contention) but not slower work; the pirate's
+    sees slower work (cache, memory) and counts all waiting as sync. So their sync terms should
+    agree roughly with sync + imb, and cache + memory is what the trace's stack leaves in 'other'."""
+    rows = {r["n"]: r for r in pirate.rows()}
+    out = []
+    for r in res:
+        e = rows.get(r.n)
+        if e is None or r.n == 1:
+            continue
+        out.append(f"N = {r.n}: from the traces, speedup {r.speedup:.2f} with sync + imbalance {r.sync + r.imb:.2f}, "
+                   f"CPU contention {r.cont:.2f}, other {r.other:.2f}; from isolation and the pirate, speedup "
+                   f"{e['s_meas']:.2f} with sync {e['sync']:.2f}, cache {e['cache']:.2f}, memory {e['memory']:.2f}.")
+    return out

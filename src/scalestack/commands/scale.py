@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import click
 
@@ -19,8 +20,14 @@ from scalestack.errors import UserError
 @click.option("--report", "report_dir", help="Also write report.html, report.json and the figures here.")
 @click.option("--gc-log", is_flag=True,
               help="java only: add -Xlog:gc per run and print its pause times beside the GC component.")
+@click.option("--pirate", is_flag=True,
+              help="Also measure the Eklov stack (cache, memory, sync) with thread isolation and a cache pirate, "
+                   "at the thread counts the cores allow; saved in the sweep directory, shown in the report.")
+@click.option("--pirate-repeat", default=3, type=int, show_default=True, help="Runs per configuration for --pirate.")
+@click.option("--pirate-from", "pirate_from", help="Show a saved pirate-stack result (its --json output) instead.")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
-def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log, cmd):
+def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log, pirate, pirate_repeat, pirate_from,
+            cmd):
     """Run CMD once per thread count ({threads} is replaced) and print the speedup stacks."""
     from scalestack.sweep import (
         gc_checks,
@@ -31,6 +38,14 @@ def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log
         sweep_report,
     )
 
+    if pirate and (from_dir or pirate_from):
+        raise UserError("--pirate measures a new pirate stack: it cannot be combined with --from or --pirate-from")
+    if pirate and envs:
+        raise UserError("--pirate runs CMD with {threads} in its arguments only: --env is not passed to its runs; "
+                        "run 'scalestack pirate-stack' and give its --json output to --pirate-from")
+    if pirate_repeat < 1:
+        raise UserError("--pirate-repeat must be at least 1")
+    pirate_res = load_pirate(pirate_from) if pirate_from else None
     if not from_dir:
         if not cmd:
             raise UserError("no command: give 'scalestack scale --threads 1,2 -- CMD {threads}' or --from DIR")
@@ -41,21 +56,38 @@ def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log
         env = dict(e.split("=", 1) for e in envs if "=" in e)
         from rich.progress import Progress
 
+        if pirate:  # checked before the sweep records anything: a bad command fails in seconds, not minutes
+            pirate_counts = _pirate_counts(counts)
+            from scalestack.eklov import driver
+
+            p = driver.plan(list(cmd), pirate_counts)
         with Progress() as prog:
             task = prog.add_task("recording", total=len(counts) * repeat)
             run_sweep(list(cmd), counts, output, repeat=repeat, env=env,
                       progress=lambda: prog.advance(task), gc_log=gc_log)
+            if pirate:
+                task = prog.add_task("pirate stack", total=driver.run_count(p.counts, pirate_repeat, "all"))
+                pirate_res = driver.measure(p, pirate_repeat, progress=lambda label: prog.advance(task))
+        if pirate:
+            from scalestack.eklov.report import save
+
+            save(pirate_res, os.path.join(output, PIRATE_FILE))
         from_dir = output
+    elif pirate_res is None and os.path.exists(os.path.join(from_dir, PIRATE_FILE)):
+        pirate_res = load_pirate(os.path.join(from_dir, PIRATE_FILE))
     traces = load_sweep(from_dir)
     res = stacks(traces)
     logs = load_gc_logs(from_dir)
     if report_dir:
-        sweep_report(traces, report_dir, logs)
+        sweep_report(traces, report_dir, logs, pirate=pirate_res)
         click.echo(f"scalestack: wrote {report_dir}/report.html", err=True)
     checks = gc_checks(traces, logs)
     if as_json:
         out = [r.to_dict() for r in res]
-        click.echo(json.dumps({"stacks": out, "gc_log": checks} if checks else out, indent=2))
+        if checks or pirate_res is not None:
+            out = {"stacks": out, **({"gc_log": checks} if checks else {}),
+                   **({"pirate_stack": pirate_res.to_dict()} if pirate_res is not None else {})}
+        click.echo(json.dumps(out, indent=2))
         return
     click.echo(f"{'N':>3} {'speedup':>8} {'gc':>6} {'seq':>6} {'sync':>6} {'imb':>6} {'cont':>6} {'other':>6}")
     for r in res:
@@ -67,3 +99,32 @@ def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log
         for c in checks:
             click.echo(f"{c['n']:>3} {c['pauses']:>6} {c['log_pause_ms']:8.1f} {c['gc_height_ms']:9.1f} "
                        f"{c['gc_running_ms']:9.1f} {c['gc_term']:6.2f} {c['gc_term_log']:7.2f}")
+    if pirate_res is not None:
+        from scalestack.eklov.report import table_lines
+        from scalestack.sweep import side_by_side
+
+        click.echo("")
+        for line in table_lines(pirate_res) + side_by_side(res, pirate_res):
+            click.echo(line)
+
+
+PIRATE_FILE = "pirate_stack.json"
+
+
+def load_pirate(path: str):
+    from scalestack.eklov.report import load
+
+    return load(path)
+
+
+def _pirate_counts(counts: list[int]) -> list[int]:
+    """The sweep's thread counts that isolation can run (a core per thread); one line if none can."""
+    cores = len(os.sched_getaffinity(0))
+    fit = [n for n in counts if n <= cores]
+    if not any(n > 1 for n in fit):
+        raise UserError(f"--pirate needs a thread count between 2 and the {cores} cores available for isolation; "
+                        f"the sweep has {','.join(map(str, counts))}")
+    if len(fit) < len(counts):
+        click.echo(f"scalestack: the pirate stack is measured at N = {','.join(map(str, fit))} only: isolation needs "
+                   f"a core per thread and {cores} are available", err=True)
+    return fit

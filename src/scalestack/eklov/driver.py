@@ -142,6 +142,15 @@ class PirateStackResult(Result):
                 "rows": self.rows(), "stack": self.stack.to_dict(),
                 "thread0_ns": {str(n): list(v) for n, v in self.thread0_ns.items()}, "runs": list(self.runs)}
 
+    @classmethod
+    def from_dict(cls, d: Mapping) -> PirateStackResult:
+        return cls(stack=EklovStack.from_dict(d["stack"]), command=tuple(d["command"]),
+                   cache_bytes=int(d["cache_bytes"]), llc_source=str(d["llc_source"]), pirate=bool(d["pirate"]),
+                   profile=str(d["profile"]),
+                   thread0_ns={int(n): tuple(float(t) for t in v) for n, v in d.get("thread0_ns", {}).items()},
+                   runs=tuple(d.get("runs", ())), warnings=tuple(d.get("warnings", ())),
+                   scope=str(d.get("scope", "phase")))
+
 
 def run_count(counts: Sequence[int], repeat: int, profile: str) -> int:
     cs = sorted(set(counts) | {1})

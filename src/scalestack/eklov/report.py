@@ -17,6 +17,43 @@ def _parts(res, title: str | None = None) -> tuple[EklovStack, list[dict], list[
     return stack, rows, warns, title
 
 
+def load(path: str):
+    """A saved pirate-stack result: its `--json` output, its report.json, or a sweep's pirate_stack.json.
+
+    Returns a PirateStackResult (thread mode) or an EklovStack (`--instances`)."""
+    import json
+
+    from scalestack.eklov.driver import PirateStackResult
+    from scalestack.errors import UserError
+
+    try:
+        with open(path) as fh:
+            d = json.load(fh)
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file (give the JSON 'scalestack pirate-stack --json' printed, or the "
+                        "report.json of 'pirate-stack -o DIR')") from None
+    except (OSError, ValueError) as e:
+        raise UserError(f"{path}: not a readable JSON file ({e})") from None
+    if isinstance(d, dict) and "eklov" in d.get("sections", {}):
+        d = d["sections"]["eklov"]
+    try:
+        if isinstance(d, dict) and "stack" in d:
+            return PirateStackResult.from_dict(d)
+        if isinstance(d, dict) and "pirate_ns" in d:
+            return EklovStack.from_dict(d)
+    except (KeyError, TypeError, ValueError) as e:
+        raise UserError(f"{path}: a pirate-stack result with a missing or malformed field ({e})") from None
+    raise UserError(f"{path}: not a pirate-stack result (expected the JSON of 'scalestack pirate-stack --json' "
+                    "or its report.json)")
+
+
+def save(res, path: str) -> None:
+    """The result as JSON that `load` reads back, written atomically."""
+    from scalestack.fileio import atomic_write
+
+    atomic_write(path, res.to_json().encode())
+
+
 def table_lines(res, title: str | None = None) -> list[str]:
     """The printed table: the four curves, the components with their run-to-run range, discards."""
     stack, rows, warns, title = _parts(res, title)

@@ -130,7 +130,18 @@ class EklovStack(Result):
         return {"mode": self.mode, "t1_ns": list(self.t1_ns), "rows": self.rows(),
                 "pirate_ns": {str(n): list(v) for n, v in self.pirate_ns.items()},
                 "nosync_ns": {str(n): list(v) for n, v in self.nosync_ns.items()},
-                "meas_ns": {str(n): list(v) for n, v in self.meas_ns.items()}}
+                "meas_ns": {str(n): list(v) for n, v in self.meas_ns.items()},
+                "discarded": {str(n): int(k) for n, k in self.discarded.items()}}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> EklovStack:
+        """The inverse of to_dict (the repeats are kept, so every row is recomputed, not trusted)."""
+        def per_n(key):
+            return {int(n): tuple(float(t) for t in v) for n, v in d[key].items()}
+
+        return cls.from_runs(d["t1_ns"], per_n("pirate_ns"), per_n("nosync_ns"), per_n("meas_ns"),
+                             mode=d.get("mode", "threads"),
+                             discarded={int(n): int(k) for n, k in d.get("discarded", {}).items()})
 
 
 def pirate_size(llc_bytes: int, n: int) -> int:
