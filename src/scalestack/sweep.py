@@ -160,12 +160,14 @@ def side_by_side(res: list, pirate) -> list[str]:
     sees slower work (cache, memory) and counts all waiting as sync. So their sync terms should
     agree roughly with sync + imb, and cache + memory is what the trace's stack leaves in 'other'."""
     rows = {r["n"]: r for r in pirate.rows()}
+    scope = "parallel phase" if getattr(pirate, "scope", "phase") == "phase" else "whole run"
     out = []
     for r in res:
         e = rows.get(r.n)
         if e is None or r.n == 1:
             continue
-        out.append(f"N = {r.n}: from the traces, speedup {r.speedup:.2f} with sync + imbalance {r.sync + r.imb:.2f}, "
-                   f"CPU contention {r.cont:.2f}, other {r.other:.2f}; from isolation and the pirate, speedup "
-                   f"{e['s_meas']:.2f} with sync {e['sync']:.2f}, cache {e['cache']:.2f}, memory {e['memory']:.2f}.")
+        out.append(f"N = {r.n}: from the traces (whole run), speedup {r.speedup:.2f} with sequential part {r.seq:.2f}, "
+                   f"sync + imbalance {r.sync + r.imb:.2f}, CPU contention {r.cont:.2f}, other {r.other:.2f}; "
+                   f"from isolation and the pirate ({scope}), speedup {e['s_meas']:.2f} with sync {e['sync']:.2f}, "
+                   f"cache {e['cache']:.2f}, memory {e['memory']:.2f}.")
     return out
