@@ -10,13 +10,28 @@
  * The defaults make the lock contended (the critical section is CS LCG steps) and a run at one
  * thread take about 0.2 s here.
  */
+#define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef NOSYNC
+#if defined(NOSYNC) && defined(BOUNCE)
+/* Diagnosis builds (benchmarks/eklov_nosync_gap.py): no waiting, but each LOCK still moves one
+ * shared cache line between the cores (BOUNCE) or executes a locked instruction on the thread's own
+ * line (FENCE), as an uncontended lock does. */
+static uint64_t bounce_word __attribute__((aligned(64)));
+#define LOCK() ((void)__atomic_exchange_n(&bounce_word, 1, __ATOMIC_ACQUIRE))
+#define UNLOCK() __atomic_store_n(&bounce_word, 0, __ATOMIC_RELEASE)
+#define BARRIER() ((void)0)
+#elif defined(NOSYNC) && defined(FENCE)
+#define LOCK() ((void)__atomic_exchange_n(&p->fence_word, 1, __ATOMIC_ACQUIRE))
+#define UNLOCK() __atomic_store_n(&p->fence_word, 0, __ATOMIC_RELEASE)
+#define BARRIER() ((void)0)
+#elif defined(NOSYNC)
 #define LOCK() ((void)0)
 #define UNLOCK() ((void)0)
 #define BARRIER() ((void)0)
@@ -33,6 +48,7 @@ struct part {
     uint64_t rng;
     uint64_t acc;
     long id;
+    uint64_t fence_word;
     char pad[64];
 };
 
@@ -44,6 +60,12 @@ static void compute(struct part *p, long n);
 
 static void *worker(void *arg) {
     struct part *p = arg;
+#ifdef PIN  /* diagnosis: thread i on CPU i (mod the CPUs), so no thread migrates when it wakes */
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(p->id % sysconf(_SC_NPROCESSORS_ONLN), &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+#endif
     long mine = per_round / nthreads;
     for (long r = 0; r < rounds; r++) {
         for (long j = 0; j < mine; j++) {

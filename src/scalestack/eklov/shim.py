@@ -71,6 +71,7 @@ class ShimLog:
     threads: tuple[dict, ...]
     unsupported: dict[str, int] = field(default_factory=dict)
     isolation: Isolation | None = None
+    cpu_read_ns: int = 0  # CPU cost of one thread-CPU-clock read, added to each timed wait's CPU
 
     @property
     def phase_bounds(self) -> tuple[int, int]:
@@ -192,7 +193,7 @@ def parse_log(path: str) -> ShimLog:
     return ShimLog(pid=d["pid"], mode=d["mode"], proc_start_ns=d["proc_start_ns"], proc_end_ns=d["proc_end_ns"],
                    first_create_ns=d["first_create_ns"], last_join_ns=d["last_join_ns"],
                    last_exit_ns=d["last_exit_ns"], created=d["created"], threads=tuple(d["threads"]),
-                   unsupported=dict(d["unsupported"]), isolation=iso)
+                   unsupported=dict(d["unsupported"]), isolation=iso, cpu_read_ns=d.get("cpu_read_ns", 0))
 
 
 def _elf_interp(path: str) -> bool | None:
