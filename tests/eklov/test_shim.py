@@ -214,3 +214,13 @@ int main(void) { pthread_t a, b; pthread_create(&a, NULL, w0, NULL); pthread_cre
     log = shim.run([str(exe)], "isolate", profile_thread=0, timeout=30).log
     assert log.created == 3 and log.isolation.broken
     assert log.isolation.broken_why == "the profiled thread joined another thread"
+
+
+def test_cpu_clock_read_is_calibrated_and_charged_to_the_wait(progs):
+    """A timed wait reads the thread CPU clock twice (a system call each), each reading in the middle of
+    its call: the calibrated cost of one read is added to the wait's CPU, not left in the work."""
+    log = shim.run([progs["known_waits"]], "timing").log
+    assert 10 <= log.cpu_read_ns <= 100_000
+    t1 = _by_idx(log)[1]
+    assert t1["lock_waits"] == 1 and t1["wait_cpu_ns"] >= log.cpu_read_ns
+    assert shim.run([progs["known_waits"]], "phase").log.cpu_read_ns == 0  # phase mode times no wait
