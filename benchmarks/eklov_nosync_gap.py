@@ -105,11 +105,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--repeat", type=int)
+    ap.add_argument("--ubs", help="comma-separated subset of tiny,rnd,seq")
     args = ap.parse_args()
     if len(os.sched_getaffinity(0)) < 2:
         sys.exit("needs 2 CPUs")
     ubs, repeat = (["tiny"], 2) if args.quick else (["tiny", "rnd", "seq"], 7)
     repeat = args.repeat or repeat
+    ubs = args.ubs.split(",") if args.ubs else ubs
     with tempfile.TemporaryDirectory(prefix="eklov-gap-") as tmp:
         for ub in ubs:
             exes = build(ub, tmp)
