@@ -78,8 +78,13 @@ def nosync_error(sync_exe: str, nosync_exe: str, n: int, repeat: int = 5, patien
     # measured on a quiet machine: ub-rnd +4.4% and ub-seq +0.2% (ubs with a shared write in the
     # critical section), +12.9% and +8.5% with the corrected ubs: the lock's cache-line transfers and the sleeping threads' cold caches
     # are synchronization costs the method counts as work, and a random-access kernel pays most
-    pytest.param("rnd", marks=pytest.mark.xfail(reason="ub-rnd's estimate was +12.9% on a quiet machine", strict=False)),
-    pytest.param("seq", marks=pytest.mark.xfail(reason="ub-seq's estimate was +8.5% on a quiet machine", strict=False)),
+    # benchmarks/eklov_nosync_gap.py splits it (docs/eklov.md): for ub-rnd ~5 points are the lock's own cold
+    # line and page, already there with one thread (sync build +4.6% at N = 1), ~2 the line transfers, the
+    # rest what a contended lock costs after its futex sleep
+    pytest.param("rnd", marks=pytest.mark.xfail(reason="ub-rnd's estimate was +12.9% and +11.1% on a quiet machine, "
+                                                        "~5 points of it present at N = 1", strict=False)),
+    pytest.param("seq", marks=pytest.mark.xfail(reason="ub-seq's estimate was +8.5% (and +0.4%) on a quiet machine",
+                                                strict=False)),
 ])
 @pytest.mark.skipif(os.environ.get("SCALESTACK_WALLCLOCK_CHECKS") != "1",
                     reason="wall-clock accuracy needs a machine with nothing else running (the suite's own recording "
