@@ -30,9 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from validate_cycle_accounting import real_programs, synthetic  # noqa: E402
 
 
-def run(lengths: list[int], sizes: tuple[int, ...], n_mix: int, real: bool, seed: int = 0) -> dict:
+def run(lengths: list[int], sizes: tuple[int, ...], n_mix: int, real: bool, seed: int = 0,
+        atd_sets: str = "spread") -> dict:
     """{(length, cores): metrics} over the same mixes at every length."""
-    sampled, full = HwConfig(), HwConfig(full_atd=True)
+    sampled, full = HwConfig(atd_sets=atd_sets), HwConfig(full_atd=True)
     out = {}
     for n_acc in lengths:
         pool = synthetic(n_acc) + (real_programs(n_acc) if real else [])
@@ -67,18 +68,21 @@ def main() -> None:
     ap.add_argument("--mixes", type=int, default=None, help="mixes per core count and length (default 10)")
     ap.add_argument("--lengths", default=None, help="accesses per program, comma-separated")
     ap.add_argument("--no-real", action="store_true", help="synthetic programs only")
+    ap.add_argument("--atd-sets", default="spread,aligned", help="sampled-set choices to compare")
     args = ap.parse_args()
     lengths = [int(x) for x in (args.lengths or ("5000,20000" if args.quick else "100000,300000,1000000")).split(",")]
     n_mix = args.mixes or (2 if args.quick else 10)
     sizes = (2, 4) if args.quick else (2, 4, 8)
     t0 = time.process_time()
-    r = run(lengths, sizes, n_mix, real=not (args.no_real or args.quick))
     print(f"{n_mix} mixes per core count and length; same mixes at every length; realistic memory + prefetching")
-    print(f"{'accesses':>9s} {'cores':>5s} | {'sampled err%':>12s} {'full err%':>9s} | {'|samp-full|%':>12s}"
-          f" | {'scaled inter / full':>19s} | {'LLC acc. sampled%':>17s}")
-    for (n_acc, k), m in r.items():
-        print(f"{n_acc:9d} {k:5d} | {m['sampled']:12.2f} {m['full']:9.2f} | {m['gap']:12.2f}"
-              f" | {m['inter_ratio']:19.3f} | {m['coverage']:17.2f}")
+    for sel in args.atd_sets.split(","):
+        r = run(lengths, sizes, n_mix, real=not (args.no_real or args.quick), atd_sets=sel)
+        print(f"\n32 sampled sets, atd_sets={sel}")
+        print(f"{'accesses':>9s} {'cores':>5s} | {'sampled err%':>12s} {'full err%':>9s} | {'|samp-full|%':>12s}"
+              f" | {'scaled inter / full':>19s} | {'LLC acc. sampled%':>17s}")
+        for (n_acc, k), m in r.items():
+            print(f"{n_acc:9d} {k:5d} | {m['sampled']:12.2f} {m['full']:9.2f} | {m['gap']:12.2f}"
+                  f" | {m['inter_ratio']:19.3f} | {m['coverage']:17.2f}")
     print(f"CPU time {time.process_time() - t0:.0f} s")
 
 

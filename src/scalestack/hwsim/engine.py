@@ -25,6 +25,8 @@ P_SPIN_LIMIT, P_SPIN_DETECT, P_WAKE = range(21, 24)
 # ground-truth switches (eklov.py): no sync waits, LLC set-partitioned among the cores, private DRAM
 # per core; pirate mode: the last core loops over its trace and re-warms it at every barrier
 P_SYNCFREE, P_LLC_PART, P_PRIVMEM, P_PIRATE = range(24, 28)
+# 1: sampled ATD set i is LLC set i*stride + (i mod stride) (low index bits vary), 0: i*stride
+P_ATD_SPREAD = 28
 
 # access codes in `stores`: 0 load, 1 store; synchronization events (addr = dense lock/barrier id)
 S_LOAD, S_STORE, S_ACQUIRE, S_RELEASE, S_BARRIER = range(5)
@@ -198,6 +200,10 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
     sshift = 0
     while (1 << sshift) < sstride:
         sshift += 1
+    # set s is sampled when its low bits equal its sample index's (spread) or are zero (aligned):
+    # aligned sampled sets share their low index bits, so every power-of-two-strided stream in a mix
+    # lands in all of them and they see more contention than the average set
+    ssel = smask if p[P_ATD_SPREAD] != 0 else 0
     out = np.zeros((n, NC))
     l1_tags = np.full((n, l1s * l1w), -1, np.int64)
     l1_st = np.zeros((n, l1s * l1w), np.int64)
@@ -435,7 +441,7 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
         out[c, C_L1M] += 1
         out[c, C_LLCA] += 1
         s = line & (llcs - 1)
-        is_sampled = (s & smask) == 0
+        is_sampled = (s & smask) == ((s >> sshift) & ssel)
         atd_hit = False
         if is_sampled:
             out[c, C_SACC] += 1
@@ -496,7 +502,7 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
                     ps = pl & (llcs - 1)
                     pq = ps if part == 0 else c * part + pl % part
                     phit, pslot = _lookup(llc_tags, llc_st, pq * llcw, llcw, pl, stamp)
-                    if (ps & smask) == 0:
+                    if (ps & smask) == ((ps >> sshift) & ssel):
                         _lookup(atd_tags[c], atd_st[c], (ps >> sshift) * llcw, llcw, pl, stamp)
                     if not phit:
                         out[c, C_PF] += 1
