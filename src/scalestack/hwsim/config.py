@@ -55,6 +55,9 @@ class HwConfig:
     full_atd: bool = False
     atd_sets: str = "spread"  # which LLC sets the sampled ATD watches: spread (default) or aligned
     wait_model: str = "thesis"
+    # an inter-thread miss's waiting behind other cores' DRAM requests: memory term (true) or, as the
+    # thesis charges it, part of the inter-thread miss penalty in the LLC term (false)
+    inter_wait_to_memory: bool = False
     spin_limit: int = 20000
     spin_detect: int = 200
     wake_cycles: int = 4000
@@ -124,7 +127,7 @@ class HwConfig:
                 int(self.prefetch), self.prefetch_degree, sampled, {"thesis": 0, "shadow": 1, "rule-d": 3}[self.wait_model],
                 self.spin_limit, self.spin_detect, self.wake_cycles,
                 int(self.sync_free), int(self.llc_partition), int(self.private_memory), 0,
-                int(self.atd_sets == "spread"),
+                int(self.atd_sets == "spread"), int(self.inter_wait_to_memory),
             ],
             dtype=np.int64,
         )

@@ -27,6 +27,8 @@ P_SPIN_LIMIT, P_SPIN_DETECT, P_WAKE = range(21, 24)
 P_SYNCFREE, P_LLC_PART, P_PRIVMEM, P_PIRATE = range(24, 28)
 # 1: sampled ATD set i is LLC set i*stride + (i mod stride) (low index bits vary), 0: i*stride
 P_ATD_SPREAD = 28
+# 1: an inter-thread miss's DRAM waiting behind other cores goes to the memory term, not the LLC term
+P_INTER_SPLIT = 29
 
 # access codes in `stores`: 0 load, 1 store; synchronization events (addr = dense lock/barrier id)
 S_LOAD, S_STORE, S_ACQUIRE, S_RELEASE, S_BARRIER = range(5)
@@ -47,7 +49,7 @@ COUNTERS = (
  C_SPIN, C_SPIND, C_YIELD, C_DEAD, C_HELD, C_RWA, C_RWM) = range(len(COUNTERS))
 NC = len(COUNTERS)
 
-K_UNSAMPLED, K_INTRA, K_INTER = 0, 1, 2
+K_UNSAMPLED, K_INTRA, K_INTER, K_INTER_SPLIT = 0, 1, 2, 3
 
 
 @numba.njit(cache=True, inline="always")
@@ -487,7 +489,7 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
             if is_sampled:
                 if atd_hit:
                     out[c, C_SINTERM] += 1
-                    kind = K_INTER
+                    kind = K_INTER_SPLIT if p[P_INTER_SPLIT] != 0 else K_INTER
                 else:
                     out[c, C_SINTRAM] += 1
                     kind = K_INTRA
@@ -603,6 +605,9 @@ def _attribute(out, c, stall, wait, kind):
     out[c, C_ALLWAIT] += w
     if kind == K_INTER:
         out[c, C_SINTERPEN] += stall
+    elif kind == K_INTER_SPLIT:  # its uncontended penalty is LLC interference, its queueing memory
+        out[c, C_SINTERPEN] += stall - w
+        out[c, C_SINTRAWAIT] += w
     elif kind == K_INTRA:
         out[c, C_SINTRAWAIT] += w
 
