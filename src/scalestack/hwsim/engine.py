@@ -117,22 +117,26 @@ def _dram(p, core, line, t, d, n):
         if d[nb + bank] != core:
             d[W + 1] = d[bank] - start
         start = d[bank]
-    # shadow: the same request on this core's private timeline (its own banks state and bus)
-    ks = SK + core * nb + bank
     ko = ORA + core * nb + bank
-    s0 = t if d[ks] <= t else d[ks]
-    own = d[ko]
-    if own == row:
-        slat = p[P_TCL]
-    elif own < 0:
-        slat = p[P_TRCD] + p[P_TCL]
-    else:
-        slat = p[P_TRP] + p[P_TRCD] + p[P_TCL]
-    sready = s0 + slat
-    sb = sready if d[SB + core] <= sready else d[SB + core]
-    sdone = sb + p[P_BUS]
-    d[ks] = sready
-    d[SB + core] = sdone
+    # shadow: the same request on this core's private timeline (its own banks state and bus); only
+    # the shadow and rule-d wait models and the private-memory truth switch read it
+    shadow = p[P_WAITMODE] != 0 or p[P_PRIVMEM] != 0
+    sdone = 0.0
+    if shadow:
+        ks = SK + core * nb + bank
+        s0 = t if d[ks] <= t else d[ks]
+        own = d[ko]
+        if own == row:
+            slat = p[P_TCL]
+        elif own < 0:
+            slat = p[P_TRCD] + p[P_TCL]
+        else:
+            slat = p[P_TRP] + p[P_TRCD] + p[P_TCL]
+        sready = s0 + slat
+        sb = sready if d[SB + core] <= sready else d[SB + core]
+        sdone = sb + p[P_BUS]
+        d[ks] = sready
+        d[SB + core] = sdone
     if p[P_PRIVMEM] != 0:  # truth switch: this core's own DRAM, the shadow timeline is the real one
         d[ko] = row
         return sdone
@@ -159,7 +163,7 @@ def _dram(p, core, line, t, d, n):
     d[ko] = row
     d[bf] = done
     d[bf + 1] = core
-    if done > sdone:
+    if shadow and done > sdone:
         d[W + 3] = done - sdone
     return done
 
