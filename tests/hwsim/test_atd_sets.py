@@ -62,3 +62,23 @@ def test_spread_samples_each_stride_class_evenly(sampled, stride):
 def test_bad_choice_refused():
     with pytest.raises(UserError, match="atd_sets"):
         make_config({"atd_sets": "random"})
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.integers(0, 10_000), st.integers(2, 4))
+def test_inter_wait_to_memory_moves_cycles_between_terms_only(seed, k):
+    """The extrapolated estimate scales both terms alike, so moving an inter-thread miss's DRAM
+    waiting from the LLC term to the memory term leaves the isolated-time estimate as it was."""
+    from scalestack.hwsim import account, generate
+
+    rng = np.random.default_rng(seed)
+    kinds = ("stream", "strided", "random", "chase")
+    tr = from_arrays([generate(kinds[rng.integers(4)], 4000, int(rng.choice([64 << 10, 4 << 20])), gap=8, stride=256,
+                               seed=seed + t) for t in range(k)])
+    cfg = HwConfig(full_atd=True)
+    a = account(tr, cfg, ground_truth=False)
+    b = account(tr, cfg.replace(inter_wait_to_memory=True), ground_truth=False)
+    for x, y in zip(a.threads, b.threads, strict=True):
+        assert y.isolated_est == pytest.approx(x.isolated_est, rel=1e-9)
+        assert y.inter_miss_penalty + y.memory_wait == pytest.approx(x.inter_miss_penalty + x.memory_wait, rel=1e-9)
+        assert y.memory_wait >= x.memory_wait - 1e-9 and y.inter_miss_penalty <= x.inter_miss_penalty + 1e-9
