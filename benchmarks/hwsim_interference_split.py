@@ -52,15 +52,24 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--mixes", type=int, default=None)
     ap.add_argument("--accesses", type=int, default=None)
+    ap.add_argument("--variants", default="thesis,inter-wait-to-memory",
+                    help="accounting variants: thesis (an inter-thread miss's whole stall in the LLC term) and/or "
+                         "inter-wait-to-memory (its DRAM waiting behind other cores in the memory term)")
     args = ap.parse_args()
     mixes = args.mixes or (3 if args.quick else 20)
     accesses = args.accesses or (5000 if args.quick else 30000)
-    cfg = HwConfig(full_atd=True, prefetch=False)
     progs = pool(accesses)
     print(f"{mixes} mixes per core count of 32 synthetic programs, {accesses:,} accesses each; full ATD, no prefetch")
+    for variant in args.variants.split(","):
+        cfg = HwConfig(full_atd=True, prefetch=False, inter_wait_to_memory=variant == "inter-wait-to-memory")
+        print(f"\n{variant}")
+        table(cfg, mixes, progs, (2, 4) if args.quick else (2, 4, 8))
+
+
+def table(cfg: HwConfig, mixes: int, progs: list, sizes: tuple[int, ...]) -> None:
     print(f"{'cores':>5s} {'iso err':>8s} | {'memory est/true':>15s} {'|est-true|/iso':>14s} | "
           f"{'LLC est/true':>12s} {'|est-true|/iso':>14s} | {'both est/true':>13s}")
-    for k in (2, 4) if args.quick else (2, 4, 8):
+    for k in sizes:
         a = split(k, mixes, progs, cfg)
         iso = a[:, 0]
         err = np.abs(a[:, 6] - iso) / iso

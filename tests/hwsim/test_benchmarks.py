@@ -24,3 +24,11 @@ def test_speed_quick():
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     assert "M acc/s" in res.stdout
+
+
+def test_sampling_quick():
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks/hwsim_sampling.py"), "--quick"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "atd_sets=spread" in res.stdout and "atd_sets=aligned" in res.stdout
+    assert "scaled inter / full" in res.stdout

@@ -63,8 +63,8 @@ def test_bank_conflict_between_cores():
 
 
 def test_bus_conflict_counted_and_removed():
-    # core 1, bank 2 (line 128: a sampled ATD set), ready 64.25, bus busy by core 0 until 76.25
-    r = account(from_arrays([([1], [0], [0]), ([1], [8192], [0])], separate=False), NOPF)
+    # core 1, bank 2 (line 129: the sampled ATD set 1 x 128 + 1), ready 64.25, bus busy by core 0 until 76.25
+    r = account(from_arrays([([1], [0], [0]), ([1], [129 * 64], [0])], separate=False), NOPF)
     c1 = r.threads[1]
     assert c1.cycles == pytest.approx(88.25)
     assert r.counters["bus_wait"][1] == pytest.approx(12)
@@ -158,3 +158,19 @@ def test_rule_d_charges_whole_late_prefetch_wait():
     assert np.array_equal(a[:, E.C_CYC], b[:, E.C_CYC])  # accounting only: timing is unchanged
     assert np.all(b[:, E.C_SINTRAWAIT] >= a[:, E.C_SINTRAWAIT])
     assert b[:, E.C_SINTRAWAIT].sum() > a[:, E.C_SINTRAWAIT].sum()
+
+
+def test_inter_thread_miss_queueing_to_memory_term():
+    # TINY's LLC on realistic DRAM: thread 1's B, C evict A and its E closes A's row (bank 0). Thread
+    # 0's re-access of A is an inter-thread miss (ATD hit) that also meets an inter-thread row
+    # conflict: stall 103 = uncontended open-row miss (CAS 27 + bus 12 + LLC 10 = 49) + tRP + tRCD (54).
+    # Alone it is an LLC hit hidden by the ROB, so all 103 cycles are interference either way; the
+    # thesis charges them all to the LLC term, inter_wait_to_memory moves the 54 to the memory term.
+    cfg = TINY.replace(fixed_latency=False)
+    tr = from_arrays([([4, 4, 2000], [A, D, A], [0, 0, 0]), ([12, 1, 100], [B, C, 8 * 4096 + S], [0, 0, 0])],
+                     separate=False)
+    thesis, split = account(tr, cfg).threads[0], account(tr, cfg.replace(inter_wait_to_memory=True)).threads[0]
+    assert thesis.cycles - thesis.isolated_measured == pytest.approx(103)
+    assert (thesis.inter_miss_penalty, thesis.memory_wait) == pytest.approx((103, 0))
+    assert (split.inter_miss_penalty, split.memory_wait) == pytest.approx((49, 54))
+    assert split.isolated_est == pytest.approx(thesis.isolated_est) == pytest.approx(thesis.isolated_measured)

@@ -29,4 +29,6 @@ def test_quick():
     res = subprocess.run([sys.executable, str(ROOT / "benchmarks/hwsim_interference_split.py"), "--quick"],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
-    assert "memory est/true" in res.stdout and len(res.stdout.strip().splitlines()) == 4
+    out = res.stdout.strip().splitlines()
+    assert "memory est/true" in res.stdout and len(out) == 11  # header + 2 variants x (blank, name, header, 2 rows)
+    assert "thesis" in out and "inter-wait-to-memory" in out

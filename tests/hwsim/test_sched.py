@@ -26,9 +26,13 @@ def test_round_robin_alternates_and_stops_at_first_end():
 
 
 def test_progress_aware_is_fairer_here():
-    rr = schedule(_mix(), 2, "round-robin", HwConfig(), slice_cycles=20_000)
-    pa = schedule(_mix(), 2, "progress-aware", HwConfig(), slice_cycles=20_000)
-    assert pa.fairness_est >= rr.fairness_est - 0.05
+    # full ATDs: with 6,000 accesses per program, 32 sampled sets see ~40 LLC accesses each, so the
+    # estimate that drives the scheduler is noise (with the old aligned sets both fairness_est were 0)
+    cfg = HwConfig(full_atd=True)
+    rr = schedule(_mix(), 2, "round-robin", cfg, slice_cycles=20_000)
+    pa = schedule(_mix(), 2, "progress-aware", cfg, slice_cycles=20_000)
+    assert pa.fairness > rr.fairness
+    assert pa.fairness_est >= rr.fairness_est - 0.1
     assert pa.to_dict()["fairness"] == pytest.approx(pa.fairness)
 
 

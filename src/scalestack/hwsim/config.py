@@ -53,7 +53,11 @@ class HwConfig:
     prefetch_degree: int = 1
     atd_sampled_sets: int = 32
     full_atd: bool = False
+    atd_sets: str = "spread"  # which LLC sets the sampled ATD watches: spread (default) or aligned
     wait_model: str = "thesis"
+    # an inter-thread miss's waiting behind other cores' DRAM requests: memory term (true) or, as the
+    # thesis charges it, part of the inter-thread miss penalty in the LLC term (false)
+    inter_wait_to_memory: bool = False
     spin_limit: int = 20000
     spin_detect: int = 200
     wake_cycles: int = 4000
@@ -93,6 +97,8 @@ class HwConfig:
             raise UserError(
                 f"atd_sampled_sets={self.atd_sampled_sets} must be a power of two no larger than the LLC's {self.llc_sets} sets"
             )
+        if self.atd_sets not in ("spread", "aligned"):
+            raise UserError(f"atd_sets={self.atd_sets!r}: use spread (set i*stride + i) or aligned (set i*stride)")
         if self.wait_model not in ("thesis", "shadow", "rule-d"):
             raise UserError(f"wait_model={self.wait_model!r}: use thesis (MSHR waiting counters), shadow or rule-d")
         if self.spin_limit < 0 or self.spin_detect < 0 or self.wake_cycles < 0:
@@ -121,6 +127,7 @@ class HwConfig:
                 int(self.prefetch), self.prefetch_degree, sampled, {"thesis": 0, "shadow": 1, "rule-d": 3}[self.wait_model],
                 self.spin_limit, self.spin_detect, self.wake_cycles,
                 int(self.sync_free), int(self.llc_partition), int(self.private_memory), 0,
+                int(self.atd_sets == "spread"), int(self.inter_wait_to_memory),
             ],
             dtype=np.int64,
         )

@@ -25,6 +25,10 @@ P_SPIN_LIMIT, P_SPIN_DETECT, P_WAKE = range(21, 24)
 # ground-truth switches (eklov.py): no sync waits, LLC set-partitioned among the cores, private DRAM
 # per core; pirate mode: the last core loops over its trace and re-warms it at every barrier
 P_SYNCFREE, P_LLC_PART, P_PRIVMEM, P_PIRATE = range(24, 28)
+# 1: sampled ATD set i is LLC set i*stride + (i mod stride) (low index bits vary), 0: i*stride
+P_ATD_SPREAD = 28
+# 1: an inter-thread miss's DRAM waiting behind other cores goes to the memory term, not the LLC term
+P_INTER_SPLIT = 29
 
 # access codes in `stores`: 0 load, 1 store; synchronization events (addr = dense lock/barrier id)
 S_LOAD, S_STORE, S_ACQUIRE, S_RELEASE, S_BARRIER = range(5)
@@ -45,7 +49,7 @@ COUNTERS = (
  C_SPIN, C_SPIND, C_YIELD, C_DEAD, C_HELD, C_RWA, C_RWM) = range(len(COUNTERS))
 NC = len(COUNTERS)
 
-K_UNSAMPLED, K_INTRA, K_INTER = 0, 1, 2
+K_UNSAMPLED, K_INTRA, K_INTER, K_INTER_SPLIT = 0, 1, 2, 3
 
 
 @numba.njit(cache=True, inline="always")
@@ -113,22 +117,26 @@ def _dram(p, core, line, t, d, n):
         if d[nb + bank] != core:
             d[W + 1] = d[bank] - start
         start = d[bank]
-    # shadow: the same request on this core's private timeline (its own banks state and bus)
-    ks = SK + core * nb + bank
     ko = ORA + core * nb + bank
-    s0 = t if d[ks] <= t else d[ks]
-    own = d[ko]
-    if own == row:
-        slat = p[P_TCL]
-    elif own < 0:
-        slat = p[P_TRCD] + p[P_TCL]
-    else:
-        slat = p[P_TRP] + p[P_TRCD] + p[P_TCL]
-    sready = s0 + slat
-    sb = sready if d[SB + core] <= sready else d[SB + core]
-    sdone = sb + p[P_BUS]
-    d[ks] = sready
-    d[SB + core] = sdone
+    # shadow: the same request on this core's private timeline (its own banks state and bus); only
+    # the shadow and rule-d wait models and the private-memory truth switch read it
+    shadow = p[P_WAITMODE] != 0 or p[P_PRIVMEM] != 0
+    sdone = 0.0
+    if shadow:
+        ks = SK + core * nb + bank
+        s0 = t if d[ks] <= t else d[ks]
+        own = d[ko]
+        if own == row:
+            slat = p[P_TCL]
+        elif own < 0:
+            slat = p[P_TRCD] + p[P_TCL]
+        else:
+            slat = p[P_TRP] + p[P_TRCD] + p[P_TCL]
+        sready = s0 + slat
+        sb = sready if d[SB + core] <= sready else d[SB + core]
+        sdone = sb + p[P_BUS]
+        d[ks] = sready
+        d[SB + core] = sdone
     if p[P_PRIVMEM] != 0:  # truth switch: this core's own DRAM, the shadow timeline is the real one
         d[ko] = row
         return sdone
@@ -155,7 +163,7 @@ def _dram(p, core, line, t, d, n):
     d[ko] = row
     d[bf] = done
     d[bf + 1] = core
-    if done > sdone:
+    if shadow and done > sdone:
         d[W + 3] = done - sdone
     return done
 
@@ -198,6 +206,10 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
     sshift = 0
     while (1 << sshift) < sstride:
         sshift += 1
+    # set s is sampled when its low bits equal its sample index's (spread) or are zero (aligned):
+    # aligned sampled sets share their low index bits, so every power-of-two-strided stream in a mix
+    # lands in all of them and they see more contention than the average set
+    ssel = smask if p[P_ATD_SPREAD] != 0 else 0
     out = np.zeros((n, NC))
     l1_tags = np.full((n, l1s * l1w), -1, np.int64)
     l1_st = np.zeros((n, l1s * l1w), np.int64)
@@ -435,7 +447,7 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
         out[c, C_L1M] += 1
         out[c, C_LLCA] += 1
         s = line & (llcs - 1)
-        is_sampled = (s & smask) == 0
+        is_sampled = (s & smask) == ((s >> sshift) & ssel)
         atd_hit = False
         if is_sampled:
             out[c, C_SACC] += 1
@@ -481,7 +493,7 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
             if is_sampled:
                 if atd_hit:
                     out[c, C_SINTERM] += 1
-                    kind = K_INTER
+                    kind = K_INTER_SPLIT if p[P_INTER_SPLIT] != 0 else K_INTER
                 else:
                     out[c, C_SINTRAM] += 1
                     kind = K_INTRA
@@ -496,7 +508,7 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
                     ps = pl & (llcs - 1)
                     pq = ps if part == 0 else c * part + pl % part
                     phit, pslot = _lookup(llc_tags, llc_st, pq * llcw, llcw, pl, stamp)
-                    if (ps & smask) == 0:
+                    if (ps & smask) == ((ps >> sshift) & ssel):
                         _lookup(atd_tags[c], atd_st[c], (ps >> sshift) * llcw, llcw, pl, stamp)
                     if not phit:
                         out[c, C_PF] += 1
@@ -597,6 +609,9 @@ def _attribute(out, c, stall, wait, kind):
     out[c, C_ALLWAIT] += w
     if kind == K_INTER:
         out[c, C_SINTERPEN] += stall
+    elif kind == K_INTER_SPLIT:  # its uncontended penalty is LLC interference, its queueing memory
+        out[c, C_SINTERPEN] += stall - w
+        out[c, C_SINTRAWAIT] += w
     elif kind == K_INTRA:
         out[c, C_SINTRAWAIT] += w
 
