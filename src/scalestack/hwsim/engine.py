@@ -90,6 +90,16 @@ def _dram_offsets(nb, n):
     return 3 * nb + 2, 3 * nb + 6, 3 * nb + 6 + n, 3 * nb + 6 + n + n * nb
 
 
+@numba.njit(cache=True, inline="always")
+def _row_latency(p, open_row, row):
+    """Open-page DRAM: a row-buffer hit, an idle bank (activate), or a conflict (precharge first)."""
+    if open_row == row:
+        return p[P_TCL]
+    if open_row < 0:
+        return p[P_TRCD] + p[P_TCL]
+    return p[P_TRP] + p[P_TRCD] + p[P_TCL]
+
+
 @numba.njit(cache=True)
 def _dram(p, core, line, t, d, n):
     """Serve one line from memory issued at t (after the LLC lookup). Returns the done time.
@@ -125,14 +135,7 @@ def _dram(p, core, line, t, d, n):
     if shadow:
         ks = SK + core * nb + bank
         s0 = t if d[ks] <= t else d[ks]
-        own = d[ko]
-        if own == row:
-            slat = p[P_TCL]
-        elif own < 0:
-            slat = p[P_TRCD] + p[P_TCL]
-        else:
-            slat = p[P_TRP] + p[P_TRCD] + p[P_TCL]
-        sready = s0 + slat
+        sready = s0 + _row_latency(p, d[ko], row)
         sb = sready if d[SB + core] <= sready else d[SB + core]
         sdone = sb + p[P_BUS]
         d[ks] = sready
@@ -141,14 +144,9 @@ def _dram(p, core, line, t, d, n):
         d[ko] = row
         return sdone
     cur = d[2 * nb + bank]
-    if cur == row:
-        lat = p[P_TCL]
-    elif cur < 0:
-        lat = p[P_TRCD] + p[P_TCL]
-    else:
-        lat = p[P_TRP] + p[P_TRCD] + p[P_TCL]
-        if d[ko] == row:
-            d[W + 2] = p[P_TRP] + p[P_TRCD]
+    lat = _row_latency(p, cur, row)
+    if cur >= 0 and cur != row and d[ko] == row:  # a row conflict another core's row caused
+        d[W + 2] = p[P_TRP] + p[P_TRCD]
     ready = start + lat
     bstart = ready
     bf = 3 * nb
