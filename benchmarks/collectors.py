@@ -1,4 +1,4 @@
-"""Which collector to trust: perf versus the kernel's ftrace buffer (tracefs), measured.
+"""Which collector to trust: perf, the kernel's ftrace buffer (tracefs) and the eBPF aggregator, measured.
 
 For four C programs compiled here (an imbalanced barrier, a contended mutex, a producer/consumer
 with condition variables, and a barrier with 4 threads on 2 cores), each thread reports its own
@@ -11,6 +11,11 @@ time of the recorded run against a plain run (slowdown, median of pairs).
 
     .venv/bin/python benchmarks/collectors.py            # 20 runs each (several minutes)
     .venv/bin/python benchmarks/collectors.py --quick    # 2 runs each (the test runs this)
+
+The eBPF aggregator (`record --aggregate`) keeps no trace, only per-thread totals up to each
+thread's end, so its row compares totals that run a few microseconds past the reading (longer
+if the thread is preempted before it exits), and its "gaps" are the switch-ins and switch-outs
+its program saw out of order (a switch-out of a thread it did not know was running, and the reverse).
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 import scalestack  # noqa: E402
-from scalestack.schedstat import compare, read_truth  # noqa: E402
+from scalestack.collect import ebpf  # noqa: E402
+from scalestack.schedstat import compare, compare_totals, read_truth  # noqa: E402
 
 PROGRAMS = {
     "imbalanced barrier": ("barrier_imbalance", ["8", "3000000", "3"]),
@@ -65,6 +71,24 @@ def one_run(argv: list[str], collector: str, truth_file: Path, keep: Path | None
             "wall_s": trace.wall_ns / 1e9}
 
 
+def one_run_ebpf(argv: list[str], truth_file: Path) -> dict:
+    """One run under the eBPF aggregator, its per-thread totals compared with the truth."""
+    from scalestack.aggregate import watch
+
+    truth_file.unlink(missing_ok=True)
+    os.environ["SCHEDSTAT_OUT"] = str(truth_file)
+    try:
+        last = None
+        for _prev, cur, _info in watch(argv, None, interval_s=3600.0, quiet_command=True):
+            last = cur
+    finally:
+        os.environ.pop("SCHEDSTAT_OUT", None)
+    rows = compare_totals(last.tid, last.times_ns["running"], last.times_ns["runnable"], read_truth(truth_file))
+    return {"gaps": last.missed_switch_in + last.missed_switch_out, "events": max(1, last.events),
+            "run_err": [r["running_err_pct"] for r in rows], "rq_err": [r["runnable_err_ns"] / 1e6 for r in rows],
+            "rq_ok": [r["runnable_ok"] for r in rows], "wall_s": float("nan")}  # overhead.py times it
+
+
 def plain(argv: list[str]) -> float:
     t0 = time.perf_counter()
     subprocess.run(argv, stdout=subprocess.DEVNULL, check=True)
@@ -78,8 +102,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json")
     ap.add_argument("--keep", type=Path, help="keep the traces of runs with a RUNNABLE outlier in this folder")
     ap.add_argument("--only", help="only the program whose name contains this")
+    ap.add_argument("--collectors", default="perf,tracefs,ebpf", help="comma-separated: perf, tracefs, ebpf")
     args = ap.parse_args(argv)
     runs = 2 if args.quick else args.runs
+    collectors = [c for c in args.collectors.split(",") if c]
+    if "ebpf" in collectors and ebpf.unavailable():
+        print(f"eBPF row left out: {ebpf.unavailable()}")
+        collectors.remove("ebpf")
     out: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="scalestack-collectors-") as tmp:
         tmpd = Path(tmp)
@@ -95,9 +124,12 @@ def main(argv: list[str] | None = None) -> int:
             if args.only and args.only not in name:
                 continue
             prog = [str(exes[name]), *pargs]
-            for collector in ("perf", "tracefs"):
-                res = [one_run(prog, collector, tmpd / "truth.txt", args.keep) for _ in range(runs)]
-                plains = [plain(prog) for _ in range(runs)]
+            for collector in collectors:
+                if collector == "ebpf":
+                    res = [one_run_ebpf(prog, tmpd / "truth.txt") for _ in range(runs)]
+                else:
+                    res = [one_run(prog, collector, tmpd / "truth.txt", args.keep) for _ in range(runs)]
+                plains = [plain(prog) for _ in range(runs)] if collector != "ebpf" else [1.0]
                 run_err = np.abs(np.concatenate([r["run_err"] for r in res]))
                 rq_err = np.abs(np.concatenate([r["rq_err"] for r in res]))
                 gaps = sum(r["gaps"] for r in res) / sum(r["events"] for r in res) * 1000

@@ -12,7 +12,9 @@ The same call also dates the wakeup when its `sched_wakeup` was lost (perf drops
 from idle): the waiter became runnable during the waker's FUTEX_WAKE, not at its switch-in. On a
 busy CPU it may then wait milliseconds on the run queue, which the kernel counts as run delay
 (measured: 1.65 ms of one thread's 3.3 ms, 4 threads on 2 cores); such a wait is split into
-SYNC_WAIT up to the wake call and RUNNABLE (marked repaired) up to the switch-in.
+SYNC_WAIT up to the wake call and RUNNABLE (marked repaired) up to the switch-in. "Busy" means
+another task held that CPU at the call, or ran there before the waiter did (3.6 ms measured behind
+a task whose switch out of idle was lost); the waiter itself, still switching out, does not count.
 """
 
 from __future__ import annotations
@@ -94,7 +96,8 @@ def _runnable_from_wake(st: StateTable, events: RawEvents, waits: np.ndarray,
            & (st.start_ns[safe] == st.end_ns[np.maximum(safe - 1, 0)])
            & (wake_ns > st.start_ns[waits]) & (wake_ns < st.end_ns[waits]))
     if np.any(cut):
-        cut[cut] = _cpu_busy(events, st.cpu[safe[cut]].astype(np.int64), wake_ns[cut])
+        run_cpu = _run_cpu(st)[safe[cut]]
+        cut[cut] = _cpu_busy(events, run_cpu, wake_ns[cut], st.start_ns[safe[cut]], st.tid[waits[cut]])
     w, at, nx = waits[cut], wake_ns[cut], safe[cut]
     if len(w) == 0:
         return st, 0
@@ -105,14 +108,14 @@ def _runnable_from_wake(st: StateTable, events: RawEvents, waits: np.ndarray,
                                                                                   tail_len))
         cols = {k: v.copy() for k, v in cols.items()}
         cols["state"][tail] = State.RUNNABLE
-        cols["cpu"][tail] = np.repeat(st.cpu[nx], tail_len)
+        cols["cpu"][tail] = np.repeat(_run_cpu(st)[nx], tail_len)
         cols["addr"][tail] = 0
         cols["waker"][tail] = -1
         cols["repaired"][tail] = True
     new = {k: v[w].copy() for k, v in cols.items()}
     new["start_ns"] = at.astype(cols["start_ns"].dtype)
     new["state"][:] = State.RUNNABLE
-    new["cpu"] = st.cpu[nx].copy()
+    new["cpu"] = _run_cpu(st)[nx].astype(cols["cpu"].dtype)
     new["addr"][:] = 0
     new["waker"][:] = -1
     new["repaired"][:] = True
@@ -124,20 +127,57 @@ def _runnable_from_wake(st: StateTable, events: RawEvents, waits: np.ndarray,
     return type(st)(**{k: v[order] for k, v in merged.items()}), int(len(w))
 
 
-def _cpu_busy(events: RawEvents, cpu: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """Whether each CPU ran a task other than idle at each time, by its last switch before it."""
-    sw = np.flatnonzero(events.kind == Kind.SWITCH)
-    if len(sw) == 0:
-        return np.zeros(len(cpu), bool)
-    span = int(max(events.time.max(), at.max()) - min(events.time.min(), at.min())) + 2
-    base = int(min(events.time.min(), at.min()))
-    key = events.cpu[sw].astype(np.int64) * span + (events.time[sw] - base)
-    order = np.argsort(key, kind="stable")
-    key = key[order]
-    q = cpu * span + (at - base)
-    k = np.searchsorted(key, q, side="right") - 1
-    ok = (k >= 0) & (cpu >= 0)
-    k = np.maximum(k, 0)
-    same_cpu = events.cpu[sw[order[k]]] == cpu
-    return ok & same_cpu & (events.arg1[sw[order[k]]] != 0)
+def _run_cpu(st: StateTable) -> np.ndarray:
+    """The CPU of the RUNNING stretch each row begins: its own, or, where reconciling with the
+    runtime reports moved the stretch's start (a report proves the run began before its switch
+    event, and the added part has no CPU), that of the first later row of the same stretch that has one."""
+    n = len(st)
+    idx = np.where(st.cpu >= 0, np.arange(n), n)
+    first = np.minimum.accumulate(idx[::-1])[::-1]  # next row at or after each with a CPU
+    f = np.minimum(first, n - 1)
+    not_run = np.cumsum(st.state != State.RUNNING)  # rows i..f all RUNNING <=> equal counts before
+    prev = np.r_[0, not_run[:-1]]
+    same = (first < n) & (st.tid[f] == st.tid) & (not_run[f] == prev) & (st.state == State.RUNNING)
+    return np.where(same, st.cpu[f], st.cpu).astype(np.int64)
 
+
+def _cpu_busy(events: RawEvents, cpu: np.ndarray, at: np.ndarray, until: np.ndarray,
+              waiter: np.ndarray) -> np.ndarray:
+    """Whether each CPU ran a task other than the waiter between the wake call and the waiter's run:
+    by its last switch before the call (it was running something then), or by any event in the
+    context of another task on that CPU before the run began (it started something else first, so
+    the waiter queued behind it; the switch out of idle is the event this VM loses most)."""
+    sw = np.flatnonzero(events.kind == Kind.SWITCH)
+    busy_at = np.zeros(len(cpu), bool)
+    lo = int(min(events.time.min(), at.min()))
+    span = int(max(events.time.max(), until.max()) - lo) + 2
+    q = cpu * span + (at - lo)
+    if len(sw):
+        key = events.cpu[sw].astype(np.int64) * span + (events.time[sw] - lo)
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+        k = np.searchsorted(key, q, side="right") - 1
+        ok = (k >= 0) & (cpu >= 0)
+        k = np.maximum(k, 0)
+        same_cpu = events.cpu[sw[order[k]]] == cpu
+        nxt = events.arg1[sw[order[k]]]
+        busy_at = ok & same_cpu & (nxt != 0) & (nxt != waiter)  # the waiter itself, still switching out, is not busy
+    # another task's event on the CPU inside (at, until): all events there minus the waiter's own,
+    # each counted with one searchsorted over keys built from time ranks (no overflow)
+    ctx = np.where(events.kind == Kind.SWITCH, events.arg0, events.tid).astype(np.int64)
+    own = (ctx > 0) & (events.cpu >= 0)
+    if not np.any(own):
+        return busy_at
+    t_all = np.sort(events.time[own])
+    m = len(t_all) + 2
+    e_cpu, e_ctx = events.cpu[own].astype(np.int64), ctx[own]
+    e_rank = np.searchsorted(t_all, events.time[own], side="left")
+    r_at = np.searchsorted(t_all, at, side="right")  # first rank strictly after the wake call
+    r_until = np.searchsorted(t_all, until, side="left")  # first rank at or after the run's start
+    n_cpu = int(max(e_cpu.max(), cpu.max(initial=0))) + 1
+    by_cpu = np.sort(e_cpu * m + e_rank)
+    n_in = np.searchsorted(by_cpu, cpu * m + r_until) - np.searchsorted(by_cpu, cpu * m + r_at)
+    by_ctx = np.sort((e_ctx * n_cpu + e_cpu) * m + e_rank)
+    base = (waiter.astype(np.int64) * n_cpu + cpu) * m
+    n_own = np.searchsorted(by_ctx, base + r_until) - np.searchsorted(by_ctx, base + r_at)
+    return busy_at | ((cpu >= 0) & (n_in > n_own))

@@ -51,12 +51,19 @@ def compare(trace: Trace, truth: dict[int, ThreadTruth]) -> list[dict]:
         if tid in truth and truth[tid].at_ns is not None:
             until[i] = truth[tid].at_ns
     times = trace.time_in_states(until)
+    return compare_totals(tids, times[:, State.RUNNING], times[:, State.RUNNABLE], truth)
+
+
+def compare_totals(tids: np.ndarray, running_ns: np.ndarray, runnable_ns: np.ndarray,
+                   truth: dict[int, ThreadTruth]) -> list[dict]:
+    """The same rows from per-thread totals that some collector measured (the eBPF aggregator
+    keeps only totals, up to each thread's end rather than its reading)."""
     rows = []
-    for i, tid in enumerate(tids.tolist()):
+    for i, tid in enumerate(np.asarray(tids).tolist()):
         if tid not in truth:
             continue
         t = truth[tid]
-        run, rq = int(times[i, State.RUNNING]), int(times[i, State.RUNNABLE])
+        run, rq = int(running_ns[i]), int(runnable_ns[i])
         rows.append({"tid": tid, "running_ns": run, "on_cpu_ns": t.on_cpu_ns, "runnable_ns": rq,
                      "runqueue_ns": t.runqueue_ns,
                      "running_err_pct": (run - t.on_cpu_ns) / max(t.on_cpu_ns, 1) * 100,

@@ -115,3 +115,54 @@ def test_a_lost_wakeup_to_an_idle_cpu_is_not_split():
     tr = build_trace(e, root_pids=[100])
     assert intervals(tr, 100) == [(0, 21, R), (21, 60, SY), (60, 80, R), (80, 81, SL)]
     assert tr.meta["runnable_from_futex_calls"] == 0
+
+
+def test_a_lost_wakeup_to_a_cpu_that_starts_another_task_first_is_split():
+    """Measured (producer/consumer, tracefs): the wake call found cpu 1 idle, but another task was
+    woken onto it just before and ran first for 3.6 ms while the waiter queued behind it; the
+    kernel counted that as run delay. Switches out of idle are what this VM loses, so the other
+    task shows only by its own events on that CPU."""
+    e = ev([
+        (0, 0, 0, Kind.SWITCH, 0, 100, 0),
+        (10, 0, 100, Kind.FORK, 100, 101, 0),
+        (11, 0, 100, Kind.WAKEUP_NEW, 101, 1, 0),
+        (12, 1, 0, Kind.SWITCH, 0, 101, 0),
+        (20, 0, 100, Kind.FUTEX_ENTER, 0xABC, 0, 0),
+        (21, 0, 100, Kind.SWITCH, 100, 0, S_BIT),      # cpu 0 goes idle
+        (40, 1, 101, Kind.FUTEX_ENTER, 0xABC, 1, 0),    # the wake call; the sched_wakeup is lost
+        (42, 1, 101, Kind.FUTEX_EXIT, 0, 0, 0),
+        (45, 0, 7, Kind.FUTEX_ENTER, 0xDEF, 1, 0),      # task 7 runs on cpu 0 (its switch in was lost)
+        (60, 0, 7, Kind.SWITCH, 7, 100, S_BIT),
+        (61, 0, 100, Kind.FUTEX_EXIT, 0, 0, 0),
+        (80, 0, 100, Kind.SWITCH, 100, 0, S_BIT),
+        (81, 1, 101, Kind.SWITCH, 101, 0, S_BIT),
+    ])
+    tr = build_trace(e, root_pids=[100])
+    tr.validate()
+    assert intervals(tr, 100) == [(0, 21, R), (21, 40, SY), (40, 60, RN), (60, 80, R), (80, 81, SL)]
+    assert tr.meta["runnable_from_futex_calls"] == 1
+
+
+def test_a_wake_call_while_the_waiter_still_switches_out_is_not_split():
+    """Measured (tracefs): the wake call came while the waiter's own switch out was under way; the
+    waiter is then queued on its CPU's wake list and enqueued only when the IPI lands, so its CPU
+    being "busy" with the waiter itself does not start a run delay."""
+    e = ev([
+        (0, 0, 0, Kind.SWITCH, 0, 100, 0),
+        (10, 0, 100, Kind.FORK, 100, 101, 0),
+        (11, 0, 100, Kind.WAKEUP_NEW, 101, 1, 0),
+        (12, 1, 0, Kind.SWITCH, 0, 101, 0),
+        (20, 0, 100, Kind.FUTEX_ENTER, 0xABC, 0, 0),
+        (21, 0, 100, Kind.STAT_RUNTIME, 100, 21, 0),    # the kernel's switch instant
+        (22, 1, 101, Kind.FUTEX_ENTER, 0xABC, 1, 0),    # the wake call, before the switch event
+        (23, 0, 100, Kind.SWITCH, 100, 0, S_BIT),
+        (24, 1, 101, Kind.FUTEX_EXIT, 0, 0, 0),
+        (60, 0, 0, Kind.SWITCH, 0, 100, 0),
+        (61, 0, 100, Kind.FUTEX_EXIT, 0, 0, 0),
+        (79, 0, 100, Kind.STAT_RUNTIME, 100, 19, 0),
+        (80, 0, 100, Kind.SWITCH, 100, 0, S_BIT),
+        (81, 1, 101, Kind.SWITCH, 101, 0, S_BIT),
+    ])
+    tr = build_trace(e, root_pids=[100])
+    assert intervals(tr, 100) == [(0, 21, R), (21, 60, SY), (60, 79, R), (79, 81, SL)]
+    assert tr.meta["runnable_from_futex_calls"] == 0
