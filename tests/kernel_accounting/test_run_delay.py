@@ -23,6 +23,18 @@ def _switch_after_report(report_at: int, extra: list[tuple] = ()):
     ])
 
 
+def _main_and_worker(rows: list[tuple]):
+    """main (100) on cpu 0 forks a worker (101) that runs on cpu 1 and ends at 81; `rows` between."""
+    return ev([
+        (0, 0, 0, Kind.SWITCH, 0, 100, 0),
+        (10, 0, 100, Kind.FORK, 100, 101, 0),
+        (11, 0, 100, Kind.WAKEUP_NEW, 101, 1, 0),
+        (12, 1, 0, Kind.SWITCH, 0, 101, 0),
+        *rows,
+        (81, 1, 101, Kind.SWITCH, 101, 0, S_BIT),
+    ])
+
+
 def test_a_switch_happens_at_prevs_runtime_report_just_before_it():
     tr = build_trace(_switch_after_report(50_000), root_pids=[100])
     tr.validate()
@@ -52,11 +64,7 @@ def test_the_tracepoint_time_stays_without_the_switchs_own_report(report_at, ext
 
 
 def test_a_lost_wakeup_makes_the_waiter_runnable_from_the_wake_call():
-    e = ev([
-        (0, 0, 0, Kind.SWITCH, 0, 100, 0),
-        (10, 0, 100, Kind.FORK, 100, 101, 0),
-        (11, 0, 100, Kind.WAKEUP_NEW, 101, 1, 0),
-        (12, 1, 0, Kind.SWITCH, 0, 101, 0),
+    e = _main_and_worker([
         (20, 0, 100, Kind.FUTEX_ENTER, 0xABC, 0, 0),    # main waits (FUTEX_WAIT)
         (21, 0, 100, Kind.SWITCH, 100, 7, S_BIT),      # cpu 0 runs task 7
         (40, 1, 101, Kind.FUTEX_ENTER, 0xABC, 1, 0),    # worker: FUTEX_WAKE; the sched_wakeup is lost
@@ -64,7 +72,6 @@ def test_a_lost_wakeup_makes_the_waiter_runnable_from_the_wake_call():
         (60, 0, 7, Kind.SWITCH, 7, 100, S_BIT),         # main runs once cpu 0 is free
         (61, 0, 100, Kind.FUTEX_EXIT, 0, 0, 0),
         (80, 0, 100, Kind.SWITCH, 100, 0, S_BIT),
-        (81, 1, 101, Kind.SWITCH, 101, 0, S_BIT),
     ])
     tr = build_trace(e, root_pids=[100])
     tr.validate()
@@ -76,11 +83,7 @@ def test_a_lost_wakeup_makes_the_waiter_runnable_from_the_wake_call():
 
 
 def test_a_recorded_wakeup_is_not_moved_to_the_wake_call():
-    e = ev([
-        (0, 0, 0, Kind.SWITCH, 0, 100, 0),
-        (10, 0, 100, Kind.FORK, 100, 101, 0),
-        (11, 0, 100, Kind.WAKEUP_NEW, 101, 1, 0),
-        (12, 1, 0, Kind.SWITCH, 0, 101, 0),
+    e = _main_and_worker([
         (20, 0, 100, Kind.FUTEX_ENTER, 0xABC, 0, 0),
         (21, 0, 100, Kind.SWITCH, 100, 7, S_BIT),
         (40, 1, 101, Kind.FUTEX_ENTER, 0xABC, 1, 0),
@@ -89,7 +92,6 @@ def test_a_recorded_wakeup_is_not_moved_to_the_wake_call():
         (60, 0, 7, Kind.SWITCH, 7, 100, S_BIT),
         (61, 0, 100, Kind.FUTEX_EXIT, 0, 0, 0),
         (80, 0, 100, Kind.SWITCH, 100, 0, S_BIT),
-        (81, 1, 101, Kind.SWITCH, 101, 0, S_BIT),
     ])
     tr = build_trace(e, root_pids=[100])
     assert intervals(tr, 100) == [(0, 21, R), (21, 41, SY), (41, 60, RN), (60, 80, R), (80, 81, SL)]
@@ -98,11 +100,7 @@ def test_a_recorded_wakeup_is_not_moved_to_the_wake_call():
 
 def test_a_lost_wakeup_to_an_idle_cpu_is_not_split():
     """An idle CPU enqueues the woken task itself once the IPI wakes it, and runs it at once."""
-    e = ev([
-        (0, 0, 0, Kind.SWITCH, 0, 100, 0),
-        (10, 0, 100, Kind.FORK, 100, 101, 0),
-        (11, 0, 100, Kind.WAKEUP_NEW, 101, 1, 0),
-        (12, 1, 0, Kind.SWITCH, 0, 101, 0),
+    e = _main_and_worker([
         (20, 0, 100, Kind.FUTEX_ENTER, 0xABC, 0, 0),
         (21, 0, 100, Kind.SWITCH, 100, 0, S_BIT),      # cpu 0 goes idle
         (40, 1, 101, Kind.FUTEX_ENTER, 0xABC, 1, 0),
@@ -110,7 +108,6 @@ def test_a_lost_wakeup_to_an_idle_cpu_is_not_split():
         (60, 0, 0, Kind.SWITCH, 0, 100, 0),
         (61, 0, 100, Kind.FUTEX_EXIT, 0, 0, 0),
         (80, 0, 100, Kind.SWITCH, 100, 0, S_BIT),
-        (81, 1, 101, Kind.SWITCH, 101, 0, S_BIT),
     ])
     tr = build_trace(e, root_pids=[100])
     assert intervals(tr, 100) == [(0, 21, R), (21, 60, SY), (60, 80, R), (80, 81, SL)]
@@ -122,11 +119,7 @@ def test_a_lost_wakeup_to_a_cpu_that_starts_another_task_first_is_split():
     woken onto it just before and ran first for 3.6 ms while the waiter queued behind it; the
     kernel counted that as run delay. Switches out of idle are what this VM loses, so the other
     task shows only by its own events on that CPU."""
-    e = ev([
-        (0, 0, 0, Kind.SWITCH, 0, 100, 0),
-        (10, 0, 100, Kind.FORK, 100, 101, 0),
-        (11, 0, 100, Kind.WAKEUP_NEW, 101, 1, 0),
-        (12, 1, 0, Kind.SWITCH, 0, 101, 0),
+    e = _main_and_worker([
         (20, 0, 100, Kind.FUTEX_ENTER, 0xABC, 0, 0),
         (21, 0, 100, Kind.SWITCH, 100, 0, S_BIT),      # cpu 0 goes idle
         (40, 1, 101, Kind.FUTEX_ENTER, 0xABC, 1, 0),    # the wake call; the sched_wakeup is lost
@@ -135,7 +128,6 @@ def test_a_lost_wakeup_to_a_cpu_that_starts_another_task_first_is_split():
         (60, 0, 7, Kind.SWITCH, 7, 100, S_BIT),
         (61, 0, 100, Kind.FUTEX_EXIT, 0, 0, 0),
         (80, 0, 100, Kind.SWITCH, 100, 0, S_BIT),
-        (81, 1, 101, Kind.SWITCH, 101, 0, S_BIT),
     ])
     tr = build_trace(e, root_pids=[100])
     tr.validate()
@@ -147,11 +139,7 @@ def test_a_wake_call_while_the_waiter_still_switches_out_is_not_split():
     """Measured (tracefs): the wake call came while the waiter's own switch out was under way; the
     waiter is then queued on its CPU's wake list and enqueued only when the IPI lands, so its CPU
     being "busy" with the waiter itself does not start a run delay."""
-    e = ev([
-        (0, 0, 0, Kind.SWITCH, 0, 100, 0),
-        (10, 0, 100, Kind.FORK, 100, 101, 0),
-        (11, 0, 100, Kind.WAKEUP_NEW, 101, 1, 0),
-        (12, 1, 0, Kind.SWITCH, 0, 101, 0),
+    e = _main_and_worker([
         (20, 0, 100, Kind.FUTEX_ENTER, 0xABC, 0, 0),
         (21, 0, 100, Kind.STAT_RUNTIME, 100, 21, 0),    # the kernel's switch instant
         (22, 1, 101, Kind.FUTEX_ENTER, 0xABC, 1, 0),    # the wake call, before the switch event
@@ -161,7 +149,6 @@ def test_a_wake_call_while_the_waiter_still_switches_out_is_not_split():
         (61, 0, 100, Kind.FUTEX_EXIT, 0, 0, 0),
         (79, 0, 100, Kind.STAT_RUNTIME, 100, 19, 0),
         (80, 0, 100, Kind.SWITCH, 100, 0, S_BIT),
-        (81, 1, 101, Kind.SWITCH, 101, 0, S_BIT),
     ])
     tr = build_trace(e, root_pids=[100])
     assert intervals(tr, 100) == [(0, 21, R), (21, 60, SY), (60, 79, R), (79, 81, SL)]
