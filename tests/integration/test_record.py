@@ -155,13 +155,13 @@ def test_java_application_threads_match_the_kernels_own_accounting(java_classes,
                                str(java_classes), "AllocHeavy", "2", "10"], None)
     rows = compare(trace, read_truth(truth_file))
     assert len(rows) == 2
-    # Issue 14's bounds are RUNNING 2% / RUNNABLE 1 ms, and are not met on every run yet: in 19 runs of
-    # this test on this 2-vCPU VM (before and after the lost-wakeup repair), RUNNING was within 0.2%
-    # except once 8% (3.7 ms, trace below the kernel), and RUNNABLE within 0.3 ms except 1.65, 2.23,
-    # 2.90 and 3.66 ms (trace below the kernel's run_delay). The test holds the measured envelope.
+    # Issue 14's bounds: RUNNING within 2% or 1 ms, RUNNABLE within 5% or 1 ms. Before the lost-wakeup
+    # repair learned that a CPU idle at the wake call may run another task first (its switch out of
+    # idle lost) and took the CPU of runs whose start a runtime report moved, 5 of 19 runs here had
+    # RUNNABLE 1.65-3.66 ms below the kernel's run_delay; after it, 36 runs (72 threads) all held
+    # (RUNNING <= 0.44%, RUNNABLE <= 0.71 ms; benchmarks/collectors.py --only java).
     for r in rows:
-        assert abs(r["running_ns"] - r["on_cpu_ns"]) <= max(0.02 * r["on_cpu_ns"], 5_000_000), rows
-        assert abs(r["runnable_err_ns"]) <= max(5_000_000, 0.05 * r["runqueue_ns"]), rows
+        assert r["running_ok"] and r["runnable_ok"], rows
 
 
 def test_full_speed_mutex_contention_loses_nothing_by_default(c_programs):
