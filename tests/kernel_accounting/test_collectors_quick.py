@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -30,3 +31,8 @@ def test_collectors_quick_mode(tmp_path):
         assert f["runnable_err_median_ms"] <= f["runnable_err_p95_ms"] <= f["runnable_err_max_ms"]
         assert 0 <= f["runnable_within_5pct_or_1ms"] <= 100
         assert f["run_err_median_pct"] < 5, name  # every collector measures CPU time closely (measured: < 0.1%)
+    if ebpf.unavailable() is None and shutil.which("bpftrace"):
+        # the aggregator adds up the kernel's own sum_exec_runtime and run_delay, so against the
+        # kernel's figures at each thread's exit it is exact (measured: 0.00 in 25 runs of 5 programs)
+        f = figs["oversubscribed (4 on 2) [ebpf]"]
+        assert f["run_err_max_pct"] < 0.01 and f["runnable_err_max_ms"] < 0.01, f

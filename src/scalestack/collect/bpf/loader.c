@@ -18,7 +18,7 @@
 #include <time.h>
 
 struct thread {
-	uint64_t crit_fx, ns[8], since, f_in, kernel_out;
+	uint64_t crit_fx, ns[8], since, f_in, kernel_out, rq_base;  /* the layout of aggregate.bpf.c's struct thread */
 	uint32_t tgid, state, exited, switches;
 	char comm[16];
 };
