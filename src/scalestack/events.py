@@ -183,6 +183,11 @@ class RawEvents:
             **{k: getattr(self, k)[index] for k in _COLUMNS}, comms=self.comms, stats=dict(self.stats)
         )
 
+    def context_tid(self) -> np.ndarray:
+        """The task each event fired in (int64). sched_switch fires in prev's context, but perf
+        reports tid -1 for a task already dead, so a switch's context is its prev tid."""
+        return np.where(self.kind == Kind.SWITCH, self.arg0, self.tid).astype(np.int64)
+
     def comm(self, index: int) -> str:
         return self.comms[index] if 0 <= index < len(self.comms) else ""
 

@@ -95,9 +95,10 @@ def _runnable_from_wake(st: StateTable, events: RawEvents, waits: np.ndarray,
     cut = ((nxt < n) & (st.tid[safe] == st.tid[waits]) & (st.state[safe] == State.RUNNING)
            & (st.start_ns[safe] == st.end_ns[np.maximum(safe - 1, 0)])
            & (wake_ns > st.start_ns[waits]) & (wake_ns < st.end_ns[waits]))
-    if np.any(cut):
-        run_cpu = _run_cpu(st)[safe[cut]]
-        cut[cut] = _cpu_busy(events, run_cpu, wake_ns[cut], st.start_ns[safe[cut]], st.tid[waits[cut]])
+    if not np.any(cut):
+        return st, 0
+    run_cpu = _run_cpu(st)
+    cut[cut] = _cpu_busy(events, run_cpu[safe[cut]], wake_ns[cut], st.start_ns[safe[cut]], st.tid[waits[cut]])
     w, at, nx = waits[cut], wake_ns[cut], safe[cut]
     if len(w) == 0:
         return st, 0
@@ -108,14 +109,14 @@ def _runnable_from_wake(st: StateTable, events: RawEvents, waits: np.ndarray,
                                                                                   tail_len))
         cols = {k: v.copy() for k, v in cols.items()}
         cols["state"][tail] = State.RUNNABLE
-        cols["cpu"][tail] = np.repeat(_run_cpu(st)[nx], tail_len)
+        cols["cpu"][tail] = np.repeat(run_cpu[nx], tail_len)
         cols["addr"][tail] = 0
         cols["waker"][tail] = -1
         cols["repaired"][tail] = True
     new = {k: v[w].copy() for k, v in cols.items()}
     new["start_ns"] = at.astype(cols["start_ns"].dtype)
     new["state"][:] = State.RUNNABLE
-    new["cpu"] = _run_cpu(st)[nx].astype(cols["cpu"].dtype)
+    new["cpu"] = run_cpu[nx].astype(cols["cpu"].dtype)
     new["addr"][:] = 0
     new["waker"][:] = -1
     new["repaired"][:] = True
@@ -164,7 +165,7 @@ def _cpu_busy(events: RawEvents, cpu: np.ndarray, at: np.ndarray, until: np.ndar
         busy_at = ok & same_cpu & (nxt != 0) & (nxt != waiter)  # the waiter itself, still switching out, is not busy
     # another task's event on the CPU inside (at, until): all events there minus the waiter's own,
     # each counted with one searchsorted over keys built from time ranks (no overflow)
-    ctx = np.where(events.kind == Kind.SWITCH, events.arg0, events.tid).astype(np.int64)
+    ctx = events.context_tid()
     own = (ctx > 0) & (events.cpu >= 0)
     if not np.any(own):
         return busy_at

@@ -657,8 +657,7 @@ def build_trace(
     child_slots = slot_of[fork_child[in_set]]
     born_at[child_slots[::-1]] = events.time[fork_mask][in_set][::-1]  # first fork wins
     n_cpus = int(max(events.cpu.max(initial=0) + 1, 1))
-    # sched_switch fires in prev's context, but perf reports tid -1 for a task already dead
-    ctx = np.where(events.kind == Kind.SWITCH, events.arg0, events.tid).astype(np.int64)
+    ctx = events.context_tid()
     win_start = int(events.time[0]) - 1 if start_ns is None else int(start_ns)
     (out, dead, end_time, gaps, gaps_traced, missing_wakeups, double_running, uncertain, repairs,
      kernel_rt, settled) = _walk(

@@ -33,6 +33,6 @@ def test_collectors_quick_mode(tmp_path):
         assert f["run_err_median_pct"] < 5, name  # every collector measures CPU time closely (measured: < 0.1%)
     if ebpf.unavailable() is None and shutil.which("bpftrace"):
         # the aggregator adds up the kernel's own sum_exec_runtime and run_delay, so against the
-        # kernel's figures at each thread's exit it is exact (measured: 0.00 in 25 runs of 5 programs)
+        # kernel's figures at each thread's exit it is exact (measured: 0.00 in 125 recordings of 5 programs)
         f = figs["oversubscribed (4 on 2) [ebpf]"]
         assert f["run_err_max_pct"] < 0.01 and f["runnable_err_max_ms"] < 0.01, f
