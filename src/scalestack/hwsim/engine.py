@@ -52,25 +52,26 @@ NC = len(COUNTERS)
 K_UNSAMPLED, K_INTRA, K_INTER, K_INTER_SPLIT = 0, 1, 2, 3
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, inline="always", error_model="numpy")
 def _lookup(tags, stamps, base, ways, tag, now_stamp):
     """LRU lookup in one set starting at `base`; fills on miss. Returns (hit, slot)."""
-    victim = base
-    oldest = stamps[base]
+    # unsigned indices: numba adds negative-index wraparound code to every signed index
+    victim = np.uint64(base)
+    oldest = stamps[victim]
     for w in range(ways):
-        i = base + w
+        i = np.uint64(base + w)
         if tags[i] == tag:
             stamps[i] = now_stamp
-            return True, i
+            return True, np.int64(i)
         if stamps[i] < oldest:
             oldest = stamps[i]
             victim = i
     tags[victim] = tag
     stamps[victim] = now_stamp
-    return False, victim
+    return False, np.int64(victim)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _dram_state(nb, n):
     """All DRAM state in one float64 vector (owners and row ids are exact integers in it), so the hot
     loop passes one array to `_dram` instead of nine: the calls' array marshalling cost more than the
@@ -85,12 +86,12 @@ def _dram_state(nb, n):
     return d
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, inline="always", error_model="numpy")
 def _dram_offsets(nb, n):
     return 3 * nb + 2, 3 * nb + 6, 3 * nb + 6 + n, 3 * nb + 6 + n + n * nb
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, inline="always", error_model="numpy")
 def _row_latency(p, open_row, row):
     """Open-page DRAM: a row-buffer hit, an idle bank (activate), or a conflict (precharge first)."""
     if open_row == row:
@@ -100,7 +101,7 @@ def _row_latency(p, open_row, row):
     return p[P_TRP] + p[P_TRCD] + p[P_TCL]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always", error_model="numpy")
 def _dram(p, core, line, t, d, n):
     """Serve one line from memory issued at t (after the LLC lookup). Returns the done time.
 
@@ -116,57 +117,64 @@ def _dram(p, core, line, t, d, n):
     d[W] = 0.0
     d[W + 1] = 0.0
     d[W + 2] = 0.0
-    d[W + 3] = 0.0
+    swait = 0.0
+    # inlined, with one exit and `d` last used after the branches: numba's reference-count pruning
+    # then removes the atomic increment/decrement of `d` it put around every call (each one a full
+    # memory fence on the host: 24% of the run time on random over 64 MB)
     if p[P_FIXED] != 0:
-        return t + p[P_FIXED_LAT]
-    row_addr = line >> (p[P_ROW_SHIFT] - p[P_LINE_SHIFT])
-    bank = row_addr & (nb - 1)
-    row = row_addr >> 0  # bank bits stay in the row id: unique per (bank,row)
-    start = t
-    if d[bank] > start:
-        if d[nb + bank] != core:
-            d[W + 1] = d[bank] - start
-        start = d[bank]
-    ko = ORA + core * nb + bank
-    # shadow: the same request on this core's private timeline (its own banks state and bus); only
-    # the shadow and rule-d wait models and the private-memory truth switch read it
-    shadow = p[P_WAITMODE] != 0 or p[P_PRIVMEM] != 0
-    sdone = 0.0
-    if shadow:
-        ks = SK + core * nb + bank
-        s0 = t if d[ks] <= t else d[ks]
-        sready = s0 + _row_latency(p, d[ko], row)
-        sb = sready if d[SB + core] <= sready else d[SB + core]
-        sdone = sb + p[P_BUS]
-        d[ks] = sready
-        d[SB + core] = sdone
-    if p[P_PRIVMEM] != 0:  # truth switch: this core's own DRAM, the shadow timeline is the real one
-        d[ko] = row
-        return sdone
-    cur = d[2 * nb + bank]
-    lat = _row_latency(p, cur, row)
-    if cur >= 0 and cur != row and d[ko] == row:  # a row conflict another core's row caused
-        d[W + 2] = p[P_TRP] + p[P_TRCD]
-    ready = start + lat
-    bstart = ready
-    bf = 3 * nb
-    if d[bf] > bstart:
-        if d[bf + 1] != core:
-            d[W] = d[bf] - bstart
-        bstart = d[bf]
-    done = bstart + p[P_BUS]
-    d[bank] = ready
-    d[nb + bank] = core
-    d[2 * nb + bank] = row
-    d[ko] = row
-    d[bf] = done
-    d[bf + 1] = core
-    if shadow and done > sdone:
-        d[W + 3] = done - sdone
+        done = t + p[P_FIXED_LAT]
+    else:
+        row_addr = line >> (p[P_ROW_SHIFT] - p[P_LINE_SHIFT])
+        bank = row_addr & (nb - 1)
+        row = row_addr >> 0  # bank bits stay in the row id: unique per (bank,row)
+        tb = d[bank]
+        bw = tb - t
+        # branch-free (a select, not a jump): the comparisons are random on miss-heavy traces
+        d[W + 1] = bw if (bw > 0.0) & (d[nb + bank] != core) else 0.0
+        start = tb if tb > t else t
+        ko = ORA + core * nb + bank
+        # shadow: the same request on this core's private timeline (its own banks state and bus); only
+        # the shadow and rule-d wait models and the private-memory truth switch read it
+        shadow = p[P_WAITMODE] != 0 or p[P_PRIVMEM] != 0
+        sdone = 0.0
+        if shadow:
+            ks = SK + core * nb + bank
+            s0 = t if d[ks] <= t else d[ks]
+            sready = s0 + _row_latency(p, d[ko], row)
+            sb = sready if d[SB + core] <= sready else d[SB + core]
+            sdone = sb + p[P_BUS]
+            d[ks] = sready
+            d[SB + core] = sdone
+        if p[P_PRIVMEM] != 0:  # truth switch: this core's own DRAM, the shadow timeline is the real one
+            d[ko] = row
+            done = sdone
+        else:
+            cur = d[2 * nb + bank]
+            miss = cur != row
+            conflict = miss & (cur >= 0)
+            lat = p[P_TCL] + (p[P_TRCD] if miss else 0) + (p[P_TRP] if conflict else 0)
+            # a row conflict another core's row caused
+            d[W + 2] = float(p[P_TRP] + p[P_TRCD]) if conflict & (d[ko] == row) else 0.0
+            ready = start + lat
+            bf = 3 * nb
+            tf = d[bf]
+            bw = tf - ready
+            d[W] = bw if (bw > 0.0) & (d[bf + 1] != core) else 0.0
+            bstart = tf if tf > ready else ready
+            done = bstart + p[P_BUS]
+            d[bank] = ready
+            d[nb + bank] = core
+            d[2 * nb + bank] = row
+            d[ko] = row
+            d[bf] = done
+            d[bf + 1] = core
+            if shadow and done > sdone:
+                swait = done - sdone
+    d[W + 3] = swait
     return done
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def simulate(p, offsets, gaps, addrs, stores, cores, sched):
     """Run threads t = 0..len(offsets)-2 on cores[t]... one thread per core, to completion.
 
@@ -536,7 +544,7 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _release(out, p, sid, kind, t, blocked, wait_kind, wait_on, wait_start, clock, n, one):
     """Wake the waiters of lock/barrier `sid` at time t (`one`: only the oldest, FCFS lock handoff).
 
@@ -563,7 +571,7 @@ def _release(out, p, sid, kind, t, blocked, wait_kind, wait_on, wait_start, cloc
     return woken
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, inline="always", error_model="numpy")
 def _wake(out, p, k, t, wait_start, clock):
     w = t - wait_start[k]
     if w < 0.0:
@@ -585,7 +593,7 @@ def _wake(out, p, k, t, wait_start, clock):
         clock[k] = nt
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _drain(out, c, clock, pend_head, pend_cnt, pend_done, pend_wait, pend_kind, M):
     """Wait until every outstanding miss of core c has returned."""
     while pend_cnt[c] > 0:
@@ -598,7 +606,7 @@ def _drain(out, c, clock, pend_head, pend_cnt, pend_done, pend_wait, pend_kind, 
         pend_cnt[c] -= 1
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True, inline="always", error_model="numpy")
 def _attribute(out, c, stall, wait, kind):
     """A miss blocked the head of a full ROB for `stall` cycles: charge the counters."""
     out[c, C_ALLPEN] += stall
@@ -614,7 +622,7 @@ def _attribute(out, c, stall, wait, kind):
         out[c, C_SINTRAWAIT] += w
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _iso_estimate(c, cycles):
     """Estimated isolated cycles from a counter vector (same formulas as accounting.estimate)."""
     scale = c[C_LLCA] / c[C_SACC] if c[C_SACC] > 0 else 0.0
