@@ -174,7 +174,6 @@ def _dram(p, core, line, t, d, n):
     return done
 
 
-@numba.njit(cache=True, error_model="numpy")
 def simulate(p, offsets, gaps, addrs, stores, cores, sched):
     """Run threads t = 0..len(offsets)-2 on cores[t]... one thread per core, to completion.
 
@@ -195,7 +194,14 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
     -------
     float64[len(cores), NC] counters (see COUNTERS).
     """
-    n = cores.shape[0]
+    # the argument's type (bool or None), not its value, selects the compiled variant
+    return _simulate(p, offsets, gaps, addrs, stores, cores, sched, True if cores.shape[0] == 1 else None)
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _simulate(p, offsets, gaps, addrs, stores, cores, sched, single):
+    """`simulate`, compiled apart for one core (`single` True) and for more (`single` None)."""
+    n = 1 if single is not None else cores.shape[0]
     ls = p[P_LINE_SHIFT]
     l1s, l1w, llcs, llcw = p[P_L1_SETS], p[P_L1_WAYS], p[P_LLC_SETS], p[P_LLC_WAYS]
     W = float(p[P_W])
@@ -279,18 +285,23 @@ def simulate(p, offsets, gaps, addrs, stores, cores, sched):
             blocked[k] = True
             wait_kind[k] = S_REWARM
     while alive > 0 or rewarm:
-        c = -1
-        best = 1e300
-        for k in range(n):
-            if not done_flag[k] and active[k] and not parked[k] and not blocked[k] and clock[k] < best:
-                best = clock[k]
-                c = k
-        if c < 0 and sched[0] == 0:
+        if single is not None:  # compiled apart: c is the constant 0, which the compiler folds into every index
+            c = 0
+            stuck = not active[0] or done_flag[0] or parked[0] or blocked[0]
+        else:
+            c = -1
+            best = 1e300
+            for k in range(n):
+                if not done_flag[k] and active[k] and not parked[k] and not blocked[k] and clock[k] < best:
+                    best = clock[k]
+                    c = k
+            stuck = c < 0
+        if stuck and sched[0] == 0:
             # every unfinished thread waits on a lock or barrier nobody will release
             for k in range(n):
                 out[k, C_DEAD] = 1.0
             return out
-        if c < 0:
+        if stuck:
             # slice boundary: choose the programs for the next slice
             T = slice_end
             prog = np.empty(n)
