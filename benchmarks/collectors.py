@@ -54,8 +54,8 @@ JAVA = ("java workers", ["java", "-Xmx64m", "-XX:+UseParallelGC", "-XX:ParallelG
 
 
 def one_run(argv: list[str], collector: str, truth_file: Path, keep: Path | None = None) -> dict:
-    """One recording compared with the truth; with `keep`, a run with a RUNNABLE outlier keeps its
-    trace and truth there for explaining it."""
+    """One recording compared with the truth; with `keep`, a run with a RUNNING or RUNNABLE outlier
+    keeps its trace and truth there for explaining it."""
     truth_file.unlink(missing_ok=True)
     os.environ["SCHEDSTAT_OUT"] = str(truth_file)
     try:
@@ -63,7 +63,7 @@ def one_run(argv: list[str], collector: str, truth_file: Path, keep: Path | None
     finally:
         os.environ.pop("SCHEDSTAT_OUT", None)
     res = _errors(compare(trace, read_truth(truth_file)))
-    if keep is not None and not all(res["rq_ok"]):
+    if keep is not None and not (all(res["rq_ok"]) and all(res["run_ok"])):
         keep.mkdir(parents=True, exist_ok=True)
         stem = f"{Path(argv[0]).name}-{collector}-{time.time_ns()}"
         trace.save(str(keep / f"{stem}.trace"))
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json")
-    ap.add_argument("--keep", type=Path, help="keep the traces of runs with a RUNNABLE outlier in this folder")
+    ap.add_argument("--keep", type=Path, help="keep the traces of runs with a RUNNING or RUNNABLE outlier in this folder")
     ap.add_argument("--only", help="only the program whose name contains this")
     ap.add_argument("--collectors", default="perf,tracefs,ebpf", help="comma-separated: perf, tracefs, ebpf")
     args = ap.parse_args(argv)

@@ -56,6 +56,10 @@ assert PREV_STATE_DEAD == 48 and FUTEX_CMD_MASK == 0x7F
 # switch's own (measured: 2-5 us from prev's report to the sched_switch tracepoint under perf).
 _SCHED_SLACK_NS = 30_000
 
+# Hypervisor steal comes in host-scheduler slices (0.1-6 ms here). Shorter uncharged stretches
+# are the kernel's clock skew around wakeups, which its own figures count as run delay.
+_STEAL_MIN_NS = 100_000
+
 _WAIT_OPS_MASK = 0
 for _op in FUTEX_WAIT_OPS:
     _WAIT_OPS_MASK |= 1 << _op
@@ -406,15 +410,24 @@ def reconcile_running(states: StateTable, events: RawEvents, t0: int, t1: int) -
     repaired. Threads with no reports (real-time tasks, recordings without the tracepoint) keep
     their switch-based states.
 
-    Returns the new table and, per tid, [ns added to RUNNING, ns removed].
+    One exception: such a stretch inside a run whose own switches were both seen, on a CPU where
+    no other task left any event meanwhile. No other task ran there, so the thread was never
+    queued: it was current while the hypervisor ran something else (steal, which a VM's kernel
+    charges neither as CPU time nor as run delay; 21 ms of one producer/consumer thread in one
+    recording here). It becomes UNKNOWN, not RUNNABLE.
+
+    Returns the new table and, per tid, [ns added to RUNNING, ns removed]; the second dict gives,
+    per tid, the ns of those stolen stretches.
     """
     rep = (events.kind == Kind.STAT_RUNTIME) & (events.arg1 > 0)
     if not np.any(rep) or len(states) == 0:
-        return states, {}
+        return states, {}, {}
     r_tid, r_end = events.arg0[rep], events.time[rep]
     r_start = r_end - events.arg1[rep]
+    others = _other_context_counter(events)
     parts: list[StateTable] = []
     changed: dict[str, list[int]] = {}
+    stolen: dict[str, int] = {}
     bounds = np.flatnonzero(np.r_[True, states.tid[1:] != states.tid[:-1], True])
     for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
         th = states.take(np.arange(lo, hi))
@@ -443,17 +456,63 @@ def reconcile_running(states: StateTable, events: RawEvents, t0: int, t1: int) -
         state = th.state[row].astype(np.int64)
         add = covered & ~was_running
         drop = was_running & ~covered
+        steal = drop & ~th.repaired[row] & (th.cpu[row] >= 0) & (seg_b - seg_a >= _STEAL_MIN_NS)
+        if np.any(steal):
+            steal[steal] = others(th.cpu[row][steal], seg_a[steal], seg_b[steal], tid) == 0
+        fallback = np.where(steal, int(State.UNKNOWN), fallback)
         state = np.where(add, int(State.RUNNING), np.where(drop, fallback, state))
         dur = seg_b - seg_a
         if np.any(add) or np.any(drop):
             changed[str(tid)] = [int(dur[add].sum()), int(dur[drop].sum())]
+        if np.any(steal):
+            stolen[str(tid)] = int(dur[steal].sum())
         mod = add | drop
         parts.append(StateTable(
             tid=np.full(len(seg_a), tid, np.int32), start_ns=seg_a, end_ns=seg_b, state=state.astype(np.uint8),
             cpu=np.where(mod, -1, th.cpu[row]), addr=np.where(mod, 0, th.addr[row]).astype(np.uint64),
             waker=np.where(mod, -1, th.waker[row]), repaired=th.repaired[row] | mod,
         ))
-    return StateTable.concat(parts), changed
+    return StateTable.concat(parts), changed, stolen
+
+
+def _other_context_counter(events: RawEvents):
+    """A function (cpu, a, b, tid) -> 1 where some event on that CPU in (a, b) fired in another
+    task's context, or the thread's last event there before b entered a futex wait, else 0
+    (vectorized over cpu, a, b). Events are time-sorted, so each CPU's are
+    too; within a CPU, a run of events from one context ends at `run_end`."""
+    ctx = events.context_tid()
+    op = events.arg1 & 0x7F
+    waits = ((events.kind == Kind.FUTEX_ENTER) & (op < 63) & (((_WAIT_OPS_MASK >> np.minimum(op, 62)) & 1) == 1)
+             | (events.kind == Kind.FUTEX_WAITV))
+    per_cpu = {}
+    for c in np.unique(events.cpu).tolist():
+        idx = np.flatnonzero(events.cpu == c)
+        cx = ctx[idx]
+        starts = np.flatnonzero(np.r_[True, cx[1:] != cx[:-1]])
+        run_end = np.repeat(np.r_[starts[1:], len(cx)], np.diff(np.r_[starts, len(cx)]))
+        per_cpu[c] = (events.time[idx], cx, run_end, waits[idx])
+
+    def count(cpu: np.ndarray, a: np.ndarray, b: np.ndarray, tid: int) -> np.ndarray:
+        out = np.zeros(len(a), np.int64)
+        for c in np.unique(cpu).tolist():
+            if c not in per_cpu:
+                continue
+            t, cx, run_end, wait = per_cpu[c]
+            sel = cpu == c
+            j0 = np.searchsorted(t, a[sel], "right")
+            j1 = np.searchsorted(t, b[sel], "left")
+            some = j1 > j0
+            k = np.minimum(j0, len(t) - 1)
+            # events in (a, b) all from `tid` iff the first is and its run of one context reaches b
+            only_own = some & (cx[k] == tid) & (run_end[k] >= j1)
+            # the thread's last event before b entered a futex wait: it went to sleep (its switch
+            # out was lost), the silence after is not steal
+            last = np.maximum(j1 - 1, 0)
+            slept = (j1 > 0) & (cx[last] == tid) & wait[last]
+            out[sel] = np.where((some & ~only_own) | slept, 1, 0)
+        return out
+
+    return count
 
 
 def _unique(x: np.ndarray) -> np.ndarray:
@@ -684,7 +743,7 @@ def build_trace(
         tid=o_tid[order], start_ns=o_start[order], end_ns=o_end[order], state=o_state[order],
         cpu=o_cpu[order], addr=o_addr[order], waker=o_waker[order], repaired=o_rep[order],
     )
-    states, reconciled = reconcile_running(states, events, t0, t1)
+    states, reconciled, stolen = reconcile_running(states, events, t0, t1)
     states = _merge_adjacent(states)
     pids = _thread_pids(events, tids, slot_of)
     states, futex_wakers, runnable_from_wakes = attribute_futex_wakers(states, events, tids, pids)
@@ -761,6 +820,7 @@ def build_trace(
         repaired_intervals=rep,
         repairs_settled_by_runtime=int(settled),
         running_reconciled_ns=reconciled,
+        steal_ns=stolen,
         repair_uncertainty_ns=unc,
         n_events=len(events),
         kernel_runtime_check=check,

@@ -262,3 +262,55 @@ def test_running_the_kernel_did_not_charge_is_given_back():
     assert tr.meta["running_reconciled_ns"] == {"101": [0, 20]}
     rep = tr.states.repaired[(tr.states.tid == 101) & (tr.states.start_ns == 10)]
     assert rep.tolist() == [True]
+
+
+def _stolen_run(extra=()):
+    """The worker is switched in at 2 and out at 400_040 (both seen); the scheduler charged it
+    [2, 10] and [300_030, 400_040] only: 300 us uncharged while it was current."""
+    return ev(sorted([
+        (0, 0, 0, Kind.SWITCH, 0, 100, 0),
+        (1, 0, 100, Kind.FORK, 100, 101, 0),
+        (2, 1, 0, Kind.SWITCH, 0, 101, 0),
+        (10, 1, 101, Kind.STAT_RUNTIME, 101, 8, 0),
+        (400_040, 1, 101, Kind.STAT_RUNTIME, 101, 100_010, 0),
+        (400_040, 1, 101, Kind.SWITCH, 101, 0, S_BIT),
+        (400_050, 0, 100, Kind.SWITCH, 100, 0, S_BIT),
+        *extra,
+    ], key=lambda r: r[0]))
+
+
+def test_an_uncharged_stretch_with_the_cpu_silent_is_steal_not_run_delay():
+    # nothing else ran on CPU 1: the thread stayed current while the hypervisor ran another
+    # guest. The kernel charges that neither as CPU time nor as run delay.
+    tr = build_trace(_stolen_run(), root_pids=[100])
+    tr.validate()
+    assert intervals(tr, 101) == [(1, 2, RN), (2, 10, R), (10, 300_030, UN), (300_030, 400_040, R),
+                                  (400_040, 400_050, SL)]
+    assert tr.meta["steal_ns"] == {"101": 300_020}
+
+
+def test_an_uncharged_stretch_where_another_task_ran_stays_run_delay():
+    # another task's event on CPU 1 inside the stretch: the worker was switched out (a lost pair)
+    tr = build_trace(_stolen_run([(150_000, 1, 7, Kind.STAT_RUNTIME, 7, 1000, 0)]), root_pids=[100])
+    tr.validate()
+    assert UN not in [st for _a, _b, st in intervals(tr, 101)]
+    assert tr.meta["steal_ns"] == {}
+
+
+def test_an_uncharged_stretch_after_a_futex_wait_is_sleep_not_steal():
+    # the worker's last event before the silence entered a futex wait: it slept (switch-out lost)
+    tr = build_trace(_stolen_run([(11, 1, 101, Kind.FUTEX_ENTER, 0xABC, 0, 0)]), root_pids=[100])
+    tr.validate()
+    assert UN not in [st for _a, _b, st in intervals(tr, 101)]
+    assert tr.meta["steal_ns"] == {}
+
+
+def test_a_short_uncharged_stretch_stays_run_delay():
+    # 20 us: the kernel's clock skew around a wakeup, which its own figures count as run delay
+    e = _stolen_run()
+    e.time[e.time == 400_040] = 120_040
+    e.time[e.time == 400_050] = 120_050
+    e.arg1[(e.kind == Kind.STAT_RUNTIME) & (e.time == 120_040)] = 100_010
+    tr = build_trace(e, root_pids=[100])
+    assert (10, 20_030, RN) in intervals(tr, 101)
+    assert tr.meta["steal_ns"] == {}

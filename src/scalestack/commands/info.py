@@ -25,7 +25,7 @@ def summary(trace) -> dict:
     m = trace.meta
     keys = ("source", "command", "exit_status", "signal", "cores", "kernel", "perf_version", "clock",
             "recorded_at", "lost_events", "lost_chunks", "chain_gaps", "chain_gaps_traced", "missing_wakeups",
-            "double_running", "repaired_intervals", "repair_uncertainty_ns", "n_events")
+            "double_running", "repaired_intervals", "repair_uncertainty_ns", "steal_ns", "n_events")
     return {"wall_ns": trace.wall_ns, "threads": threads, **{k: m.get(k) for k in keys if k in m},
             "warnings": trace.warnings}
 
@@ -56,6 +56,7 @@ def command(path, as_json):
         + (f" (+{m['lost_chunks']} chunks)" if m.get("lost_chunks") else "")
         + f"   chain gaps {m.get('chain_gaps_traced', 0)} on traced threads ({m.get('chain_gaps', 0)} on all CPUs)"
         + f"   repaired intervals {sum((m.get('repaired_intervals') or {}).values())}"
+        + (f"   hypervisor steal {sum(m['steal_ns'].values()) / 1e6:.1f} ms (shown as unknown)" if m.get("steal_ns") else "")
     )
     table = Table(show_edge=False, header_style="bold", pad_edge=False)
     check = m.get("kernel_runtime_check") or {}
