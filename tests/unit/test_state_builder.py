@@ -244,19 +244,25 @@ def test_running_follows_the_kernels_runtime_reports():
     assert tr.meta["running_reconciled_ns"] == {}
 
 
-def test_running_the_kernel_did_not_charge_is_given_back():
-    # the switches say the worker ran from 2 to 40 (a switch-out/in pair was lost between), but
-    # the scheduler charged it only [2, 10] and [30, 40]
-    e = ev([
+def _uncharged_run(charged_again_at, run_end, extra=()):
+    """The worker is switched in at 2 and out at `run_end` (both switches seen); the scheduler
+    charged it only [2, 10] and [charged_again_at, run_end]."""
+    return ev(sorted([
         (0, 0, 0, Kind.SWITCH, 0, 100, 0),
         (1, 0, 100, Kind.FORK, 100, 101, 0),
         (2, 1, 0, Kind.SWITCH, 0, 101, 0),
         (10, 1, 101, Kind.STAT_RUNTIME, 101, 8, 0),
-        (40, 1, 101, Kind.STAT_RUNTIME, 101, 10, 0),
-        (40, 1, 101, Kind.SWITCH, 101, 0, S_BIT),
-        (50, 0, 100, Kind.SWITCH, 100, 0, S_BIT),
-    ])
-    tr = build_trace(e, root_pids=[100])
+        (run_end, 1, 101, Kind.STAT_RUNTIME, 101, run_end - charged_again_at, 0),
+        (run_end, 1, 101, Kind.SWITCH, 101, 0, S_BIT),
+        (run_end + 10, 0, 100, Kind.SWITCH, 100, 0, S_BIT),
+        *extra,
+    ], key=lambda r: r[0]))
+
+
+def test_running_the_kernel_did_not_charge_is_given_back():
+    # the switches say the worker ran from 2 to 40 (a switch-out/in pair was lost between), but
+    # the scheduler charged it only [2, 10] and [30, 40]
+    tr = build_trace(_uncharged_run(30, 40), root_pids=[100])
     tr.validate()
     assert intervals(tr, 101) == [(1, 2, RN), (2, 10, R), (10, 30, RN), (30, 40, R), (40, 50, SL)]
     assert tr.meta["running_reconciled_ns"] == {"101": [0, 20]}
@@ -265,18 +271,8 @@ def test_running_the_kernel_did_not_charge_is_given_back():
 
 
 def _stolen_run(extra=()):
-    """The worker is switched in at 2 and out at 400_040 (both seen); the scheduler charged it
-    [2, 10] and [300_030, 400_040] only: 300 us uncharged while it was current."""
-    return ev(sorted([
-        (0, 0, 0, Kind.SWITCH, 0, 100, 0),
-        (1, 0, 100, Kind.FORK, 100, 101, 0),
-        (2, 1, 0, Kind.SWITCH, 0, 101, 0),
-        (10, 1, 101, Kind.STAT_RUNTIME, 101, 8, 0),
-        (400_040, 1, 101, Kind.STAT_RUNTIME, 101, 100_010, 0),
-        (400_040, 1, 101, Kind.SWITCH, 101, 0, S_BIT),
-        (400_050, 0, 100, Kind.SWITCH, 100, 0, S_BIT),
-        *extra,
-    ], key=lambda r: r[0]))
+    """300 us uncharged while the worker was current."""
+    return _uncharged_run(300_030, 400_040, extra)
 
 
 def test_an_uncharged_stretch_with_the_cpu_silent_is_steal_not_run_delay():
@@ -307,10 +303,6 @@ def test_an_uncharged_stretch_after_a_futex_wait_is_sleep_not_steal():
 
 def test_a_short_uncharged_stretch_stays_run_delay():
     # 20 us: the kernel's clock skew around a wakeup, which its own figures count as run delay
-    e = _stolen_run()
-    e.time[e.time == 400_040] = 120_040
-    e.time[e.time == 400_050] = 120_050
-    e.arg1[(e.kind == Kind.STAT_RUNTIME) & (e.time == 120_040)] = 100_010
-    tr = build_trace(e, root_pids=[100])
+    tr = build_trace(_uncharged_run(20_030, 120_040), root_pids=[100])
     assert (10, 20_030, RN) in intervals(tr, 101)
     assert tr.meta["steal_ns"] == {}
