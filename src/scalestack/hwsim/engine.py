@@ -287,14 +287,27 @@ def _simulate(p, offsets, gaps, addrs, stores, cores, sched, single):
     while alive > 0 or rewarm:
         if single is not None:  # compiled apart: c is the constant 0, which the compiler folds into every index
             c = 0
+            c2 = 1
+            best2 = 1e300
             stuck = not active[0] or done_flag[0] or parked[0] or blocked[0]
         else:
+            # the runnable core with the smallest clock (lowest index among equals) goes next; the
+            # runner-up tells whether it may go on after its dispatch step without a new scan
             c = -1
             best = 1e300
+            c2 = n
+            best2 = 1e300
             for k in range(n):
-                if not done_flag[k] and active[k] and not parked[k] and not blocked[k] and clock[k] < best:
-                    best = clock[k]
-                    c = k
+                if not done_flag[k] and active[k] and not parked[k] and not blocked[k]:
+                    v = clock[k]
+                    if v < best:
+                        c2 = c
+                        best2 = best
+                        c = k
+                        best = v
+                    elif v < best2:
+                        c2 = k
+                        best2 = v
             stuck = c < 0
         if stuck and sched[0] == 0:
             # every unfinished thread waits on a lock or barrier nobody will release
@@ -405,7 +418,11 @@ def _simulate(p, offsets, gaps, addrs, stores, cores, sched, single):
             pend_head[c] = h + 1 if h + 1 < M else 0
             pend_cnt[c] -= 1
         if first and n > 1:
-            continue
+            # other cores' clocks did not move: if this one is still the earliest, it goes on now
+            # (what a new scan would pick), else the earliest goes first
+            still = clock[c] < best2 or (clock[c] == best2 and c < c2)
+            if not still or clock[c] >= slice_end:
+                continue
         advanced[c] = False
         pos[c] = i + 1
         now = clock[c]
