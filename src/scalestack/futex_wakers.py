@@ -15,6 +15,9 @@ busy CPU it may then wait milliseconds on the run queue, which the kernel counts
 SYNC_WAIT up to the wake call and RUNNABLE (marked repaired) up to the switch-in. "Busy" means
 another task held that CPU at the call, or ran there before the waiter did (3.6 ms measured behind
 a task whose switch out of idle was lost); the waiter itself, still switching out, does not count.
+A call counts from the waiter's own futex entry, not only from its switch: a barrier's wake can
+come while the waiter is still switching out, and the waiter then queues from the switch on
+(1.68 ms measured behind another woken task, 4 threads on 2 cores).
 """
 
 from __future__ import annotations
@@ -63,7 +66,10 @@ def attribute_futex_wakers(states: StateTable, events: RawEvents, tids: np.ndarr
     ok = has_addr & (k >= 0)
     k = np.maximum(k, 0)
     j = order[k]
-    ok &= (w_aid[j] == a_pos) & (w_time[j] >= st.start_ns[waits]) & (w_tid[j] != st.tid[waits])
+    # a wake call counts from the waiter's own futex entry: one made while the waiter was still
+    # switching out wakes it too (the wait's row starts at the switch, microseconds later)
+    since = np.minimum(_futex_entry(events, st.tid[waits], st.start_ns[waits]), st.start_ns[waits])
+    ok &= (w_aid[j] == a_pos) & (w_time[j] >= since) & (w_tid[j] != st.tid[waits])
     # same process, where the source says which process a thread belongs to (private futexes)
     waiter_pid = pids[np.searchsorted(tids, st.tid[waits])]
     known = (waiter_pid > 0) & (w_pid[j] > 0)
@@ -78,12 +84,31 @@ def attribute_futex_wakers(states: StateTable, events: RawEvents, tids: np.ndarr
     return named, int(ok.sum()), n_split
 
 
+def _futex_entry(events: RawEvents, tid: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Each thread's last futex call at or before `start` (the call that began its wait), or
+    `start` where there is none."""
+    fe = events.kind == Kind.FUTEX_ENTER
+    f_time = events.time[fe].astype(np.int64)
+    if len(f_time) == 0:
+        return start.astype(np.int64)
+    times = np.sort(f_time)
+    m = len(times) + 1
+    keys = np.sort(events.tid[fe].astype(np.int64) * m + np.searchsorted(times, f_time, side="left"))
+    q = tid.astype(np.int64) * m + np.searchsorted(times, start, side="right")
+    k = np.searchsorted(keys, q, side="left") - 1
+    kk = np.maximum(k, 0)
+    found = (k >= 0) & (keys[kk] // m == tid)
+    return np.where(found, times[np.minimum(keys[kk] % m, len(times) - 1)], start).astype(np.int64)
+
+
 def _runnable_from_wake(st: StateTable, events: RawEvents, waits: np.ndarray,
                         wake_ns: np.ndarray) -> tuple[StateTable, int]:
     """Split each wait that runs straight into its thread's RUNNING (its sched_wakeup was lost) at
     the wake call, where the CPU it then ran on was busy: the waker enqueued it there at once and
     the kernel's run delay starts then. An idle CPU is sent an IPI and enqueues the task itself
     when it wakes (measured: 50-80 us later in this VM), and runs it at once: no split."""
+    # a call made while the waiter was still switching out queues it from the switch on
+    wake_ns = np.maximum(wake_ns, st.start_ns[waits])
     # the row after the wait's tail (slivers of the same wait that reconciling RUNNING left)
     n = len(st)
     cont = np.zeros(n, bool)
@@ -94,7 +119,7 @@ def _runnable_from_wake(st: StateTable, events: RawEvents, waits: np.ndarray,
     safe = np.minimum(nxt, n - 1)
     cut = ((nxt < n) & (st.tid[safe] == st.tid[waits]) & (st.state[safe] == State.RUNNING)
            & (st.start_ns[safe] == st.end_ns[np.maximum(safe - 1, 0)])
-           & (wake_ns > st.start_ns[waits]) & (wake_ns < st.end_ns[waits]))
+           & (wake_ns >= st.start_ns[waits]) & (wake_ns < st.end_ns[waits]))
     if not np.any(cut):
         return st, 0
     run_cpu = _run_cpu(st)
@@ -124,6 +149,9 @@ def _runnable_from_wake(st: StateTable, events: RawEvents, waits: np.ndarray,
     end[w] = at
     cols["end_ns"] = end
     merged = {k: np.concatenate([cols[k], new[k]]) for k in cols}
+    # a wait woken while its thread was still switching out is run-queue time from its first instant
+    keep = np.flatnonzero(merged["end_ns"] > merged["start_ns"])
+    merged = {k: v[keep] for k, v in merged.items()}
     order = np.lexsort((merged["start_ns"], merged["tid"]))
     return type(st)(**{k: v[order] for k, v in merged.items()}), int(len(w))
 

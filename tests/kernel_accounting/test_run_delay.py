@@ -153,3 +153,26 @@ def test_a_wake_call_while_the_waiter_still_switches_out_is_not_split():
     tr = build_trace(e, root_pids=[100])
     assert intervals(tr, 100) == [(0, 21, R), (21, 60, SY), (60, 79, R), (79, 81, SL)]
     assert tr.meta["runnable_from_futex_calls"] == 0
+
+
+def test_a_wake_call_while_the_waiter_switches_out_then_queues_behind_another_task():
+    """Measured (4 threads on 2 cores, perf): the barrier's wake call came between the waiter's futex
+    entry and its switch out, its sched_wakeup was lost, and the waiter then queued 1.68 ms behind
+    another task woken onto its CPU; the kernel counted that as run delay. The call is matched from
+    the waiter's futex entry, and the run delay starts at the switch (the whole wait is RUNNABLE)."""
+    e = _main_and_worker([
+        (20, 0, 100, Kind.FUTEX_ENTER, 0xABC, 0, 0),
+        (21, 1, 101, Kind.FUTEX_ENTER, 0xABC, 1, 0),    # the wake call, before the switch instant
+        (22, 0, 100, Kind.STAT_RUNTIME, 100, 22, 0),    # the kernel's switch instant
+        (23, 0, 100, Kind.SWITCH, 100, 0, S_BIT),
+        (24, 1, 101, Kind.FUTEX_EXIT, 0, 0, 0),
+        (45, 0, 7, Kind.FUTEX_ENTER, 0xDEF, 1, 0),      # task 7 runs on cpu 0 (its switch in was lost)
+        (60, 0, 7, Kind.SWITCH, 7, 100, S_BIT),
+        (61, 0, 100, Kind.FUTEX_EXIT, 0, 0, 0),
+        (79, 0, 100, Kind.STAT_RUNTIME, 100, 19, 0),
+        (80, 0, 100, Kind.SWITCH, 100, 0, S_BIT),
+    ])
+    tr = build_trace(e, root_pids=[100])
+    tr.validate()
+    assert intervals(tr, 100) == [(0, 22, R), (22, 60, RN), (60, 79, R), (79, 81, SL)]
+    assert tr.meta["runnable_from_futex_calls"] == 1
