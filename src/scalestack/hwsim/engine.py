@@ -93,12 +93,10 @@ def _dram_offsets(nb, n):
 
 @numba.njit(cache=True, inline="always", error_model="numpy")
 def _row_latency(p, open_row, row):
-    """Open-page DRAM: a row-buffer hit, an idle bank (activate), or a conflict (precharge first)."""
-    if open_row == row:
-        return p[P_TCL]
-    if open_row < 0:
-        return p[P_TRCD] + p[P_TCL]
-    return p[P_TRP] + p[P_TRCD] + p[P_TCL]
+    """Open-page DRAM: a row-buffer hit, an idle bank (activate), or a conflict (precharge first).
+    Selects, not jumps: which of the three it is is random on a miss-heavy trace."""
+    miss = open_row != row
+    return p[P_TCL] + (p[P_TRCD] if miss else 0) + (p[P_TRP] if miss & (open_row >= 0) else 0)
 
 
 @numba.njit(cache=True, inline="always", error_model="numpy")
@@ -150,12 +148,9 @@ def _dram(p, core, line, t, d, n):
             done = sdone
         else:
             cur = d[2 * nb + bank]
-            miss = cur != row
-            conflict = miss & (cur >= 0)
-            lat = p[P_TCL] + (p[P_TRCD] if miss else 0) + (p[P_TRP] if conflict else 0)
             # a row conflict another core's row caused
-            d[W + 2] = float(p[P_TRP] + p[P_TRCD]) if conflict & (d[ko] == row) else 0.0
-            ready = start + lat
+            d[W + 2] = float(p[P_TRP] + p[P_TRCD]) if (cur != row) & (cur >= 0) & (d[ko] == row) else 0.0
+            ready = start + _row_latency(p, cur, row)
             bf = 3 * nb
             tf = d[bf]
             bw = tf - ready
@@ -287,7 +282,7 @@ def _simulate(p, offsets, gaps, addrs, stores, cores, sched, single):
     while alive > 0 or rewarm:
         if single is not None:  # compiled apart: c is the constant 0, which the compiler folds into every index
             c = 0
-            c2 = 1
+            c2 = 1  # the runner-up is read only with more cores; set so both variants type alike
             best2 = 1e300
             stuck = not active[0] or done_flag[0] or parked[0] or blocked[0]
         else:
