@@ -410,8 +410,9 @@ def reconcile_running(states: StateTable, events: RawEvents, t0: int, t1: int) -
     repaired. Threads with no reports (real-time tasks, recordings without the tracepoint) keep
     their switch-based states.
 
-    One exception: such a stretch inside a run whose own switches were both seen, on a CPU where
-    no other task left any event meanwhile. No other task ran there, so the thread was never
+    One exception: such a stretch, at least 100 us long, inside a run whose own switches were both
+    seen, on a CPU where no other task left any event meanwhile, and not after the thread entered a
+    futex wait (then it slept). No other task ran there, so the thread was never
     queued: it was current while the hypervisor ran something else (steal, which a VM's kernel
     charges neither as CPU time nor as run delay; 21 ms of one producer/consumer thread in one
     recording here). It becomes UNKNOWN, not RUNNABLE.
@@ -424,7 +425,7 @@ def reconcile_running(states: StateTable, events: RawEvents, t0: int, t1: int) -
         return states, {}, {}
     r_tid, r_end = events.arg0[rep], events.time[rep]
     r_start = r_end - events.arg1[rep]
-    others = _other_context_counter(events)
+    witness: _CpuWitness | None = None
     parts: list[StateTable] = []
     changed: dict[str, list[int]] = {}
     stolen: dict[str, int] = {}
@@ -458,7 +459,8 @@ def reconcile_running(states: StateTable, events: RawEvents, t0: int, t1: int) -
         drop = was_running & ~covered
         steal = drop & ~th.repaired[row] & (th.cpu[row] >= 0) & (seg_b - seg_a >= _STEAL_MIN_NS)
         if np.any(steal):
-            steal[steal] = others(th.cpu[row][steal], seg_a[steal], seg_b[steal], tid) == 0
+            witness = witness or _CpuWitness(events)
+            steal[steal] = ~witness.shows(th.cpu[row][steal], seg_a[steal], seg_b[steal], tid)
         fallback = np.where(steal, int(State.UNKNOWN), fallback)
         state = np.where(add, int(State.RUNNING), np.where(drop, fallback, state))
         dur = seg_b - seg_a
@@ -475,44 +477,44 @@ def reconcile_running(states: StateTable, events: RawEvents, t0: int, t1: int) -
     return StateTable.concat(parts), changed, stolen
 
 
-def _other_context_counter(events: RawEvents):
-    """A function (cpu, a, b, tid) -> 1 where some event on that CPU in (a, b) fired in another
-    task's context, or the thread's last event there before b entered a futex wait, else 0
-    (vectorized over cpu, a, b). Events are time-sorted, so each CPU's are
-    too; within a CPU, a run of events from one context ends at `run_end`."""
-    ctx = events.context_tid()
-    op = events.arg1 & 0x7F
-    waits = ((events.kind == Kind.FUTEX_ENTER) & (op < 63) & (((_WAIT_OPS_MASK >> np.minimum(op, 62)) & 1) == 1)
-             | (events.kind == Kind.FUTEX_WAITV))
-    per_cpu = {}
-    for c in np.unique(events.cpu).tolist():
-        idx = np.flatnonzero(events.cpu == c)
-        cx = ctx[idx]
-        starts = np.flatnonzero(np.r_[True, cx[1:] != cx[:-1]])
-        run_end = np.repeat(np.r_[starts[1:], len(cx)], np.diff(np.r_[starts, len(cx)]))
-        per_cpu[c] = (events.time[idx], cx, run_end, waits[idx])
+class _CpuWitness:
+    """Whether anything but the thread itself shows on a CPU during a stretch: an event there in
+    another task's context, or the thread's own last event before the stretch's end entering a
+    futex wait (it went to sleep; its switch out was lost). Built on first use: most recordings
+    have no uncharged stretch long enough to ask about."""
 
-    def count(cpu: np.ndarray, a: np.ndarray, b: np.ndarray, tid: int) -> np.ndarray:
-        out = np.zeros(len(a), np.int64)
+    def __init__(self, events: RawEvents):
+        by_cpu = np.argsort(events.cpu, kind="stable")  # events are time-sorted, so each CPU's stay so
+        cpu = events.cpu[by_cpu]
+        self.cpus, first = np.unique(cpu, return_index=True)
+        self.bounds = np.r_[first, len(cpu)]
+        self.time = events.time[by_cpu]
+        self.ctx = events.context_tid()[by_cpu]
+        self.waits = (((events.kind == Kind.FUTEX_ENTER) & np.isin(events.arg1 & FUTEX_CMD_MASK, FUTEX_WAIT_OPS))
+                      | (events.kind == Kind.FUTEX_WAITV))[by_cpu]
+        # within a CPU, the index where each event's run of one context ends
+        new_run = np.r_[True, (self.ctx[1:] != self.ctx[:-1]) | (cpu[1:] != cpu[:-1])]
+        starts = np.flatnonzero(new_run)
+        self.run_end = np.repeat(np.r_[starts[1:], len(cpu)], np.diff(np.r_[starts, len(cpu)]))
+
+    def shows(self, cpu: np.ndarray, a: np.ndarray, b: np.ndarray, tid: int) -> np.ndarray:
+        out = np.zeros(len(a), bool)
         for c in np.unique(cpu).tolist():
-            if c not in per_cpu:
+            i = np.searchsorted(self.cpus, c)
+            if i == len(self.cpus) or self.cpus[i] != c:
                 continue
-            t, cx, run_end, wait = per_cpu[c]
+            lo, hi = self.bounds[i], self.bounds[i + 1]
             sel = cpu == c
-            j0 = np.searchsorted(t, a[sel], "right")
-            j1 = np.searchsorted(t, b[sel], "left")
+            j0 = lo + np.searchsorted(self.time[lo:hi], a[sel], "right")
+            j1 = lo + np.searchsorted(self.time[lo:hi], b[sel], "left")
             some = j1 > j0
-            k = np.minimum(j0, len(t) - 1)
+            k = np.minimum(j0, hi - 1)
             # events in (a, b) all from `tid` iff the first is and its run of one context reaches b
-            only_own = some & (cx[k] == tid) & (run_end[k] >= j1)
-            # the thread's last event before b entered a futex wait: it went to sleep (its switch
-            # out was lost), the silence after is not steal
-            last = np.maximum(j1 - 1, 0)
-            slept = (j1 > 0) & (cx[last] == tid) & wait[last]
-            out[sel] = np.where((some & ~only_own) | slept, 1, 0)
+            only_own = some & (self.ctx[k] == tid) & (self.run_end[k] >= j1)
+            last = np.maximum(j1 - 1, lo)
+            slept = (j1 > lo) & (self.ctx[last] == tid) & self.waits[last]
+            out[sel] = (some & ~only_own) | slept
         return out
-
-    return count
 
 
 def _unique(x: np.ndarray) -> np.ndarray:
