@@ -378,7 +378,8 @@ def build_report(rec: AggregateRecording, window: int | None = None, group_by=No
     facts["threads"] = len(tids)
     warnings = []
     if meta.get("spins_failed") or meta.get("table_full"):
-        warnings.append(f"{meta.get('spins_failed', 0)} events skipped on lock contention, "
+        warnings.append(f"{meta.get('spins_failed', 0)} switches taken without the aggregator's lock (a CPU "
+                        "stalled mid-update; their criticality weights are approximate), "
                         f"{meta.get('table_full', 0)} threads not kept (table full)")
     cmd = meta.get("command")
     return Report(title or (" ".join(cmd) if cmd else f"pid {meta.get('attached_pid')}"), facts, warnings,

@@ -249,3 +249,29 @@ def test_sampling_names_the_code_each_thread_runs(c_programs, tmp_path):
     assert np.all(np.diff(s.time_ns) >= 0)
     assert scalestack.load(out).equals(trace)
 
+
+
+def test_tracefs_removes_instances_left_by_killed_recordings(c_programs):
+    """A recording killed before its cleanup leaves its tracefs instance, and with it its ring
+    buffers in kernel memory (one was found on this machine a day after its run). The next
+    tracefs recording removes the instances of processes that are gone, and only those."""
+    import os
+
+    from scalestack.collect.perf import ensure_tracefs
+
+    instances = os.path.join(ensure_tracefs(), "instances")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = os.path.join(instances, f"scalestack-{dead.pid}")
+    live = os.path.join(instances, f"scalestack-{os.getppid()}")  # a live process: not ours to remove
+    for d in (stale, live):
+        if not os.path.exists(d):
+            os.mkdir(d)
+    try:
+        scalestack.record([str(c_programs["barrier_imbalance"]), "2", "200000", "2"], None, collector="tracefs")
+        assert not os.path.exists(stale)
+        assert os.path.exists(live)
+    finally:
+        for d in (stale, live):
+            if os.path.exists(d):
+                os.rmdir(d)

@@ -71,19 +71,22 @@ def _check(rows, snap, min_ms=2.0):
         assert max(rows, key=lambda r: r["crit_ebpf_ms"])["tid"] == ranked[0]["tid"]
 
 
-def _run(command: list[str], tries: int = 3):
-    """`both` on command, again while the aggregator missed a switch-in or skipped an event (up to `tries`
-    runs): agreement is claimed for runs where neither side lost events, and perf's losses are repaired,
-    the aggregator's not. It skips an event (and counts it, and `record --aggregate` warns) when its
-    lock spin gives up: in a VM the holder's vCPU can be descheduled by the host mid-update (one
-    skipped event in a fresh-clone CI run, with 56 missed switch-ins, while the host was busy)."""
+def _run(command: list[str], tries: int = 3, forced_unlocked: bool = False):
+    """`both` on command, again while the aggregator missed a switch-in (up to `tries` runs):
+    agreement is claimed for runs where neither side lost events, and perf's losses are repaired,
+    the aggregator's only approximately (charged at the switch-out at that instant's parallelism).
+    Measured here (docs/top.md): the switch-ins it misses are switches the tracepoint never reports
+    to anyone (out of the VM agent's threads; tracefs misses them too), 0-105 in a run of 10-20 K
+    events. A run whose lock spin gave up (a lock holder's vCPU descheduled) is retried as well,
+    unless the test forces that path."""
     runs = []
     for _ in range(tries):
         runs.append(both(command))
-        if runs[-1][1].missed_switch_in == 0 and runs[-1][1].spins_failed == 0:
+        snap = runs[-1][1]
+        if snap.missed_switch_in == 0 and (forced_unlocked or snap.spins_failed == 0):
             break
-    # none clean: the run that lost least (a run without skipped events first), not merely the last
-    return min(runs, key=lambda r: (r[1].spins_failed, r[1].missed_switch_in))
+    # none clean: the run that lost least, not merely the last
+    return min(runs, key=lambda r: (r[1].missed_switch_in, 0 if forced_unlocked else r[1].spins_failed))
 
 
 @requires_ebpf
@@ -91,7 +94,7 @@ def _run(command: list[str], tries: int = 3):
 def test_barrier_agrees_with_perf(c_programs):
     trace, snap = _run([str(c_programs["barrier_imbalance"]), "10", "2000000", "3"])
     # rare (0-4 a run here) and repaired: the interval is charged at its switch-out
-    assert snap.missed_switch_in + snap.missed_switch_out <= max(2, snap.events // 50) and snap.spins_failed == 0
+    assert snap.missed_switch_in + snap.missed_switch_out <= max(2, snap.events // 50)
     _check(compare(trace, snap), snap)
 
 
@@ -99,7 +102,19 @@ def test_barrier_agrees_with_perf(c_programs):
 @requires_perf
 def test_mutex_agrees_with_perf(c_programs):
     trace, snap = _run([str(c_programs["mutex_counter"]), "4", "20000", "500", "3000"])
-    assert snap.spins_failed == 0
+    _check(compare(trace, snap), snap)
+
+
+@requires_ebpf
+@requires_perf
+def test_switches_taken_without_the_lock_keep_the_figures(c_programs, monkeypatch):
+    """Every 3rd switch takes the path of a stalled lock holder (fault injection in the loader):
+    it keeps the threads' states and leaves F's correction pending, so nothing is missed and the
+    figures hold to the same bounds as a clean run."""
+    monkeypatch.setenv("SCALESTACK_AGG_TEST_UNLOCKED_EVERY", "3")
+    trace, snap = _run([str(c_programs["mutex_counter"]), "4", "20000", "500", "3000"], forced_unlocked=True)
+    assert snap.spins_failed >= snap.events // 4, (snap.spins_failed, snap.events)
+    assert snap.missed_switch_in <= max(2, snap.events // 50)
     _check(compare(trace, snap), snap)
 
 
@@ -130,7 +145,8 @@ def test_record_aggregate_then_report(c_programs, tmp_path):
     assert out.stat().st_size < 50_000
     crit = rec.criticality()
     assert crit.share.max() > 0.5  # thread 1 does 3x the work: the most critical
-    rep = _cli("report", out, "-o", tmp_path / "rep", "--window", "100ms", "-q")
+    # coarser than recorded, yet several windows: the run takes 80-100 ms (100 ms windows gave one)
+    rep = _cli("report", out, "-o", tmp_path / "rep", "--window", "40ms", "-q")
     assert rep.returncode == 0, rep.stderr
     for f in ("report.html", "report.json", "bottle.png", "criticality.svg", "bottle-windows.png"):
         assert (tmp_path / "rep" / f).exists(), f

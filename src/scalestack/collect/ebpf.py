@@ -164,6 +164,9 @@ def parse_snapshot(lines: Sequence[str]) -> Snapshot:
     g = lines[0].split()
     now, F, r, last, busy, spins, full, events = (int(x) for x in g[1:9])
     miss_in, miss_out = (int(x) for x in g[9:11]) if len(g) >= 11 else (0, 0)
+    # corrections left pending by switches taken without the lock (signed; the next holder applies them)
+    f_corr, busy_corr = (int(x) for x in g[12:14]) if len(g) >= 14 else (0, 0)
+    F, busy = F + f_corr, busy + busy_corr
     rows = [ln.split(" ", 17) for ln in lines[1:] if ln.startswith("T ")]
     n = len(rows)
     tid = np.array([int(x[1]) for x in rows], dtype=np.int64)

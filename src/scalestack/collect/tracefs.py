@@ -23,6 +23,26 @@ from scalestack.ingest.ftrace_raw import read_cpu_buffers
 from scalestack.ingest.tracepoint import EventFormat, parse_format
 
 
+def remove_stale_instances(instances: str) -> list[str]:
+    """Remove the instances of recordings whose process is gone (killed before its cleanup ran):
+    each holds its ring buffers (64 MiB per CPU by default) in kernel memory until removed."""
+    removed = []
+    try:
+        names = os.listdir(instances)
+    except OSError:
+        return removed
+    for name in names:
+        m = re.fullmatch(r"scalestack-(\d+)", name)
+        if not m or os.path.exists(f"/proc/{m.group(1)}"):
+            continue
+        try:
+            os.rmdir(os.path.join(instances, name))
+            removed.append(name)
+        except OSError:
+            pass  # in use, or not ours to remove
+    return removed
+
+
 class TracefsInstance:
     """A private ftrace instance with the given tracepoints enabled; a context manager."""
 
@@ -44,6 +64,7 @@ class TracefsInstance:
             raise UserError(f"tracefs: cannot write {value!r} to {rel}: {exc.strerror}") from None
 
     def __enter__(self) -> TracefsInstance:
+        remove_stale_instances(os.path.dirname(self.root))
         try:
             os.mkdir(self.root)
         except FileExistsError:  # left by a crashed run of this pid: instances go with rmdir

@@ -30,7 +30,8 @@ def record_aggregate_command(command, output, pid, duration, window, roles, quie
         click.echo(f"scalestack: aggregated {len(tids)} threads over {span:.3f} s in {len(start)} windows "
                    f"({len(rec.columns['tid'])} rows, {size / 1024:.1f} KiB) -> {output}", err=True)
         if rec.meta.get("spins_failed") or rec.meta.get("table_full"):
-            click.echo(f"scalestack: warning: {rec.meta.get('spins_failed')} events skipped on lock contention, "
+            click.echo(f"scalestack: warning: {rec.meta.get('spins_failed')} switches taken without the aggregator's "
+                       "lock (a CPU stalled mid-update; their criticality weights are approximate), "
                        f"{rec.meta.get('table_full')} threads not kept (table full)", err=True)
     status = rec.meta.get("exit_status")
     if status is not None and status < 0:

@@ -6,9 +6,9 @@
  * With r(t) running threads of the tree and F(t) = ∫ dt / r(t) (fixed point, << FX_SHIFT), a
  * thread running over [a, b) adds F(b) - F(a): the tree keeps r and F, a thread remembers F at
  * switch-in and adds the difference at switch-out (the offline sweep's identity, shared/DESIGN.md).
- * r, F and the time of F's last update change together under a tiny compare-and-swap lock
- * (sched_switch runs with interrupts off, so a holder never waits long; bpf_spin_lock is not
- * allowed in tracing programs).
+ * F and the time of its last update change together under a tiny compare-and-swap lock
+ * (sched_switch runs with interrupts off, so a holder never waits long unless the host deschedules
+ * its vCPU; bpf_spin_lock is not allowed in tracing programs); r moves by atomic adds.
  *
  * SYNC_WAIT costs no extra probe: a thread that blocks while its saved user registers say it is
  * inside the futex (or futex_waitv) system call is waiting for a lock, barrier, condition or join.
@@ -70,6 +70,10 @@ struct global {
 	__u64 miss_in;   /* switch-outs of a thread not known to be running */
 	__u64 miss_out;  /* switch-ins of a thread already running */
 	__u64 repaired;  /* running intervals whose switch-in was missed, charged at switch-out */
+	__u64 f_corr;     /* pending corrections to F and busy_ns from switches taken without the lock */
+	__u64 busy_corr;
+	__u64 test_unlocked_every;  /* tests only (the loader's SCALESTACK_AGG_TEST_UNLOCKED_EVERY): every
+				     * k-th switch takes the no-lock path, as if the holder were stalled */
 };
 
 struct {
@@ -147,28 +151,62 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 			break;
 		}
 	}
-	if (!locked) {
-		__sync_fetch_and_add(&g->spins_failed, 1);
-		return 0;
+	if (locked && g->test_unlocked_every && g->events % g->test_unlocked_every == 0) {
+		/* fault injection for the tests: take the path of a stalled holder */
+		__sync_val_compare_and_swap(&g->lock, 1, 0);
+		locked = 0;
 	}
 	now = bpf_ktime_get_ns();  /* read under the lock: F only moves forward */
-	if (g->r > 0 && now > g->last) {
-		g->F += ((now - g->last) << FX_SHIFT) / g->r;
-		g->busy_ns += now - g->last;
+	int dr = in - out;
+	if (out && g->r == 0)
+		dr = in;
+	if (locked) {
+		__u64 r = g->r, last = g->last;  /* once: a switch taken without the lock may move r */
+		if (r > 0 && now > last) {
+			g->F += ((now - last) << FX_SHIFT) / r;
+			g->busy_ns += now - last;
+		}
+		if (now > last)
+			g->last = now;
+		g->F += __sync_lock_test_and_set(&g->f_corr, 0);
+		g->busy_ns += __sync_lock_test_and_set(&g->busy_corr, 0);
+		F = g->F;
+		g->events += 1;
+		if (ps && !out && ps->state != ST_UNKNOWN)
+			g->miss_in += 1;
+		if (ns && !in)
+			g->miss_out += 1;
+	} else {
+		/* The spin gave up: in a VM the holder's vCPU can be descheduled by the host for
+		 * milliseconds mid-update. Skipping the switch would lose the threads' states (they then
+		 * show as missed switch-ins), so it goes on without the lock. F here is the published F
+		 * brought up to now, plus the corrections pending. Since r changes here but the next holder
+		 * integrates from the published `last` at the new r, the difference for [last, now) is
+		 * left pending in f_corr and busy_corr (two's complement adds): with consistent reads the
+		 * result is exact (the tests force this path); against a holder stalled mid-update it is off
+		 * by that holder's own few ns since `last` at 1/r_old - 1/r_new. */
+		__sync_fetch_and_add(&g->spins_failed, 1);
+		__u64 last = g->last, r = g->r, d = now > last ? now - last : 0;
+		__u64 r_new = r + (__u64)(__s64)dr;
+		__u64 w_old = r > 0 ? (d << FX_SHIFT) / r : 0, w_new = r_new > 0 ? (d << FX_SHIFT) / r_new : 0;
+		F = g->F + g->f_corr + w_old;
+		if (w_old != w_new)
+			__sync_fetch_and_add(&g->f_corr, w_old - w_new);
+		if (r > 0 && r_new == 0)
+			__sync_fetch_and_add(&g->busy_corr, d);
+		else if (r == 0 && r_new > 0)
+			__sync_fetch_and_add(&g->busy_corr, (__u64)0 - d);
+		__sync_fetch_and_add(&g->events, 1);
+		if (ps && !out && ps->state != ST_UNKNOWN)
+			__sync_fetch_and_add(&g->miss_in, 1);
+		if (ns && !in)
+			__sync_fetch_and_add(&g->miss_out, 1);
 	}
-	if (now > g->last)
-		g->last = now;
-	F = g->F;
-	if (out && g->r > 0)
-		g->r -= 1;
-	if (in)
-		g->r += 1;
-	g->events += 1;
-	if (ps && !out && ps->state != ST_UNKNOWN)
-		g->miss_in += 1;
-	if (ns && !in)
-		g->miss_out += 1;
-	__sync_val_compare_and_swap(&g->lock, 1, 0);
+	/* r moves atomically, with or without the lock: a switch taken without it may run meanwhile */
+	if (dr)
+		__sync_fetch_and_add(&g->r, (__u64)(__s64)dr);
+	if (locked)
+		__sync_val_compare_and_swap(&g->lock, 1, 0);
 
 	if (ps) {
 		/* Running time is the kernel's own charge (sum_exec_runtime: what schedstat and perf's
@@ -178,7 +216,8 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 		 * Criticality stays on the tracepoint's clock, so the C_j add up to the busy time. */
 		__u64 run = prev->se.sum_exec_runtime, dk = run - ps->kernel_out;
 		if (out) {
-			ps->crit_fx += F - ps->f_in;
+			if (F > ps->f_in)  /* an F estimated without the lock can run ahead of the next one */
+				ps->crit_fx += F - ps->f_in;
 		} else if (ps->state != ST_UNKNOWN && g->r + 1 > 0) {
 			/* a switch-in we never saw: its share at the parallelism of this instant */
 			ps->crit_fx += (dk << FX_SHIFT) / (g->r + 1);

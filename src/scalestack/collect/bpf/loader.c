@@ -2,7 +2,7 @@
  *
  * Usage: scalestack-agg OBJECT TGID [TGID...]   (a process and its existing descendants)
  * Prints "ready" once attached. Then every line read on stdin ("d") prints one snapshot:
- *   G now F r last busy spins_failed full events miss_in miss_out repaired
+ *   G now F r last busy spins_failed full events miss_in miss_out repaired f_corr busy_corr
  *   T tid tgid state since f_in crit_fx ns0 .. ns7 exited switches comm
  *   E
  * and end of input (or "q") detaches and exits. All times are CLOCK_MONOTONIC ns, the clock of
@@ -23,7 +23,8 @@ struct thread {
 	char comm[16];
 };
 struct global {
-	uint64_t lock, last, F, r, busy_ns, spins_failed, full, events, miss_in, miss_out, repaired;
+	uint64_t lock, last, F, r, busy_ns, spins_failed, full, events, miss_in, miss_out, repaired, f_corr, busy_corr,
+		 test_unlocked_every;
 };
 
 static int print_libbpf(enum libbpf_print_level level, const char *fmt, va_list args)
@@ -42,11 +43,12 @@ static void dump(int fd_threads, int fd_glob)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	memset(&g, 0, sizeof(g));
 	bpf_map_lookup_elem(fd_glob, &zero, &g);
-	printf("G %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu\n",
+	printf("G %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu %lld %lld\n",
 	       (unsigned long long)ts.tv_sec * 1000000000ull + ts.tv_nsec, (unsigned long long)g.F,
 	       (unsigned long long)g.r, (unsigned long long)g.last, (unsigned long long)g.busy_ns,
 	       (unsigned long long)g.spins_failed, (unsigned long long)g.full, (unsigned long long)g.events,
-	       (unsigned long long)g.miss_in, (unsigned long long)g.miss_out, (unsigned long long)g.repaired);
+	       (unsigned long long)g.miss_in, (unsigned long long)g.miss_out, (unsigned long long)g.repaired,
+	       (long long)g.f_corr, (long long)g.busy_corr);
 	int err = bpf_map_get_next_key(fd_threads, NULL, &next);
 	while (!err) {
 		key = next;
@@ -73,7 +75,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s OBJECT TGID [TGID...]\n", argv[0]);
 		return 2;
 	}
-	uint32_t one = 1;
+	uint32_t one = 1, zero_key = 0;
 	libbpf_set_print(print_libbpf);
 	struct bpf_object *obj = bpf_object__open_file(argv[1], NULL);
 	if (!obj || libbpf_get_error(obj)) {
@@ -96,6 +98,18 @@ int main(int argc, char **argv)
 		uint32_t tgid = (uint32_t)strtoul(argv[i], NULL, 10);
 		if (bpf_map_update_elem(fd_tgids, &tgid, &one, BPF_ANY)) {
 			fprintf(stderr, "error: cannot follow process %u\n", tgid);
+			return 1;
+		}
+	}
+	/* Fault injection for the tests: every k-th switch as if the lock holder were stalled. Set
+	 * before any program runs, since it writes the whole global record. */
+	const char *every = getenv("SCALESTACK_AGG_TEST_UNLOCKED_EVERY");
+	if (every && *every) {
+		struct global g;
+		memset(&g, 0, sizeof(g));
+		g.test_unlocked_every = strtoull(every, NULL, 10);
+		if (bpf_map_update_elem(fd_glob, &zero_key, &g, BPF_ANY)) {
+			fprintf(stderr, "error: cannot set the test knob\n");
 			return 1;
 		}
 	}
