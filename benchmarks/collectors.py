@@ -1,4 +1,5 @@
-"""Which collector to trust: perf, the kernel's ftrace buffer (tracefs) and the eBPF aggregator, measured.
+"""Which collector to trust: perf, the kernel's ftrace buffer (tracefs), BPF programs on BTF
+tracepoints (ebpf) and the eBPF aggregator (aggregate), measured.
 
 For four C programs compiled here (an imbalanced barrier, a contended mutex, a producer/consumer
 with condition variables, and a barrier with 4 threads on 2 cores) and a Java program's two
@@ -13,7 +14,7 @@ time of the recorded run against a plain run (slowdown, median of pairs).
     .venv/bin/python benchmarks/collectors.py            # 20 runs each (several minutes)
     .venv/bin/python benchmarks/collectors.py --quick    # 2 runs each (the test runs this)
 
-The eBPF aggregator (`record --aggregate`) keeps no trace, only per-thread totals up to each
+The eBPF aggregator (`record --aggregate`, row "aggregate") keeps no trace, only per-thread totals up to each
 thread's end, so its row compares them with the kernel's figures at each thread's last switch-out
 (read by `record`'s bpftrace exit probe), and its "gaps" are the switch-ins and switch-outs
 its program saw out of order (a switch-out of a thread it did not know was running, and the reverse).
@@ -116,13 +117,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json")
     ap.add_argument("--keep", type=Path, help="keep the traces of runs with a RUNNING or RUNNABLE outlier in this folder")
     ap.add_argument("--only", help="only the program whose name contains this")
-    ap.add_argument("--collectors", default="perf,tracefs,ebpf", help="comma-separated: perf, tracefs, ebpf")
+    ap.add_argument("--collectors", default="perf,tracefs,ebpf,aggregate",
+                    help="comma-separated: perf, tracefs, ebpf, aggregate")
     args = ap.parse_args(argv)
     runs = 2 if args.quick else args.runs
     collectors = [c for c in args.collectors.split(",") if c]
-    if "ebpf" in collectors and ebpf.unavailable():
-        print(f"eBPF row left out: {ebpf.unavailable()}")
-        collectors.remove("ebpf")
+    if ebpf.unavailable():
+        for c in ("ebpf", "aggregate"):
+            if c in collectors:
+                print(f"{c} row left out: {ebpf.unavailable()}")
+                collectors.remove(c)
     out: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="scalestack-collectors-") as tmp:
         tmpd = Path(tmp)
@@ -146,14 +150,14 @@ def main(argv: list[str] | None = None) -> int:
             if args.only and args.only not in name:
                 continue
             for collector in collectors:
-                if collector == "ebpf":
+                if collector == "aggregate":
                     res = [one_run_ebpf(prog, tmpd / "truth.txt") for _ in range(runs)]
                 else:
                     res = [one_run(prog, collector, tmpd / "truth.txt", args.keep) for _ in range(runs)]
                 run_err = np.abs(np.concatenate([r["run_err"] for r in res]))
                 rq_err = np.abs(np.concatenate([r["rq_err"] for r in res]))
                 gaps = sum(r["gaps"] for r in res) / sum(r["events"] for r in res) * 1000
-                if collector == "ebpf":  # the aggregator's cost is timed by benchmarks/overhead.py
+                if collector == "aggregate":  # the aggregator's cost is timed by benchmarks/overhead.py
                     slow = float("nan")
                 else:
                     plains = [plain(prog) for _ in range(runs)]

@@ -7,7 +7,8 @@ counted; the plain run is timed around fork/exec/wait, which adds about a millis
 
 Configurations: the perf collector (sched + futex + runtime events), the same without the futex
 syscall tracepoints (`--no-futex`), the tracefs collector (the same events in the kernel's ftrace
-buffer, read after the run), and the in-kernel aggregation mode where available
+buffer, read after the run), the eBPF collector (BTF tracepoint programs into a BPF ring buffer,
+drained to a file during the run), and the in-kernel aggregation mode where available
 (benchmarks/overhead_aggregate.py). Compare with the thesis's kernel module: 0.68% on average.
 
     .venv/bin/python benchmarks/overhead.py            # 5 pairs per program (a few minutes)
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     pairs = args.pairs or (1 if args.quick else 5)
     configs = {"perf": {"collector": "perf"}, "perf no-futex": {"collector": "perf", "futex": False},
-               "tracefs": {"collector": "tracefs"}}
+               "tracefs": {"collector": "tracefs"}, "ebpf": {"collector": "ebpf"}}
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="scalestack-overhead-") as tmp:
         progs = build(Path(tmp), args.quick)

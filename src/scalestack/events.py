@@ -26,6 +26,7 @@ NEWTASK        child tid           clone_flags         0                    comm
 STAT_RUNTIME   tid (pid field)     runtime ns          0                    comm
 MIGRATE        tid (pid field)     orig cpu            dest cpu             comm
 SAMPLE         instruction ptr     offset in symbol    0                    symbol / binary
+RUN_DELAY      tid                 run delay ns        arrivals (pcount)    -
 TASK_COMM      tid                 pid                 1 if from exec       comm      (side band)
 TASK_FORK      child tid           child pid           parent tid           -         (side band)
 TASK_EXIT      tid                 pid                 0                    -         (side band)
@@ -36,6 +37,8 @@ R+ = preempted), S = 1, D = 2, T = 4, t = 8, X = 16, Z = 32, P = 64, I = 128.
 
 Side-band kinds (TASK_*) are numbered from 12; STAT_RUNTIME and MIGRATE come after them but are
 ordinary tracepoints (the kernel's own runtime accounting, and a runnable task moving CPUs).
+RUN_DELAY is read by the eBPF collector at every switch-out (schedstat's second and third
+figures of prev, `sched_info.run_delay` and `pcount`); other sources have none.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ class Kind(enum.IntEnum):
     STAT_RUNTIME = 15
     MIGRATE = 16
     SAMPLE = 17  # a cpu-clock sample of the context task (record --sample)
+    RUN_DELAY = 18  # the kernel's cumulative run delay and arrivals of a task at its switch-out (eBPF)
 
 
 # Tracepoint name -> Kind, for sources that name events.

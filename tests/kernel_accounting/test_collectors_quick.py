@@ -23,7 +23,7 @@ def test_collectors_quick_mode(tmp_path):
     figs = json.loads(out.read_text())
     expected = ["oversubscribed (4 on 2) [perf]", "oversubscribed (4 on 2) [tracefs]"]
     if ebpf.unavailable() is None:
-        expected.insert(0, "oversubscribed (4 on 2) [ebpf]")
+        expected = ["oversubscribed (4 on 2) [aggregate]", "oversubscribed (4 on 2) [ebpf]", *expected]
     assert sorted(figs) == expected
     for name, f in figs.items():
         assert f["runs"] == 2
@@ -34,5 +34,9 @@ def test_collectors_quick_mode(tmp_path):
     if ebpf.unavailable() is None and shutil.which("bpftrace"):
         # the aggregator adds up the kernel's own sum_exec_runtime and run_delay, so against the
         # kernel's figures at each thread's exit it is exact (measured: 0.00 in 125 recordings of 5 programs)
-        f = figs["oversubscribed (4 on 2) [ebpf]"]
+        f = figs["oversubscribed (4 on 2) [aggregate]"]
         assert f["run_err_max_pct"] < 0.01 and f["runnable_err_max_ms"] < 0.01, f
+    if ebpf.unavailable() is None:
+        # the eBPF trace collector loses no switch (measured: 0 chain gaps on the traced threads in
+        # 20 recordings of each program, against perf's and tracefs's 10-50 per 1000 events)
+        assert figs["oversubscribed (4 on 2) [ebpf]"]["gaps_per_1k_events"] == 0

@@ -94,17 +94,55 @@ def _cache_dir() -> str:
     return os.path.join(base, "scalestack", "bpf")
 
 
-def build(force: bool = False) -> tuple[str, str]:
-    """The BPF object and the loader, compiled for this kernel on first use and cached."""
+# program -> (BPF source, loader source, loader binary)
+PROGRAMS = {
+    "aggregate": ("aggregate.bpf.c", "loader.c", "scalestack-agg"),
+    "trace": ("trace.bpf.c", "trace_loader.c", "scalestack-trace"),
+}
+
+
+def build(force: bool = False, program: str = "aggregate") -> tuple[str, str]:
+    """The BPF object and its loader (`program`: a key of PROGRAMS), compiled for this kernel on
+    first use and cached."""
     check()
+    bpf_name, loader_name, binary = PROGRAMS[program]
     src = resources.files("scalestack.collect") / "bpf"
-    bpf_c = (src / "aggregate.bpf.c").read_bytes()
-    loader_c = (src / "loader.c").read_bytes()
+    bpf_c = (src / bpf_name).read_bytes()
+    loader_c = (src / loader_name).read_bytes()
     key = hashlib.sha256(bpf_c + loader_c + platform.release().encode() + platform.version().encode()).hexdigest()[:16]
     out = os.path.join(_cache_dir(), key)
-    obj, loader = os.path.join(out, "aggregate.bpf.o"), os.path.join(out, "scalestack-agg")
+    obj, loader = os.path.join(out, bpf_name.replace(".c", ".o")), os.path.join(out, binary)
     if not force and os.path.exists(obj) and os.path.exists(loader):
         return obj, loader
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, bpf_name), "wb") as fh:
+        fh.write(bpf_c)
+    with open(os.path.join(out, loader_name), "wb") as fh:
+        fh.write(loader_c)
+    arch = _ARCH[platform.machine()]
+    steps = [
+        ([_which("bpftool"), "btf", "dump", "file", "/sys/kernel/btf/vmlinux", "format", "c"], "vmlinux.h"),
+        (["clang", "-O2", "-g", "-target", "bpf", "-mcpu=v3", f"-D__TARGET_ARCH_{arch}", "-I", out, "-c",
+          os.path.join(out, bpf_name), "-o", f"{obj}.{os.getpid()}"], None),
+        ([_which("gcc") or "cc", "-O2", os.path.join(out, loader_name), "-o", f"{loader}.{os.getpid()}", "-lbpf"], None),
+    ]
+    for argv, stdout_name in steps:
+        dest = open(os.path.join(out, stdout_name + f".{os.getpid()}"), "wb") if stdout_name else subprocess.DEVNULL
+        res = None
+        try:
+            res = subprocess.run(argv, stdout=dest, stderr=subprocess.PIPE, timeout=300)
+        finally:
+            if stdout_name:
+                dest.close()
+                if res is not None and res.returncode == 0:  # whole or not at all: another build may be reading it
+                    os.replace(dest.name, os.path.join(out, stdout_name))
+        if res.returncode != 0:
+            last = (res.stderr.decode("utf-8", "replace").strip().splitlines() or ["no message"])[-1]
+            raise UserError(f"building the eBPF {program} program failed at `{os.path.basename(argv[0])}`: {last}"
+                            + _HINT)
+    os.replace(f"{obj}.{os.getpid()}", obj)
+    os.replace(f"{loader}.{os.getpid()}", loader)
+    return obj, loader
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "aggregate.bpf.c"), "wb") as fh:
         fh.write(bpf_c)

@@ -36,6 +36,7 @@ from scalestack.trace import Trace
 
 TRACEFS = "/sys/kernel/tracing"
 DEFAULT_OUTPUT = "scalestack.trace"
+COLLECTORS = ("perf", "tracefs", "ebpf")
 # $0 = pid file; fd {fd} = the user's stderr (perf's own stderr is captured).
 _WRAPPER = 'echo $$ > "$0"; exec 2>&{fd} {fd}>&-; exec "$@"'
 _WRAPPER_PLAIN = 'echo $$ > "$0"; exec "$@"'
@@ -228,22 +229,30 @@ def record(
     sample_hz : int, optional
         Also sample what every thread executes, this many times per second of CPU time
         (perf's cpu-clock; instruction-pointer samples land in `Trace.samples`).
-    collector : {"perf", "tracefs"}
-        perf (the default) or the kernel's ftrace ring buffer through tracefs
-        (`scalestack.collect.tracefs`; no sampling).
+    collector : {"perf", "tracefs", "ebpf"}
+        perf (the default), the kernel's ftrace ring buffer through tracefs
+        (`scalestack.collect.tracefs`), or BTF tracepoint programs writing to a BPF ring buffer
+        (`scalestack.collect.ebpf_trace`); sampling needs perf.
     exit_check : bool
         Compare every thread with the kernel's own figures at its exit (bpftrace probe,
         `scalestack.collect.exit_check`); the result is in ``meta["exit_check"]``.
     on_ready : callable, optional
-        With --pid and perf: called once perf has its events enabled, e.g. to start the load
+        With --pid and perf or ebpf: called once the events are enabled, e.g. to start the load
         the recording should see (perf takes a moment, more on a busy machine).
     """
     if (command is None) == (pid is None):
         raise UserError("give either a command (after --) or --pid PID")
-    if collector not in ("perf", "tracefs"):
-        raise UserError(f"unknown collector {collector!r}; choose perf or tracefs")
-    if collector == "tracefs" and sample_hz:
+    if collector not in COLLECTORS:
+        raise UserError(f"unknown collector {collector!r}; choose {', '.join(COLLECTORS)}")
+    if collector != "perf" and sample_hz:
         raise UserError("--sample needs the perf collector")
+    if collector == "ebpf":
+        from scalestack.collect import ebpf
+
+        reason = ebpf.unavailable()
+        if reason:
+            raise UserError(reason.split("; use `scalestack record`")[0].replace("eBPF aggregator", "eBPF collector")
+                            + "; use --collector perf")
     perf = perf_binary() if collector == "perf" else None
     check_permission()
     tracefs = ensure_tracefs()
@@ -272,6 +281,8 @@ def record(
         if collector == "perf":
             run = _collect_perf(perf, tracepoints, command, pid, duration, mmap_size or default_mmap_size(), reader,
                                 keep_perf_data, sample_hz, on_ready)
+        elif collector == "ebpf":
+            run = _collect_ebpf(command, pid, duration, futex, on_ready)
         else:
             run = _collect_tracefs(tracefs, tracepoints, command, pid, duration)
     elapsed = time.monotonic() - t_wall
@@ -419,6 +430,39 @@ def _collect_tracefs(tracefs, tracepoints, command, pid, duration) -> _Run:
         events, dropped = inst.read()
     warnings = [f"the ftrace buffer dropped {dropped} events"] if dropped else []
     return _Run(events, rc, root, {"ftrace_buffer_kb": inst.buffer_kb}, warnings)
+
+
+def _collect_ebpf(command, pid, duration, futex: bool, on_ready=None) -> _Run:
+    """BTF tracepoint programs into a BPF ring buffer around the command (or for `duration` s)."""
+    from scalestack.collect.ebpf_trace import DEFAULT_BUFFER, TraceSession, read_records
+
+    root, rc = None, None
+    with tempfile.TemporaryDirectory(prefix="scalestack-rec-") as tmp:
+        data, pidfile = os.path.join(tmp, "events.bin"), os.path.join(tmp, "pid")
+        old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            with TraceSession(data, DEFAULT_BUFFER) as session:
+                if command is not None:
+                    proc = subprocess.Popen(["/bin/sh", "-c", _WRAPPER_PLAIN, pidfile, *command])
+                    rc = proc.wait()
+                else:
+                    if on_ready is not None:
+                        on_ready()
+                    stop = time.monotonic() + duration
+                    while time.monotonic() < stop and os.path.isdir(f"/proc/{pid}"):
+                        time.sleep(0.02)
+                written, lost = session.stop()
+        finally:
+            signal.signal(signal.SIGINT, old_int)
+        if command is not None:
+            root = int(open(pidfile).read().strip())
+        events = read_records(data)
+    if not futex:
+        events = events.take(np.flatnonzero(~np.isin(events.kind, [Kind.FUTEX_ENTER, Kind.FUTEX_EXIT,
+                                                                   Kind.FUTEX_WAITV])))
+    events.stats["lost_events"] = lost
+    warnings = [f"the eBPF ring buffer had no room for {lost} events"] if lost else []
+    return _Run(events, rc, root, {"ebpf_buffer_bytes": DEFAULT_BUFFER, "ebpf_records": written}, warnings)
 
 
 def _thread_names(pid: int) -> dict[int, str]:

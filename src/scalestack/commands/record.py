@@ -16,8 +16,9 @@ from scalestack.errors import UserError
 @click.option("--threads-as-roles", "roles", metavar="RULES",
               help="Thread-role rules REGEX=ROLE,... (roles: main, app, gc, jit, runtime, or any pool name).")
 @click.option("--mmap-size", metavar="SIZE", help="Per-CPU ring buffer for perf (e.g. 64M); default from memory.")
-@click.option("--collector", type=click.Choice(["perf", "tracefs"]), default="perf", show_default=True,
-              help="perf, or the kernel's ftrace buffer through tracefs (see README: collectors).")
+@click.option("--collector", type=click.Choice(["perf", "tracefs", "ebpf"]), default="perf", show_default=True,
+              help="perf, the kernel's ftrace buffer through tracefs, or BPF programs on the scheduler's BTF "
+                   "tracepoints (see README: collectors).")
 @click.option("--reader", type=click.Choice(["auto", "perf-data", "perf-script"]), default="auto",
               show_default=True, help="Read perf.data directly (fast) or through `perf script`.")
 @click.option("--keep-perf-data", metavar="FILE", help="Also keep perf's raw perf.data here.")

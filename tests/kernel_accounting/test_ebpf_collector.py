@@ -1,0 +1,62 @@
+"""`record --collector ebpf` on real programs: every thread's RUNNING and RUNNABLE against what
+the thread itself read from the kernel just before it ended (issue 14's bounds), and no lost
+switch. Needs root, BTF and clang/libbpf/bpftool."""
+
+from __future__ import annotations
+
+import pytest
+
+import scalestack
+from scalestack.schedstat import compare, read_truth
+
+from ..conftest import requires_recording
+from ..top.conftest import requires_ebpf
+
+pytestmark = [requires_recording, requires_ebpf]
+
+PROGRAMS = [
+    ("barrier_imbalance", ["8", "3000000", "3"]),
+    ("mutex_counter", ["4", "3000", "500", "3000"]),
+    ("prodcons", ["20000", "2", "2000"]),
+    ("balanced", ["4", "5", "2000000"]),  # 4 threads on 2 cores
+]
+
+
+def _record(argv, tmp_path, monkeypatch):
+    truth_file = tmp_path / "schedstat.txt"
+    truth_file.unlink(missing_ok=True)
+    monkeypatch.setenv("SCHEDSTAT_OUT", str(truth_file))
+    trace = scalestack.record(argv, None, collector="ebpf")
+    return trace, compare(trace, read_truth(truth_file))
+
+
+@pytest.mark.parametrize("program,args", PROGRAMS)
+def test_every_thread_agrees_with_the_kernel(c_programs, tmp_path, monkeypatch, program, args):
+    """Measured (benchmarks/collectors.py, 5 recordings each): every thread within bounds, RUNNABLE
+    within 0.12 ms, 0-0.02 chain gaps per 1000 events. A second recording is allowed, once: the
+    kernel here never reports switches out of this VM's agent threads (docs/top.md), and such a
+    switch-in leaves one wait unsized by the kernel's figure."""
+    for _attempt in range(2):
+        trace, rows = _record([str(c_programs[program]), *args], tmp_path, monkeypatch)
+        bad = [r for r in rows if not (r["running_ok"] and r["runnable_ok"])]
+        if not bad:
+            break
+    print([(r["tid"], round(r["running_err_pct"], 3), round(r["runnable_err_ns"] / 1e6, 3)) for r in rows])
+    assert trace.meta["collector"] == "ebpf" and len(rows) >= 2
+    assert not bad, bad
+    assert trace.meta["chain_gaps_traced"] <= 2, trace.meta["chain_gaps_traced"]
+    assert trace.meta["runnable_reconciled_ns"], "the kernel's run delay sized no wait"
+
+
+def test_java_application_threads(java_classes, tmp_path, monkeypatch):
+    trace, rows = _record(["java", "-Xmx64m", "-XX:+UseParallelGC", "-XX:ParallelGCThreads=2", "-cp",
+                           str(java_classes), "AllocHeavy", "2", "10"], tmp_path, monkeypatch)
+    assert len(rows) == 2
+    for r in rows:
+        assert r["running_ok"] and r["runnable_ok"], r
+
+
+def test_sampling_needs_perf_and_says_so(c_programs):
+    with pytest.raises(scalestack.errors.UserError, match="--sample needs the perf collector"):
+        scalestack.record([str(c_programs["barrier_imbalance"]), "2", "1000", "1"], None, collector="ebpf",
+                          sample_hz=99)

@@ -1,0 +1,131 @@
+"""Run-queue waits sized by the kernel's own run delay (eBPF traces' RUN_DELAY records)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scalestack.events import Kind, RawEvents
+from scalestack.state_builder import build_trace, reconcile_runnable
+from scalestack.trace import State, StateTable
+
+from .test_state_builder import S_BIT, X_BIT, ev, intervals
+
+R, RN, SY = int(State.RUNNING), int(State.RUNNABLE), int(State.SYNC_WAIT)
+
+
+def _program(final_delay: int, final_arrivals: int = 2):
+    """Main (100) runs, waits on a futex from 21, is woken at 50 and runs from 52 to its end at
+    71; the kernel reads its run delay 0 (1 arrival) at 21 and `final_delay` at 71."""
+    return ev([
+        (0, 0, 0, Kind.SWITCH, 0, 100, 0),
+        (10, 0, 100, Kind.FORK, 100, 101, 0),
+        (11, 0, 100, Kind.WAKEUP_NEW, 101, 1, 0),
+        (12, 1, 0, Kind.SWITCH, 0, 101, 0),
+        (20, 0, 100, Kind.FUTEX_ENTER, 0xABC, 0, 0),
+        (21, 0, 100, Kind.SWITCH, 100, 0, S_BIT),
+        (21, 0, 100, Kind.RUN_DELAY, 100, 0, 1),
+        (50, 1, 101, Kind.WAKEUP, 100, 0, 0),
+        (52, 0, 0, Kind.SWITCH, 0, 100, 0),
+        (53, 0, 100, Kind.FUTEX_EXIT, 0, 0, 0),
+        (60, 1, 101, Kind.EXIT, 101, 0, 0),
+        (61, 1, 101, Kind.SWITCH, 101, 0, X_BIT),
+        (70, 0, 100, Kind.EXIT, 100, 0, 0),
+        (71, 0, 100, Kind.SWITCH, 100, 0, 32),
+        (71, 0, 100, Kind.RUN_DELAY, 100, final_delay, final_arrivals),
+    ])
+
+
+def test_the_wait_before_a_switch_in_is_the_kernels_run_delay():
+    # the tracepoints say 2 ns of run queue (50 -> 52); the kernel says 5
+    tr = build_trace(_program(5), root_pids=[100])
+    tr.validate()
+    assert intervals(tr, 100) == [(0, 21, R), (21, 47, SY), (47, 52, RN), (52, 71, R)]
+    s = tr.states
+    wait = (s.tid == 100) & (s.state == SY)
+    assert s.addr[wait].tolist() == [0xABC] and s.waker[wait].tolist() == [101]  # still the futex, woken by 101
+    assert tr.meta["runnable_reconciled_ns"] == {"100": [3, 0, 0]}
+    assert tr.meta["n_events"] == 13  # the RUN_DELAY records are not scheduler events
+
+
+def test_a_shorter_kernel_wait_gives_the_rest_back_to_the_blocked_state():
+    tr = build_trace(_program(1), root_pids=[100])
+    assert intervals(tr, 100) == [(0, 21, R), (21, 51, SY), (51, 52, RN), (52, 71, R)]
+    assert tr.meta["runnable_reconciled_ns"] == {"100": [0, 1, 0]}
+
+
+def test_a_wait_longer_than_the_gap_fills_it_and_the_rest_is_counted():
+    tr = build_trace(_program(40), root_pids=[100])
+    assert intervals(tr, 100) == [(0, 21, R), (21, 52, RN), (52, 71, R)]
+    assert tr.meta["runnable_reconciled_ns"] == {"100": [29, 0, 9]}
+
+
+def test_a_span_with_an_unreported_switch_in_is_left_alone():
+    tr = build_trace(_program(5, final_arrivals=3), root_pids=[100])
+    assert intervals(tr, 100) == [(0, 21, R), (21, 50, SY), (50, 52, RN), (52, 71, R)]
+    assert tr.meta["runnable_reconciled_ns"] == {}
+
+
+@st.composite
+def timelines(draw):
+    """One thread: runs separated by off-CPU gaps (blocked then RUNNABLE, or RUNNABLE only), the
+    kernel's run delay read at each run's end (each gap's wait drawn independently of the trace's)."""
+    n = draw(st.integers(2, 8))
+    t, rows, outs, delays, arrivals = 0, [], [], [0], [1]
+    for k in range(n):
+        run = draw(st.integers(1, 50))
+        rows.append((t, t + run, R))
+        t += run
+        outs.append(t)
+        if k == n - 1:
+            break
+        blocked, queued = draw(st.integers(0, 40)), draw(st.integers(0, 40))
+        if blocked + queued == 0:
+            queued = 1
+        if blocked:
+            rows.append((t, t + blocked, SY))
+        if queued:
+            rows.append((t + blocked, t + blocked + queued, RN))
+        t += blocked + queued
+        delays.append(delays[-1] + draw(st.integers(0, 90)))
+        arrivals.append(arrivals[-1] + draw(st.sampled_from([1, 1, 1, 2])))
+    a, b, s = (np.array(x, np.int64) for x in zip(*rows, strict=True))
+    table = StateTable(tid=np.full(len(a), 7, np.int32), start_ns=a, end_ns=b, state=s.astype(np.uint8),
+                       cpu=np.where(s == R, 0, -1).astype(np.int16), addr=np.zeros(len(a), np.uint64),
+                       waker=np.full(len(a), -1, np.int32), repaired=np.zeros(len(a), bool))
+    m = len(outs)
+    rd = RawEvents.from_rows([(outs[i], 0, 7, 7, int(Kind.RUN_DELAY), 7, delays[i], arrivals[i], -1, -1)
+                              for i in range(m)])
+    return table, rd, np.array(outs), np.array(delays), np.array(arrivals)
+
+
+@settings(max_examples=200, deadline=None)
+@given(timelines())
+def test_each_reported_wait_is_placed_whole_and_nothing_else_moves(case):
+    table, rd, outs, delays, arrivals = case
+    new, changed = reconcile_runnable(table, rd)
+    # still one tiling of the same lifetime, with the same runs
+    assert new.start_ns[0] == table.start_ns[0] and new.end_ns[-1] == table.end_ns[-1]
+    assert np.all(new.start_ns[1:] == new.end_ns[:-1])
+    run_old, run_new = table.state == R, new.state == R
+    assert int(table.duration_ns[run_old].sum()) == int(new.duration_ns[run_new].sum())
+    runs = np.flatnonzero(run_old)
+    for k in range(1, len(outs)):
+        ga, gb = table.end_ns[runs[k - 1]], table.start_ns[runs[k]]
+        inside = (new.start_ns >= ga) & (new.end_ns <= gb)
+        queued = int(new.duration_ns[inside & (new.state == RN)].sum())
+        old_inside = (table.start_ns >= ga) & (table.end_ns <= gb)
+        preempted = not np.any(old_inside & (table.state == SY))
+        if arrivals[k] - arrivals[k - 1] == 1:
+            want = min(int(delays[k] - delays[k - 1]), int(gb - ga))
+            if preempted:  # queued from its switch-out on: a shorter figure is clock offsets, it stays queued
+                want = int(gb - ga)
+            assert queued == want
+            if want:  # the wait is the gap's last part
+                assert new.state[inside][-1] == RN
+        else:
+            assert queued == int(table.duration_ns[old_inside & (table.state == RN)].sum())
+    net = int(new.duration_ns[new.state == RN].sum()) - int(table.duration_ns[table.state == RN].sum())
+    made, unmade, _ = changed.get("7", [0, 0, 0])
+    assert net == made - unmade
