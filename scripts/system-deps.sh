@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Install the system tools scalestack's tests use, where they are missing and we may (root + apt).
 # perf records, gcc builds the test programs, java runs the managed workloads, chromium opens the
-# HTML report in a test; clang, libbpf-dev and bpftool build the eBPF aggregator (`scalestack top`,
-# `record --aggregate`), tmux drives `top` in a test, bpftrace reads each thread's final kernel
+# HTML report in a test; clang, libbpf-dev and bpftool build the eBPF collector (`record`'s default
+# where they are) and aggregator (`scalestack top`, `record --aggregate`), tmux drives `top` in a test, bpftrace reads each thread's final kernel
 # figures for `record`'s self-check. Without root this only says what is missing;
 # those tests then skip.
 set -u

@@ -23,10 +23,11 @@ def load(path: str) -> Trace:
 
 
 def record(command: list[str] | None, output: str | None = None, **options) -> Trace:
-    """Run `command` under perf and return its Trace (saved to `output` when given).
+    """Record `command` (eBPF where it can run, else perf) and return its Trace (saved to `output`
+    when given).
 
-    See `scalestack.collect.perf.record` for the options (pid/duration to attach, mmap_size,
-    role_rules, reader, futex).
+    See `scalestack.collect.perf.record` for the options (pid/duration to attach, collector,
+    mmap_size, role_rules, reader, futex).
     """
     from scalestack.collect.perf import record as _record
 

@@ -37,6 +37,9 @@ def test_collectors_quick_mode(tmp_path):
         f = figs["oversubscribed (4 on 2) [aggregate]"]
         assert f["run_err_max_pct"] < 0.01 and f["runnable_err_max_ms"] < 0.01, f
     if ebpf.unavailable() is None:
-        # the eBPF trace collector loses no switch (measured: 0 chain gaps on the traced threads in
-        # 20 recordings of each program, against perf's and tracefs's 10-50 per 1000 events)
-        assert figs["oversubscribed (4 on 2) [ebpf]"]["gaps_per_1k_events"] == 0
+        # the eBPF trace collector loses no switch of its own (measured, 20 recordings of each of five
+        # programs: 0.00-0.42 chain gaps per 1000 events, switches out of this VM's agent threads that no
+        # tracepoint reports, against perf's 14-49 and tracefs's 16-25)
+        f = figs["oversubscribed (4 on 2) [ebpf]"]
+        assert f["gaps_per_1k_events"] < 2, f
+        assert f["running_within_2pct_or_1ms"] == 100 and f["runnable_within_5pct_or_1ms"] == 100, f

@@ -16,9 +16,10 @@ from scalestack.errors import UserError
 @click.option("--threads-as-roles", "roles", metavar="RULES",
               help="Thread-role rules REGEX=ROLE,... (roles: main, app, gc, jit, runtime, or any pool name).")
 @click.option("--mmap-size", metavar="SIZE", help="Per-CPU ring buffer for perf (e.g. 64M); default from memory.")
-@click.option("--collector", type=click.Choice(["perf", "tracefs", "ebpf"]), default="perf", show_default=True,
-              help="perf, the kernel's ftrace buffer through tracefs, or BPF programs on the scheduler's BTF "
-                   "tracepoints (see README: collectors).")
+@click.option("--collector", type=click.Choice(["auto", "ebpf", "perf", "tracefs"]), default="auto", show_default=True,
+              help="ebpf (BPF programs on the scheduler's BTF tracepoints), perf, or the kernel's ftrace buffer "
+                   "through tracefs; auto = ebpf where it can run and no perf-only option is given, else perf "
+                   "(see README: collectors).")
 @click.option("--reader", type=click.Choice(["auto", "perf-data", "perf-script"]), default="auto",
               show_default=True, help="Read perf.data directly (fast) or through `perf script`.")
 @click.option("--keep-perf-data", metavar="FILE", help="Also keep perf's raw perf.data here.")
@@ -48,7 +49,7 @@ def command(output, pid, duration, roles, mmap_size, collector, reader, keep_per
     if aggregate:
         from scalestack.commands._aggregate import record_aggregate_command
 
-        if sample or mmap_size or keep_perf_data or no_futex or collector != "perf":
+        if sample or mmap_size or keep_perf_data or no_futex or collector != "auto":
             raise UserError("--aggregate counts in the kernel; --sample, --mmap-size, --keep-perf-data, --no-futex "
                             "and --collector are for trace recordings")
 
@@ -63,7 +64,7 @@ def command(output, pid, duration, roles, mmap_size, collector, reader, keep_per
         click.echo(
             f"scalestack: recorded {len(trace.threads)} threads, {trace.wall_ns / 1e9:.3f} s, "
             f"{m.get('n_events', 0)} events, lost {m.get('lost_events', 0)}, "
-            f"chain gaps {m.get('chain_gaps_traced', 0)} -> {output}",
+            f"chain gaps {m.get('chain_gaps_traced', 0)} ({m.get('collector')}) -> {output}",
             err=True,
         )
         for w in trace.warnings:
