@@ -143,34 +143,6 @@ def build(force: bool = False, program: str = "aggregate") -> tuple[str, str]:
     os.replace(f"{obj}.{os.getpid()}", obj)
     os.replace(f"{loader}.{os.getpid()}", loader)
     return obj, loader
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "aggregate.bpf.c"), "wb") as fh:
-        fh.write(bpf_c)
-    with open(os.path.join(out, "loader.c"), "wb") as fh:
-        fh.write(loader_c)
-    arch = _ARCH[platform.machine()]
-    steps = [
-        ([_which("bpftool"), "btf", "dump", "file", "/sys/kernel/btf/vmlinux", "format", "c"], "vmlinux.h"),
-        (["clang", "-O2", "-g", "-target", "bpf", "-mcpu=v3", f"-D__TARGET_ARCH_{arch}", "-I", out, "-c",
-          os.path.join(out, "aggregate.bpf.c"), "-o", f"{obj}.{os.getpid()}"], None),
-        ([_which("gcc") or "cc", "-O2", os.path.join(out, "loader.c"), "-o", f"{loader}.{os.getpid()}", "-lbpf"], None),
-    ]
-    for argv, stdout_name in steps:
-        dest = open(os.path.join(out, stdout_name + f".{os.getpid()}"), "wb") if stdout_name else subprocess.DEVNULL
-        res = None
-        try:
-            res = subprocess.run(argv, stdout=dest, stderr=subprocess.PIPE, timeout=300)
-        finally:
-            if stdout_name:
-                dest.close()
-                if res is not None and res.returncode == 0:  # whole or not at all: another build may be reading it
-                    os.replace(dest.name, os.path.join(out, stdout_name))
-        if res.returncode != 0:
-            last = (res.stderr.decode("utf-8", "replace").strip().splitlines() or ["no message"])[-1]
-            raise UserError(f"building the eBPF aggregator failed at `{os.path.basename(argv[0])}`: {last}" + _HINT)
-    os.replace(f"{obj}.{os.getpid()}", obj)
-    os.replace(f"{loader}.{os.getpid()}", loader)
-    return obj, loader
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,20 +202,29 @@ def parse_snapshot(lines: Sequence[str]) -> Snapshot:
                     spins, full, events, miss_in, miss_out)
 
 
+def start_loader(argv: list[str], timeout: float, what: str, hint: str) -> subprocess.Popen:
+    """Start a loader (line protocol on stdin/stdout) and wait for its "ready"; one clear error
+    with the loader's last message if it does not come."""
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            bufsize=1)
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    line = proc.stdout.readline() if ready else ""
+    if line.strip() != "ready":
+        proc.kill()
+        proc.wait()
+        err = proc.stderr.read().strip().splitlines()
+        raise UserError(f"{what} did not start: " + (err[-1] if err else "no message") + hint)
+    return proc
+
+
 class Aggregator:
     """The loaded aggregator following the process tree of `tgid`; `snapshot()` reads it."""
 
     def __init__(self, tgid: int, timeout: float = 60.0):
         obj, loader = build()
         self.tgid = tgid
-        self.proc = subprocess.Popen([loader, obj, *map(str, [tgid, *descendants(tgid)])], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, bufsize=1)
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        line = self.proc.stdout.readline() if ready else ""
-        if line.strip() != "ready":
-            self.proc.kill()
-            err = self.proc.stderr.read().strip().splitlines()
-            raise UserError("the eBPF aggregator did not start: " + (err[-1] if err else "no message") + _HINT)
+        self.proc = start_loader([loader, obj, *map(str, [tgid, *descendants(tgid)])], timeout,
+                                 "the eBPF aggregator", _HINT)
 
     def snapshot(self) -> Snapshot:
         self.proc.stdin.write("d\n")

@@ -12,7 +12,6 @@ here with one `np.fromfile`: no per-event Python.
 from __future__ import annotations
 
 import os
-import select
 import subprocess
 
 import numpy as np
@@ -55,16 +54,8 @@ class TraceSession:
     def __init__(self, path: str, buffer_bytes: int = DEFAULT_BUFFER, timeout: float = 60.0):
         obj, loader = ebpf.build(program="trace")
         self.path = path
-        self.proc = subprocess.Popen([loader, obj, path, str(buffer_bytes)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        line = self.proc.stdout.readline() if ready else ""
-        if line.strip() != "ready":
-            self.proc.kill()
-            self.proc.wait()
-            err = self.proc.stderr.read().strip().splitlines()
-            raise UserError("the eBPF trace collector did not start: " + (err[-1] if err else "no message")
-                            + "; use --collector perf")
+        self.proc = ebpf.start_loader([loader, obj, path, str(buffer_bytes)], timeout, "the eBPF trace collector",
+                                      "; use --collector perf")
 
     def stop(self, timeout: float = 60.0) -> tuple[int, int]:
         """Detach, drain, and return (records written, records lost for want of buffer room)."""
