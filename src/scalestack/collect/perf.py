@@ -1,4 +1,7 @@
-"""`scalestack record`: run an unmodified program under `perf record` and keep its Trace.
+"""`scalestack record`: run an unmodified program while its scheduler events are recorded, and
+keep its Trace. The collectors (`auto` picks ebpf where it can run, else perf) share the command
+wrapper and the state builder; the eBPF one is `collect/ebpf_trace.py`, tracefs `collect/tracefs.py`,
+perf this module.
 
 Designed around what was measured on these machines (shared/DESIGN.md):
 

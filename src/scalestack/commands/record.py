@@ -1,4 +1,4 @@
-"""`scalestack record`: run a program under perf and save its Trace."""
+"""`scalestack record`: run a program while its scheduler events are recorded (eBPF or perf) and save its Trace."""
 
 from __future__ import annotations
 
