@@ -60,3 +60,16 @@ def test_sampling_needs_perf_and_says_so(c_programs):
     with pytest.raises(scalestack.errors.UserError, match="--sample needs the perf collector"):
         scalestack.record([str(c_programs["barrier_imbalance"]), "2", "1000", "1"], None, collector="ebpf",
                           sample_hz=99)
+
+
+def test_no_futex_records_no_futex_call_and_no_sync_wait(c_programs):
+    from scalestack.trace import State
+
+    kw = {"collector": "ebpf", "exit_check": False}
+    argv = [str(c_programs["mutex_counter"]), "2", "2000", "500", "3000"]
+    with_futex = scalestack.record(argv, None, **kw)
+    without = scalestack.record(argv, None, futex=False, **kw)
+    sync = int(State.SYNC_WAIT)
+    assert (with_futex.states.state == sync).any()
+    assert not (without.states.state == sync).any()
+    assert without.meta["n_events"] < with_futex.meta["n_events"]

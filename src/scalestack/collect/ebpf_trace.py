@@ -51,11 +51,11 @@ def read_records(path: str) -> RawEvents:
 class TraceSession:
     """The loaded trace programs writing to `path` from construction until `stop()`."""
 
-    def __init__(self, path: str, buffer_bytes: int = DEFAULT_BUFFER, timeout: float = 60.0):
+    def __init__(self, path: str, buffer_bytes: int = DEFAULT_BUFFER, timeout: float = 60.0, futex: bool = True):
         obj, loader = ebpf.build(program="trace")
         self.path = path
-        self.proc = ebpf.start_loader([loader, obj, path, str(buffer_bytes)], timeout, "the eBPF trace collector",
-                                      "; use --collector perf")
+        argv = [loader, obj, path, str(buffer_bytes)] + ([] if futex else ["nofutex"])
+        self.proc = ebpf.start_loader(argv, timeout, "the eBPF trace collector", "; use --collector perf")
 
     def stop(self, timeout: float = 60.0) -> tuple[int, int]:
         """Detach, drain, and return (records written, records lost for want of buffer room)."""

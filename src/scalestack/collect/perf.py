@@ -460,7 +460,7 @@ def _collect_ebpf(command, pid, duration, futex: bool, on_ready=None) -> _Run:
         data, pidfile = os.path.join(tmp, "events.bin"), os.path.join(tmp, "pid")
         old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
-            with TraceSession(data, DEFAULT_BUFFER) as session:
+            with TraceSession(data, DEFAULT_BUFFER, futex=futex) as session:
                 if command is not None:
                     proc = subprocess.Popen(["/bin/sh", "-c", _WRAPPER_PLAIN, pidfile, *command])
                     rc = proc.wait()
@@ -476,9 +476,6 @@ def _collect_ebpf(command, pid, duration, futex: bool, on_ready=None) -> _Run:
         if command is not None:
             root = int(open(pidfile).read().strip())
         events = read_records(data)
-    if not futex:
-        events = events.take(np.flatnonzero(~np.isin(events.kind, [Kind.FUTEX_ENTER, Kind.FUTEX_EXIT,
-                                                                   Kind.FUTEX_WAITV])))
     events.stats["lost_events"] = lost
     warnings = [f"the eBPF ring buffer had no room for {lost} events"] if lost else []
     return _Run(events, rc, root, {"ebpf_buffer_bytes": DEFAULT_BUFFER, "ebpf_records": written}, warnings)

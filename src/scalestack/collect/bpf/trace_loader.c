@@ -1,11 +1,12 @@
 /* scalestack-trace: load trace.bpf.o, write its records to a file until told to stop.
  *
- * Usage: scalestack-trace OBJECT OUTPUT BUFFER_BYTES
+ * Usage: scalestack-trace OBJECT OUTPUT BUFFER_BYTES [nofutex]
  * Prints "ready" once every program is attached. Drains the ring buffer every 10 ms (the
  * programs submit without waking anyone) and appends the 80-byte records to OUTPUT. A line "q"
  * or end of input stops it: the programs are detached, the buffer drained a last time, and it
  * prints "done RECORDS LOST" (LOST = records the ring buffer had no room for). Kept in C so the
- * Python side needs no binding to libbpf.
+ * Python side needs no binding to libbpf. "nofutex" leaves the syscall programs unattached
+ * (`record --no-futex`: no per-syscall cost at all).
  */
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -46,10 +47,11 @@ static int on_record(void *ctx, void *data, size_t size)
 
 int main(int argc, char **argv)
 {
-	if (argc != 4) {
-		fprintf(stderr, "usage: %s OBJECT OUTPUT BUFFER_BYTES\n", argv[0]);
+	if (argc != 4 && !(argc == 5 && !strcmp(argv[4], "nofutex"))) {
+		fprintf(stderr, "usage: %s OBJECT OUTPUT BUFFER_BYTES [nofutex]\n", argv[0]);
 		return 2;
 	}
+	int futex = argc == 4;
 	libbpf_set_print(print_libbpf);
 	out = fopen(argv[2], "wb");
 	if (!out) {
@@ -86,6 +88,8 @@ int main(int argc, char **argv)
 	struct bpf_program *prog;
 	bpf_object__for_each_program(prog, obj)
 	{
+		if (!futex && !strncmp(bpf_program__name(prog), "on_sys_", 7))
+			continue;
 		struct bpf_link *link = bpf_program__attach(prog);
 		if (!link || libbpf_get_error(link) || nlinks == MAX_LINKS) {
 			fprintf(stderr, "error: attaching %s failed: %s\n", bpf_program__name(prog), strerror(errno));
