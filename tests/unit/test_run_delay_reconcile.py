@@ -10,31 +10,18 @@ from scalestack.events import Kind, RawEvents
 from scalestack.state_builder import build_trace, reconcile_runnable
 from scalestack.trace import State, StateTable
 
-from .test_state_builder import S_BIT, X_BIT, ev, intervals
+from .test_state_builder import ev, fork_wait_exit_rows, intervals
 
 R, RN, SY = int(State.RUNNING), int(State.RUNNABLE), int(State.SYNC_WAIT)
 
 
 def _program(final_delay: int, final_arrivals: int = 2):
-    """Main (100) runs, waits on a futex from 21, is woken at 50 and runs from 52 to its end at
-    71; the kernel reads its run delay 0 (1 arrival) at 21 and `final_delay` at 71."""
-    return ev([
-        (0, 0, 0, Kind.SWITCH, 0, 100, 0),
-        (10, 0, 100, Kind.FORK, 100, 101, 0),
-        (11, 0, 100, Kind.WAKEUP_NEW, 101, 1, 0),
-        (12, 1, 0, Kind.SWITCH, 0, 101, 0),
-        (20, 0, 100, Kind.FUTEX_ENTER, 0xABC, 0, 0),
-        (21, 0, 100, Kind.SWITCH, 100, 0, S_BIT),
-        (21, 0, 100, Kind.RUN_DELAY, 100, 0, 1),
-        (50, 1, 101, Kind.WAKEUP, 100, 0, 0),
-        (52, 0, 0, Kind.SWITCH, 0, 100, 0),
-        (53, 0, 100, Kind.FUTEX_EXIT, 0, 0, 0),
-        (60, 1, 101, Kind.EXIT, 101, 0, 0),
-        (61, 1, 101, Kind.SWITCH, 101, 0, X_BIT),
-        (70, 0, 100, Kind.EXIT, 100, 0, 0),
-        (71, 0, 100, Kind.SWITCH, 100, 0, 32),
-        (71, 0, 100, Kind.RUN_DELAY, 100, final_delay, final_arrivals),
-    ])
+    """`fork_wait_exit_rows` with the kernel's run delay of main read at its switch-outs: 0 (1
+    arrival) at 21 and `final_delay` at its end, 71."""
+    rows = fork_wait_exit_rows()
+    rows.insert(6, (21, 0, 100, Kind.RUN_DELAY, 100, 0, 1))
+    rows.append((71, 0, 100, Kind.RUN_DELAY, 100, final_delay, final_arrivals))
+    return ev(rows)
 
 
 def test_the_wait_before_a_switch_in_is_the_kernels_run_delay():

@@ -36,8 +36,10 @@ def intervals(trace, tid):
     return list(zip(s.start_ns[m].tolist(), s.end_ns[m].tolist(), s.state[m].tolist(), strict=True))
 
 
-def test_fork_run_futex_wait_wakeup_exit():
-    e = ev([
+def fork_wait_exit_rows() -> list[tuple]:
+    """Main (100) forks a worker (101) on cpu 1, waits on futex 0xabc from 21 to the worker's
+    wakeup at 50, runs again from 52; both exit."""
+    return [
         (0, 0, 0, Kind.SWITCH, 0, 100, 0),
         (10, 0, 100, Kind.FORK, 100, 101, 0),
         (11, 0, 100, Kind.WAKEUP_NEW, 101, 1, 0),
@@ -51,7 +53,11 @@ def test_fork_run_futex_wait_wakeup_exit():
         (61, 1, 101, Kind.SWITCH, 101, 0, X_BIT),
         (70, 0, 100, Kind.EXIT, 100, 0, 0),
         (71, 0, 100, Kind.SWITCH, 100, 0, 32),
-    ])
+    ]
+
+
+def test_fork_run_futex_wait_wakeup_exit():
+    e = ev(fork_wait_exit_rows())
     tr = build_trace(e, root_pids=[100])
     tr.validate()
     assert intervals(tr, 100) == [(0, 21, R), (21, 50, SY), (50, 52, RN), (52, 71, R)]
