@@ -397,6 +397,25 @@ def kernel_runtime_check(states: StateTable, tids: np.ndarray, kernel_rt: np.nda
     }
 
 
+def _per_thread(states: StateTable):
+    """Each thread's rows of a (tid, start)-sorted table, as (tid, its own table)."""
+    bounds = np.flatnonzero(np.r_[True, states.tid[1:] != states.tid[:-1], True])
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        th = states.take(np.arange(lo, hi))
+        yield int(th.tid[0]), th
+
+
+def _cut(th: StateTable, *at: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One thread's rows cut also at the instants `at` (those inside its life): the segments'
+    starts and ends, and the row each segment lies in."""
+    cuts = _unique(np.concatenate([th.start_ns, th.end_ns, *at]))
+    cuts = cuts[(cuts >= th.start_ns[0]) & (cuts <= th.end_ns[-1])]
+    seg_a, seg_b = cuts[:-1], cuts[1:]
+    keep = seg_b > seg_a
+    seg_a, seg_b = seg_a[keep], seg_b[keep]
+    return seg_a, seg_b, np.searchsorted(th.start_ns, seg_a, side="right") - 1
+
+
 def reconcile_running(states: StateTable, events: RawEvents, t0: int, t1: int) -> tuple[StateTable, dict]:
     """Make RUNNING agree with the scheduler's own runtime reports.
 
@@ -429,10 +448,7 @@ def reconcile_running(states: StateTable, events: RawEvents, t0: int, t1: int) -
     parts: list[StateTable] = []
     changed: dict[str, list[int]] = {}
     stolen: dict[str, int] = {}
-    bounds = np.flatnonzero(np.r_[True, states.tid[1:] != states.tid[:-1], True])
-    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
-        th = states.take(np.arange(lo, hi))
-        tid = int(th.tid[0])
+    for tid, th in _per_thread(states):
         mine = r_tid == tid
         if not np.any(mine):
             parts.append(th)
@@ -441,12 +457,7 @@ def reconcile_running(states: StateTable, events: RawEvents, t0: int, t1: int) -
         sa = np.clip(r_start[mine], life0, life1)
         sb = np.clip(r_end[mine], life0, life1)
         spans = _union(sa, sb)
-        cuts = _unique(np.concatenate([th.start_ns, th.end_ns, spans[0], spans[1]]))
-        cuts = cuts[(cuts >= life0) & (cuts <= life1)]
-        seg_a, seg_b = cuts[:-1], cuts[1:]
-        keep = seg_b > seg_a
-        seg_a, seg_b = seg_a[keep], seg_b[keep]
-        row = np.searchsorted(th.start_ns, seg_a, side="right") - 1
+        seg_a, seg_b, row = _cut(th, *spans)
         covered = _inside(spans, seg_a)
         was_running = th.state[row] == int(State.RUNNING)
         # the state before each RUNNING stretch: forward-fill the last non-running state
@@ -504,10 +515,7 @@ def reconcile_runnable(states: StateTable, run_delay: RawEvents) -> tuple[StateT
     order = np.lexsort((run_delay.time, run_delay.arg0))
     rd_tid, rd_t = run_delay.arg0[order], run_delay.time[order]
     rd_d, rd_p = run_delay.arg1[order], run_delay.arg2[order]
-    bounds = np.flatnonzero(np.r_[True, states.tid[1:] != states.tid[:-1], True])
-    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
-        th = states.take(np.arange(lo, hi))
-        tid = int(th.tid[0])
+    for tid, th in _per_thread(states):
         a, b = np.searchsorted(rd_tid, tid, "left"), np.searchsorted(rd_tid, tid, "right")
         run = np.flatnonzero(th.state == RUN)
         if b - a < 2 or len(run) == 0:
@@ -528,12 +536,7 @@ def reconcile_runnable(states: StateTable, run_delay: RawEvents) -> tuple[StateT
             continue
         w = np.maximum(gb - dl, ga)
         unplaced = int(np.maximum(dl - (gb - ga), 0).sum())
-        cuts = _unique(np.concatenate([th.start_ns, th.end_ns, w]))
-        cuts = cuts[(cuts >= th.start_ns[0]) & (cuts <= th.end_ns[-1])]
-        seg_a, seg_b = cuts[:-1], cuts[1:]
-        keep = seg_b > seg_a
-        seg_a, seg_b = seg_a[keep], seg_b[keep]
-        row = np.searchsorted(th.start_ns, seg_a, side="right") - 1
+        seg_a, seg_b, row = _cut(th, w)
         old = th.state[row].astype(np.int64)
         g = np.searchsorted(ga, seg_a, side="right") - 1
         gi = np.maximum(g, 0)
@@ -800,8 +803,8 @@ def build_trace(
     events = events.sorted()
     meta = dict(meta or {})
     run_delay = RawEvents.empty()
-    if np.any(events.kind == Kind.RUN_DELAY):  # the kernel's own run-queue account (eBPF), not a state change
-        rd = events.kind == Kind.RUN_DELAY
+    rd = events.kind == Kind.RUN_DELAY  # the kernel's own run-queue account (eBPF), not a state change
+    if np.any(rd):
         run_delay, events = events.take(np.flatnonzero(rd)), events.take(np.flatnonzero(~rd))
     if len(events) == 0:
         raise UserError("the recording holds no events; was the program too short, or were the tracepoints missing?")
