@@ -44,37 +44,41 @@ _HINT = "; use `scalestack record` (perf) instead"
 MIN_KERNEL = (5, 18)  # sched_switch passes prev_state to BTF programs from 5.18 on
 
 
-def unavailable() -> str | None:
-    """None when the aggregator can run here, else one line saying why not."""
+def unavailable(what: str = "the eBPF aggregator", hint: str = _HINT) -> str | None:
+    """None when `what` (the aggregator, or the trace collector) can run here, else one line
+    saying why not, ending with `hint` (what to use instead)."""
+    reason = _reason(what)
+    return None if reason is None else reason + hint
+
+
+def _reason(what: str) -> str | None:
     if platform.system() != "Linux":
-        return "eBPF needs Linux" + _HINT
+        return "eBPF needs Linux"
     if platform.machine() not in _ARCH:
-        return f"the eBPF aggregator supports x86_64 and aarch64, not {platform.machine()}" + _HINT
+        return f"{what} supports x86_64 and aarch64, not {platform.machine()}"
     if os.geteuid() != 0:
-        return "eBPF needs root (CAP_BPF and CAP_PERFMON): run with sudo" + _HINT
+        return "eBPF needs root (CAP_BPF and CAP_PERFMON): run with sudo"
     try:
         release = tuple(int(x) for x in platform.release().split("-")[0].split(".")[:2])
     except ValueError:
         release = MIN_KERNEL
     if release < MIN_KERNEL:
-        return (f"kernel {platform.release()} is too old for the eBPF aggregator "
-                f"(needs {MIN_KERNEL[0]}.{MIN_KERNEL[1]} or newer)" + _HINT)
+        return f"kernel {platform.release()} is too old for {what} (needs {MIN_KERNEL[0]}.{MIN_KERNEL[1]} or newer)"
     if not os.path.exists("/sys/kernel/btf/vmlinux"):
-        return "this kernel has no BTF (/sys/kernel/btf/vmlinux; CONFIG_DEBUG_INFO_BTF)" + _HINT
+        return "this kernel has no BTF (/sys/kernel/btf/vmlinux; CONFIG_DEBUG_INFO_BTF)"
     try:
         with open("/sys/kernel/security/lockdown") as fh:
             if "[confidentiality]" in fh.read():
-                return "the kernel is locked down (lockdown=confidentiality forbids reading kernel memory)" + _HINT
+                return "the kernel is locked down (lockdown=confidentiality forbids reading kernel memory)"
     except OSError:
         pass
-    missing = [tool for tool, pkg in (("clang", "clang"), ("bpftool", "bpftool")) if not _which(tool)]
+    missing = [tool for tool in ("clang", "bpftool") if not _which(tool)]
     if not os.path.exists("/usr/include/bpf/libbpf.h"):
         missing.append("libbpf-dev")
     if not _which("gcc") and not _which("cc"):
         missing.append("gcc")
     if missing:
-        return f"building the eBPF aggregator needs {', '.join(missing)} (apt-get install clang libbpf-dev bpftool)" \
-               + _HINT
+        return f"building {what} needs {', '.join(missing)} (apt-get install clang libbpf-dev bpftool)"
     return None
 
 

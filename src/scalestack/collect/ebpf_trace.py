@@ -27,6 +27,7 @@ assert RECORD.itemsize == 80
 _NO_COMM = np.array([Kind.FUTEX_ENTER, Kind.FUTEX_EXIT, Kind.FUTEX_WAITV, Kind.RUN_DELAY], np.uint32)
 _TWO_COMMS = np.array([Kind.SWITCH, Kind.FORK, Kind.RENAME], np.uint32)
 DEFAULT_BUFFER = 64 << 20
+NAME, HINT = "the eBPF trace collector", "; use --collector perf"  # in its error messages
 
 
 def read_records(path: str) -> RawEvents:
@@ -55,7 +56,7 @@ class TraceSession:
         obj, loader = ebpf.build(program="trace")
         self.path = path
         argv = [loader, obj, path, str(buffer_bytes)] + ([] if futex else ["nofutex"])
-        self.proc = ebpf.start_loader(argv, timeout, "the eBPF trace collector", "; use --collector perf")
+        self.proc = ebpf.start_loader(argv, timeout, NAME, HINT)
 
     def stop(self, timeout: float = 60.0) -> tuple[int, int]:
         """Detach, drain, and return (records written, records lost for want of buffer room)."""
@@ -64,11 +65,11 @@ class TraceSession:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-            raise UserError("the eBPF trace collector did not stop within 60 s") from None
+            raise UserError(f"{NAME} did not stop within {timeout:.0f} s") from None
         done = [ln.split() for ln in out.splitlines() if ln.startswith("done ")]
         if self.proc.returncode != 0 or not done:
             last = err.strip().splitlines()
-            raise UserError("the eBPF trace collector failed: " + (last[-1] if last else f"status {self.proc.returncode}"))
+            raise UserError(f"{NAME} failed: " + (last[-1] if last else f"status {self.proc.returncode}"))
         return int(done[-1][1]), int(done[-1][2])
 
     def close(self) -> None:

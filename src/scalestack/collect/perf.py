@@ -19,6 +19,7 @@ Designed around what was measured on these machines (shared/DESIGN.md):
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import os
@@ -249,17 +250,17 @@ def record(
         raise UserError("give either a command (after --) or --pid PID")
     if collector not in COLLECTORS:
         raise UserError(f"unknown collector {collector!r}; choose {', '.join(COLLECTORS)}")
-    if collector == "auto":
+    chosen = collector == "auto"
+    if chosen:  # auto picks ebpf only where it can run
         collector = auto_collector(sample_hz, mmap_size, keep_perf_data, reader)
     if collector != "perf" and sample_hz:
         raise UserError("--sample needs the perf collector")
-    if collector == "ebpf":
-        from scalestack.collect import ebpf
+    if collector == "ebpf" and not chosen:
+        from scalestack.collect import ebpf, ebpf_trace
 
-        reason = ebpf.unavailable()
+        reason = ebpf.unavailable(ebpf_trace.NAME, ebpf_trace.HINT)
         if reason:
-            raise UserError(reason.split("; use `scalestack record`")[0].replace("eBPF aggregator", "eBPF collector")
-                            + "; use --collector perf")
+            raise UserError(reason)
     perf = perf_binary() if collector == "perf" else None
     check_permission()
     tracefs = ensure_tracefs()
@@ -364,33 +365,29 @@ def _collect_perf(perf, tracepoints, command, pid, duration, size, reader, keep_
         argv = [perf, "record", "-k", "CLOCK_MONOTONIC", "-a", "-m", size, "-o", data, "-e", ",".join(tracepoints)]
         if sample_hz:
             argv += ["-e", f"cpu-clock/period={int(1e9 // sample_hz)}/"]
-        old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the program
-        try:
-            with open(perf_err, "wb") as err:
-                if command is not None:
-                    user_err = _low_dup(2)  # sh redirects only single-digit fds
-                    try:
-                        if user_err is None:  # no free fd 3..9: the command shares perf's stderr
-                            wrapper, fds, perf_stderr = _WRAPPER_PLAIN, (), None
-                        else:
-                            wrapper, fds, perf_stderr = _WRAPPER.format(fd=user_err), (user_err,), err
-                        proc = subprocess.Popen(
-                            argv + ["--", "/bin/sh", "-c", wrapper, pidfile, *command],
-                            stderr=perf_stderr, pass_fds=fds,
-                        )
-                    finally:
-                        if user_err is not None:
-                            os.close(user_err)
-                    rc = proc.wait()
-                else:
-                    ctl, ack = os.path.join(tmp, "ctl"), os.path.join(tmp, "ack")
-                    os.mkfifo(ctl)
-                    os.mkfifo(ack)
-                    proc = subprocess.Popen(argv + ["-D", "-1", "--control", f"fifo:{ctl},{ack}"],
-                                            stdout=subprocess.DEVNULL, stderr=err)
-                    rc = _attach_wait(proc, pid, duration, ctl, ack, on_ready)
-        finally:
-            signal.signal(signal.SIGINT, old_int)
+        with _sigint_for_the_program(), open(perf_err, "wb") as err:
+            if command is not None:
+                user_err = _low_dup(2)  # sh redirects only single-digit fds
+                try:
+                    if user_err is None:  # no free fd 3..9: the command shares perf's stderr
+                        wrapper, fds, perf_stderr = _WRAPPER_PLAIN, (), None
+                    else:
+                        wrapper, fds, perf_stderr = _WRAPPER.format(fd=user_err), (user_err,), err
+                    proc = subprocess.Popen(
+                        argv + ["--", "/bin/sh", "-c", wrapper, pidfile, *command],
+                        stderr=perf_stderr, pass_fds=fds,
+                    )
+                finally:
+                    if user_err is not None:
+                        os.close(user_err)
+                rc = proc.wait()
+            else:
+                ctl, ack = os.path.join(tmp, "ctl"), os.path.join(tmp, "ack")
+                os.mkfifo(ctl)
+                os.mkfifo(ack)
+                proc = subprocess.Popen(argv + ["-D", "-1", "--control", f"fifo:{ctl},{ack}"],
+                                        stdout=subprocess.DEVNULL, stderr=err)
+                rc = _attach_wait(proc, pid, duration, ctl, ack, on_ready)
         perf_messages = open(perf_err, "rb").read()
         root = None
         if command is not None:
@@ -412,28 +409,45 @@ def _collect_perf(perf, tracepoints, command, pid, duration, size, reader, keep_
     return _Run(events, rc, root, meta, warnings)
 
 
+@contextlib.contextmanager
+def _sigint_for_the_program():
+    """Ctrl-C is for the program: the recorder ignores it meanwhile, and stops when the program does."""
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def _run_or_watch(command, pid, duration, pidfile: str, on_ready=None) -> int | None:
+    """Run `command` through the wrapper that writes its pid to `pidfile`, and return its status;
+    or, attached to `pid`, call `on_ready` and watch it for `duration` s (None)."""
+    if command is not None:
+        return subprocess.Popen(["/bin/sh", "-c", _WRAPPER_PLAIN, pidfile, *command]).wait()
+    if on_ready is not None:
+        on_ready()
+    stop = time.monotonic() + duration
+    while time.monotonic() < stop and os.path.isdir(f"/proc/{pid}"):
+        time.sleep(0.02)
+    return None
+
+
+def _root_pid(pidfile: str) -> int:
+    with open(pidfile) as fh:
+        return int(fh.read().strip())
+
+
 def _collect_tracefs(tracefs, tracepoints, command, pid, duration) -> _Run:
     """A private ftrace instance around the command (or for `duration` s), read afterwards."""
     from scalestack.collect.tracefs import TracefsInstance
 
-    root, rc = None, None
     with tempfile.TemporaryDirectory(prefix="scalestack-rec-") as tmp, TracefsInstance(tracefs, tracepoints) as inst:
         pidfile = os.path.join(tmp, "pid")
-        old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
+        with _sigint_for_the_program():
             inst.start()
-            if command is not None:
-                proc = subprocess.Popen(["/bin/sh", "-c", _WRAPPER_PLAIN, pidfile, *command])
-                rc = proc.wait()
-            else:
-                stop = time.monotonic() + duration
-                while time.monotonic() < stop and os.path.isdir(f"/proc/{pid}"):
-                    time.sleep(0.02)
+            rc = _run_or_watch(command, pid, duration, pidfile)
             inst.stop()
-        finally:
-            signal.signal(signal.SIGINT, old_int)
-        if command is not None:
-            root = int(open(pidfile).read().strip())
+        root = _root_pid(pidfile) if command is not None else None
         events, dropped = inst.read()
     warnings = [f"the ftrace buffer dropped {dropped} events"] if dropped else []
     return _Run(events, rc, root, {"ftrace_buffer_kb": inst.buffer_kb}, warnings)
@@ -446,35 +460,21 @@ def auto_collector(sample_hz=None, mmap_size=None, keep_perf_data=None, reader: 
     cannot run (not root, no BTF, no clang/libbpf/bpftool)."""
     if sample_hz or mmap_size or keep_perf_data or reader != "auto":
         return "perf"
-    from scalestack.collect import ebpf
+    from scalestack.collect import ebpf, ebpf_trace
 
-    return "ebpf" if ebpf.unavailable() is None else "perf"
+    return "ebpf" if ebpf.unavailable(ebpf_trace.NAME) is None else "perf"
 
 
 def _collect_ebpf(command, pid, duration, futex: bool, on_ready=None) -> _Run:
     """BTF tracepoint programs into a BPF ring buffer around the command (or for `duration` s)."""
     from scalestack.collect.ebpf_trace import DEFAULT_BUFFER, TraceSession, read_records
 
-    root, rc = None, None
     with tempfile.TemporaryDirectory(prefix="scalestack-rec-") as tmp:
         data, pidfile = os.path.join(tmp, "events.bin"), os.path.join(tmp, "pid")
-        old_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        try:
-            with TraceSession(data, DEFAULT_BUFFER, futex=futex) as session:
-                if command is not None:
-                    proc = subprocess.Popen(["/bin/sh", "-c", _WRAPPER_PLAIN, pidfile, *command])
-                    rc = proc.wait()
-                else:
-                    if on_ready is not None:
-                        on_ready()
-                    stop = time.monotonic() + duration
-                    while time.monotonic() < stop and os.path.isdir(f"/proc/{pid}"):
-                        time.sleep(0.02)
-                written, lost = session.stop()
-        finally:
-            signal.signal(signal.SIGINT, old_int)
-        if command is not None:
-            root = int(open(pidfile).read().strip())
+        with _sigint_for_the_program(), TraceSession(data, DEFAULT_BUFFER, futex=futex) as session:
+            rc = _run_or_watch(command, pid, duration, pidfile, on_ready)
+            written, lost = session.stop()
+        root = _root_pid(pidfile) if command is not None else None
         events = read_records(data)
     events.stats["lost_events"] = lost
     warnings = [f"the eBPF ring buffer had no room for {lost} events"] if lost else []
