@@ -151,13 +151,15 @@ int BPF_PROG(on_switch, bool preempt, struct task_struct *prev, struct task_stru
 	return 0;
 }
 
-static __always_inline int wakeup(struct task_struct *p, __u32 kind)
+/* A record about one task p (the tracepoint's "pid" field) with its comm and up to two figures. */
+static __always_inline int task_event(__u32 kind, struct task_struct *p, __s64 a1, __s64 a2)
 {
 	struct rec *r = begin(kind);
 	if (!r)
 		return 0;
 	r->a0 = p->pid;
-	r->a1 = p->thread_info.cpu;  /* task_cpu(p): the target CPU */
+	r->a1 = a1;
+	r->a2 = a2;
 	comm(r->c0, p->comm);
 	commit(r);
 	return 0;
@@ -166,13 +168,13 @@ static __always_inline int wakeup(struct task_struct *p, __u32 kind)
 SEC("tp_btf/sched_wakeup")
 int BPF_PROG(on_wakeup, struct task_struct *p)
 {
-	return wakeup(p, K_WAKEUP);
+	return task_event(K_WAKEUP, p, p->thread_info.cpu, 0);  /* task_cpu(p): the target CPU */
 }
 
 SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(on_wakeup_new, struct task_struct *p)
 {
-	return wakeup(p, K_WAKEUP_NEW);
+	return task_event(K_WAKEUP_NEW, p, p->thread_info.cpu, 0);
 }
 
 SEC("tp_btf/sched_process_fork")
@@ -192,26 +194,14 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	struct rec *r = begin(K_EXEC);
-	if (!r)
-		return 0;
-	r->a0 = p->pid;
-	r->a1 = old_pid;
-	comm(r->c0, p->comm);  /* the new program's name (tracefs gives the whole filename) */
-	commit(r);
-	return 0;
+	/* comm: the new program's name (tracefs gives the whole filename) */
+	return task_event(K_EXEC, p, old_pid, 0);
 }
 
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(on_exit, struct task_struct *p)
 {
-	struct rec *r = begin(K_EXIT);
-	if (!r)
-		return 0;
-	r->a0 = p->pid;
-	comm(r->c0, p->comm);
-	commit(r);
-	return 0;
+	return task_event(K_EXIT, p, 0, 0);
 }
 
 SEC("tp_btf/task_rename")
@@ -230,28 +220,13 @@ int BPF_PROG(on_rename, struct task_struct *task, const char *newcomm)
 SEC("tp_btf/sched_stat_runtime")
 int BPF_PROG(on_runtime, struct task_struct *p, u64 runtime)
 {
-	struct rec *r = begin(K_STAT_RUNTIME);
-	if (!r)
-		return 0;
-	r->a0 = p->pid;
-	r->a1 = runtime;
-	comm(r->c0, p->comm);
-	commit(r);
-	return 0;
+	return task_event(K_STAT_RUNTIME, p, runtime, 0);
 }
 
 SEC("tp_btf/sched_migrate_task")
 int BPF_PROG(on_migrate, struct task_struct *p, int dest_cpu)
 {
-	struct rec *r = begin(K_MIGRATE);
-	if (!r)
-		return 0;
-	r->a0 = p->pid;
-	r->a1 = p->thread_info.cpu;
-	r->a2 = dest_cpu;
-	comm(r->c0, p->comm);
-	commit(r);
-	return 0;
+	return task_event(K_MIGRATE, p, p->thread_info.cpu, dest_cpu);  /* from task_cpu(p) */
 }
 
 SEC("tp_btf/sys_enter")
