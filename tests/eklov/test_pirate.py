@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 import time
 
 import pytest
@@ -172,3 +173,35 @@ def test_segment_context_drives_one_segment():
             assert pir._u32(P._SEGMENT) == k + 1
     with P.Pirate(1 << 20, 0, lockstep=False) as free, pytest.raises(ValueError), free.segment():
         pass
+
+
+def test_one_pirate_holds_each_of_several_sizes():
+    """A pirate of several sizes (the one-run curve's) touches only the chosen one: an L1-sized set
+    costs a fraction of a beyond-L2 one per line, each size keeps its own reference, and choosing back
+    and forth returns to the same figures."""
+    from scalestack.eklov import pirate as P
+
+    info = P.llc_info(0)
+    small, big = 16 << 10, 4 << 20
+    with P.Pirate([small, big], info.cpus[-1]) as pir:
+        per_line, refs = {}, {}
+        for w in (small, big, small, big):
+            pir.hold(w)
+            with pir.segment() as seg:
+                time.sleep(0.05)
+            per_line.setdefault(w, []).append(seg["ns"] / seg["lines"])
+            refs[w] = pir.calib_ns_per_line
+            assert seg["lines"] > 0
+        assert min(per_line[big]) > 1.5 * max(per_line[small]), per_line
+        assert refs[big] > 1.5 * refs[small], refs
+        assert struct.unpack_from("<Q", pir._map, P._ACTIVE)[0] == big  # what the pirate reads at SS_WARM
+        with pytest.raises(ValueError, match="not one of"):
+            pir.hold(8 << 20)
+
+
+def test_too_many_sizes_is_one_line_error():
+    from scalestack.eklov.pirate import MAX_SIZES, Pirate
+
+    with pytest.raises(UserError, match=f"1 to {MAX_SIZES} sizes") as err:
+        Pirate([64 * (k + 1) for k in range(MAX_SIZES + 1)], 0)
+    assert "\n" not in str(err.value)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from scalestack.eklov.pirate import LLCInfo
 from scalestack.errors import UserError
 from scalestack.results import Result
 
@@ -68,15 +69,23 @@ class PirateCurve(Result):
     clock: str = "cpu"
     counters: Mapping[int, tuple[dict, ...]] = field(default_factory=dict)
     notice: str | None = None
+    # one run (--one-run): times_ns holds one whole-run time per measured window, and estimate_ns the
+    # curve's point, total progress x (time / progress summed over the size's clean windows)
+    mode: str = "runs"
+    progress: str | None = None
+    estimate_ns: Mapping[int, float] = field(default_factory=dict)
 
     kind = "pirate_curve"
 
+    def _point(self, w: int) -> float:
+        return float(self.estimate_ns[w]) if w in self.estimate_ns else float(np.median(self.times_ns[w]))
+
     def rows(self) -> list[dict]:
-        base = float(np.median(self.times_ns[self.sizes[0]])) if self.sizes else float("nan")
+        base = self._point(self.sizes[0]) if self.sizes else float("nan")
         out = []
         for w in self.sizes:
             t = np.asarray(self.times_ns[w], dtype=float)
-            med = float(np.median(t))
+            med = self._point(w)
             row = {"pirate_bytes": w, "cache_bytes": self.llc_bytes - w, "time_ns": med,
                    "time_min_ns": float(t.min()), "time_max_ns": float(t.max()),
                    "slowdown": med / base, "discarded": int(self.discarded.get(w, 0)), "runs": int(t.size)}
@@ -92,7 +101,8 @@ class PirateCurve(Result):
 
     def to_dict(self) -> dict:
         return {"argv": list(self.argv), "llc_bytes": self.llc_bytes, "llc_source": self.llc_source,
-                "clock": self.clock, "notice": self.notice, "rows": self.rows(),
+                "clock": self.clock, "notice": self.notice, "mode": self.mode, "progress": self.progress,
+                "rows": self.rows(),
                 "times_ns": {str(w): list(v) for w, v in self.times_ns.items()}}
 
 
@@ -101,18 +111,15 @@ def default_sizes(llc_bytes: int, line: int = 64) -> list[int]:
     return [0, llc_bytes // 2, 3 * llc_bytes // 4, 7 * llc_bytes // 8, 15 * llc_bytes // 16, llc_bytes - line]
 
 
-def pirate_curve(argv: Sequence[str], sizes: Sequence[int] | None = None, repeat: int = 3, *,
-                 cpu: int | None = None, pirate_cpu: int | None = None, threshold: float = 1.5,
-                 clock: str = "cpu", timeout: float = 600.0, counters: bool | None = None,
-                 progress: Callable[[str], None] | None = None) -> PirateCurve:
-    """Run `argv` next to a pirate of each size in `sizes` (bytes; default default_sizes)."""
-    from scalestack.eklov.instances import _cpus, co_run
-    from scalestack.eklov.pirate import Pirate, llc_info
+def _plan(argv: Sequence[str], sizes: Sequence[int] | None, cpu: int | None,
+          pirate_cpu: int | None) -> tuple[LLCInfo, list[int], int, int | None]:
+    """Check a curve's inputs before anything runs: (the LLC, the sorted sizes, the program's CPU,
+    the pirate's CPU or None when no size needs one)."""
+    from scalestack.eklov.instances import _cpus
+    from scalestack.eklov.pirate import llc_info
 
     if not argv:
         raise UserError("no command: give 'scalestack pirate-curve -- CMD'")
-    if repeat < 1:
-        raise UserError("--repeat must be at least 1")
     llc = llc_info(0 if cpu is None else cpu)
     sizes = sorted({int(w) for w in (sizes if sizes is not None else default_sizes(llc.size_bytes, llc.line_bytes))})
     for w in sizes:
@@ -128,6 +135,20 @@ def pirate_curve(argv: Sequence[str], sizes: Sequence[int] | None = None, repeat
         if not others and any(w > 0 for w in sizes):
             raise UserError("the pirate needs a second CPU sharing the last-level cache; only one is available")
         pirate_cpu = others[0] if others else None
+    return llc, sizes, target, pirate_cpu
+
+
+def pirate_curve(argv: Sequence[str], sizes: Sequence[int] | None = None, repeat: int = 3, *,
+                 cpu: int | None = None, pirate_cpu: int | None = None, threshold: float = 1.5,
+                 clock: str = "cpu", timeout: float = 600.0, counters: bool | None = None,
+                 progress: Callable[[str], None] | None = None) -> PirateCurve:
+    """Run `argv` next to a pirate of each size in `sizes` (bytes; default default_sizes)."""
+    from scalestack.eklov.instances import co_run
+    from scalestack.eklov.pirate import Pirate
+
+    if repeat < 1:
+        raise UserError("--repeat must be at least 1")
+    llc, sizes, target, pirate_cpu = _plan(argv, sizes, cpu, pirate_cpu)
     notice = counters_notice() if counters is None or counters else None
     use_perf = counters is not False and notice is None
     tick = progress or (lambda _label: None)
@@ -170,6 +191,146 @@ def pirate_curve(argv: Sequence[str], sizes: Sequence[int] | None = None, repeat
     perf = {w: tuple(cs[w]) for w in sizes} if use_perf else {}
     return PirateCurve(tuple(argv), llc.size_bytes, llc.source, llc.line_bytes, tuple(sizes), times, discarded,
                        clock, perf, notice)
+
+
+def _proc_progress(pid: int, what: str) -> int:
+    """The program's progress so far as --progress counts it: bytes it read and wrote through
+    system calls (/proc/PID/io rchar + wchar, all its threads)."""
+    with open(f"/proc/{pid}/io") as fh:
+        fields = dict(line.split(":", 1) for line in fh if ":" in line)
+    if what == "read":
+        return int(fields["rchar"])
+    return int(fields["rchar"]) + int(fields["wchar"])
+
+
+def _proc_cpu_ns(pid: int) -> int:
+    """CPU time of all the program's live threads, ns (the scheduler's own sum, not clock ticks)."""
+    total = 0
+    base = f"/proc/{pid}/task"
+    for tid in os.listdir(base):
+        try:
+            with open(f"{base}/{tid}/schedstat") as fh:
+                total += int(fh.read().split()[0])
+        except (OSError, ValueError, IndexError):  # a thread that ended between listdir and open
+            continue
+    return total
+
+
+def _exited(pid: int) -> bool:
+    """True once the program has ended; it is left unreaped so its /proc counters stay readable."""
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+
+PROGRESS = ("io", "read")
+
+
+def one_run_curve(argv: Sequence[str], sizes: Sequence[int] | None = None, *, hold: float = 0.25,
+                  settle: float = 0.05, progress_by: str = "io", cpu: int | None = None,
+                  pirate_cpu: int | None = None, threshold: float = 1.5, clock: str = "cpu",
+                  timeout: float = 600.0, seed: int = 0,
+                  progress: Callable[[str], None] | None = None) -> PirateCurve:
+    """time(cache size) from ONE run of `argv`, the pirate changing W every `hold` seconds (spec
+    §2.3's stand-alone mode).
+
+    Without counters the work done in a window is the program's progress as the kernel counts it
+    (progress_by="io": bytes read and written through system calls; "read": bytes read), so this
+    suits programs that stream their input (compressors, filters, checksums). Each window: the
+    pirate takes the next size (the sizes go round in a new random order each round, so a phase of
+    the program falls on every size alike), re-warms while the program runs on, then `settle`
+    seconds pass (the cache settles to the new split) before `hold` seconds are measured: the
+    program's CPU (or wall) time and progress over them, and the pirate's self-check. A size's point
+    is the run's total progress x its windows' summed time / summed progress.
+    """
+    import random
+    import time
+
+    from scalestack.eklov.pirate import MAX_SIZES, Pirate
+
+    if progress_by not in PROGRESS:
+        raise UserError(f"--progress must be one of {', '.join(PROGRESS)}, not {progress_by!r}")
+    if clock not in ("cpu", "wall"):
+        raise ValueError(f"clock must be cpu or wall, not {clock!r}")
+    if not hold > 0 or settle < 0:
+        raise UserError("--hold must be positive and the settle time not negative")
+    llc, sizes, target, pirate_cpu = _plan(argv, sizes, cpu, pirate_cpu)
+    pirated = [w for w in sizes if w >= llc.line_bytes]
+    if len(pirated) > MAX_SIZES:
+        raise UserError(f"one run holds at most {MAX_SIZES} pirate sizes besides 0 ({len(pirated)} given): "
+                        "give fewer --sizes, or measure one run per size without --one-run")
+    if len(sizes) < 2:
+        raise UserError("--one-run needs at least two sizes to compare (e.g. --sizes 0,4M)")
+    tick = progress or (lambda _label: None)
+    rng = random.Random(seed)
+    windows: dict[int, list[tuple[float, float, bool]]] = {w: [] for w in sizes}
+    with contextlib.ExitStack() as stack:
+        pirate = stack.enter_context(Pirate(pirated, pirate_cpu, threshold=threshold)) if pirated else None
+        err = stack.enter_context(tempfile.TemporaryFile())
+        try:
+            proc = subprocess.Popen(list(argv), stdout=subprocess.DEVNULL, stderr=err,
+                                    preexec_fn=lambda: os.sched_setaffinity(0, {target}))
+        except OSError as exc:
+            raise UserError(f"cannot run {argv[0]}: {exc.strerror}") from None
+        stack.callback(lambda: proc.poll() is None and (proc.kill(), proc.wait()))
+        start = time.monotonic()
+
+        def reading() -> tuple[int, int]:
+            t = _proc_cpu_ns(proc.pid) if clock == "cpu" else time.monotonic_ns()
+            return t, _proc_progress(proc.pid, progress_by)
+
+        def measure() -> tuple[float, float] | None:
+            time.sleep(settle)
+            if _exited(proc.pid):
+                return None
+            t0, p0 = reading()
+            time.sleep(hold)
+            if _exited(proc.pid):  # ended inside the window: its end is not a steady state
+                return None
+            t1, p1 = reading()
+            return float(t1 - t0), float(p1 - p0)
+
+        done = False
+        while not done:
+            order = list(sizes)
+            rng.shuffle(order)
+            for w in order:
+                if _exited(proc.pid) or time.monotonic() - start > timeout:
+                    done = True
+                    break
+                if w in pirated:
+                    pirate.hold(w)
+                    with pirate.segment() as seg:
+                        got = measure()
+                    ok = seg["ok"]
+                else:
+                    got, ok = measure(), True
+                if got is not None:
+                    windows[w].append((*got, ok))
+                    tick(f"W={w / 2**20:.1f} MiB")
+        if not _exited(proc.pid):
+            raise UserError(f"{argv[0]} did not end within {timeout:g} s")
+        total = _proc_progress(proc.pid, progress_by)
+        _, status, _ = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            err.seek(0)
+            last = err.read().decode(errors="replace").strip().splitlines()[-1:] or [""]
+            raise UserError(f"{argv[0]} exited with status {proc.returncode}" + (f": {last[0]}" if last[0] else ""))
+    short = [w for w in sizes if not windows[w]]
+    if short:
+        raise UserError(f"{argv[0]} ended before every pirate size had a window ({len(short)} of {len(sizes)} had "
+                        "none): give it more work, or a shorter --hold")
+    if total <= 0 or not any(p > 0 for ws in windows.values() for _, p, _ in ws):
+        raise UserError(f"{argv[0]} made no progress that --progress {progress_by} can see (it read and wrote "
+                        "nothing through system calls while measured): measure one run per size without --one-run")
+    times, estimate, discarded = {}, {}, {}
+    for w in sizes:
+        clean = [(t, p) for t, p, ok in windows[w] if ok] or [(t, p) for t, p, _ in windows[w]]
+        discarded[w] = sum(1 for *_, ok in windows[w] if not ok) if any(ok for *_, ok in windows[w]) else 0
+        sum_t, sum_p = sum(t for t, _ in clean), sum(p for _, p in clean)
+        estimate[w] = total * sum_t / sum_p if sum_p > 0 else float("nan")  # no progress seen at this size
+        times[w] = tuple(total * t / p for t, p in clean if p > 0) or (estimate[w],)
+    return PirateCurve(tuple(argv), llc.size_bytes, llc.source, llc.line_bytes, tuple(sizes), times, discarded,
+                       clock, {}, None, mode="one-run", progress=progress_by, estimate_ns=estimate)
 
 
 def figure(curve: PirateCurve):

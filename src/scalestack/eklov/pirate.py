@@ -16,6 +16,7 @@ import struct
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from scalestack.errors import UserError
@@ -23,7 +24,8 @@ from scalestack.units import parse_size_bytes
 
 # the control page (pirate_ctl.h): offsets of its fields
 _MAGIC, _VERSION, _COMMAND, _STATE, _SEGMENT, _PID = 0, 4, 8, 12, 16, 20
-_WSET, _LINES, _NS, _CALIB = 24, 32, 40, 48
+_WSET, _LINES, _NS, _CALIB, _ACTIVE = 24, 32, 40, 48, 56
+MAX_SIZES = 8  # c/pirate.c keeps one next-line word per size in each 64-byte line
 MAGIC, VERSION = 0x50495254, 1
 SS_PARK, SS_WARM, SS_RUN, SS_QUIT = 1, 2, 3, 4
 SS_PARKED, SS_WARMED, SS_RUNNING, SS_QUITTING = 11, 12, 13, 14
@@ -90,19 +92,28 @@ class Pirate:
 
     lockstep=True: starts parked and obeys the control page (the shim drives it); lockstep=False:
     warms, then loops continuously until exit, keeping running totals readable by free_run_stats().
+    A sequence of sizes (lockstep, at most MAX_SIZES) gives one pirate that holds any of them, chosen
+    by hold() before a segment: the stand-alone mode's W varying within one run of the target.
     """
 
-    def __init__(self, size_bytes: int, cpu: int, *, lockstep: bool = True, threshold: float = 1.5,
+    def __init__(self, size_bytes: int | Sequence[int], cpu: int, *, lockstep: bool = True, threshold: float = 1.5,
                  pattern: str = "random"):
         llc = llc_info(cpu)
-        if size_bytes > llc.size_bytes:
-            raise UserError(f"pirate size {_mib(size_bytes)} is larger than the last-level cache "
-                            f"({_mib(llc.size_bytes)}, {llc.source}); give a size up to the cache size")
-        if size_bytes < llc.line_bytes:
-            raise UserError(f"pirate size {size_bytes} bytes is smaller than one cache line ({llc.line_bytes} bytes)")
+        sizes = tuple(int(w) for w in size_bytes) if isinstance(size_bytes, Sequence) else (int(size_bytes),)
+        if not sizes or len(sizes) > MAX_SIZES:
+            raise UserError(f"one pirate holds 1 to {MAX_SIZES} sizes, not {len(sizes)}")
+        if len(sizes) > 1 and not lockstep:
+            raise ValueError("a pirate of several sizes must be lockstep")
+        for w in sizes:
+            if w > llc.size_bytes:
+                raise UserError(f"pirate size {_mib(w)} is larger than the last-level cache "
+                                f"({_mib(llc.size_bytes)}, {llc.source}); give a size up to the cache size")
+            if w < llc.line_bytes:
+                raise UserError(f"pirate size {w} bytes is smaller than one cache line ({llc.line_bytes} bytes)")
         if pattern not in ("random", "stride"):
             raise ValueError(f"pattern must be random or stride, not {pattern!r}")
-        self.size_bytes, self.cpu, self.lockstep, self.threshold = int(size_bytes), int(cpu), lockstep, threshold
+        self.sizes = sizes
+        self.size_bytes, self.cpu, self.lockstep, self.threshold = sizes[0], int(cpu), lockstep, threshold
         self.pattern = pattern
         self.llc = llc
         self.ctl_path = ""
@@ -176,6 +187,13 @@ class Pirate:
             lines, ns = self.segment_stats()
             out.update(lines=lines, ns=ns, ok=self.segment_ok(lines, ns))
 
+    def hold(self, size_bytes: int) -> None:
+        """Hold `size_bytes` (one of the sizes given) from the next segment on; its own self-check
+        reference comes with it. Call between segments, with the pirate parked."""
+        if int(size_bytes) not in self.sizes:
+            raise ValueError(f"{size_bytes} is not one of this pirate's sizes {self.sizes}")
+        struct.pack_into("<Q", self._map, _ACTIVE, int(size_bytes))
+
     def _ctl_segment_bump(self) -> None:
         struct.pack_into("<I", self._map, _SEGMENT, self._u32(_SEGMENT) + 1)
 
@@ -195,7 +213,8 @@ class Pirate:
             self._map = mmap.mmap(fd, 4096)
         finally:
             os.close(fd)
-        argv = [exe, "--size", str(self.size_bytes), "--cpu", str(self.cpu), "--ctl", self.ctl_path,
+        size_arg = ["--sizes", ",".join(map(str, self.sizes))] if len(self.sizes) > 1 else ["--size", str(self.size_bytes)]
+        argv = [exe, *size_arg, "--cpu", str(self.cpu), "--ctl", self.ctl_path,
                 "--mode", "lockstep" if self.lockstep else "free", "--pattern", self.pattern]
         self._proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:

@@ -10,8 +10,14 @@
  *
  * Usage: pirate --size BYTES --cpu CPU --ctl PATH [--mode lockstep|free] [--pattern random|stride]
  *        pirate --size BYTES --cpu CPU --calibrate       (prints ns per line, alone, and exits)
+ *        pirate --sizes B1,B2,... --cpu CPU --ctl PATH   (lockstep, up to 8 sizes, one at a time)
  * The control page protocol is pirate_ctl.h's; in free mode the pirate runs from the moment it is
  * ready until SS_QUIT and keeps seg_lines / seg_ns as running totals since it started running.
+ *
+ * Several sizes (the stand-alone mode's single run with W varying over time, spec section 2.3):
+ * size k's cycle runs over the first size_k / 64 lines of one buffer and keeps its next-line
+ * indices in word k of each line, so the sets are nested, a change of size needs no allocation,
+ * and each size has its own self-check reference.  The driver writes active_bytes before SS_WARM.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -32,16 +38,21 @@
 #include "pirate_ctl.h"
 
 #define LINE 64
+#define MAXSIZES (LINE / 8) /* one next-line word per size in each line */
 #define CHAINS 4
 #define CHUNK 256 /* lines between two looks at the command word */
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 
 static struct ss_pirate_ctl *ctl;
-static uint64_t *buf;       /* nlines lines; word 0 of each line holds the index of the next line */
-static uint64_t nlines;
+static uint64_t *buf;       /* lines; word k of each line holds the next line of size k's cycle */
+static uint64_t nlines;     /* lines of the active size */
 static uint64_t pos[CHAINS];
+static int word;            /* the active size's index: its cycle's word in each line */
 static int stride;
+static int nsizes = 1;
+static uint64_t size_lines[MAXSIZES];
+static uint64_t size_pos[MAXSIZES][CHAINS];
 static volatile uint64_t sink;
 
 static int64_t now_ns(void) {
@@ -75,29 +86,46 @@ static void die(const char *what) {
     exit(1);
 }
 
-static void setup(uint64_t bytes, int random_order) {
-    nlines = bytes / LINE;
-    if (nlines < CHAINS) nlines = CHAINS;
-    size_t len = nlines * LINE;
+static void setup(const uint64_t *bytes, int random_order) {
+    uint64_t most = 0;
+    for (int k = 0; k < nsizes; k++) {
+        size_lines[k] = bytes[k] / LINE < CHAINS ? CHAINS : bytes[k] / LINE;
+        if (size_lines[k] > most) most = size_lines[k];
+    }
+    size_t len = most * LINE;
     buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (buf == MAP_FAILED) die("mmap");
     madvise(buf, len, MADV_HUGEPAGE); /* fewer TLB misses: the time per line is the cache's */
-    uint64_t *perm = malloc(nlines * sizeof *perm);
+    uint64_t *perm = malloc(most * sizeof *perm);
     if (!perm) die("malloc");
-    for (uint64_t i = 0; i < nlines; i++) perm[i] = i;
-    if (random_order) { /* Sattolo: a random permutation that is one cycle through every line */
-        uint64_t s = 0x9e3779b97f4a7c15ULL ^ (uint64_t)now_ns();
-        for (uint64_t i = nlines - 1; i > 0; i--) {
-            s ^= s << 13; s ^= s >> 7; s ^= s << 17;
-            uint64_t j = s % i, t = perm[i];
-            perm[i] = perm[j];
-            perm[j] = t;
+    uint64_t s = 0x9e3779b97f4a7c15ULL ^ (uint64_t)now_ns();
+    for (int k = 0; k < nsizes; k++) {
+        uint64_t n = size_lines[k];
+        for (uint64_t i = 0; i < n; i++) perm[i] = i;
+        if (random_order) { /* Sattolo: a random permutation that is one cycle through every line */
+            for (uint64_t i = n - 1; i > 0; i--) {
+                s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+                uint64_t j = s % i, t = perm[i];
+                perm[i] = perm[j];
+                perm[j] = t;
+            }
         }
+        /* line perm[i] points to line perm[i+1]: one cycle; chain c starts a quarter of the way further */
+        for (uint64_t i = 0; i < n; i++) buf[perm[i] * (LINE / 8) + k] = perm[(i + 1) % n];
+        for (int c = 0; c < CHAINS; c++) size_pos[k][c] = perm[(n / CHAINS) * c];
     }
-    /* line perm[k] points to line perm[k+1]: one cycle; chain c starts a quarter of the way further */
-    for (uint64_t k = 0; k < nlines; k++) buf[perm[k] * (LINE / 8)] = perm[(k + 1) % nlines];
-    for (int c = 0; c < CHAINS; c++) pos[c] = perm[(nlines / CHAINS) * c];
     free(perm);
+    word = 0;
+    nlines = size_lines[0];
+    memcpy(pos, size_pos[0], sizeof pos);
+}
+
+/* Make size k the one touched: its line count, its cycle's word and where its chases stopped. */
+static void activate(int k) {
+    memcpy(size_pos[word], pos, sizeof pos);
+    word = k;
+    nlines = size_lines[k];
+    memcpy(pos, size_pos[k], sizeof pos);
 }
 
 /* Touch `n` lines (n a multiple of CHAINS), CHAINS chases in flight. */
@@ -113,11 +141,12 @@ static void touch(uint64_t n) {
             sink += buf[p0 * w] + buf[p1 * w] + buf[p2 * w] + buf[p3 * w];
         }
     } else {
+        const uint64_t *b = buf + word;
         for (uint64_t i = 0; i < n; i += CHAINS) {
-            p0 = buf[p0 * w];
-            p1 = buf[p1 * w];
-            p2 = buf[p2 * w];
-            p3 = buf[p3 * w];
+            p0 = b[p0 * w];
+            p1 = b[p1 * w];
+            p2 = b[p2 * w];
+            p3 = b[p3 * w];
         }
     }
     pos[0] = p0; pos[1] = p1; pos[2] = p2; pos[3] = p3;
@@ -136,21 +165,25 @@ static double warm(void) {
 /* The reference of the self-check, kept current: the median of the calibration and of the second
  * warm-up pass of the last few segments, each taken while the profiled thread is parked.  The
  * machine's other tenants change what "a cache hit" costs over minutes; a reference from one
- * moment at start-up would flag (or pass) whole runs.  Published in calib_ns_per_line. */
+ * moment at start-up would flag (or pass) whole runs.  Kept per size; the active size's is published
+ * in calib_ns_per_line. */
 #define NREF 9
-static double refs[NREF];
-static int nref;
+static double refs[MAXSIZES][NREF];
+static int nref[MAXSIZES];
 
 static int cmp_double(const void *a, const void *b);
 
-static void publish_reference(double v) {
-    refs[nref % NREF] = v;
-    nref++;
-    int k = nref < NREF ? nref : NREF;
+static void add_reference(double v) {
+    refs[word][nref[word] % NREF] = v;
+    nref[word]++;
+}
+
+static void publish_reference(void) {
+    int k = nref[word] < NREF ? nref[word] : NREF;
     double tmp[NREF];
-    memcpy(tmp, refs, k * sizeof tmp[0]);
+    memcpy(tmp, refs[word], k * sizeof tmp[0]);
     qsort(tmp, k, sizeof tmp[0], cmp_double);
-    double med = tmp[k / 2];
+    double med = tmp[(k - 1) / 2]; /* the lower median: one slow warm-up pass cannot loosen the check */
     uint64_t bits;
     memcpy(&bits, &med, sizeof bits);
     __atomic_store_n((uint64_t *)&ctl->calib_ns_per_line, bits, __ATOMIC_RELEASE);
@@ -179,6 +212,22 @@ static double calibrate(void) {
     return v[k / 4];
 }
 
+/* The size the driver asked for (0: the first); an unknown size is the driver's error. */
+static void select_size(uint64_t bytes) {
+    int k = 0;
+    if (bytes) {
+        for (k = 0; k < nsizes && size_lines[k] != (bytes / LINE < CHAINS ? CHAINS : bytes / LINE); k++) {}
+        if (k == nsizes) {
+            fprintf(stderr, "pirate: no working set of %llu bytes (not one of --sizes)\n", (unsigned long long)bytes);
+            exit(2);
+        }
+    }
+    if (k != word) {
+        activate(k);
+        publish_reference();
+    }
+}
+
 static void run_lockstep(void) {
     uint32_t cmd = SS_PARK;
     for (;;) {
@@ -189,7 +238,9 @@ static void run_lockstep(void) {
             return;
         case SS_WARM:
             if (LOAD(&ctl->state) != SS_WARMED) {
-                publish_reference(warm());
+                select_size(LOAD(&ctl->active_bytes));
+                add_reference(warm());
+                publish_reference();
                 STORE(&ctl->seg_lines, 0); /* a segment too short to see SS_RUN parks with zeros, */
                 STORE(&ctl->seg_ns, 0);    /* not with the previous segment's counts */
                 set_state(SS_WARMED);
@@ -230,12 +281,24 @@ static void run_free(void) {
 }
 
 int main(int argc, char **argv) {
-    uint64_t size = 0;
+    uint64_t sizes[MAXSIZES] = {0};
     int cpu = -1, free_mode = 0, calib_only = 0, random_order = 1;
     const char *ctl_path = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--size") && v) size = strtoull(v, NULL, 10), i++;
+        if (!strcmp(a, "--size") && v) sizes[0] = strtoull(v, NULL, 10), nsizes = 1, i++;
+        else if (!strcmp(a, "--sizes") && v) {
+            char *end = (char *)v;
+            for (nsizes = 0; *end && nsizes < MAXSIZES; nsizes++) {
+                sizes[nsizes] = strtoull(end, &end, 10);
+                if (*end == ',') end++;
+            }
+            if (*end) {
+                fprintf(stderr, "pirate: at most %d sizes\n", MAXSIZES);
+                return 2;
+            }
+            i++;
+        }
         else if (!strcmp(a, "--cpu") && v) cpu = atoi(v), i++;
         else if (!strcmp(a, "--ctl") && v) ctl_path = v, i++;
         else if (!strcmp(a, "--mode") && v) free_mode = !strcmp(v, "free"), i++;
@@ -246,8 +309,11 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (size < LINE || (!ctl_path && !calib_only)) {
-        fprintf(stderr, "usage: pirate --size BYTES --cpu CPU (--ctl PATH [--mode lockstep|free] | --calibrate)\n");
+    int too_small = nsizes < 1;
+    for (int k = 0; k < nsizes; k++) too_small |= sizes[k] < LINE;
+    if (too_small || (!ctl_path && !calib_only) || (nsizes > 1 && (calib_only || free_mode))) {
+        fprintf(stderr, "usage: pirate (--size BYTES | --sizes B1,B2,... with --ctl, lockstep) --cpu CPU "
+                        "(--ctl PATH [--mode lockstep|free] | --calibrate)\n");
         return 2;
     }
     stride = !random_order;
@@ -258,10 +324,13 @@ int main(int argc, char **argv) {
         CPU_SET(cpu, &set);
         if (sched_setaffinity(0, sizeof set, &set) != 0) die("sched_setaffinity");
     }
-    setup(size, random_order);
-    double calib = calibrate();
+    setup(sizes, random_order);
+    for (int k = nsizes - 1; k >= 0; k--) { /* ends on size 0, the one a single-size pirate has */
+        activate(k);
+        add_reference(calibrate());
+    }
     if (calib_only) {
-        printf("%.4f\n", calib);
+        printf("%.4f\n", refs[0][0]);
         return 0;
     }
     int fd = open(ctl_path, O_RDWR);
@@ -271,8 +340,10 @@ int main(int argc, char **argv) {
     close(fd);
     ctl->version = SS_PIRATE_VERSION;
     ctl->pirate_pid = (uint32_t)getpid();
-    ctl->working_set_bytes = nlines * LINE;
-    publish_reference(calib);
+    uint64_t most = 0;
+    for (int k = 0; k < nsizes; k++) most = size_lines[k] > most ? size_lines[k] : most;
+    ctl->working_set_bytes = most * LINE;
+    publish_reference();
     STORE(&ctl->seg_lines, 0);
     STORE(&ctl->seg_ns, 0);
     if (free_mode) {

@@ -19,6 +19,8 @@
  *       (the pirate has stopped touching memory and stored seg_lines / seg_ns for this segment)
  * At the end of the run the driver (not the shim) writes command = SS_QUIT.
  * With SCALESTACK_PIRATE_CTL unset the shim isolates threads with no pirate.
+ * A pirate started with several sizes (--sizes) holds the one named by active_bytes from the next
+ * SS_WARM on; the field was added after the version-1 layout and a zero keeps its behaviour.
  */
 #ifndef SCALESTACK_PIRATE_CTL_H
 #define SCALESTACK_PIRATE_CTL_H
@@ -49,7 +51,9 @@ struct ss_pirate_ctl {
     uint64_t working_set_bytes;  /* W, as the pirate allocated it */
     uint64_t seg_lines;          /* cache lines the pirate touched in the segment just parked */
     uint64_t seg_ns;             /* time it spent touching them */
-    double calib_ns_per_line;    /* its calibrated cache-hit latency per line, alone */
+    double calib_ns_per_line;    /* its calibrated cache-hit latency per line, alone (active size) */
+    uint64_t active_bytes;       /* written by the driver before SS_WARM: which of the pirate's
+                                    --sizes to hold (0: the first; the shim leaves it 0) */
 };
 
 #endif
