@@ -109,7 +109,7 @@ def test_one_run_curve_sees_the_cache_a_lookup_table_loses(lookup):
     (("--hold", "0.5", "--", "true"), "only with --one-run"),
     (("--one-run", "--sizes", "0," + ",".join(f"{k}M" for k in range(1, 10)), "--", "true"), "at most 8 pirate sizes"),
     (("--one-run", "--sizes", "1M", "--", "true"), "at least two sizes"),
-    (("--one-run", "--sizes", "0,1M", "--", "true"), "ended before every pirate size had a window"),
+    (("--one-run", "--sizes", "0,1M", "--", "true"), "ended before every pirate size had 3 windows"),
     (("--one-run", "--sizes", "0,1M", "--hold", "0.1", "--", "sleep", "2"), "made no progress"),
 ])
 def test_one_run_bad_input_is_one_line(args, message):

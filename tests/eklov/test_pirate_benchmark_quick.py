@@ -29,3 +29,22 @@ def test_eklov_kernels_quick():
     one = [ln for ln in out.splitlines() if " N=1 " in ln]
     assert all("cache  +0.00" in ln and "memory  +0.00" in ln for ln in one)  # N = 1 is alone by definition
     print(out)
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None or len(os.sched_getaffinity(0)) < 2
+                    or not os.path.isdir("/sys/devices/system/cpu/cpu0/cache"),
+                    reason="needs gcc, two CPUs and a sysfs cache description")
+def test_pirate_one_run_quick():
+    """benchmarks/pirate_one_run.py --quick: both curves of the lookup kernel, side by side."""
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "pirate_one_run.py"), "--quick"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    row = re.compile(r"^(?:lookup .* table)?\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([+-][\d.]+)")
+    rows = [m.groups() for m in map(row.match, out.splitlines()) if m]
+    assert len(rows) == 3, out  # W = 0, half the knee, the knee
+    assert rows[0][1:] == ("1.000", "1.000", "+0.000"), out  # slowdowns are against W = 0
+    for _w, runs, one, diff in rows:
+        assert float(runs) > 0 and float(one) > 0 and float(diff) == pytest.approx(float(one) - float(runs), abs=2e-3)
+    assert "mean |one run - runs| slowdown" in out
+    print(out)

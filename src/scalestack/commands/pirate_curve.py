@@ -22,14 +22,19 @@ from scalestack.units import parse_size_bytes
               help="One run of CMD, the pirate changing size every --hold seconds (the paper's stand-alone mode); "
                    "work is measured by --progress.")
 @click.option("--hold", default=0.25, show_default=True, help="With --one-run: seconds measured per pirate size.")
-@click.option("--progress", "progress_by", type=click.Choice(["io", "read"]), default="io", show_default=True,
-              help="With --one-run: CMD's work as bytes it read and wrote (io) or read (read) through system calls.")
+@click.option("--settle", default=0.05, show_default=True,
+              help="With --one-run: seconds after each size change before measuring (the program refills the cache "
+                   "it gets back).")
+@click.option("--progress", "progress_by", type=click.Choice(["io", "read", "instructions"]), default="io",
+              show_default=True,
+              help="With --one-run: CMD's work as bytes it read and wrote (io) or read (read) through system calls, "
+                   "or its instructions where the machine counts them.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("-o", "--output", "out_dir", help="Write pirate_curve.json/.png/.svg here.")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def command(ctx, sizes, repeat, cpu, pirate_cpu, threshold, clock, timeout, one_run, hold, progress_by, as_json,
-            out_dir, cmd):
+def command(ctx, sizes, repeat, cpu, pirate_cpu, threshold, clock, timeout, one_run, hold, settle, progress_by,
+            as_json, out_dir, cmd):
     """Run CMD (single-threaded, or with one thread) beside a pirate holding W of the last-level cache,
     for each W, and print time(cache size) with C - W left to CMD."""
     from rich.progress import Progress
@@ -44,17 +49,17 @@ def command(ctx, sizes, repeat, cpu, pirate_cpu, threshold, clock, timeout, one_
     ws = [parse_size_bytes(s) for s in sizes.split(",") if s.strip()] if sizes else None
     if ws is not None and not ws:
         raise UserError("--sizes is empty")
-    given = {name for name in ("repeat", "hold", "progress_by")
+    given = {name for name in ("repeat", "hold", "settle", "progress_by")
              if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE}
     if one_run and "repeat" in given:
         raise UserError("--repeat does not apply to --one-run (one run, many windows per size): drop one of them")
-    if not one_run and given & {"hold", "progress_by"}:
-        raise UserError("--hold and --progress apply only with --one-run")
+    if not one_run and given & {"hold", "settle", "progress_by"}:
+        raise UserError("--hold, --settle and --progress apply only with --one-run")
     n_sizes = len(set(ws)) if ws is not None else 6
     with Progress(transient=True) as prog:
         if one_run:  # windows until the program ends: no total to count towards
             task = prog.add_task("pirate-curve (one run)", total=None)
-            res = cv.one_run_curve(cmd, ws, hold=hold, progress_by=progress_by, cpu=cpu, pirate_cpu=pirate_cpu,
+            res = cv.one_run_curve(cmd, ws, hold=hold, settle=settle, progress_by=progress_by, cpu=cpu, pirate_cpu=pirate_cpu,
                                    threshold=threshold, clock=clock, timeout=timeout,
                                    progress=lambda label: prog.update(task, advance=1, description=label))
         else:
@@ -72,9 +77,9 @@ def command(ctx, sizes, repeat, cpu, pirate_cpu, threshold, clock, timeout, one_
     click.echo(f"last-level cache C = {res.llc_bytes / 2**20:.1f} MiB ({res.llc_source}; on a VM possibly the "
                "host's, shared with other tenants)")
     if res.mode == "one-run":
-        click.echo(f"one run, the pirate changing size every {hold:g} s; work counted as bytes "
-                   f"{'read and written' if res.progress == 'io' else 'read'}; time per size = total work x "
-                   "its windows' time / their work (min and max: single windows)")
+        work = {"io": "bytes read and written", "read": "bytes read", "instructions": "instructions"}[res.progress]
+        click.echo(f"one run, the pirate changing size every {hold:g} s; work counted as {work}; time per size = "
+                   "total work x its windows' time / their work (min and max: single windows)")
     extra = "  cpi   MB/s" if any("cpi" in r for r in res.rows()) else ""
     click.echo(f"{'pirate W':>10} {'cache left':>10} {'time ms':>9} {'min':>8} {'max':>8} {'slowdown':>8} flagged{extra}")
     for r in res.rows():

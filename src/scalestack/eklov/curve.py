@@ -1,10 +1,12 @@
 """Stand-alone Cache Pirating: a program's time as a function of the cache it is left (spec §2.3).
 
 The target (single-threaded, or run with one thread) runs pinned to one CPU while a pirate on a CPU
-sharing the LLC holds W bytes, so the target keeps about C - W. One run per W and repeat, the
-repeats going round the sizes (the paper varies W within one run; separate runs are simpler to make
-reliable and cost only the program's start-up). Each run is one segment of a lockstep pirate driven
-from here (re-warmed before, parked after) and checked by the pirate's time per line over it. Where
+sharing the LLC holds W bytes, so the target keeps about C - W. Two ways: one run per W and repeat,
+the repeats going round the sizes (`pirate_curve`: any program, fixed work timed whole), or the
+paper's single run with W changing every few hundred ms (`one_run_curve`: one run, but it needs a
+measure of the work done in a window, here the bytes the program reads and writes). Each run or
+window is one segment of a lockstep pirate driven from here (re-warmed before, parked after) and
+checked by the pirate's time per line over it. Where
 `perf stat` can count cycles, instructions and LLC misses, CPI(c) and bandwidth(c) are added;
 where it cannot (a VM, as here) the result says so once.
 """
@@ -221,7 +223,8 @@ def _exited(pid: int) -> bool:
     return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
 
 
-PROGRESS = ("io", "read")
+PROGRESS = ("io", "read", "instructions")
+MIN_WINDOWS = 3  # per size, so a point is more than one moment of the program
 
 
 def one_run_curve(argv: Sequence[str], sizes: Sequence[int] | None = None, *, hold: float = 0.25,
@@ -232,9 +235,10 @@ def one_run_curve(argv: Sequence[str], sizes: Sequence[int] | None = None, *, ho
     """time(cache size) from ONE run of `argv`, the pirate changing W every `hold` seconds (spec
     §2.3's stand-alone mode).
 
-    Without counters the work done in a window is the program's progress as the kernel counts it
-    (progress_by="io": bytes read and written through system calls; "read": bytes read), so this
-    suits programs that stream their input (compressors, filters, checksums). Each window: the
+    The work done in a window is the program's progress: progress_by="instructions" counts its
+    user-mode instructions where the machine has the counter (the paper's measure; not on this VM);
+    without counters "io" takes the bytes it read and wrote through system calls and "read" the bytes
+    read, which suits programs that stream their input (compressors, filters, checksums). Each window: the
     pirate takes the next size (the sizes go round in a new random order each round, so a phase of
     the program falls on every size alike), re-warms while the program runs on, then `settle`
     seconds pass (the cache settles to the new split) before `hold` seconds are measured: the
@@ -244,6 +248,7 @@ def one_run_curve(argv: Sequence[str], sizes: Sequence[int] | None = None, *, ho
     import random
     import time
 
+    from scalestack.eklov.counter import EventCounter
     from scalestack.eklov.pirate import MAX_SIZES, Pirate
 
     if progress_by not in PROGRESS:
@@ -253,6 +258,8 @@ def one_run_curve(argv: Sequence[str], sizes: Sequence[int] | None = None, *, ho
     if not hold > 0 or settle < 0:
         raise UserError("--hold must be positive and the settle time not negative")
     llc, sizes, target, pirate_cpu = _plan(argv, sizes, cpu, pirate_cpu)
+    if progress_by == "instructions":
+        EventCounter(os.getpid(), "instructions").close()  # no counter here: say so before anything starts
     pirated = [w for w in sizes if w >= llc.line_bytes]
     if len(pirated) > MAX_SIZES:
         raise UserError(f"one run holds at most {MAX_SIZES} pirate sizes besides 0 ({len(pirated)} given): "
@@ -272,10 +279,14 @@ def one_run_curve(argv: Sequence[str], sizes: Sequence[int] | None = None, *, ho
             raise UserError(f"cannot run {argv[0]}: {exc.strerror}") from None
         stack.callback(lambda: proc.poll() is None and (proc.kill(), proc.wait()))
         start = time.monotonic()
+        counter = stack.enter_context(EventCounter(proc.pid, "instructions")) if progress_by == "instructions" else None
+
+        def work() -> int:
+            return counter.read() if counter is not None else _proc_progress(proc.pid, progress_by)
 
         def reading() -> tuple[int, int]:
             t = _proc_cpu_ns(proc.pid) if clock == "cpu" else time.monotonic_ns()
-            return t, _proc_progress(proc.pid, progress_by)
+            return t, work()
 
         def measure() -> tuple[float, float] | None:
             time.sleep(settle)
@@ -308,20 +319,21 @@ def one_run_curve(argv: Sequence[str], sizes: Sequence[int] | None = None, *, ho
                     tick(f"W={w / 2**20:.1f} MiB")
         if not _exited(proc.pid):
             raise UserError(f"{argv[0]} did not end within {timeout:g} s")
-        total = _proc_progress(proc.pid, progress_by)
+        total = work()
         _, status, _ = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         if proc.returncode != 0:
             err.seek(0)
             last = err.read().decode(errors="replace").strip().splitlines()[-1:] or [""]
             raise UserError(f"{argv[0]} exited with status {proc.returncode}" + (f": {last[0]}" if last[0] else ""))
-    short = [w for w in sizes if not windows[w]]
+    short = [w for w in sizes if len(windows[w]) < MIN_WINDOWS]
     if short:
-        raise UserError(f"{argv[0]} ended before every pirate size had a window ({len(short)} of {len(sizes)} had "
-                        "none): give it more work, or a shorter --hold")
+        raise UserError(f"{argv[0]} ended before every pirate size had {MIN_WINDOWS} windows ({len(short)} of "
+                        f"{len(sizes)} had fewer): give it more work, or a shorter --hold")
     if total <= 0 or not any(p > 0 for ws in windows.values() for _, p, _ in ws):
-        raise UserError(f"{argv[0]} made no progress that --progress {progress_by} can see (it read and wrote "
-                        "nothing through system calls while measured): measure one run per size without --one-run")
+        seen = "no instructions counted" if progress_by == "instructions" else "it read and wrote nothing through system calls"
+        raise UserError(f"{argv[0]} made no progress that --progress {progress_by} can see ({seen} while measured): "
+                        "measure one run per size without --one-run")
     times, estimate, discarded = {}, {}, {}
     for w in sizes:
         clean = [(t, p) for t, p, ok in windows[w] if ok] or [(t, p) for t, p, _ in windows[w]]
@@ -329,8 +341,14 @@ def one_run_curve(argv: Sequence[str], sizes: Sequence[int] | None = None, *, ho
         sum_t, sum_p = sum(t for t, _ in clean), sum(p for _, p in clean)
         estimate[w] = total * sum_t / sum_p if sum_p > 0 else float("nan")  # no progress seen at this size
         times[w] = tuple(total * t / p for t, p in clean if p > 0) or (estimate[w],)
+    every = [p for ws in windows.values() for _, p, _ in ws]
+    idle = sum(1 for p in every if p <= 0)
+    notice = None
+    if idle > len(every) // 4:  # work that shows in bursts (read-ahead, a final write): the ratios mean little
+        notice = (f"{idle} of {len(every)} windows saw no progress: {argv[0]}'s work does not show steadily as "
+                  f"--progress {progress_by}; this curve is unreliable, measure one run per size without --one-run")
     return PirateCurve(tuple(argv), llc.size_bytes, llc.source, llc.line_bytes, tuple(sizes), times, discarded,
-                       clock, {}, None, mode="one-run", progress=progress_by, estimate_ns=estimate)
+                       clock, {}, notice, mode="one-run", progress=progress_by, estimate_ns=estimate)
 
 
 def figure(curve: PirateCurve):
@@ -354,7 +372,7 @@ def figure(curve: PirateCurve):
             ax.annotate(f"{r['discarded']} flagged", (xi, mi), fontsize=7, color="#d62728")
     ax.set_xlabel("cache left to the program (MiB, C - W)")
     ax.set_ylabel(f"time per run ({curve.clock}, ms)")
-    ax.set_title("time(cache size)")
+    ax.set_title("time(cache size)" + (f", one run (work: {curve.progress})" if curve.mode == "one-run" else ""))
     ax.grid(alpha=0.3)
     if has_cpi:
         axes[0][1].plot(x, [r.get("cpi", np.nan) for r in rows], marker="o")
