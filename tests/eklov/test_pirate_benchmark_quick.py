@@ -1,4 +1,5 @@
-"""benchmarks/eklov_kernels.py --quick runs and prints the stack of each kernel for N = 1 and 2."""
+"""The pirate benchmarks' quick modes: eklov_kernels.py prints the stack of each kernel for N = 1 and 2,
+pirate_one_run.py the one-run and separate-runs curves of the lookup kernel."""
 
 from __future__ import annotations
 
@@ -12,15 +13,20 @@ import pytest
 
 from ..conftest import ROOT
 
+pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or len(os.sched_getaffinity(0)) < 2
+                                or not os.path.isdir("/sys/devices/system/cpu/cpu0/cache"),
+                                reason="needs gcc, two CPUs and a sysfs cache description")
 
-@pytest.mark.skipif(shutil.which("gcc") is None or len(os.sched_getaffinity(0)) < 2
-                    or not os.path.isdir("/sys/devices/system/cpu/cpu0/cache"),
-                    reason="needs gcc, two CPUs and a sysfs cache description")
-def test_eklov_kernels_quick():
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "eklov_kernels.py"), "--quick"],
+
+def _quick(script: str) -> str:
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--quick"],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
-    out = proc.stdout
+    return proc.stdout
+
+
+def test_eklov_kernels_quick():
+    out = _quick("eklov_kernels.py")
     assert "measured cache C =" in out and "LLC from sysfs" in out
     for kernel, variants in (("fit_l1", 1), ("fit_llc", 2), ("stream", 1)):
         rows = [ln for ln in out.splitlines() if ln.strip().startswith(kernel) and " N=" in ln]
@@ -31,15 +37,9 @@ def test_eklov_kernels_quick():
     print(out)
 
 
-@pytest.mark.skipif(shutil.which("gcc") is None or len(os.sched_getaffinity(0)) < 2
-                    or not os.path.isdir("/sys/devices/system/cpu/cpu0/cache"),
-                    reason="needs gcc, two CPUs and a sysfs cache description")
 def test_pirate_one_run_quick():
     """benchmarks/pirate_one_run.py --quick: both curves of the lookup kernel, side by side."""
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "pirate_one_run.py"), "--quick"],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    out = proc.stdout
+    out = _quick("pirate_one_run.py")
     row = re.compile(r"^(?:lookup .* table)?\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([+-][\d.]+)")
     rows = [m.groups() for m in map(row.match, out.splitlines()) if m]
     assert len(rows) == 3, out  # W = 0, half the knee, the knee
