@@ -17,6 +17,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -230,7 +231,7 @@ MIN_WINDOWS = 3  # per size, so a point is more than one moment of the program
 def one_run_curve(argv: Sequence[str], sizes: Sequence[int] | None = None, *, hold: float = 0.25,
                   settle: float = 0.05, progress_by: str = "io", cpu: int | None = None,
                   pirate_cpu: int | None = None, threshold: float = 1.5, clock: str = "cpu",
-                  timeout: float = 600.0, seed: int = 0,
+                  timeout: float = 600.0, seed: int = 0, counter_event: str = "instructions",
                   progress: Callable[[str], None] | None = None) -> PirateCurve:
     """time(cache size) from ONE run of `argv`, the pirate changing W every `hold` seconds (spec
     §2.3's stand-alone mode).
@@ -243,7 +244,8 @@ def one_run_curve(argv: Sequence[str], sizes: Sequence[int] | None = None, *, ho
     the program falls on every size alike), re-warms while the program runs on, then `settle`
     seconds pass (the cache settles to the new split) before `hold` seconds are measured: the
     program's CPU (or wall) time and progress over them, and the pirate's self-check. A size's point
-    is the run's total progress x its windows' summed time / summed progress.
+    is the run's total progress x its windows' summed time / summed progress. (`counter_event` lets
+    the tests run the counter path with a software event on a machine without hardware counters.)
     """
     import random
     import time
@@ -259,7 +261,7 @@ def one_run_curve(argv: Sequence[str], sizes: Sequence[int] | None = None, *, ho
         raise UserError("--hold must be positive and the settle time not negative")
     llc, sizes, target, pirate_cpu = _plan(argv, sizes, cpu, pirate_cpu)
     if progress_by == "instructions":
-        EventCounter(os.getpid(), "instructions").close()  # no counter here: say so before anything starts
+        EventCounter(os.getpid(), counter_event).close()  # no counter here: say so before anything starts
     pirated = [w for w in sizes if w >= llc.line_bytes]
     if len(pirated) > MAX_SIZES:
         raise UserError(f"one run holds at most {MAX_SIZES} pirate sizes besides 0 ({len(pirated)} given): "
@@ -272,14 +274,28 @@ def one_run_curve(argv: Sequence[str], sizes: Sequence[int] | None = None, *, ho
     with contextlib.ExitStack() as stack:
         pirate = stack.enter_context(Pirate(pirated, pirate_cpu, threshold=threshold)) if pirated else None
         err = stack.enter_context(tempfile.TemporaryFile())
+        run, gate = list(argv), None
+        if progress_by == "instructions":
+            # a counter inherits only into threads created after it is opened: the program waits
+            # for it behind a small launcher that reads a pipe, then execs (the counter stays with the pid)
+            if shutil.which(argv[0]) is None:
+                raise UserError(f"cannot run {argv[0]}: not found or not executable")
+            wait_fd, gate = os.pipe()
+            stack.callback(os.close, gate)
+            stack.callback(os.close, wait_fd)
+            run = [sys.executable, "-c", "import os, sys; fd = int(sys.argv[1]); os.read(fd, 1); os.close(fd); "
+                   "os.execvp(sys.argv[2], sys.argv[2:])", str(wait_fd), *argv]
         try:
-            proc = subprocess.Popen(list(argv), stdout=subprocess.DEVNULL, stderr=err,
+            proc = subprocess.Popen(run, stdout=subprocess.DEVNULL, stderr=err, pass_fds=(wait_fd,) if gate else (),
                                     preexec_fn=lambda: os.sched_setaffinity(0, {target}))
         except OSError as exc:
             raise UserError(f"cannot run {argv[0]}: {exc.strerror}") from None
         stack.callback(lambda: proc.poll() is None and (proc.kill(), proc.wait()))
         start = time.monotonic()
-        counter = stack.enter_context(EventCounter(proc.pid, "instructions")) if progress_by == "instructions" else None
+        counter = None
+        if gate is not None:
+            counter = stack.enter_context(EventCounter(proc.pid, counter_event))
+            os.write(gate, b"go\n")
 
         def work() -> int:
             return counter.read() if counter is not None else _proc_progress(proc.pid, progress_by)
