@@ -176,6 +176,19 @@ def test_cli_table_json_and_figures(ubs, tmp_path):
     assert "S_pirate" in table.stdout and "discarded" in table.stdout and "warning:" in table.stdout
 
 
+def test_cache_size_measured_shares_out_what_the_pirate_keeps(ubs):
+    """--cache-size measured: C is the pirate's knee (9-19 MiB here, of the 32 MiB sysfs reports), said once."""
+    from scalestack.eklov.driver import last_level_cache
+
+    proc = _cli("pirate-stack", "--threads", "2", "--repeat", "1", "--profile", "first", "--cache-size", "measured",
+                "--json", "--", ubs["tiny"][0], "{threads}", "10")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("measured cache C = ") == 1
+    c = json.loads(proc.stdout)["cache_bytes"]
+    assert 1 << 20 <= c <= last_level_cache().size_bytes
+    assert f"C = {c / 2**20:.0f} MiB" in proc.stderr
+
+
 @pytest.fixture(scope="module")
 def text_file(tmp_path_factory):
     """About 11 MB of compressible, unsorted text (sort --parallel uses threads only above ~200 k lines)."""

@@ -26,7 +26,9 @@ def _counts(text: str, opt: str) -> list[int]:
               help="Isolate every thread in turn (max_i) or only thread 0.")
 @click.option("--scope", type=click.Choice(["auto", "phase", "process"]), default="auto", show_default=True,
               help="Time the parallel phase (first thread created to last joined) or the whole run.")
-@click.option("--cache-size", help="Cache size C to share out (default: the last-level cache from sysfs).")
+@click.option("--cache-size", help="Cache size C to share out (default: the last-level cache from sysfs; 'measured': "
+                                   "the largest working set the pirate keeps resident here, for VMs whose sysfs "
+                                   "describes the host's cache).")
 @click.option("--timeout", default=600.0, show_default=True, help="Seconds allowed per run.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("-o", "--output", "out_dir", help="Write the figures, report.html and report.json here.")
@@ -43,7 +45,7 @@ def command(threads, repeat, instances, profile, scope, cache_size, timeout, as_
         cmd = cmd[1:]
     if repeat < 1:
         raise UserError("--repeat must be at least 1")
-    cache_bytes = parse_size_bytes(cache_size) if cache_size else None
+    cache_bytes = _cache_bytes(cache_size)
     title = shlex.join(cmd)
     if instances:
         res = _instances(cmd, _counts(instances, "--instances"), repeat, cache_bytes, timeout)
@@ -68,6 +70,21 @@ def command(threads, repeat, instances, profile, scope, cache_size, timeout, as_
 
     for line in table_lines(res, title):
         click.echo(line)
+
+
+def _cache_bytes(cache_size: str | None) -> int | None:
+    if not cache_size:
+        return None
+    if cache_size.strip().lower() != "measured":
+        return parse_size_bytes(cache_size)
+    from scalestack.eklov.pirate import effective_llc_bytes, llc_info
+
+    llc = llc_info(0)
+    c, _ = effective_llc_bytes(llc.cpus[-1])
+    click.echo(f"scalestack: measured cache C = {c / 2**20:.0f} MiB, the largest working set the pirate keeps "
+               f"resident here (sysfs says {llc.size_bytes / 2**20:.0f} MiB; it changes as other tenants come and go)",
+               err=True)
+    return c
 
 
 def _instances(cmd, counts, repeat, cache_bytes, timeout):
