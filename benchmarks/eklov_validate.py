@@ -48,10 +48,11 @@ def build_ubs(out: str) -> dict[str, tuple[str, str]]:
 
 def nosync_table(ubs: dict[str, tuple[str, str]], counts: list[int], repeat: int) -> list[str]:
     lines = [f"{'ub':>5} {'N':>2} {'estimate':>9} {'no sync':>9} {'error':>7}   {'est CPU':>8} {'no sync':>8} "
-             f"{'error':>7}   {'waiting':>7} {'load':>5}",
+             f"{'error':>7}   {'waiting':>7} {'load':>5}  {'speedup':>7}",
              f"{'':>5} {'':>2} {'wall ms':>9} {'wall ms':>9} {'':>7}   {'CPU ms':>8} {'CPU ms':>8} {'':>7}   "
-             f"{'share':>7} {'':>5}"]
+             f"{'share':>7} {'':>5}  {'error':>7}"]
     for u, (sync_exe, nosync_exe) in ubs.items():
+        one = None  # (estimate, no sync) wall medians at N = 1, for the speedup comparison
         for n in counts:
             rows = []
             for _ in range(repeat):
@@ -63,8 +64,13 @@ def nosync_table(ubs: dict[str, tuple[str, str]], counts: list[int], repeat: int
                              (w["lock_wait_ns"] + w["barrier_wait_ns"]) / n / a.log.phase_ns,
                              (a.foreign_load + b.foreign_load) / 2))
             e, r, ec, rc, waited, load = (median(c) for c in zip(*rows, strict=True))
+            if n == 1:
+                one = (e, r)
+            # the paper plots speedup curves: T(1)/T_nosync(N) against the sync-free build's own
+            # T(1)/T(N); there the one-thread cost of having a lock (ub-rnd's) cancels out
+            sp = f"{100 * ((one[0] / e) / (one[1] / r) - 1):+6.1f}%" if one and n > 1 else f"{'-':>7}"
             lines.append(f"{u:>5} {n:>2} {e / 1e6:9.1f} {r / 1e6:9.1f} {100 * (e - r) / r:+6.1f}%   {ec / 1e6:8.1f} "
-                         f"{rc / 1e6:8.1f} {100 * (ec - rc) / rc:+6.1f}%   {waited:7.0%} {load:5.0%}")
+                         f"{rc / 1e6:8.1f} {100 * (ec - rc) / rc:+6.1f}%   {waited:7.0%} {load:5.0%}  {sp}")
     return lines
 
 
