@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from scalestack.commands.scale import command
+from scalestack.eklov.pirate import llc_info
 from scalestack.eklov.report import load
 from tests.conftest import requires_recording
 
@@ -17,12 +18,15 @@ def test_scale_with_pirate_puts_both_stacks_in_one_report(c_programs, tmp_path):
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("isolation with a pirate needs 2 cores")
     out, rep = tmp_path / "sweep", tmp_path / "rep"
-    r = CliRunner().invoke(command, ["--threads", "1,2", "--pirate", "--pirate-repeat", "1", "-o", str(out),
-                                     "--report", str(rep), "--", str(c_programs["ub_tiny"]), "{threads}", "10"])
+    r = CliRunner().invoke(command, ["--threads", "1,2", "--pirate", "--pirate-repeat", "1", "--pirate-cache-size",
+                                     "measured", "-o", str(out), "--report", str(rep), "--",
+                                     str(c_programs["ub_tiny"]), "{threads}", "10"])
     assert r.exit_code == 0, r.output
     assert "S_pirate" in r.output and "N = 2: from the traces" in r.output
     saved = load(str(out / "pirate_stack.json"))
     assert [row["n"] for row in saved.rows()] == [1, 2]
+    # C is what the pirate measured it keeps resident, not sysfs's (a VM's may be its host's)
+    assert 1 << 20 <= saved.cache_bytes <= llc_info(0).size_bytes
     data = json.loads((rep / "report.json").read_text())
     assert list(data["sections"])[:2] == ["speedup", "eklov"]
     eklov = data["sections"]["eklov"]
@@ -70,6 +74,13 @@ def test_bad_pirate_from_is_one_line(tmp_path, content, says):
         p.write_text(content)
     r = CliRunner().invoke(command, ["--pirate-from", str(p), "--from", str(tmp_path)])
     assert r.exit_code != 0 and says in str(r.exception), r.exception
+
+
+def test_pirate_cache_size_needs_pirate(tmp_path):
+    r = CliRunner().invoke(command, ["--threads", "1,2", "--pirate-cache-size", "8M", "-o", str(tmp_path / "s"),
+                                     "--", "true", "{threads}"])
+    assert r.exit_code != 0 and "--pirate-cache-size applies only with --pirate" in str(r.exception)
+    assert not (tmp_path / "s").exists()
 
 
 def test_pirate_needs_a_count_above_one(tmp_path):

@@ -8,7 +8,6 @@ import shlex
 import click
 
 from scalestack.errors import UserError
-from scalestack.units import parse_size_bytes
 
 
 def _counts(text: str, opt: str) -> list[int]:
@@ -73,17 +72,11 @@ def command(threads, repeat, instances, profile, scope, cache_size, timeout, as_
 
 
 def _cache_bytes(cache_size: str | None) -> int | None:
-    if not cache_size:
-        return None
-    if cache_size.strip().lower() != "measured":
-        return parse_size_bytes(cache_size)
-    from scalestack.eklov.pirate import effective_llc_bytes, llc_info
+    from scalestack.eklov.pirate import cache_size_option
 
-    llc = llc_info(0)
-    c, _ = effective_llc_bytes(llc.cpus[-1])
-    click.echo(f"scalestack: measured cache C = {c / 2**20:.0f} MiB, the largest working set the pirate keeps "
-               f"resident here (sysfs says {llc.size_bytes / 2**20:.0f} MiB; it changes as other tenants come and go)",
-               err=True)
+    c, said = cache_size_option(cache_size)
+    if said:
+        click.echo(f"scalestack: {said}", err=True)
     return c
 
 

@@ -24,10 +24,12 @@ from scalestack.errors import UserError
               help="Also measure the Eklov stack (cache, memory, sync) with thread isolation and a cache pirate, "
                    "at the thread counts the cores allow; saved in the sweep directory, shown in the report.")
 @click.option("--pirate-repeat", default=3, type=int, show_default=True, help="Runs per configuration for --pirate.")
+@click.option("--pirate-cache-size", help="For --pirate: the cache size C to share out (default: sysfs; 'measured': "
+                                         "the largest working set the pirate keeps resident here).")
 @click.option("--pirate-from", "pirate_from", help="Show a saved pirate-stack result (its --json output) instead.")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
-def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log, pirate, pirate_repeat, pirate_from,
-            cmd):
+def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log, pirate, pirate_repeat,
+            pirate_cache_size, pirate_from, cmd):
     """Run CMD once per thread count ({threads} is replaced) and print the speedup stacks."""
     from scalestack.sweep import (
         gc_checks,
@@ -45,6 +47,8 @@ def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log
                         "run 'scalestack pirate-stack' and give its --json output to --pirate-from")
     if pirate_repeat < 1:
         raise UserError("--pirate-repeat must be at least 1")
+    if pirate_cache_size and not pirate:
+        raise UserError("--pirate-cache-size applies only with --pirate")
     pirate_res = load_pirate(pirate_from) if pirate_from else None
     if not from_dir:
         if not cmd:
@@ -59,8 +63,12 @@ def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log
         if pirate:  # checked before the sweep records anything: a bad command fails in seconds, not minutes
             pirate_counts = _pirate_counts(counts)
             from scalestack.eklov import driver
+            from scalestack.eklov.pirate import cache_size_option
 
-            p = driver.plan(list(cmd), pirate_counts)
+            cache_bytes, said = cache_size_option(pirate_cache_size)
+            if said:
+                click.echo(f"scalestack: {said}", err=True)
+            p = driver.plan(list(cmd), pirate_counts, cache_bytes=cache_bytes)
         with Progress() as prog:
             task = prog.add_task("recording", total=len(counts) * repeat)
             run_sweep(list(cmd), counts, output, repeat=repeat, env=env,

@@ -282,6 +282,19 @@ def calibrate(size_bytes: int, cpu: int | None = None, pattern: str = "random") 
     return float(res.stdout.strip())
 
 
+def cache_size_option(text: str | None) -> tuple[int | None, str | None]:
+    """The C of `--cache-size TEXT`: None (sysfs), a size, or "measured" (the pirate's knee here,
+    with a line saying what was found, since a VM's sysfs may describe its host's cache)."""
+    if not text:
+        return None, None
+    if text.strip().lower() != "measured":
+        return parse_size_bytes(text), None
+    llc = llc_info(0)
+    c, _ = effective_llc_bytes(llc.cpus[-1])
+    return c, (f"measured cache C = {c / 2**20:.0f} MiB, the largest working set the pirate keeps resident here "
+               f"(sysfs says {llc.size_bytes / 2**20:.0f} MiB; it changes as other tenants come and go)")
+
+
 def effective_llc_bytes(cpu: int = 0, factor: float = 3.0) -> tuple[int, dict[int, float]]:
     """The largest working set the pirate still finds resident, measured: (bytes, {W: ns per line}).
 
