@@ -348,7 +348,8 @@ def one_run_curve(argv: Sequence[str], sizes: Sequence[int] | None = None, *, ho
                         f"{len(sizes)} had fewer): give it more work, or a shorter --hold")
     if total <= 0 or not any(p > 0 for ws in windows.values() for _, p, _ in ws):
         seen = "no instructions counted" if progress_by == "instructions" else "it read and wrote nothing through system calls"
-        raise UserError(f"{argv[0]} made no progress that --progress {progress_by} can see ({seen} while measured): "
+        raise UserError(f"{argv[0]} made no progress that --progress {progress_by} can see ({seen} while measured; "
+                        "a wrapper script's children are not counted, give the program itself): "
                         "measure one run per size without --one-run")
     times, estimate, discarded = {}, {}, {}
     for w in sizes:
