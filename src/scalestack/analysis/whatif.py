@@ -6,12 +6,15 @@ dependency graph: every thread's segments are re-timed in original end-time orde
 segments divided by F, and a wait with a known waker ends when the waker reaches, in its own
 re-timed schedule, the point where it released the waiter. Waits with no known waker keep their
 duration. Limitation: the replay does not model core contention (RUNNABLE time is kept as is).
+The walk is sequential (each wait ends where its waker's re-timed schedule has got to), so it is one
+numba-compiled loop over the events, sorted and indexed by NumPy beforehand.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from scalestack.results import Result
@@ -60,61 +63,79 @@ def replay_runtime(trace: Trace, scale: dict[int, float]) -> float:
     """Span of the re-timed schedule with thread tid's RUNNING segments divided by scale[tid]."""
     st = trace.states
     tids = trace.threads.tid
-    pos = {int(t): k for k, t in enumerate(tids)}
     n = len(tids)
-    root = trace.meta.get("root_tid", int(tids[0]) if n else -1)
-    root_k = pos.get(int(root), -1)
-    inv = np.array([1.0 / scale.get(int(t), 1.0) for t in tids])
-    cursor = np.zeros(n)
-    last_end = trace.threads.start_ns.astype(np.float64).copy()
-    # next segment state per thread is needed for interpolation: index of next unprocessed row
-    k_of = np.array([pos[int(t)] for t in st.tid], dtype=np.int64)
-    # events: segment ends (kind 1 running first, 2 waits) and births (kind 0)
+    if not n:
+        return 0.0
+    order_t = np.argsort(tids, kind="stable")
+    sorted_tids = tids[order_t]
+
+    def index_of(values: np.ndarray) -> np.ndarray:
+        """Thread index of each tid in `values`, -1 where it is not a thread of the trace."""
+        j = np.clip(np.searchsorted(sorted_tids, values), 0, n - 1)
+        return np.where(sorted_tids[j] == values, order_t[j], -1).astype(np.int64)
+
+    root = trace.meta.get("root_tid", int(tids[0]))
+    root_k = int(index_of(np.array([root], dtype=tids.dtype))[0])
+    inv = 1.0 / np.array([scale.get(int(t), 1.0) for t in tids], dtype=np.float64)
+    k_of = index_of(st.tid)
+    waker_k = index_of(st.waker)
+    # events: births (kind 0), then per instant segment ends, RUNNING (kind 1) before waits (kind 2)
     ev_t = np.concatenate([trace.threads.start_ns, st.end_ns])
     ev_kind = np.concatenate([np.zeros(n, np.int64), np.where(st.state == State.RUNNING, 1, 2)])
     ev_idx = np.concatenate([np.arange(n), np.arange(len(st))])
     order = np.lexsort((ev_kind, ev_t))
-    nxt_running = np.zeros(n, dtype=bool)
-    first_row = np.full(len(st), False)
-    if len(st):
-        first_row[0] = True
-        first_row[1:] = st.tid[1:] != st.tid[:-1]
-    # next-segment state: at birth, the first row; after a row, the following row of that thread
-    row_state = st.state
-    next_row = np.arange(1, len(st) + 1)
-    first_of = {}
-    for r in np.flatnonzero(first_row):
-        first_of[k_of[r]] = r
-    t0 = float(trace.start_ns)
+    first_row = np.ones(len(st), dtype=np.bool_)
+    first_row[1:] = st.tid[1:] != st.tid[:-1]
+    first_of = np.full(n, -1, np.int64)
+    rows = np.flatnonzero(first_row)
+    first_of[k_of[rows]] = rows
+    return _replay(order, ev_kind[order], ev_idx[order], trace.threads.start_ns.astype(np.int64),
+                   st.start_ns.astype(np.int64), st.end_ns.astype(np.int64), st.state.astype(np.int64), k_of,
+                   waker_k, first_row, first_of, inv, root_k, float(trace.start_ns))
 
-    def at(w: int, t: float) -> float:
-        return cursor[w] + (t - last_end[w]) * (inv[w] if nxt_running[w] else 1.0)
 
-    starts, ends, states, wakers = st.start_ns, st.end_ns, st.state, st.waker
-    for e in order:
-        kind, i = ev_kind[e], ev_idx[e]
+@numba.njit(cache=True)
+def _replay(order, kinds, idxs, birth_ns, starts, ends, states, k_of, waker_k, first_row, first_of, inv, root_k,
+            t0):
+    """The replay's walk over events in time order: each thread's cursor in the re-timed schedule.
+
+    cursor[k]: where thread k's re-timed schedule has reached; last_end[k]: the original instant it
+    corresponds to; nxt_running[k]: whether k's next segment runs (so interpolating inside it scales)."""
+    running, runnable = 0, 1  # State.RUNNING, State.RUNNABLE
+    n = len(birth_ns)
+    m = len(states)
+    cursor = np.zeros(n)
+    last_end = birth_ns.astype(np.float64)
+    nxt_running = np.zeros(n, dtype=np.bool_)
+    for e in range(len(order)):
+        kind, i = kinds[e], idxs[e]
         if kind == 0:
-            s = float(trace.threads.start_ns[i])
-            cursor[i] = at(root_k, s) if (root_k >= 0 and root_k != i and s > t0) else s
+            s = float(birth_ns[i])
+            if root_k >= 0 and root_k != i and s > t0:
+                w = root_k
+                cursor[i] = cursor[w] + (s - last_end[w]) * (inv[w] if nxt_running[w] else 1.0)
+            else:
+                cursor[i] = s
             last_end[i] = s
-            r = first_of.get(i)
-            nxt_running[i] = r is not None and row_state[r] == State.RUNNING
+            r = first_of[i]
+            nxt_running[i] = r >= 0 and states[r] == running
             continue
         k = k_of[i]
         d = float(ends[i] - starts[i])
-        if states[i] == State.RUNNING:
+        if states[i] == running:
             new_end = cursor[k] + d * inv[k]
         else:
-            w = pos.get(int(wakers[i]), -1)
-            if w >= 0 and w != k and states[i] != State.RUNNABLE:
-                new_end = max(cursor[k], at(w, float(ends[i])))
+            w = waker_k[i]
+            if w >= 0 and w != k and states[i] != runnable:
+                at_w = cursor[w] + (float(ends[i]) - last_end[w]) * (inv[w] if nxt_running[w] else 1.0)
+                new_end = max(cursor[k], at_w)
             else:
                 new_end = cursor[k] + d
         cursor[k] = new_end
         last_end[k] = float(ends[i])
-        nr = next_row[i]
-        nxt_running[k] = nr < len(st) and not first_row[nr] and row_state[nr] == State.RUNNING
-    return float(cursor.max() - t0) if n else 0.0
+        nr = i + 1
+        nxt_running[k] = nr < m and not first_row[nr] and states[nr] == running
+    return cursor.max() - t0
 
 
 def whatif(trace: Trace, tid: int, factor: float = 2.0) -> WhatIfResult:
