@@ -251,6 +251,7 @@ def one_run_curve(argv: Sequence[str], sizes: Sequence[int] | None = None, *, ho
     import time
 
     from scalestack.eklov.counter import EventCounter
+    from scalestack.eklov.instances import exit_error, pinned
     from scalestack.eklov.pirate import MAX_SIZES, Pirate
 
     if progress_by not in PROGRESS:
@@ -287,7 +288,7 @@ def one_run_curve(argv: Sequence[str], sizes: Sequence[int] | None = None, *, ho
                    "os.execvp(sys.argv[2], sys.argv[2:])", str(wait_fd), *argv]
         try:
             proc = subprocess.Popen(run, stdout=subprocess.DEVNULL, stderr=err, pass_fds=(wait_fd,) if gate else (),
-                                    preexec_fn=lambda: os.sched_setaffinity(0, {target}))
+                                    preexec_fn=pinned(target))
         except OSError as exc:
             raise UserError(f"cannot run {argv[0]}: {exc.strerror}") from None
         stack.callback(lambda: proc.poll() is None and (proc.kill(), proc.wait()))
@@ -340,8 +341,7 @@ def one_run_curve(argv: Sequence[str], sizes: Sequence[int] | None = None, *, ho
         proc.returncode = os.waitstatus_to_exitcode(status)
         if proc.returncode != 0:
             err.seek(0)
-            last = err.read().decode(errors="replace").strip().splitlines()[-1:] or [""]
-            raise UserError(f"{argv[0]} exited with status {proc.returncode}" + (f": {last[0]}" if last[0] else ""))
+            raise exit_error(argv, proc.returncode, err.read().decode(errors="replace"))
     short = [w for w in sizes if len(windows[w]) < MIN_WINDOWS]
     if short:
         raise UserError(f"{argv[0]} ended before every pirate size had {MIN_WINDOWS} windows ({len(short)} of "

@@ -21,7 +21,8 @@ from scalestack.eklov.stack import EklovStack, pirate_size
 from scalestack.errors import UserError
 
 
-def _pinned(cpu: int | None) -> Callable[[], None] | None:
+def pinned(cpu: int | None) -> Callable[[], None] | None:
+    """A preexec_fn that pins the child to `cpu` (None: no pinning)."""
     if cpu is None:
         return None
     return lambda: os.sched_setaffinity(0, {cpu})
@@ -48,7 +49,7 @@ def co_run(argv: Sequence[str], cpus: Sequence[int | None], timeout: float = 600
             starts.append(time.monotonic_ns())
             try:
                 procs.append(subprocess.Popen(list(argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                              preexec_fn=_pinned(cpu)))
+                                              preexec_fn=pinned(cpu)))
             except OSError as exc:
                 raise UserError(f"cannot run {argv[0]}: {exc.strerror}") from None
 
@@ -78,9 +79,14 @@ def co_run(argv: Sequence[str], cpus: Sequence[int | None], timeout: float = 600
         if p.stderr:
             p.stderr.close()
         if p.returncode != 0:
-            last = err.splitlines()[-1] if err else ""
-            raise UserError(f"{argv[0]} exited with status {p.returncode}" + (f": {last}" if last else ""))
+            raise exit_error(argv, p.returncode, err)
     return out
+
+
+def exit_error(argv: Sequence[str], status: int, stderr: str) -> UserError:
+    """The one line for a measured program that failed: its status and the last line it printed."""
+    lines = stderr.strip().splitlines()
+    return UserError(f"{argv[0]} exited with status {status}" + (f": {lines[-1]}" if lines else ""))
 
 
 def _cpus(cache_cpus: Sequence[int]) -> list[int]:
