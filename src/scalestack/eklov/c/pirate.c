@@ -52,6 +52,7 @@ static int word;            /* the active size's index: its cycle's word in each
 static int stride;
 static int nsizes = 1;
 static uint64_t size_lines[MAXSIZES];
+static uint64_t buf_lines;  /* lines in the buffer: the largest size's */
 static uint64_t size_pos[MAXSIZES][CHAINS];
 static volatile uint64_t sink;
 
@@ -86,17 +87,19 @@ static void die(const char *what) {
     exit(1);
 }
 
+/* The lines a working set of `bytes` has: at least one per chase. */
+static uint64_t lines_of(uint64_t bytes) { return bytes / LINE < CHAINS ? CHAINS : bytes / LINE; }
+
 static void setup(const uint64_t *bytes, int random_order) {
-    uint64_t most = 0;
     for (int k = 0; k < nsizes; k++) {
-        size_lines[k] = bytes[k] / LINE < CHAINS ? CHAINS : bytes[k] / LINE;
-        if (size_lines[k] > most) most = size_lines[k];
+        size_lines[k] = lines_of(bytes[k]);
+        if (size_lines[k] > buf_lines) buf_lines = size_lines[k];
     }
-    size_t len = most * LINE;
+    size_t len = buf_lines * LINE;
     buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (buf == MAP_FAILED) die("mmap");
     madvise(buf, len, MADV_HUGEPAGE); /* fewer TLB misses: the time per line is the cache's */
-    uint64_t *perm = malloc(most * sizeof *perm);
+    uint64_t *perm = malloc(buf_lines * sizeof *perm);
     if (!perm) die("malloc");
     uint64_t s = 0x9e3779b97f4a7c15ULL ^ (uint64_t)now_ns();
     for (int k = 0; k < nsizes; k++) {
@@ -216,7 +219,7 @@ static double calibrate(void) {
 static void select_size(uint64_t bytes) {
     int k = 0;
     if (bytes) {
-        for (k = 0; k < nsizes && size_lines[k] != (bytes / LINE < CHAINS ? CHAINS : bytes / LINE); k++) {}
+        for (k = 0; k < nsizes && size_lines[k] != lines_of(bytes); k++) {}
         if (k == nsizes) {
             fprintf(stderr, "pirate: no working set of %llu bytes (not one of --sizes)\n", (unsigned long long)bytes);
             exit(2);
@@ -340,9 +343,7 @@ int main(int argc, char **argv) {
     close(fd);
     ctl->version = SS_PIRATE_VERSION;
     ctl->pirate_pid = (uint32_t)getpid();
-    uint64_t most = 0;
-    for (int k = 0; k < nsizes; k++) most = size_lines[k] > most ? size_lines[k] : most;
-    ctl->working_set_bytes = most * LINE;
+    ctl->working_set_bytes = buf_lines * LINE;
     publish_reference();
     STORE(&ctl->seg_lines, 0);
     STORE(&ctl->seg_ns, 0);
