@@ -257,17 +257,23 @@ class Trace:
     def warnings(self) -> list[str]:
         return list(self.meta.get("warnings", []))
 
-    def thread_index(self, tids: np.ndarray | int) -> np.ndarray:
-        """Row index in `threads` of each tid (raises KeyError for unknown tids)."""
+    def thread_index(self, tids: np.ndarray | int, missing: int | None = None) -> np.ndarray:
+        """Row index in `threads` of each tid. An unknown tid raises KeyError, or gets `missing` when
+        one is given (e.g. -1 for wakers that are not traced threads)."""
         order = np.argsort(self.threads.tid, kind="stable")
         sorted_tids = self.threads.tid[order]
         tids = np.atleast_1d(np.asarray(tids))
-        pos = np.searchsorted(sorted_tids, tids)
-        pos = np.clip(pos, 0, max(len(sorted_tids) - 1, 0))
-        if len(sorted_tids) == 0 or not np.all(sorted_tids[pos] == tids):
-            missing = tids[(len(sorted_tids) == 0) | (sorted_tids[pos] != tids)] if len(sorted_tids) else tids
-            raise KeyError(f"no thread with tid {int(missing[0])} in this trace")
-        return order[pos]
+        if len(sorted_tids) == 0:
+            if missing is None and len(tids):
+                raise KeyError(f"no thread with tid {int(tids[0])} in this trace")
+            return np.full(len(tids), -1 if missing is None else missing, dtype=np.int64)
+        pos = np.clip(np.searchsorted(sorted_tids, tids), 0, len(sorted_tids) - 1)
+        found = sorted_tids[pos] == tids
+        if missing is None:
+            if not found.all():
+                raise KeyError(f"no thread with tid {int(tids[~found][0])} in this trace")
+            return order[pos]
+        return np.where(found, order[pos], missing)
 
     def time_in_states(self, until_ns: np.ndarray | None = None) -> np.ndarray:
         """ns spent in each State per thread: shape (n_threads, len(State)), rows as `threads`.

@@ -31,6 +31,19 @@ def test_validate_and_time_in_states():
     assert t.wall_ns == 100
 
 
+def test_thread_index_raises_or_marks_unknown_tids():
+    t = small_trace()
+    assert t.thread_index(np.array([11, 10, 11])).tolist() == [1, 0, 1]
+    with pytest.raises(KeyError, match="tid 99"):
+        t.thread_index(np.array([10, 99]))
+    assert t.thread_index(np.array([11, -1, 99, 10]), missing=-1).tolist() == [1, -1, -1, 0]  # e.g. wakers
+    empty = make_trace({"tid": [], "name": [], "start_ns": [], "end_ns": []},
+                       {"tid": [], "start_ns": [], "end_ns": [], "state": []})
+    assert empty.thread_index(np.array([5]), missing=-1).tolist() == [-1]
+    with pytest.raises(KeyError, match="tid 5"):
+        empty.thread_index(5)
+
+
 def test_validate_rejects_gap():
     t = make_trace({"tid": [1], "name": ["a"], "start_ns": [0], "end_ns": [10]},
                    {"tid": [1, 1], "start_ns": [0, 6], "end_ns": [5, 10], "state": [0, 0]})

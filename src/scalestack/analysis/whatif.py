@@ -66,19 +66,10 @@ def replay_runtime(trace: Trace, scale: dict[int, float]) -> float:
     n = len(tids)
     if not n:
         return 0.0
-    order_t = np.argsort(tids, kind="stable")
-    sorted_tids = tids[order_t]
-
-    def index_of(values: np.ndarray) -> np.ndarray:
-        """Thread index of each tid in `values`, -1 where it is not a thread of the trace."""
-        j = np.clip(np.searchsorted(sorted_tids, values), 0, n - 1)
-        return np.where(sorted_tids[j] == values, order_t[j], -1).astype(np.int64)
-
-    root = trace.meta.get("root_tid", int(tids[0]))
-    root_k = int(index_of(np.array([root], dtype=tids.dtype))[0])
+    root_k = int(trace.thread_index(trace.meta.get("root_tid", int(tids[0])), missing=-1)[0])
     inv = 1.0 / np.array([scale.get(int(t), 1.0) for t in tids], dtype=np.float64)
-    k_of = index_of(st.tid)
-    waker_k = index_of(st.waker)
+    k_of = trace.thread_index(st.tid).astype(np.int64)
+    waker_k = trace.thread_index(st.waker, missing=-1).astype(np.int64)
     # events: births (kind 0), then per instant segment ends, RUNNING (kind 1) before waits (kind 2)
     ev_t = np.concatenate([trace.threads.start_ns, st.end_ns])
     ev_kind = np.concatenate([np.zeros(n, np.int64), np.where(st.state == State.RUNNING, 1, 2)])
