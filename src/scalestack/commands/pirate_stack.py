@@ -44,7 +44,7 @@ def command(threads, repeat, instances, profile, scope, cache_size, timeout, as_
         cmd = cmd[1:]
     if repeat < 1:
         raise UserError("--repeat must be at least 1")
-    cache_bytes = _cache_bytes(cache_size)
+    cache_bytes = cache_bytes_option(cache_size)
     title = shlex.join(cmd)
     if instances:
         res = _instances(cmd, _counts(instances, "--instances"), repeat, cache_bytes, timeout)
@@ -71,7 +71,8 @@ def command(threads, repeat, instances, profile, scope, cache_size, timeout, as_
         click.echo(line)
 
 
-def _cache_bytes(cache_size: str | None) -> int | None:
+def cache_bytes_option(cache_size: str | None) -> int | None:
+    """C from a --cache-size option (None: sysfs), saying on stderr what 'measured' found."""
     from scalestack.eklov.pirate import cache_size_option
 
     c, said = cache_size_option(cache_size)

@@ -62,13 +62,10 @@ def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log
 
         if pirate:  # checked before the sweep records anything: a bad command fails in seconds, not minutes
             pirate_counts = _pirate_counts(counts)
+            from scalestack.commands.pirate_stack import cache_bytes_option
             from scalestack.eklov import driver
-            from scalestack.eklov.pirate import cache_size_option
 
-            cache_bytes, said = cache_size_option(pirate_cache_size)
-            if said:
-                click.echo(f"scalestack: {said}", err=True)
-            p = driver.plan(list(cmd), pirate_counts, cache_bytes=cache_bytes)
+            p = driver.plan(list(cmd), pirate_counts, cache_bytes=cache_bytes_option(pirate_cache_size))
         with Progress() as prog:
             task = prog.add_task("recording", total=len(counts) * repeat)
             run_sweep(list(cmd), counts, output, repeat=repeat, env=env,
