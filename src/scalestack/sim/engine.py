@@ -16,7 +16,8 @@ spins on its core, RUNNING in the trace and "spinning" in the truth, for up to S
 ``put Q CAP`` / ``get Q`` on a bounded
 FIFO queue (a producer blocks while Q holds CAP items, a consumer while it is empty; a waiting
 consumer is handed the item directly); ``spawn T`` (thread index T starts); ``join T``; ``sleep NS``. Threads with ``start`` true run
-at time 0. Threads beyond the core count wait RUNNABLE in a FIFO run queue (no time slices yet).
+at time 0. Threads beyond the core count wait RUNNABLE in a FIFO run queue; without `timeslice_ns` a
+thread keeps its core until it blocks, with it the one that ran that long goes to the back (round robin).
 """
 
 from __future__ import annotations
