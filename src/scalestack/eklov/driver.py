@@ -14,6 +14,7 @@ the cores isolation can use, a pirate larger than the last-level cache.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -199,14 +200,22 @@ def measure(p: Plan, repeat: int = 3, *, profile: str = "all", scope: str = "aut
     loads: list[float] = []
     tick = progress or (lambda label: None)
 
+    sized = {n: pirate_size(p.cache_bytes, n) for n in p.counts}
     for n in p.counts:
-        argv = substitute(p.argv, n)
-        w = pirate_size(p.cache_bytes, n)
-        use = mod is not None and w > 0 and p.pirate_cpu is not None
-        r = raw[n] = {"meas": [], "nosync": [], "prof": [], "thread0": []}
+        raw[n] = {"meas": [], "nosync": [], "prof": [], "thread0": []}
         discarded[n] = 0
-        with (mod.Pirate(w, p.pirate_cpu) if use else _null()) as pir:
-            for rep in range(repeat):
+    with contextlib.ExitStack() as pirates_open:
+        # one lockstep pirate per size, parked between runs, and the repeats outermost: each repeat
+        # measures every count in turn, so a slow spell of the machine (or a change in the cache it
+        # leaves us) touches T(1) and T(N) alike instead of one count's repeats only
+        pirates = {n: pirates_open.enter_context(mod.Pirate(sized[n], p.pirate_cpu)) for n in p.counts
+                   if mod is not None and sized[n] > 0 and p.pirate_cpu is not None}
+        for rep in range(repeat):
+            for n in p.counts:
+                argv = substitute(p.argv, n)
+                w = sized[n]
+                r = raw[n]
+                pir = pirates.get(n)
                 real_run = shim.run(argv, "phase", timeout=timeout)
                 loads.append(real_run.foreign_load)
                 real = shim.threaded_log(real_run)
@@ -281,6 +290,9 @@ def measure(p: Plan, repeat: int = 3, *, profile: str = "all", scope: str = "aut
     thread0 = {n: tuple(prof_times(r["thread0"])) for n, r in raw.items()}
     stack = EklovStack.from_runs(meas[1], pirate_ns, nosync, meas, discarded=discarded)
     warns = warnings(p, unsupported, broken, isolated_runs)
+    moved = stack.baseline_warning()
+    if moved:
+        warns.insert(0, moved)
     busy = [x for x in loads if x == x]
     if busy and float(np.median(busy)) > 0.05:
         warns.insert(0, f"other processes used {float(np.median(busy)):.0%} of the CPUs during the real runs (median): "
@@ -290,14 +302,6 @@ def measure(p: Plan, repeat: int = 3, *, profile: str = "all", scope: str = "aut
                      + (", because a run created no thread)" if scope == "auto" else ")"))
     return PirateStackResult(stack, p.argv, p.cache_bytes, p.cache.source, mod is not None and p.pirate_cpu is not None,
                              profile, thread0, tuple(runs), tuple(warns), "process" if whole else "phase")
-
-
-class _null:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def warnings(p: Plan, unsupported: Mapping[str, int], broken: Mapping[str, int], isolated_runs: int) -> list[str]:
