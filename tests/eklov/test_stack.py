@@ -54,3 +54,20 @@ def test_stack_sums_to_n(t1, p, q, m, n, instances):
     for comp in ("cache", "memory", "sync"):
         lo, hi = s.component_range(comp, n)
         assert lo <= getattr(s, comp)(n) + 1e-9 * max(1.0, abs(lo)) and getattr(s, comp)(n) <= hi + 1e-9 * max(1.0, abs(hi))
+
+
+def test_baseline_warning_when_t1_moves():
+    steady = EklovStack.from_runs([100e6, 110e6, 120e6], {2: [60e6]}, None, {2: [70e6]})
+    assert steady.baseline_warning() is None  # 1.2x: within the 1.25x limit
+    moved = EklovStack.from_runs([100e6, 250e6, 120e6], {2: [60e6]}, None, {2: [70e6]}, mode="instances")
+    text = moved.baseline_warning()
+    assert "100.0 to 250.0 ms over 3 repeats (2.50x)" in text and "one instance alone" in text
+    assert EklovStack.from_runs([100e6], {2: [60e6]}, None, {2: [70e6]}).baseline_warning() is None
+
+
+def test_report_shows_the_baseline_warning_of_a_multi_instance_stack():
+    from scalestack.eklov.report import table_lines
+
+    moved = EklovStack.from_runs([100e6, 250e6, 120e6], {2: [60e6, 61e6, 62e6]}, None, {2: [70e6] * 3},
+                                 mode="instances")
+    assert "warning: the baseline T(1) (one instance alone) took 100.0 to 250.0 ms" in "\n".join(table_lines(moved))

@@ -115,6 +115,19 @@ class EklovStack(Result):
         l_hi, l_lo = speed(lower)
         return u_lo - l_hi, u_hi - l_lo
 
+    def baseline_warning(self, limit: float = 1.25) -> str | None:
+        """A sentence when the repeats of T(1) differ by more than `limit` (max / min): every curve
+        divides by their median, so a baseline that moved makes every component uncertain, and the
+        [min, max] spread (taken at the median T(1)) does not show it."""
+        lo, hi = _range(self.t1_ns)
+        if len(self.t1_ns) < 2 or not lo > 0 or hi / lo <= limit:
+            return None
+        what = "one instance alone" if self.mode == "instances" else "the one-thread run"
+        return (f"the baseline T(1) ({what}) took {lo / 1e6:.1f} to {hi / 1e6:.1f} ms over {len(self.t1_ns)} repeats "
+                f"({hi / lo:.2f}x): the machine's load or the cache it leaves the program changed between runs, and "
+                "every speedup divides by T(1), so the components are that uncertain; repeat with more --repeat "
+                "or on a quieter machine")
+
     def rows(self) -> list[dict]:
         out = []
         for n in self.counts:
