@@ -301,7 +301,8 @@ def effective_llc_bytes(cpu: int = 0, factor: float = 3.0) -> tuple[int, dict[in
     sysfs may describe a host's cache that this VM's CPUs share with other tenants, or the sum of
     several slices; the knee of the pirate's own latency curve is what a program here actually gets.
     A size is resident while its ns per line stays within `factor` x that of a set twice the L2 (an
-    LLC hit); the sizes go up by 1.5x from there to the sysfs size. Noisy: one measurement per size.
+    LLC hit); the sizes go up by 1.5x from there to the sysfs size, then bisect to 1 MiB between the
+    last resident size and the first that was not. Noisy: one measurement per size.
     """
     info = llc_info(cpu)
     l2 = 0
@@ -318,10 +319,21 @@ def effective_llc_bytes(cpu: int = 0, factor: float = 3.0) -> tuple[int, dict[in
     ref = calibrate(w, cpu)
     seen = {w: ref}
     best = w
+    miss = 0
     while w < info.size_bytes:
         w = min(info.size_bytes, int(w * 1.5) // (1 << 20) * (1 << 20))
         seen[w] = calibrate(w, cpu)
         if seen[w] > factor * ref:
+            miss = w
             break
         best = w
-    return best, seen
+    # then to the MiB between the last resident size and the first that was not: the 1.5x ladder
+    # alone reads 9 or 13 MiB for a cache of 12, flipping from one call to the next
+    while miss and miss - best > 1 << 20:
+        mid = (best + miss) // 2 // (1 << 20) * (1 << 20)
+        seen[mid] = calibrate(mid, cpu)
+        if seen[mid] > factor * ref:
+            miss = mid
+        else:
+            best = mid
+    return best, dict(sorted(seen.items()))
