@@ -1,4 +1,5 @@
-"""The multi-instance stack on the L1-resident kernel (cache ~0), the co-runner's timing, bad input."""
+"""The multi-instance stack on the L1-resident kernel (cache ~0), the threaded stack of the LLC-fit kernel
+(cache clearly > 0), the co-runner's timing, bad input."""
 
 from __future__ import annotations
 
@@ -87,3 +88,54 @@ def test_instance_stack_bad_input():
     with pytest.raises(UserError, match="larger than the last-level cache"):
         instance_stack(["true"], (1, 2), 1, cache_bytes=2 * llc_info(0).size_bytes)
 
+
+
+def test_threaded_stack_llc_kernel_has_a_clear_cache_component(kernels):
+    """Acceptance (issue 10): a kernel whose working set fits the cache alone but not a half share
+    has a clearly positive cache component at N = 2.
+
+    The working set is the kernel's own knee (the largest it runs from the cache alone, measured now):
+    it needs the whole cache it gets, so a half share does not hold it. Both premises are checked,
+    because on this VM the cache a program gets moves with the other tenants (9-19 MiB of the 32
+    sysfs names, within minutes): the pirate's measured C must read within 2 MiB (or 20%) before and
+    after, and
+    every one-thread baseline must run from the cache (at most 1.5x the knee's time per step). An
+    attempt whose premise failed says nothing about the method and is repeated (at most 3 attempts);
+    the assertion is only ever made on an attempt whose premises held. Measured (10 attempts,
+    session 23): premises held in 6, cache +0.95 to +1.56, every repeat positive (lowest +0.18)."""
+    import json
+    from pathlib import Path
+
+    from scalestack.eklov.pirate import effective_llc_bytes, llc_info
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from eklov_kernels import kernel_knee
+
+    cpu = llc_info(0).cpus[-1]
+    steps = 6_000_000
+    why = []
+    for _attempt in range(3):
+        c0, _ = effective_llc_bytes(cpu)
+        ws, knee = kernel_knee(kernels["eklov_fit_llc"], c0)
+        proc = subprocess.run([sys.executable, "-m", "scalestack.cli", "pirate-stack", "--threads", "1,2",
+                               "--repeat", "3", "--cache-size", str(c0), "--json", "--", kernels["eklov_fit_llc"],
+                               "{threads}", str(ws), str(steps)], capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        c1, _ = effective_llc_bytes(cpu)
+        d = json.loads(proc.stdout)
+        t1_per_step = [t / steps for t in d["stack"]["t1_ns"]]
+        if abs(c1 - c0) > max(2 << 20, c0 // 5):  # beyond the measurement's own jitter (1-2 MiB here)
+            why.append(f"the measured cache moved from {c0 >> 20} to {c1 >> 20} MiB during the runs")
+            continue
+        if max(t1_per_step) > 1.5 * knee[ws]:
+            why.append(f"a one-thread baseline missed the cache ({max(t1_per_step):.0f} ns per step against "
+                       f"{knee[ws]:.0f} alone before)")
+            continue
+        row = next(r for r in d["rows"] if r["n"] == 2)
+        print(f"\nfit_llc {ws >> 20} MiB per thread, C = {c0 >> 20} MiB, N=2: cache {row['cache']:+.2f} "
+              f"[{row['cache_min']:+.2f}, {row['cache_max']:+.2f}], memory {row['memory']:+.2f}, "
+              f"sync {row['sync']:+.2f}", file=sys.stderr)
+        assert row["cache"] > 0.3 and row["cache_min"] > 0, row
+        assert row["cache"] + row["memory"] + row["sync"] + row["s_meas"] == pytest.approx(2.0, abs=1e-6)
+        return
+    pytest.skip("the premise of the LLC-fit test never held on this machine: " + "; ".join(why))
