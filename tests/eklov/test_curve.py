@@ -78,7 +78,7 @@ def lookup(tmp_path_factory):
 
 def test_one_run_curve_sees_the_cache_a_lookup_table_loses(lookup):
     """One run of a streaming kernel, the pirate changing size under it: a table of half the cache a
-    pirate holds here slows down beside a pirate of that cache, a 16 KiB table (L1) does not. Work is
+    pirate holds here slows down beside a pirate of 3/4 of that cache, a 16 KiB table (L1) does not. Work is
     the bytes the kernel reads. The sizes come from the pirate's measured knee (the sysfs LLC is 32
     MiB, a program here gets 4-12 MiB of it, varying by the hour): measured, a 4 MiB table beside
     9 MiB, 1.86x in one run and 1.85x in separate runs (docs/pirate.md)."""
@@ -87,19 +87,22 @@ def test_one_run_curve_sees_the_cache_a_lookup_table_loses(lookup):
     exe, data = lookup
     knee, _ = effective_llc_bytes(llc_info(0).cpus[-1])
     table = max(1 << 20, knee // 2 >> 20 << 20)
+    # the knee is the edge of what the pirate keeps (to the MiB); 3/4 of it holds with a margin and
+    # still leaves the table less than its size (a pirate of the whole knee lost its lines once: 1.04x)
+    pirate = max(1 << 20, knee * 3 // 4 >> 20 << 20)
     slow = {}
     for size, passes in ((table, 60), (16 << 10, 120)):
-        proc = _cli("pirate-curve", "--one-run", "--sizes", f"0,{knee}", "--hold", "0.2", "--json",
+        proc = _cli("pirate-curve", "--one-run", "--sizes", f"0,{pirate}", "--hold", "0.2", "--json",
                     "--", exe, str(size), str(passes), data)
         assert proc.returncode == 0, proc.stderr
         res = json.loads(proc.stdout)
         assert res["mode"] == "one-run" and res["progress"] == "io"
         rows = res["rows"]
-        assert [r["pirate_bytes"] for r in rows] == [0, knee]
+        assert [r["pirate_bytes"] for r in rows] == [0, pirate]
         assert all(r["runs"] + r["discarded"] >= 3 for r in rows), rows  # several windows per size
         assert all(r["time_min_ns"] <= r["time_max_ns"] and r["time_ns"] > 0 for r in rows)
         slow[size] = rows[1]["slowdown"]
-    print(f"\none-run slowdowns beside a {knee >> 20} MiB pirate: {slow}", file=sys.stderr)
+    print(f"\none-run slowdowns beside a {pirate >> 20} MiB pirate (knee {knee >> 20} MiB): {slow}", file=sys.stderr)
     assert slow[table] > 1.15, slow
     assert 0.75 < slow[16 << 10] < 1.25, slow
 
