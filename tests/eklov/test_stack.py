@@ -71,3 +71,30 @@ def test_report_shows_the_baseline_warning_of_a_multi_instance_stack():
     moved = EklovStack.from_runs([100e6, 250e6, 120e6], {2: [60e6, 61e6, 62e6]}, None, {2: [70e6] * 3},
                                  mode="instances")
     assert "warning: the baseline T(1) (one instance alone) took 100.0 to 250.0 ms" in "\n".join(table_lines(moved))
+
+
+def test_cache_moved_beyond_the_measurements_jitter(monkeypatch):
+    from scalestack.eklov import pirate
+
+    monkeypatch.setattr(pirate, "effective_llc_bytes", lambda cpu=0: (now[0], {}))
+    now = [12 << 20]
+    assert pirate.cache_moved(11 << 20, cpu=0) is None  # 1 MiB: jitter
+    assert pirate.cache_moved(10 << 20, cpu=0) is None  # 2 MiB: still within
+    now = [19 << 20]
+    assert "moved from 12 to 19 MiB during the runs" in pirate.cache_moved(12 << 20, cpu=0)
+    now = [60 << 20]
+    assert pirate.cache_moved(50 << 20, cpu=0) is None  # a fifth of 50 MiB is 10 MiB
+
+
+def test_a_moved_cache_is_a_warning_of_the_result_and_survives_json(monkeypatch):
+    from scalestack.commands import pirate_stack
+    from scalestack.eklov import pirate
+    from scalestack.eklov.report import table_lines
+
+    monkeypatch.setattr(pirate, "cache_moved", lambda c0: f"the measured cache moved from {c0 >> 20} to 19 MiB")
+    s = EklovStack.from_runs([100e6, 101e6], {2: [60e6, 61e6]}, None, {2: [70e6, 71e6]}, mode="instances")
+    assert pirate_stack.cache_checked(s, "16M", 16 << 20) is s  # a size given, not measured: nothing to check
+    checked = pirate_stack.cache_checked(s, "measured", 12 << 20)
+    assert checked.warnings == ("the measured cache moved from 12 to 19 MiB",)
+    assert "warning: the measured cache moved from 12 to 19 MiB" in "\n".join(table_lines(checked))
+    assert EklovStack.from_dict(checked.to_dict()).warnings == checked.warnings

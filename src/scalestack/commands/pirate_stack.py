@@ -48,6 +48,7 @@ def command(threads, repeat, instances, profile, scope, cache_size, timeout, as_
     title = shlex.join(cmd)
     if instances:
         res = _instances(cmd, _counts(instances, "--instances"), repeat, cache_bytes, timeout)
+        res = cache_checked(res, cache_size, cache_bytes)
     else:
         p = driver.plan(cmd, _counts(threads, "--threads"), cache_bytes=cache_bytes)
         with Progress(transient=True) as prog:
@@ -57,6 +58,7 @@ def command(threads, repeat, instances, profile, scope, cache_size, timeout, as_
                 prog.update(task, advance=1, description=label)
 
             res = driver.measure(p, repeat, profile=profile, scope=scope, timeout=timeout, progress=tick)
+        res = cache_checked(res, cache_size, cache_bytes)
     if out_dir:
         from scalestack.eklov.report import write
 
@@ -79,6 +81,18 @@ def cache_bytes_option(cache_size: str | None) -> int | None:
     if said:
         click.echo(f"scalestack: {said}", err=True)
     return c
+
+
+def cache_checked(res, cache_size: str | None, cache_bytes: int | None):
+    """`res` with a warning if C was measured (`--cache-size measured`) and reads differently now."""
+    import dataclasses
+
+    from scalestack.eklov.pirate import cache_moved
+
+    if not cache_size or cache_size.strip().lower() != "measured" or not cache_bytes:
+        return res
+    moved = cache_moved(cache_bytes)
+    return dataclasses.replace(res, warnings=(moved, *res.warnings)) if moved else res
 
 
 def _instances(cmd, counts, repeat, cache_bytes, timeout):

@@ -62,10 +62,11 @@ def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log
 
         if pirate:  # checked before the sweep records anything: a bad command fails in seconds, not minutes
             pirate_counts = _pirate_counts(counts)
-            from scalestack.commands.pirate_stack import cache_bytes_option
+            from scalestack.commands.pirate_stack import cache_bytes_option, cache_checked
             from scalestack.eklov import driver
 
-            p = driver.plan(list(cmd), pirate_counts, cache_bytes=cache_bytes_option(pirate_cache_size))
+            pirate_c = cache_bytes_option(pirate_cache_size)
+            p = driver.plan(list(cmd), pirate_counts, cache_bytes=pirate_c)
         with Progress() as prog:
             task = prog.add_task("recording", total=len(counts) * repeat)
             run_sweep(list(cmd), counts, output, repeat=repeat, env=env,
@@ -73,6 +74,7 @@ def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log
             if pirate:
                 task = prog.add_task("pirate stack", total=driver.run_count(p.counts, pirate_repeat, "all"))
                 pirate_res = driver.measure(p, pirate_repeat, progress=lambda label: prog.advance(task))
+                pirate_res = cache_checked(pirate_res, pirate_cache_size, pirate_c)
         if pirate:
             from scalestack.eklov.report import save
 

@@ -295,6 +295,18 @@ def cache_size_option(text: str | None) -> tuple[int | None, str | None]:
                f"(sysfs says {llc.size_bytes / 2**20:.0f} MiB; it changes as other tenants come and go)")
 
 
+def cache_moved(c0: int, cpu: int | None = None) -> str | None:
+    """A sentence if the measured cache now differs from `c0` (measured before the runs) by more than
+    the measurement's own jitter (2 MiB or a fifth, whichever is larger; 1-2 MiB here): the pirates
+    were sized from a C that did not hold throughout."""
+    c1, _ = effective_llc_bytes(llc_info(0).cpus[-1] if cpu is None else cpu)
+    if abs(c1 - c0) <= max(2 << 20, c0 // 5):
+        return None
+    return (f"the measured cache moved from {c0 / 2**20:.0f} to {c1 / 2**20:.0f} MiB during the runs: the pirates held "
+            "C(N-1)/N of the C measured at the start, so the cache and memory components mix two machine states; "
+            "repeat when it is steadier")
+
+
 def effective_llc_bytes(cpu: int = 0, factor: float = 3.0) -> tuple[int, dict[int, float]]:
     """The largest working set the pirate still finds resident, measured: (bytes, {W: ns per line}).
 

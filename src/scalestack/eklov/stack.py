@@ -18,7 +18,7 @@ mean_i T_i(N), and no sync component.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -45,6 +45,7 @@ class EklovStack(Result):
     pirate_ns, nosync_ns, meas_ns : per N, the repeats of T_prof(N), T_nosync(N), T(N).
     mode : "threads" or "instances".
     discarded : per N, pirate segments (or runs) dropped because the pirate's self-check failed.
+    warnings : what made this measurement less certain (the multi-instance result carries them here).
     """
 
     counts: tuple[int, ...]
@@ -54,6 +55,7 @@ class EklovStack(Result):
     meas_ns: Mapping[int, tuple[float, ...]]
     mode: str = "threads"
     discarded: Mapping[int, int] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
 
     kind = "eklov_stack"
 
@@ -144,7 +146,7 @@ class EklovStack(Result):
                 "pirate_ns": {str(n): list(v) for n, v in self.pirate_ns.items()},
                 "nosync_ns": {str(n): list(v) for n, v in self.nosync_ns.items()},
                 "meas_ns": {str(n): list(v) for n, v in self.meas_ns.items()},
-                "discarded": {str(n): int(k) for n, k in self.discarded.items()}}
+                "discarded": {str(n): int(k) for n, k in self.discarded.items()}, "warnings": list(self.warnings)}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> EklovStack:
@@ -152,9 +154,10 @@ class EklovStack(Result):
         def per_n(key):
             return {int(n): tuple(float(t) for t in v) for n, v in d[key].items()}
 
-        return cls.from_runs(d["t1_ns"], per_n("pirate_ns"), per_n("nosync_ns"), per_n("meas_ns"),
-                             mode=d.get("mode", "threads"),
-                             discarded={int(n): int(k) for n, k in d.get("discarded", {}).items()})
+        stack = cls.from_runs(d["t1_ns"], per_n("pirate_ns"), per_n("nosync_ns"), per_n("meas_ns"),
+                              mode=d.get("mode", "threads"),
+                              discarded={int(n): int(k) for n, k in d.get("discarded", {}).items()})
+        return replace(stack, warnings=tuple(str(w) for w in d.get("warnings", ())))
 
 
 def pirate_size(llc_bytes: int, n: int) -> int:
