@@ -100,7 +100,7 @@ def test_threaded_stack_llc_kernel_has_a_clear_cache_component(kernels):
     sysfs names, within minutes): the pirate's measured C must read within 2 MiB (or 20%) before and
     after, and
     every one-thread baseline must run from the cache (at most 1.5x the knee's time per step). An
-    attempt whose premise failed says nothing about the method and is repeated (at most 3 attempts);
+    attempt whose premise failed says nothing about the method and is repeated (at most 5 attempts);
     the assertion is only ever made on an attempt whose premises held. Measured (10 attempts,
     session 23): premises held in 6, cache +0.95 to +1.56, every repeat positive (lowest +0.18)."""
     import json
@@ -114,7 +114,7 @@ def test_threaded_stack_llc_kernel_has_a_clear_cache_component(kernels):
     cpu = llc_info(0).cpus[-1]
     steps = 6_000_000
     why = []
-    for _attempt in range(3):
+    for _attempt in range(5):
         c0, _ = effective_llc_bytes(cpu)
         ws, knee = kernel_knee(kernels["eklov_fit_llc"], c0)
         proc = subprocess.run([sys.executable, "-m", "scalestack.cli", "pirate-stack", "--threads", "1,2",
