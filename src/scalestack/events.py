@@ -95,6 +95,10 @@ PREV_STATE_DEAD = 16 | 32
 
 # futex(2) operations that block the caller (op & FUTEX_CMD_MASK).
 FUTEX_CMD_MASK = 0x7F
+# Bounds no Linux machine exceeds (PID_MAX_LIMIT on 64-bit; NR_CPUS is at most 8192 on x86-64): an
+# event beyond them comes from a corrupt input, and would size per-CPU or per-tid tables
+MAX_CPUS = 1 << 16
+PID_MAX_LIMIT = 1 << 22
 FUTEX_WAIT_OPS = (0, 6, 9, 11, 13)  # WAIT, LOCK_PI, WAIT_BITSET, WAIT_REQUEUE_PI, LOCK_PI2
 
 # The tracepoints `scalestack record` enables; each source documents the same list.

@@ -31,7 +31,15 @@ import numba
 import numpy as np
 
 from scalestack.errors import UserError
-from scalestack.events import FUTEX_CMD_MASK, FUTEX_WAIT_OPS, PREV_STATE_DEAD, Kind, RawEvents
+from scalestack.events import (
+    FUTEX_CMD_MASK,
+    FUTEX_WAIT_OPS,
+    MAX_CPUS,
+    PID_MAX_LIMIT,
+    PREV_STATE_DEAD,
+    Kind,
+    RawEvents,
+)
 from scalestack.futex_wakers import attribute_futex_wakers
 from scalestack.schedstat import ABS_TOL_NS, RUNNING_TOL
 from scalestack.switch_spans import switch_spans
@@ -808,9 +816,16 @@ def build_trace(
         run_delay, events = events.take(np.flatnonzero(rd)), events.take(np.flatnonzero(~rd))
     if len(events) == 0:
         raise UserError("the recording holds no events; was the program too short, or were the tracepoints missing?")
+    wild = np.flatnonzero(events.cpu >= MAX_CPUS)
+    if len(wild):
+        raise UserError(f"event {int(wild[0])} (at {int(events.time[wild[0]])} ns) names CPU {int(events.cpu[wild[0]])}, "
+                        f"beyond the {MAX_CPUS} any Linux machine has: the recording is corrupt")
     tids, parents = traced_tids(events, root_pids, comm)
     if len(tids) == 0:
         raise UserError("none of the chosen process's threads appear in the recording")
+    if int(tids.max()) > PID_MAX_LIMIT:
+        raise UserError(f"the recording names thread id {int(tids.max())}, beyond Linux's limit of {PID_MAX_LIMIT}: "
+                        "it is corrupt")
     slot_of = np.full(int(tids.max()) + 1, -1, np.int32)
     slot_of[tids] = np.arange(len(tids), dtype=np.int32)
     fork_mask = events.kind == Kind.FORK

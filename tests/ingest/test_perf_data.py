@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from scalestack.errors import UserError
@@ -108,6 +108,7 @@ patch = st.tuples(st.one_of(st.sampled_from(_HOT), st.integers(0, len(PLAIN) - 1
 
 
 @settings(max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@example(cut=None, patches=[(35409, b"\x00\x00\x01")], which="barrier")  # CPU 16777216: took 24 GB once
 @given(cut=st.none() | st.integers(0, len(PLAIN)), patches=st.lists(patch, max_size=4),
        which=st.sampled_from(["barrier", "barrier-z"]))
 def test_any_corruption_gives_events_or_one_clear_error(cut, patches, which):
@@ -124,3 +125,19 @@ def test_any_corruption_gives_events_or_one_clear_error(cut, patches, which):
     except UserError:
         return
     trace.validate()
+
+
+def test_impossible_cpu_or_thread_id_is_one_clear_error():
+    """A CPU or thread id no Linux machine has would size the state builder's per-CPU and per-tid
+    tables (a corrupt CPU field once grew the test process to 24 GB): both are refused."""
+    events = parse_perf_data(PLAIN, "f.data")
+    bad = events.take(np.arange(len(events)))
+    bad.cpu[3] = 1 << 20
+    with pytest.raises(UserError, match="names CPU 1048576, beyond the 65536 any Linux machine has"):
+        build_trace(bad, comm="bi")
+    bad = events.take(np.arange(len(events)))
+    big = np.int32(5_000_000)
+    for col in (bad.tid, bad.pid, bad.arg0, bad.arg1):
+        col[col == bad.tid[0]] = big
+    with pytest.raises(UserError, match="thread id 5000000, beyond Linux's limit of 4194304"):
+        build_trace(bad, root_pids=[int(big)])
