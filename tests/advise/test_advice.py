@@ -222,3 +222,22 @@ def test_wakers_outside_the_trace_are_not_named():
                      {"tid": [1, 2, 3], "start_ns": [0, 0, 0], "end_ns": [60, 60, 60],
                       "state": [R, S, R], "waker": [-1, 0, -1]})
     assert with_inferred_wakers(two).states.waker.tolist() == [-1, 0, -1]  # two candidates: left unknown
+
+
+def test_critical_thread_that_changes_between_phases_is_a_finding():
+    """Thesis §4.4 (Lu non-cont.): each worker is critical in its own phases, so whole-run
+    criticality shows no critical thread, yet making any one of them 2x faster gains (1.19x, true)."""
+    from scalestack.sim.workloads import barrier_imbalance, shifting_critical
+
+    wl = shifting_critical(4)
+    res = advise(simulate(wl, cores=4).trace)
+    kinds = [f.kind for f in res.findings]
+    assert "phase-critical" in kinds and "balanced" not in kinds  # "one thread would not help" would be wrong
+    f = next(f for f in res.findings if f.kind == "phase-critical")
+    assert "3 threads take turns" in f.title and "in 2 (33% of the run)" in f.detail
+    base = simulate(wl, cores=4).truth["runtime_ns"]
+    i = f.tid - 1000  # the simulator's tids are 1000 + thread index
+    true = base / simulate(wl, cores=4, freq_ghz={j: 4.0 if j == i else 2.0 for j in range(4)}).truth["runtime_ns"]
+    assert true > 1.1 and f.predicted_speedup == pytest.approx(true, rel=0.1)
+    # one thread critical in every phase: the ordinary critical-thread finding, not this one
+    assert "phase-critical" not in [f.kind for f in advise(simulate(barrier_imbalance(4), cores=4).trace).findings]

@@ -28,7 +28,7 @@ from scalestack.units import format_ns
 
 @dataclasses.dataclass(frozen=True)
 class Finding:
-    kind: str  # critical-thread | serial | pool | lock | cpu-contention | scaling | balanced
+    kind: str  # critical-thread | phase-critical | serial | pool | lock | cpu-contention | scaling | balanced
     title: str  # one line
     detail: str  # what to do, with the evidence
     predicted_speedup: float  # of the whole program if acted on (1.0: no estimate)
@@ -230,7 +230,9 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
     pool_addrs = {f.addr for f in pools}
     findings = [f for f in findings if not (f.kind == "lock" and f.addr in pool_addrs)] + pools
 
-    if not any(f.kind == "critical-thread" for f in findings):
+    findings += _phase_findings(trace, factor, label)
+
+    if not any(f.kind in ("critical-thread", "phase-critical") for f in findings):
         findings.insert(0, Finding(
             "balanced", "no single critical thread",
             f"The {n_work} threads doing the work share the run time evenly (largest share {shares[0] * 100:.0f}%, "
@@ -239,6 +241,45 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
             1.0))
     findings.sort(key=lambda f: (f.kind != "balanced", -f.predicted_speedup))
     return AdviceResult(findings, span, alone, caused)
+
+
+def _phase_findings(trace: Trace, factor: float, label, lead: float = 1.15, least: float = 0.1) -> list[Finding]:
+    """A finding when different threads are the critical one in different phases (thesis §4.4,
+    Lu non-cont.): whole-run criticality adds their shares up and can show no critical thread, or
+    the wrong one, though in every phase the program waits for one thread.
+
+    A phase counts for a thread when its criticality there is at least `lead` x the next thread's;
+    the finding needs two or more such threads with at least `least` of the run each. Its gain is
+    the per-phase estimate (`phase_criticality`: each phase's saving capped at the lead).
+    """
+    from scalestack.analysis.phase_criticality import phase_criticality
+
+    pc = phase_criticality(trace, factor=factor)
+    c = pc.criticality_ns
+    if c.shape[0] < 2 or c.shape[1] < 2 or pc.span_ns <= 0:
+        return []
+    top2 = -np.sort(-c, axis=1)[:, :2]
+    clear = (top2[:, 0] > 0) & (top2[:, 0] >= lead * top2[:, 1])
+    top = np.argmax(c, axis=1)
+    length = np.diff(pc.bounds_ns).astype(float)
+    leaders = []
+    for k in np.unique(top[clear]):
+        mine = clear & (top == k)
+        if length[mine].sum() >= least * pc.span_ns:
+            leaders.append((int(k), int(mine.sum()), float(length[mine].sum() / pc.span_ns)))
+    if len(leaders) < 2 or pc.best_tid is None:
+        return []
+    leaders.sort(key=lambda x: -x[2])
+    best = pc.best_tid
+    gain = float(pc.predicted_speedup[int(np.flatnonzero(pc.tids == best)[0])])
+    who = "; ".join(f"{label(int(pc.tids[k]))} in {n} ({share * 100:.0f}% of the run)" for k, n, share in leaders[:4])
+    return [Finding(
+        "phase-critical", f"the critical thread changes between phases ({len(leaders)} threads take turns)",
+        f"Of {c.shape[0]} phases (cut where the program waited for one thread: barriers, joins), one thread is "
+        f"clearly the critical one in each of these: {who}. Whole-run criticality adds the phases together, which "
+        "hides this: in each of those phases the program waits for one of them. Balance the work within each phase; "
+        f"or, per phase, making {label(best)} {factor:g}x faster saves the most: {gain:.2f}x (criticality per "
+        "phase, each phase's saving capped at its lead over the next thread).", gain, best)]
 
 
 def _pool_findings(trace: Trace, span: int, factor: float, label) -> list[Finding]:

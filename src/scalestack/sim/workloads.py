@@ -176,9 +176,21 @@ def streamcluster(threads: int = 4, seed: int = 0) -> dict:
     return _forkjoin("streamcluster", work)
 
 
+def shifting_critical(threads: int = 4, seed: int = 0) -> dict:
+    """The critical worker changes from phase to phase (thesis §4.4, Lu non-cont. with 16 threads):
+    in barrier phase p, worker p mod W has three times the others' work. Over the whole run the
+    workers' criticalities even out, though in every phase the program waits for one of them."""
+    nw = threads - 1
+    work = [[] for _ in range(nw)]
+    for phase in range(2 * nw):
+        for w in range(nw):
+            work[w] += [["compute", 900_000 if w == phase % nw else 300_000, 20_000], ["barrier", phase, nw]]
+    return _forkjoin("shifting_critical", work)
+
+
 NAMED = {"fig32": fig32, "barrier_imbalance": barrier_imbalance, "bfs": bfs, "lock_critical": lock_critical,
          "pipeline": pipeline, "pmd": pmd, "gc_heavy": gc_heavy, "streamcluster": streamcluster,
-         "random": random_workload}
+         "shifting_critical": shifting_critical, "random": random_workload}
 
 
 def get(name: str, threads: int | None = None, seed: int = 0) -> dict:
