@@ -115,6 +115,19 @@ def test_real_barrier_program_names_the_slow_thread_and_its_barrier(c_programs):
 
 
 @requires_recording
+def test_real_program_whose_slow_thread_takes_turns_gets_the_phase_finding(c_programs):
+    """barrier_imbalance with SHIFT=1: the slow thread alternates round by round, so each worker is
+    the critical one in its own rounds while whole-run criticality sees two even threads."""
+    trace = scalestack.record([str(c_programs["barrier_imbalance"]), "8", "3000000", "3", "2", "1"], None)
+    res = advise(trace)
+    workers = {int(t) for t in trace.threads.tid if int(t) != int(trace.threads.tid[0])}
+    f = next((f for f in res.findings if f.kind == "phase-critical"), None)
+    assert f is not None and f.tid in workers, res.text()
+    assert "threads take turns" in f.title and f.predicted_speedup > 1.05, res.text()
+    assert not any(x.kind == "balanced" for x in res.findings), res.text()
+
+
+@requires_recording
 def test_real_balanced_program_has_no_single_critical_thread(c_programs, tmp_path):
     out = tmp_path / "b.trace"
     scalestack.record([str(c_programs["balanced"]), "2", "10", "20000000"], str(out))
