@@ -101,3 +101,20 @@ def test_cli_report_crit_bottle(tmp_path):
     assert proc.returncode == 2 and "cannot tell the format" in proc.stderr
     proc = run("report", str(path), "--between", "1ms", "0.5ms")
     assert proc.returncode == 2 and proc.stderr.startswith("scalestack: error:")
+
+
+def test_terminal_table_wraps_prose_instead_of_cutting_it():
+    """The advice's evidence is sentences: in a terminal (or a file) it wraps; numbers stay on one line."""
+    from rich.console import Console
+
+    from scalestack.report import Section
+    from scalestack.report.terminal import section_table
+
+    advice = ("Of 6 phases, one thread is clearly the critical one in each of these: thread worker-1 (1001) "
+              "in 2 (33% of the run); balance the work within each phase, last-word-kept")
+    sec = Section("advice", "What to do about it", [], [{"rank": 1, "advice": advice, "gain": "1.14x"}],
+                  [("rank", "#"), ("advice", "evidence and advice"), ("gain", "gain")])
+    console = Console(width=80, record=True, force_terminal=False)
+    console.print(section_table(sec))
+    words = [w for w in console.export_text().split() if w not in ("│", "┃")]
+    assert "last-word-kept" in words and "1.14x" in words and "worker-1" in words  # nothing cut off

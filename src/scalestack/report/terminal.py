@@ -18,7 +18,10 @@ def _fmt(value) -> str:
 def section_table(section: Section, limit: int = 40) -> Table:
     table = Table(show_edge=False, header_style="bold", pad_edge=False)
     for key, head in section.columns:
-        table.add_column(head, justify="left" if key in ("name", "label", "role") else "right", no_wrap=True)
+        # prose (the advice's findings and evidence) wraps; a cut sentence would lose the advice
+        prose = any(isinstance(row.get(key), str) and len(row[key]) > 40 for row in section.table[:limit])
+        table.add_column(head, justify="left" if prose or key in ("name", "label", "role") else "right",
+                         no_wrap=not prose)
     for row in section.table[:limit]:
         table.add_row(*[_fmt(row.get(k)) for k, _ in section.columns])
     if len(section.table) > limit:
