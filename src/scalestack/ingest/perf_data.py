@@ -462,13 +462,14 @@ def _read(buf: np.ndarray, view: memoryview, path: str) -> RawEvents:
         inside = " (offset inside the decompressed data)" if compressed else ""
         raise _err(path, int(roff[bad]), f"a {table.names[int(attr[bad])]} sample has {int(rlen[bad])} bytes of "
                    f"tracepoint data, its format needs {int(table.min_len[int(attr[bad])])}{inside}")
-    cpus = (info.features.get("nr_cpus") or {}).get("available") or MAX_CPUS
-    wild = np.flatnonzero(cpu[keep] >= min(int(cpus), MAX_CPUS))
+    cpus = int((info.features.get("nr_cpus") or {}).get("available") or 0)
+    wild = np.flatnonzero(cpu[keep] >= (min(cpus, MAX_CPUS) if cpus > 0 else MAX_CPUS))
     if len(wild):  # a corrupt CPU field would size the state builder's per-CPU tables
         k = int(keep[wild[0]])
         inside = " (offset inside the decompressed data)" if compressed else ""
-        raise _err(path, int(roff[k]), f"a {table.names[int(attr[k])]} sample names CPU {int(cpu[k])}, but the "
-                   f"machine had {int(cpus)} CPUs{inside}")
+        limit = f"the machine had {cpus} CPUs" if cpus > 0 else f"no Linux machine has more than {MAX_CPUS}"
+        raise _err(path, int(roff[k]), f"a {table.names[int(attr[k])]} sample names CPU {int(cpu[k])}, but "
+                   f"{limit}{inside}")
     columns = {"time": t[keep], "cpu": cpu[keep], "tid": tid[keep], "pid": pid[keep],
                **{k: cols[k] for k in ("kind", "arg0", "arg1", "arg2", "comm0", "comm1")}}
     ev = RawEvents(**columns)
