@@ -247,7 +247,7 @@ def test_critical_thread_that_changes_between_phases_is_a_finding():
     kinds = [f.kind for f in res.findings]
     assert "phase-critical" in kinds and "balanced" not in kinds  # "one thread would not help" would be wrong
     f = next(f for f in res.findings if f.kind == "phase-critical")
-    assert "3 threads take turns" in f.title and "in 2 (33% of the run)" in f.detail
+    assert "3 threads take turns" in f.title and "in 2 phases (33% of the run)" in f.detail
     base = simulate(wl, cores=4).truth["runtime_ns"]
     i = f.tid - 1000  # the simulator's tids are 1000 + thread index
     true = base / simulate(wl, cores=4, freq_ghz={j: 4.0 if j == i else 2.0 for j in range(4)}).truth["runtime_ns"]

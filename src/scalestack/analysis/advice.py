@@ -272,7 +272,7 @@ def _phase_findings(trace: Trace, factor: float, label, lead: float = 1.15, leas
     leaders.sort(key=lambda x: -x[2])
     best = pc.best_tid
     gain = float(pc.predicted_speedup[int(np.flatnonzero(pc.tids == best)[0])])
-    who = "; ".join(f"{label(int(pc.tids[k]))} in {n} ({share * 100:.0f}% of the run)" for k, n, share in leaders[:4])
+    who = "; ".join(f"{label(int(pc.tids[k]))} in {n} phase{'s' if n != 1 else ''} ({share * 100:.0f}% of the run)" for k, n, share in leaders[:4])
     return [Finding(
         "phase-critical", f"the critical thread changes between phases ({len(leaders)} threads take turns)",
         f"Of {c.shape[0]} phases (cut where the program waited for one thread: barriers, joins), one thread is "
