@@ -119,6 +119,10 @@ def test_real_program_whose_slow_thread_takes_turns_gets_the_phase_finding(c_pro
     """barrier_imbalance with SHIFT=1: the slow thread alternates round by round, so each worker is
     the critical one in its own rounds while whole-run criticality sees two even threads."""
     trace = scalestack.record([str(c_programs["barrier_imbalance"]), "8", "3000000", "3", "2", "1"], None)
+    st_ = trace.states
+    waiting_for_cpu = int(st_.duration_ns[st_.state == State.RUNNABLE].sum())
+    if waiting_for_cpu > 0.1 * (trace.end_ns - trace.start_ns):  # advise then leaves phases out, by design
+        pytest.skip(f"other processes kept a CPU busy: the threads waited {waiting_for_cpu / 1e6:.0f} ms for one")
     res = advise(trace)
     workers = {int(t) for t in trace.threads.tid if int(t) != int(trace.threads.tid[0])}
     f = next((f for f in res.findings if f.kind == "phase-critical"), None)

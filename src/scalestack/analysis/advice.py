@@ -230,7 +230,8 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
     pool_addrs = {f.addr for f in pools}
     findings = [f for f in findings if not (f.kind == "lock" and f.addr in pool_addrs)] + pools
 
-    findings += _phase_findings(trace, factor, label)
+    if rq <= 0.1 * span:  # with CPU contention, who lags in a phase is the scheduler's doing, not the work's
+        findings += _phase_findings(trace, factor, label)
 
     if not any(f.kind in ("critical-thread", "phase-critical") for f in findings):
         findings.insert(0, Finding(
@@ -250,11 +251,14 @@ def _phase_findings(trace: Trace, factor: float, label, lead: float = 1.15, leas
 
     A phase counts for a thread when its criticality there is at least `lead` x the next thread's;
     the finding needs two or more such threads with at least `least` of the run each. Its gain is
-    the per-phase estimate (`phase_criticality`: each phase's saving capped at the lead).
+    the per-phase estimate (`phase_criticality`: each phase's saving capped at the lead). Threads
+    waiting for a CPU count as active, so CPU contention alone does not make phases.
     """
     from scalestack.analysis.phase_criticality import phase_criticality
 
-    pc = phase_criticality(trace, factor=factor)
+    # a thread waiting for a CPU counts as active: phases are then cut only where the program waited
+    # for one thread, not where the scheduler made two threads take turns on one core
+    pc = phase_criticality(trace, factor=factor, active="running+runnable")
     c = pc.criticality_ns
     if c.shape[0] < 2 or c.shape[1] < 2 or pc.span_ns <= 0:
         return []
