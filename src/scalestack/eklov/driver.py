@@ -289,10 +289,7 @@ def measure(p: Plan, repeat: int = 3, *, profile: str = "all", scope: str = "aut
         pirate_ns[n] = prof_times(clean or [(t, s) for t, _, s in r["prof"]])
     thread0 = {n: tuple(prof_times(r["thread0"])) for n, r in raw.items()}
     stack = EklovStack.from_runs(meas[1], pirate_ns, nosync, meas, discarded=discarded)
-    warns = warnings(p, unsupported, broken, isolated_runs)
-    moved = stack.baseline_warning()
-    if moved:
-        warns.insert(0, moved)
+    warns = [*stack.warnings, *warnings(p, unsupported, broken, isolated_runs)]
     busy = [x for x in loads if x == x]
     if busy and float(np.median(busy)) > 0.05:
         warns.insert(0, f"other processes used {float(np.median(busy)):.0%} of the CPUs during the real runs (median): "

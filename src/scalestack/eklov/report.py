@@ -12,9 +12,6 @@ def _parts(res, title: str | None = None) -> tuple[EklovStack, list[dict], list[
     stack = getattr(res, "stack", res)
     rows = res.rows()
     warns = list(getattr(res, "warnings", ()))
-    moved = stack.baseline_warning()
-    if moved and moved not in warns:  # a multi-instance stack carries no warnings of its own
-        warns.insert(0, moved)
     cmd = getattr(res, "command", None)
     title = title or (shlex.join(cmd) if cmd else "multi-instance run")
     return stack, rows, warns, title

@@ -69,11 +69,13 @@ class EklovStack(Result):
         if missing or not len(t1_ns):
             raise ValueError(f"every count needs T(1), pirate, no-sync and measured times; missing for {missing}")
         ns = nosync_ns if nosync_ns is not None else meas_ns
-        return cls(counts=counts, t1_ns=tuple(float(t) for t in t1_ns),
-                   pirate_ns={n: tuple(float(t) for t in pirate_ns[n]) for n in counts},
-                   nosync_ns={n: tuple(float(t) for t in ns[n]) for n in counts},
-                   meas_ns={n: tuple(float(t) for t in meas_ns[n]) for n in counts},
-                   mode=mode, discarded=dict(discarded or {}))
+        stack = cls(counts=counts, t1_ns=tuple(float(t) for t in t1_ns),
+                    pirate_ns={n: tuple(float(t) for t in pirate_ns[n]) for n in counts},
+                    nosync_ns={n: tuple(float(t) for t in ns[n]) for n in counts},
+                    meas_ns={n: tuple(float(t) for t in meas_ns[n]) for n in counts},
+                    mode=mode, discarded=dict(discarded or {}))
+        moved = stack.baseline_warning()  # derived from the repeats, so every stack built carries it
+        return replace(stack, warnings=(moved,)) if moved else stack
 
     # speedup (or normalized throughput) curves, medians of the repeats
     def _curve(self, times: Mapping[int, tuple[float, ...]], n: int) -> float:
@@ -157,7 +159,7 @@ class EklovStack(Result):
         stack = cls.from_runs(d["t1_ns"], per_n("pirate_ns"), per_n("nosync_ns"), per_n("meas_ns"),
                               mode=d.get("mode", "threads"),
                               discarded={int(n): int(k) for n, k in d.get("discarded", {}).items()})
-        return replace(stack, warnings=tuple(str(w) for w in d.get("warnings", ())))
+        return replace(stack, warnings=tuple(str(w) for w in d["warnings"])) if "warnings" in d else stack
 
 
 def pirate_size(llc_bytes: int, n: int) -> int:
