@@ -87,9 +87,9 @@ def cache_checked(res, cache_size: str | None, cache_bytes: int | None):
     """`res` with a warning if C was measured (`--cache-size measured`) and reads differently now."""
     import dataclasses
 
-    from scalestack.eklov.pirate import cache_moved
+    from scalestack.eklov.pirate import cache_moved, measured_option
 
-    if not cache_size or cache_size.strip().lower() != "measured" or not cache_bytes:
+    if not measured_option(cache_size) or not cache_bytes:
         return res
     moved = cache_moved(cache_bytes)
     return dataclasses.replace(res, warnings=(moved, *res.warnings)) if moved else res

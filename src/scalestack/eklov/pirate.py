@@ -282,12 +282,17 @@ def calibrate(size_bytes: int, cpu: int | None = None, pattern: str = "random") 
     return float(res.stdout.strip())
 
 
+def measured_option(text: str | None) -> bool:
+    """True for `--cache-size measured` (any case, spaces around)."""
+    return bool(text) and text.strip().lower() == "measured"
+
+
 def cache_size_option(text: str | None) -> tuple[int | None, str | None]:
     """The C of `--cache-size TEXT`: None (sysfs), a size, or "measured" (the pirate's knee here,
     with a line saying what was found, since a VM's sysfs may describe its host's cache)."""
     if not text:
         return None, None
-    if text.strip().lower() != "measured":
+    if not measured_option(text):
         return parse_size_bytes(text), None
     llc = llc_info(0)
     c, _ = effective_llc_bytes(llc.cpus[-1])
