@@ -118,7 +118,7 @@ def test_real_barrier_program_names_the_slow_thread_and_its_barrier(c_programs):
 def test_real_program_whose_slow_thread_takes_turns_gets_the_phase_finding(c_programs):
     """barrier_imbalance with SHIFT=1: the slow thread alternates round by round, so each worker is
     the critical one in its own rounds while whole-run criticality sees two even threads."""
-    trace = scalestack.record([str(c_programs["barrier_imbalance"]), "8", "3000000", "3", "2", "1"], None)
+    trace = scalestack.record([str(c_programs["barrier_imbalance"]), "12", "8000000", "3", "2", "1"], None)
     st_ = trace.states
     waiting_for_cpu = int(st_.duration_ns[st_.state == State.RUNNABLE].sum())
     if waiting_for_cpu > 0.1 * (trace.end_ns - trace.start_ns):  # advise then leaves phases out, by design
