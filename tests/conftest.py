@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ROOT / "workloads"
 
 # Every perf.data a test records or imports is read by both readers (the direct perf.data reader
-# and perf script's text) and must give identical events (scalestack.collect.perf.read_events).
+# and perf script's text) and must give identical events (scalestack.ingest.perf_data.read_events).
 os.environ.setdefault("SCALESTACK_CHECK_READERS", "1")
 
 

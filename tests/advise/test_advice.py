@@ -163,7 +163,7 @@ def test_pool_serialised_on_one_lock_is_named_with_the_lock():
     res = advise(trace)
     assert res.findings[0].kind == "balanced"
     pool = next(f for f in res.findings if f.kind == "pool")
-    box = next(b for b in trace.bottle(group_by=[(r"^worker-\d+$", "w")]).boxes if b.label == "w")
+    box = next(b for b in scalestack.bottle(trace, group_by=[(r"^worker-\d+$", "w")]).boxes if b.label == "w")
     assert f"parallelism {box.width:.1f} of 8" in pool.title and box.width < 0.6 * 8
     assert pool.addr == 0x1000 and "0x1000" in pool.detail and "released by 8 threads" in pool.detail
     assert pool.predicted_speedup == pytest.approx(box.height_ns / (box.height_ns * box.width / 8), rel=0.02)
@@ -207,7 +207,7 @@ def test_sweep_finding_names_the_largest_speedup_loss(tmp_path):
     # the CLI reads a sweep directory as 'scalestack scale' writes it
     runs = []
     for n, tr in traces.items():
-        tr.save(str(tmp_path / f"t{n}.trace"))
+        scalestack.save(tr, str(tmp_path / f"t{n}.trace"))
         runs.append({"threads": n, "wall_ns": int(tr.wall_ns), "path": f"t{n}.trace"})
     (tmp_path / "sweep.json").write_text(json.dumps({"threads": [1, 4], "runs": runs}))
     out = subprocess.run([sys.executable, "-m", "scalestack.cli", "advise", str(tmp_path / "t4.trace"), "--sweep",

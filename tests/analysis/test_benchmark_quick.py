@@ -9,7 +9,7 @@ from ..conftest import ROOT
 
 
 def test_analysis_throughput_quick():
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "analysis_throughput.py"), "--quick"],
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "speed" / "analysis_throughput.py"), "--quick"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert sum(line.endswith("M intervals/s") for line in proc.stdout.splitlines()) == 3

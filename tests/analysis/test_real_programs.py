@@ -22,12 +22,12 @@ def _workers(trace):
 def test_imbalanced_barrier_slow_thread_is_critical(c_programs):
     trace = scalestack.record([str(c_programs["barrier_imbalance"]), "8", "3000000", "3"], None)
     t0, t1 = _workers(trace)
-    res = trace.criticality()
+    res = scalestack.criticality(trace)
     assert res.most_critical_tid == t1
     i0, i1 = (int(np.flatnonzero(res.tids == t)[0]) for t in (t0, t1))
     assert res.parallelism[i1] < res.parallelism[i0]
     assert res.share[i1] > 0.6
-    boxes = trace.bottle().boxes
+    boxes = scalestack.bottle(trace).boxes
     assert boxes[-2].tids == (t1,) or boxes[-1].tids == (t1,)  # narrow boxes sit on top
 
 
@@ -42,7 +42,7 @@ def test_balanced_program_has_an_even_stack(c_programs):
     excess = []
     for _ in range(3):
         trace = scalestack.record([str(c_programs["balanced"]), "2", "20", "4000000"], None)
-        res = trace.criticality()
+        res = scalestack.criticality(trace)
         rows = [int(np.flatnonzero(res.tids == t)[0]) for t in _workers(trace)]
         share, run = res.share[rows], res.running_ns[rows]
         uneven = abs(share[0] - share[1]) / share.max()

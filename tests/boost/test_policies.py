@@ -96,7 +96,7 @@ def test_cli_policy_and_benchmark(tmp_path):
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "fastest" in bad.stderr
     js = tmp_path / "b.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "validate_boosting.py"), "--quick", "--json",
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "validation" / "validate_boosting.py"), "--quick", "--json",
                            str(js)], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     s = json.loads(js.read_text())["summary"]

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import scalestack
 from scalestack.analysis.criticality import criticality
 from scalestack.analysis.phase_criticality import capped_gain, phase_criticality, sync_phase_bounds
 from scalestack.errors import UserError
@@ -107,7 +108,7 @@ def test_phases_add_up_and_gain_is_bounded(seed, threads, cores):
 
 
 def test_validate_criticality_quick_reports_classes_and_misses():
-    p = subprocess.run([sys.executable, str(ROOT / "benchmarks/validate_criticality.py"), "--quick", "--misses"],
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks/validation/validate_criticality.py"), "--quick", "--misses"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     out = p.stdout
@@ -137,12 +138,11 @@ def test_whatif_cli_prints_the_per_phase_estimate(tmp_path):
 
     from click.testing import CliRunner
 
-    import scalestack
     from scalestack.commands.whatif import command as whatif_cmd
 
     res = run(two_phase())
     path = tmp_path / "t.sstrace"
-    res.trace.save(str(path))
+    scalestack.save(res.trace, str(path))
     r = CliRunner().invoke(whatif_cmd, [str(path), "--accelerate", str(int(res.trace.threads.tid[0])), "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.output)

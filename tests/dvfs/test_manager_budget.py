@@ -16,7 +16,7 @@ from scalestack.analysis.dvfs_manager import (
     run_online,
     simulate_schedule,
 )
-from scalestack.power import TRANSITION_NS, dvfs_states
+from scalestack.analysis.power import TRANSITION_NS, dvfs_states
 from scalestack.sim.dvfs_workloads import java_like
 from scalestack.sim.engine import simulate
 

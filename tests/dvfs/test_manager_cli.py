@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+import scalestack
 from scalestack.analysis import dvfs
 from scalestack.analysis.dvfs_manager import cut_epochs, manage, simulate_schedule
+from scalestack.analysis.power import dvfs_states
 from scalestack.cli import cli
-from scalestack.power import dvfs_states
 from scalestack.sim.dvfs_workloads import java_like
 from scalestack.sim.engine import simulate
 
@@ -86,7 +87,7 @@ def test_cli_text_and_manager(tmp_path):
 
 def test_cli_trace_without_counters_says_which_predictions_are_impossible(tmp_path):
     path = str(tmp_path / "r.trace")
-    simulate(java_like("lock", 2), cores=4, freq_ghz=2.0).trace.save(path)
+    scalestack.save(simulate(java_like("lock", 2), cores=4, freq_ghz=2.0).trace, path)
     p = subprocess.run([sys.executable, "-m", "scalestack.cli", "dvfs", path, "--from", "2GHz", "--to", "4GHz"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
@@ -107,7 +108,7 @@ def test_cli_user_errors(args):
 
 
 def test_benchmark_quick():
-    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "validate_dvfs.py"), "--quick"],
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "validation" / "validate_dvfs.py"), "--quick"],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     row = next(ln for ln in p.stdout.splitlines() if ln.startswith("DEP+BURST  "))

@@ -128,7 +128,7 @@ def test_threaded_stack_llc_kernel_has_a_clear_cache_component(kernels):
 
     from scalestack.eklov.pirate import cache_moved, effective_llc_bytes, llc_info
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "validation"))
     from eklov_kernels import kernel_knee
 
     cpu = llc_info(0).cpus[-1]

@@ -1,4 +1,4 @@
-"""benchmarks/eklov_nosync_gap.py --quick: the diagnosis builds of ub-tiny compile and run, every
+"""benchmarks/validation/eklov_nosync_gap.py --quick: the diagnosis builds of ub-tiny compile and run, every
 variant is printed for N = 1 and 2, and where nothing contends (N = 1) the shim's CPU-time no-sync
 estimate matches the sync-free build (a lock that never waits must cost the estimate nothing)."""
 
@@ -17,7 +17,7 @@ from ..conftest import ROOT
 
 @pytest.mark.skipif(shutil.which("gcc") is None or len(os.sched_getaffinity(0)) < 2, reason="needs gcc and two CPUs")
 def test_nosync_gap_quick():
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "eklov_nosync_gap.py"), "--quick"],
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "validation" / "eklov_nosync_gap.py"), "--quick"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(shutil.which("gcc") is None or len(os.sched_geta
 
 
 def _quick(script: str) -> str:
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), "--quick"],
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "validation" / script), "--quick"],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
@@ -38,7 +38,7 @@ def test_eklov_kernels_quick():
 
 
 def test_pirate_one_run_quick():
-    """benchmarks/pirate_one_run.py --quick: both curves of the lookup kernel, side by side."""
+    """benchmarks/validation/pirate_one_run.py --quick: both curves of the lookup kernel, side by side."""
     out = _quick("pirate_one_run.py")
     row = re.compile(r"^(?:lookup .* table)?\s+(\d+)" + r"\s+([\d.]+)" * 3 + r"\s+([+-][\d.]+)" * 2)
     rows = [m.groups() for m in map(row.match, out.splitlines()) if m]

@@ -77,7 +77,7 @@ def nosync_error(sync_exe: str, nosync_exe: str, n: int, repeat: int = 5, patien
     "tiny",
     # measured on a quiet machine (load < 0.15, medians of 5 or 9 interleaved pairs): ub-rnd +1.7, +1.9, +3.0,
     # +3.1, +3.3, +3.5, +4.7, +5.7, +5.9% (7 of 9 within 5%); ub-seq -4.2 ... +2.7% (all 8 within); a session
-    # before, +12.9% / +8.5%, and rnd +4.7 ... +9.4% as other jobs started. benchmarks/eklov_nosync_gap.py
+    # before, +12.9% / +8.5%, and rnd +4.7 ... +9.4% as other jobs started. benchmarks/validation/eklov_nosync_gap.py
     # splits rnd's bias (docs/eklov.md): ~5 points are there with one thread, where nothing waits (the lock's
     # own line and page, evicted by the random reads between two lock calls), ~2 are line transfers, the rest
     # compute made slower after each sleep on the lock: costs of synchronization the method counts as work
@@ -89,7 +89,7 @@ def nosync_error(sync_exe: str, nosync_exe: str, n: int, repeat: int = 5, patien
 @pytest.mark.skipif(os.environ.get("SCALESTACK_WALLCLOCK_CHECKS") != "1",
                     reason="wall-clock accuracy needs a machine with nothing else running (the suite's own recording "
                            "tests measured ub-tiny at -9.4% once): set SCALESTACK_WALLCLOCK_CHECKS=1 to run it; "
-                           "benchmarks/eklov_validate.py prints the same figures")
+                           "benchmarks/validation/eklov_validate.py prints the same figures")
 def test_nosync_estimate_within_5_percent_of_sync_compiled_out(ubs, ub):
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs 2 cores")

@@ -1,4 +1,4 @@
-"""benchmarks/eklov_validate.py --quick runs and prints the ub table and three real-program stacks."""
+"""benchmarks/validation/eklov_validate.py --quick runs and prints the ub table and three real-program stacks."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from ..conftest import ROOT
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
 def test_eklov_validate_quick():
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "eklov_validate.py"), "--quick"],
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "validation" / "eklov_validate.py"), "--quick"],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout

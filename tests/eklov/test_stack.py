@@ -66,7 +66,7 @@ def test_baseline_warning_when_t1_moves():
 
 
 def test_report_shows_the_baseline_warning_of_a_multi_instance_stack():
-    from scalestack.eklov.report import table_lines
+    from scalestack.report.eklov_section import table_lines
 
     moved = EklovStack.from_runs([100e6, 250e6, 120e6], {2: [60e6, 61e6, 62e6]}, None, {2: [70e6] * 3},
                                  mode="instances")
@@ -89,7 +89,7 @@ def test_cache_moved_beyond_the_measurements_jitter(monkeypatch):
 def test_a_moved_cache_is_a_warning_of_the_result_and_survives_json(monkeypatch):
     from scalestack.commands import pirate_stack
     from scalestack.eklov import pirate
-    from scalestack.eklov.report import table_lines
+    from scalestack.report.eklov_section import table_lines
 
     monkeypatch.setattr(pirate, "cache_moved", lambda c0: f"the measured cache moved from {c0 >> 20} to 19 MiB")
     s = EklovStack.from_runs([100e6, 101e6], {2: [60e6, 61e6]}, None, {2: [70e6, 71e6]}, mode="instances")

@@ -15,7 +15,7 @@ from scalestack.errors import UserError
 from scalestack.hwsim import HwConfig, from_arrays
 from scalestack.hwsim import engine as E
 from scalestack.hwsim.accounting import simulate
-from scalestack.hwsim.eklov import (
+from scalestack.hwsim.eklov_sim import (
     COMPONENTS,
     Workload,
     isolated_run,
@@ -152,7 +152,7 @@ def test_bad_input():
 
 
 def test_benchmark_quick():
-    res = subprocess.run([sys.executable, str(ROOT / "benchmarks/validate_eklov_sim.py"), "--quick"],
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks/validation/validate_eklov_sim.py"), "--quick"],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     assert "within 5% of N" in res.stdout

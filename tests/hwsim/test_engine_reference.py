@@ -21,7 +21,7 @@ import pytest
 from scalestack.hwsim import HwConfig, from_arrays, generate
 from scalestack.hwsim import engine as E
 from scalestack.hwsim.accounting import simulate, sync_dense
-from scalestack.hwsim.eklov import pirate_stream
+from scalestack.hwsim.eklov_sim import pirate_stream
 from scalestack.hwsim.traces import parallel_kernel
 
 REF = Path(__file__).with_name("engine_reference.npz")

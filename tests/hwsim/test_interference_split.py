@@ -11,7 +11,7 @@ import numpy as np
 from scalestack.hwsim import HwConfig
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "benchmarks" / "validation"))
 
 
 def test_fixed_latency_memory_has_no_memory_part():
@@ -26,7 +26,7 @@ def test_fixed_latency_memory_has_no_memory_part():
 
 
 def test_quick():
-    res = subprocess.run([sys.executable, str(ROOT / "benchmarks/hwsim_interference_split.py"), "--quick"],
+    res = subprocess.run([sys.executable, str(ROOT / "benchmarks/validation/hwsim_interference_split.py"), "--quick"],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     out = res.stdout.strip().splitlines()

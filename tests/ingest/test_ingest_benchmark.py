@@ -12,7 +12,7 @@ from ..conftest import ROOT, requires_recording
 @requires_recording
 def test_ingest_quick(tmp_path):
     out = tmp_path / "ingest.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ingest.py"), "--quick", "--json", str(out)],
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "speed" / "ingest.py"), "--quick", "--json", str(out)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     (row,) = json.loads(out.read_text()).values()

@@ -16,11 +16,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from scalestack.errors import UserError
-from scalestack.events import Kind
 from scalestack.ingest import sniff_format
 from scalestack.ingest.perf_data import parse_perf_data, read_header, read_perf_data
 from scalestack.ingest.perf_script import parse_perf_script
-from scalestack.state_builder import build_trace
+from scalestack.trace.builder import build_trace
+from scalestack.trace.events import Kind
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 PLAIN = (DATA / "barrier.perf.data").read_bytes()

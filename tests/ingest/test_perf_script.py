@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scalestack.errors import UserError
-from scalestack.events import Kind
 from scalestack.ingest.perf_script import parse_perf_script, sniff
+from scalestack.trace.events import Kind
 
 from ..conftest import requires_recording
 
@@ -100,7 +100,7 @@ def test_any_input_gives_events_or_one_clear_error(data):
 @requires_recording
 def test_real_recording_matches_perf_script_line_counts(c_programs, tmp_path):
     data = tmp_path / "perf.data"
-    from scalestack.events import RECORD_TRACEPOINTS
+    from scalestack.trace.events import RECORD_TRACEPOINTS
     subprocess.run(["perf", "record", "-q", "-a", "-k", "CLOCK_MONOTONIC", "-m", "16M", "-o", str(data), "-e",
                     ",".join(RECORD_TRACEPOINTS), "--", str(c_programs["mutex_counter"]), "2", "2000"], check=True)
     text = subprocess.run(["perf", "script", "-i", str(data), "-F", "comm,pid,tid,cpu,time,event,trace", "--ns"],

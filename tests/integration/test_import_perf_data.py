@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import scalestack
-from scalestack.events import RECORD_TRACEPOINTS
+from scalestack.trace.events import RECORD_TRACEPOINTS
 
 from ..conftest import requires_recording
 
@@ -28,4 +28,4 @@ def test_import_perf_data_by_name(c_programs, tmp_path):
     trace = scalestack.load(tmp_path / "b.trace")
     trace.validate()
     assert trace.meta["source"] == "perf-data" and len(trace.threads) == 3
-    assert trace.criticality().share.max() > 0.5
+    assert scalestack.criticality(trace).share.max() > 0.5

@@ -8,10 +8,10 @@ import subprocess
 import numpy as np
 import pytest
 
-from scalestack.collect.perf import read_events
-from scalestack.events import RECORD_TRACEPOINTS, Kind
-from scalestack.state_builder import build_trace
+from scalestack.ingest.perf_data import read_events
 from scalestack.trace import State
+from scalestack.trace.builder import build_trace
+from scalestack.trace.events import RECORD_TRACEPOINTS, Kind
 
 from ..conftest import requires_recording
 

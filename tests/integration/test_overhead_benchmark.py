@@ -14,7 +14,7 @@ pytestmark = requires_recording
 
 def test_overhead_quick(tmp_path: Path):
     out = tmp_path / "overhead.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "overhead.py"), "--quick", "--json", str(out)],
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "speed" / "overhead.py"), "--quick", "--json", str(out)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     figures = json.loads(out.read_text())

@@ -13,8 +13,8 @@ import scalestack
 from scalestack.errors import UserError
 from scalestack.ingest.chrome import export_chrome
 from scalestack.ingest.chrome import load as load_chrome
-from scalestack.schedstat import compare, read_truth
 from scalestack.trace import State, SwitchSpanTable
+from scalestack.trace.kernel_accounting import compare, read_truth
 
 from ..conftest import ROOT, requires_recording
 
@@ -135,7 +135,7 @@ def test_running_time_matches_the_kernels_own_accounting(c_programs, tmp_path, m
     assert trace.meta["collector"] == collector
     rows = compare(trace, read_truth(truth_file))
     assert len(rows) >= 2 and len(rows) == len(read_truth(truth_file))
-    # RUNNING follows the scheduler's runtime reports. Measured here (benchmarks/collectors.py, 20
+    # RUNNING follows the scheduler's runtime reports. Measured here (benchmarks/validation/collectors.py, 20
     # recordings per program and collector): median error 0.2-0.7%, 94-100% of threads within 2%,
     # and a rare outlier (one thread in 160 recordings off by 25%, when the kernel dropped some of
     # its reports too). So: at least half of the threads within 2%, none grossly wrong (a naive
@@ -159,7 +159,7 @@ def test_java_application_threads_match_the_kernels_own_accounting(java_classes,
     # repair learned that a CPU idle at the wake call may run another task first (its switch out of
     # idle lost) and took the CPU of runs whose start a runtime report moved, 5 of 19 runs here had
     # RUNNABLE 1.65-3.66 ms below the kernel's run_delay; after it, 36 runs alone (72 threads) all
-    # held (RUNNING <= 0.44%, RUNNABLE <= 0.71 ms; benchmarks/collectors.py --only java), but one run
+    # held (RUNNING <= 0.44%, RUNNABLE <= 0.71 ms; benchmarks/validation/collectors.py --only java), but one run
     # of this file inside the full suite missed the RUNNABLE bound (a worker with 13.8 ms of
     # RUNNABLE; the error itself was not printed then, it is now), and RUNNING was once 3.7 ms (8%)
     # below in the 19 runs before (a lost runtime report, which this repair does not touch). So both
@@ -259,7 +259,7 @@ def test_tracefs_removes_instances_left_by_killed_recordings(c_programs):
     tracefs recording removes the instances of processes that are gone, and only those."""
     import os
 
-    from scalestack.collect.perf import ensure_tracefs
+    from scalestack.collect.tracefs import ensure_tracefs
 
     instances = os.path.join(ensure_tracefs(), "instances")
     dead = subprocess.Popen(["true"])

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scalestack.collect import ebpf
+from scalestack.collect import aggregator
 
 from ..conftest import requires_recording
 
@@ -18,11 +18,11 @@ ROOT = Path(__file__).resolve().parents[2]
 @requires_recording
 def test_collectors_quick_mode(tmp_path):
     out = tmp_path / "c.json"
-    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "collectors.py"), "--quick", "--only", "oversubscribed",
+    subprocess.run([sys.executable, str(ROOT / "benchmarks" / "validation" / "collectors.py"), "--quick", "--only", "oversubscribed",
                     "--json", str(out), "--keep", str(tmp_path / "keep")], check=True, capture_output=True, timeout=300)
     figs = json.loads(out.read_text())
     expected = ["oversubscribed (4 on 2) [perf]", "oversubscribed (4 on 2) [tracefs]"]
-    if ebpf.unavailable() is None:
+    if aggregator.unavailable() is None:
         expected = ["oversubscribed (4 on 2) [aggregate]", "oversubscribed (4 on 2) [ebpf]", *expected]
     assert sorted(figs) == expected
     for name, f in figs.items():
@@ -31,12 +31,12 @@ def test_collectors_quick_mode(tmp_path):
         assert f["runnable_err_median_ms"] <= f["runnable_err_p95_ms"] <= f["runnable_err_max_ms"]
         assert 0 <= f["runnable_within_5pct_or_1ms"] <= 100
         assert f["run_err_median_pct"] < 5, name  # every collector measures CPU time closely (measured: < 0.1%)
-    if ebpf.unavailable() is None and shutil.which("bpftrace"):
+    if aggregator.unavailable() is None and shutil.which("bpftrace"):
         # the aggregator adds up the kernel's own sum_exec_runtime and run_delay, so against the
         # kernel's figures at each thread's exit it is exact (measured: 0.00 in 125 recordings of 5 programs)
         f = figs["oversubscribed (4 on 2) [aggregate]"]
         assert f["run_err_max_pct"] < 0.01 and f["runnable_err_max_ms"] < 0.01, f
-    if ebpf.unavailable() is None:
+    if aggregator.unavailable() is None:
         # the eBPF trace collector loses no switch of its own (measured, 20 recordings of each of five
         # programs: 0.00-0.42 chain gaps per 1000 events, switches out of this VM's agent threads that no
         # tracepoint reports, against perf's 14-49 and tracefs's 16-25)

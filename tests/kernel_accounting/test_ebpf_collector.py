@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import scalestack
-from scalestack.schedstat import compare, read_truth
+from scalestack.trace.kernel_accounting import compare, read_truth
 
 from ..conftest import requires_recording
 from ..top.conftest import requires_ebpf
@@ -32,7 +32,7 @@ def _record(argv, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("program,args", PROGRAMS)
 def test_every_thread_agrees_with_the_kernel(c_programs, tmp_path, monkeypatch, program, args):
-    """Measured (benchmarks/collectors.py, two passes of 20 recordings each): every thread within
+    """Measured (benchmarks/validation/collectors.py, two passes of 20 recordings each): every thread within
     bounds, RUNNABLE within 0.16 ms, 0-0.54 chain gaps per 1000 events. A second recording is allowed, once: the
     kernel here never reports switches out of this VM's agent threads (docs/top.md), and such a
     switch-in leaves one wait unsized by the kernel's figure."""
@@ -69,9 +69,9 @@ def test_sampling_needs_perf_and_says_so(c_programs):
 def test_no_futex_records_no_futex_call_and_no_sync_wait(c_programs):
     import numpy as np
 
-    from scalestack.collect.perf import _collect_ebpf
-    from scalestack.events import Kind
+    from scalestack.collect.ebpf import collect as _collect_ebpf
     from scalestack.trace import State
+    from scalestack.trace.events import Kind
 
     argv = [str(c_programs["mutex_counter"]), "2", "2000", "500", "3000"]
     futex_kinds = [Kind.FUTEX_ENTER, Kind.FUTEX_EXIT, Kind.FUTEX_WAITV]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from scalestack.events import Kind
-from scalestack.state_builder import build_trace
+from scalestack.trace.builder import build_trace
+from scalestack.trace.events import Kind
 
 from ..unit.test_state_builder import RN, S_BIT, SL, SY, R, ev, intervals
 

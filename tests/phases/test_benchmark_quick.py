@@ -1,4 +1,4 @@
-"""benchmarks/validate_phases.py --quick runs and prints its figures."""
+"""benchmarks/validation/validate_phases.py --quick runs and prints its figures."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from ..conftest import ROOT
 
 
 def test_validate_phases_quick():
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "validate_phases.py"), "--quick"],
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "validation" / "validate_phases.py"), "--quick"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import scalestack
 from scalestack.analysis.phases import (
     bic_score,
     choose_k,
@@ -117,7 +118,7 @@ def test_interval_running_and_criticality_add_up_to_the_whole(segs, queries):
     tr = make_trace({"tid": present, "name": [str(t) for t in present], "start_ns": [0] * len(present),
                      "end_ns": [clock[t] for t in present]},
                     {"tid": tids, "start_ns": starts, "end_ns": ends, "state": states})
-    crit = tr.criticality()
+    crit = scalestack.criticality(tr)
     for i, tid in enumerate(crit.tids):
         cuts = np.unique(np.r_[0, [q[1] for q in queries if q[1] < clock[tid]], clock[tid]])
         t0, t1 = cuts[:-1], cuts[1:]

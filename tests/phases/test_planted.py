@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import adjusted_rand_score
 
+import scalestack
 from scalestack.analysis.phases import phases
 from scalestack.report import build_report, write_report
 from scalestack.sim.samples import interval_truth, planted_run
@@ -75,7 +76,7 @@ def test_sweep_shares_phase_ids_and_shows_the_serial_phase():
             assert sp[("T4", c)] > 3.0 and sp[("T2", c)] > 1.6
     # per-phase times add up to the time anything ran in each run (criticality split)
     for i, r in enumerate(runs):
-        crit = r.trace.criticality()
+        crit = scalestack.criticality(r.trace)
         total = sum(row["time_ns"] for row in res.phases if row["run"] == ["T1", "T2", "T4"][i])
         assert total == pytest.approx(crit.criticality_ns.sum(), rel=0.02)
 
@@ -94,7 +95,7 @@ def test_cli_table_json_figures_and_report(tmp_path):
     paths = []
     for t, r in zip((1, 2), runs, strict=True):
         p = tmp_path / f"t{t}.trace"
-        r.trace.save(str(p))
+        scalestack.save(r.trace, str(p))
         paths.append(str(p))
     cmd = [sys.executable, "-m", "scalestack.cli", "phases", *paths, "--interval-samples", "200"]
     out = subprocess.run([*cmd, "-o", str(tmp_path / "figs")], capture_output=True, text=True, cwd=ROOT)

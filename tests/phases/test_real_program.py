@@ -74,5 +74,5 @@ def test_two_kernels_are_two_phases(recording):
     # and the phases' times add up to the time the sampled threads ran, split by criticality
     par = {r["phase"]: r["parallelism"] for r in res.phases}
     assert 1.0 <= par[main_phase[0]] <= 2.0 + 1e-9 and 1.0 <= par[main_phase[1]] <= 2.0 + 1e-9
-    crit = tr.criticality()
+    crit = scalestack.criticality(tr)
     assert sum(r["time_ns"] for r in res.phases) <= crit.criticality_ns.sum() * 1.001

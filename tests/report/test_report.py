@@ -10,6 +10,7 @@ import xml.dom.minidom
 
 import pytest
 
+import scalestack
 from scalestack.report import ReportOptions, build_report, write_report
 from scalestack.report.terminal import print_report
 from scalestack.trace import make_trace
@@ -84,7 +85,7 @@ def test_html_opens_in_headless_chromium(report_dir, tmp_path):
 def test_cli_report_crit_bottle(tmp_path):
     tr = fig32_trace()
     path = tmp_path / "f.trace"
-    tr.save(path)
+    scalestack.save(tr, path)
 
     def run(*args):
         return subprocess.run([sys.executable, "-m", "scalestack.cli", *args], capture_output=True, text=True)

@@ -134,7 +134,7 @@ def test_cli_run_writes_loadable_trace(tmp_path):
 
 
 def test_validate_criticality_quick():
-    p = subprocess.run([sys.executable, str(ROOT / "benchmarks/validate_criticality.py"), "--quick"],
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks/validation/validate_criticality.py"), "--quick"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "largest criticality" in p.stdout and "replay" in p.stdout

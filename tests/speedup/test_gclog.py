@@ -36,7 +36,7 @@ def test_gc_term_from_log_matches_the_stack_formula():
 
 
 def test_gc_log_needs_java(tmp_path):
-    from scalestack.sweep import run_sweep
+    from scalestack.collect.sweep import run_sweep
 
     with pytest.raises(UserError, match="java"):
         run_sweep(["./prog", "{threads}"], [1], str(tmp_path), gc_log=True)

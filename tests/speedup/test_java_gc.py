@@ -3,7 +3,7 @@ the GC term agrees with the JVM's own -Xlog:gc pause times."""
 
 import pytest
 
-from scalestack.sweep import gc_checks, load_gc_logs, load_sweep, run_sweep, stacks
+from scalestack.collect.sweep import gc_checks, load_gc_logs, load_sweep, run_sweep, stacks
 from tests.conftest import requires_recording
 
 

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from scalestack.sweep import load_sweep, run_sweep, stacks
+from scalestack.collect.sweep import load_sweep, run_sweep, stacks
 from tests.conftest import requires_recording
 
 

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from scalestack.commands.scale import command
 from scalestack.eklov.pirate import llc_info
-from scalestack.eklov.report import load
+from scalestack.report.eklov_section import load
 from tests.conftest import requires_recording
 
 
@@ -46,8 +46,8 @@ def test_scale_with_pirate_puts_both_stacks_in_one_report(c_programs, tmp_path):
 
 def test_saved_result_round_trips(tmp_path):
     from scalestack.eklov.driver import PirateStackResult
-    from scalestack.eklov.report import save
     from scalestack.eklov.stack import EklovStack
+    from scalestack.report.eklov_section import save
 
     stack = EklovStack.from_runs([100.0, 104.0], {1: [100.0], 2: [60.0, 62.0]}, {1: [100.0], 2: [55.0]},
                                  {1: [101.0], 2: [70.0, 72.0]}, discarded={2: 1})

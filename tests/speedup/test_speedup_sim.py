@@ -23,7 +23,7 @@ def test_validation_benchmark_quick(tmp_path):
     from tests.conftest import ROOT
 
     out = tmp_path / "v.json"
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "validate_speedup.py"), "--quick", "--json",
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "validation" / "validate_speedup.py"), "--quick", "--json",
                            str(out)], capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = json.loads(out.read_text())["summary"]

@@ -10,6 +10,8 @@ import threading
 
 import numpy as np
 
+import scalestack
+
 
 def both(command: list[str], perf_ready_s: float = 3.0, keep_perf_data: str | None = None):
     """(perf Trace, eBPF Snapshot) of the same run of `command`; the trace's meta["schedstat"]
@@ -19,9 +21,10 @@ def both(command: list[str], perf_ready_s: float = 3.0, keep_perf_data: str | No
     import tempfile
 
     import scalestack
-    from scalestack.collect.ebpf import Aggregator, GatedCommand
-    from scalestack.collect.perf import perf_binary, read_events
-    from scalestack.switch_spans import switch_spans
+    from scalestack.collect.aggregator import Aggregator, GatedCommand
+    from scalestack.ingest.perf_data import read_events
+    from scalestack.tools import perf_binary
+    from scalestack.trace.switch_spans import switch_spans
 
     tmpdir = tempfile.TemporaryDirectory(prefix="scalestack-both-")
     perf_data = keep_perf_data or os.path.join(tmpdir.name, "perf.data")
@@ -105,13 +108,13 @@ def compare(trace, snap) -> list[dict]:
     """Per thread: C_j and Run_j from both, and their relative differences."""
     import dataclasses
 
-    from scalestack.switch_spans import criticality_from_spans
+    from scalestack.analysis.criticality import criticality_from_spans
     from scalestack.trace import SwitchSpanTable
 
     # the Trace's own criticality (switch-instant spans, made by the state builder) is what is scored;
     # the RUNNING-interval figure is kept beside it to show what the spans changed
-    crit = trace.criticality()
-    states = dataclasses.replace(trace, switch_spans=SwitchSpanTable.empty()).criticality()
+    crit = scalestack.criticality(trace)
+    states = scalestack.criticality(dataclasses.replace(trace, switch_spans=SwitchSpanTable.empty()))
     spans = trace.meta.get("switch_spans")
     if spans is not None:  # the harness's own sweep over the same perf.data gives the same C_j
         np.testing.assert_allclose(criticality_from_spans(trace, spans).criticality_ns, crit.criticality_ns,

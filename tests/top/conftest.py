@@ -8,7 +8,7 @@ import pytest
 
 
 def ebpf_reason() -> str | None:
-    from scalestack.collect.ebpf import unavailable
+    from scalestack.collect.aggregator import unavailable
 
     return unavailable()
 

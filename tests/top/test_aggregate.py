@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalestack.aggregate import AggregateRecording, window_rows
 from scalestack.analysis.bottle import group_threads
 from scalestack.analysis.criticality import timeline
-from scalestack.collect.ebpf import FX_SHIFT, parse_snapshot
+from scalestack.collect.aggregate_recording import AggregateRecording, window_rows
+from scalestack.collect.aggregator import FX_SHIFT, parse_snapshot
 
 FX = 1 << FX_SHIFT
 

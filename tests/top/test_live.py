@@ -137,7 +137,7 @@ def test_record_aggregate_then_report(c_programs, tmp_path):
                "20", "2000000", "3", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "aggregated 3 threads" in res.stderr
-    from scalestack.aggregate import AggregateRecording
+    from scalestack.collect.aggregate_recording import AggregateRecording
 
     rec = AggregateRecording.load(str(out))
     start, end, _ = rec.windows()
@@ -200,20 +200,20 @@ def test_not_permitted_is_one_line_that_points_to_record():
 
 
 def test_unavailable_names_each_reason(monkeypatch, tmp_path):
-    from scalestack.collect import ebpf
+    from scalestack.collect import aggregator, bpf_build
 
-    monkeypatch.setattr(ebpf.os, "geteuid", lambda: 1000)
-    assert "needs root" in ebpf.unavailable()
-    monkeypatch.setattr(ebpf.os, "geteuid", lambda: 0)
-    monkeypatch.setattr(ebpf.platform, "release", lambda: "4.19.0-amd64")
-    assert "too old" in ebpf.unavailable()
-    monkeypatch.setattr(ebpf.platform, "release", lambda: "6.1.0")
+    monkeypatch.setattr(bpf_build.os, "geteuid", lambda: 1000)
+    assert "needs root" in aggregator.unavailable()
+    monkeypatch.setattr(bpf_build.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(bpf_build.platform, "release", lambda: "4.19.0-amd64")
+    assert "too old" in aggregator.unavailable()
+    monkeypatch.setattr(bpf_build.platform, "release", lambda: "6.1.0")
     real_exists = os.path.exists
-    monkeypatch.setattr(ebpf.os.path, "exists", lambda p: False if p == "/sys/kernel/btf/vmlinux" else real_exists(p))
-    assert "no BTF" in ebpf.unavailable()
+    monkeypatch.setattr(bpf_build.os.path, "exists", lambda p: False if p == "/sys/kernel/btf/vmlinux" else real_exists(p))
+    assert "no BTF" in aggregator.unavailable()
     for reason in ("needs root", "too old", "no BTF"):
         assert reason  # each message ends by pointing to perf
-    assert ebpf.unavailable().endswith("use `scalestack record` (perf) instead")
+    assert aggregator.unavailable().endswith("use `scalestack record` (perf) instead")
 
 
 def test_started_quickly():
@@ -226,7 +226,7 @@ def test_started_quickly():
 @requires_ebpf
 @requires_perf
 def test_agreement_benchmark_quick_mode():
-    res = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[2] / "benchmarks" / "top_agreement.py"),
+    res = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[2] / "benchmarks" / "validation" / "top_agreement.py"),
                           "--quick"], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     assert "worst C_j diff" in res.stdout and "barrier" in res.stdout
@@ -236,7 +236,7 @@ def test_agreement_benchmark_quick_mode():
 def test_resolved_overhead_quick_mode():
     import re
 
-    res = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[2] / "benchmarks" /
+    res = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[2] / "benchmarks" / "speed" /
                                               "overhead_aggregate.py"), "--quick", "--only-resolved"],
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr

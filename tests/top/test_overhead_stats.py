@@ -1,4 +1,4 @@
-"""The resolved overhead's statistics (benchmarks/overhead_aggregate.py)."""
+"""The resolved overhead's statistics (benchmarks/speed/overhead_aggregate.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "speed"))
 
 from overhead_aggregate import median_ci  # noqa: E402
 

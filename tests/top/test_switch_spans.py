@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalestack.analysis.criticality import timeline
-from scalestack.events import Kind, RawEvents
-from scalestack.switch_spans import criticality_from_spans, switch_spans
+from scalestack.analysis.criticality import criticality_from_spans, timeline
+from scalestack.trace.events import Kind, RawEvents
+from scalestack.trace.switch_spans import switch_spans
 
 A, B = 101, 102
 
@@ -140,7 +140,7 @@ def test_lost_switches_are_rebuilt_exactly_when_the_runtime_reports_are_exact(da
 
 
 def test_criticality_from_spans_keeps_the_traces_running_time():
-    from scalestack.state_builder import build_trace
+    from scalestack.trace.builder import build_trace
 
     rows = [_sw(0, 0, 0, A), _sw(10, 1, 0, B), _rt(50, 0, A, A, 45), _sw(50, 0, A, 0), _rt(90, 1, B, B, 80),
             _sw(90, 1, B, 0)]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scalestack.collect.ebpf_trace import RECORD, read_records
+from scalestack.collect.ebpf import RECORD, read_records
 from scalestack.errors import UserError
-from scalestack.events import Kind
+from scalestack.trace.events import Kind
 
 
 def _write(path, rows):

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scalestack.errors import UserError
-from scalestack.events import Kind
 from scalestack.ingest.ftrace_raw import read_cpu_buffers
 from scalestack.ingest.tracepoint import parse_format, preempt_flag
+from scalestack.trace.events import Kind
 
 SWITCH_FORMAT = """name: sched_switch
 ID: 372

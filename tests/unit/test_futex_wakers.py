@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scalestack.events import Kind
 from scalestack.ingest.perf_data import read_perf_data
-from scalestack.state_builder import build_trace
 from scalestack.trace import State
+from scalestack.trace.builder import build_trace
+from scalestack.trace.events import Kind
 from tests.unit.test_state_builder import S_BIT, X_BIT, ev
 
 DATA = Path(__file__).resolve().parents[1] / "data"

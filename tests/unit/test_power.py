@@ -2,7 +2,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scalestack.power import PowerModel, dvfs_states, voltage
+from scalestack.analysis.power import PowerModel, dvfs_states, voltage
 
 
 def test_spec_voltage_table():

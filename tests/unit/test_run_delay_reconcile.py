@@ -6,9 +6,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalestack.events import Kind, RawEvents
-from scalestack.state_builder import build_trace, reconcile_runnable
 from scalestack.trace import State, StateTable
+from scalestack.trace.builder import build_trace, reconcile_runnable
+from scalestack.trace.events import Kind, RawEvents
 
 from .test_state_builder import ev, fork_wait_exit_rows, intervals
 

@@ -6,9 +6,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalestack.events import Kind, RawEvents
-from scalestack.state_builder import build_trace
 from scalestack.trace import State
+from scalestack.trace.builder import build_trace
+from scalestack.trace.events import Kind, RawEvents
 
 R, RN, SY, IO, SL, UN = (int(s) for s in State)
 S_BIT, D_BIT, X_BIT = 1, 2, 16

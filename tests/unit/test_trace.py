@@ -61,7 +61,7 @@ def test_between_clips():
 def test_save_load_roundtrip(tmp_path):
     t = small_trace()
     p = tmp_path / "x.trace"
-    t.save(p)
+    scalestack.save(t, p)
     u = scalestack.load(p)
     assert u.equals(t, meta_keys=("root_tid", "start_ns", "end_ns"))
 

@@ -12,8 +12,8 @@ VM is 32 MiB and a program gets 4-12 MiB of it). Programs: the eklov_lookup stre
 a table in L1, of half the knee and of the knee, and the real compressors found on the machine
 (xz -T1, zstd -T1) over a text file.
 
-    .venv/bin/python benchmarks/pirate_one_run.py            # every program, 3 runs per size
-    .venv/bin/python benchmarks/pirate_one_run.py --quick    # the lookup kernel at half the knee
+    .venv/bin/python benchmarks/validation/pirate_one_run.py            # every program, 3 runs per size
+    .venv/bin/python benchmarks/validation/pirate_one_run.py --quick    # the lookup kernel at half the knee
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
 from scalestack.eklov import curve as cv  # noqa: E402

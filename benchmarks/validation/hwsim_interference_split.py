@@ -7,7 +7,7 @@ the same two parts (net inter-thread-miss penalty, memory waiting counters) are 
 per thread and summed. Full ATDs and no prefetching, so set sampling and prefetch waits do not blur
 the DRAM accounting (the ablation's "banks / open page" step).
 
-Usage: python benchmarks/hwsim_interference_split.py [--quick] [--mixes N] [--accesses N]
+Usage: python benchmarks/validation/hwsim_interference_split.py [--quick] [--mixes N] [--accesses N]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Simulated memory accesses per second of the compiled hwsim kernel on one core.
 
-Usage: python benchmarks/hwsim_speed.py [--quick]   (target: >= 20 M accesses/s)
+Usage: python benchmarks/speed/hwsim_speed.py [--quick]   (target: >= 20 M accesses/s)
 
 Rates are per second of this process's CPU time (best of the repeats): on a shared machine the
 wall clock also counts the time other jobs held the core.

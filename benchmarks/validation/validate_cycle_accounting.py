@@ -5,7 +5,7 @@ script, a C matrix multiply; whichever are installed) and synthetic streams (str
 random, pointer chasing over working sets from 64 KB to 16 MB). Mixes of 2, 4 and 8 programs,
 one per core. Error per eq. 6.5: (estimated isolated - measured isolated) / measured isolated.
 
-Usage: python benchmarks/validate_cycle_accounting.py [--quick] [--mixes N] [--accesses N]
+Usage: python benchmarks/validation/validate_cycle_accounting.py [--quick] [--mixes N] [--accesses N]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 from scalestack.hwsim import HwConfig, account, from_arrays, generate, mix, read_text
 from scalestack.hwsim.traces import trace_program
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(tempfile.gettempdir()) / "scalestack-hwsim-traces"
 
 
@@ -99,7 +99,7 @@ def main() -> None:
     ap.add_argument("--no-real", action="store_true", help="synthetic programs only")
     args = ap.parse_args()
     # 1 M accesses per program: on 100 K the 32 sampled sets' estimate is still far from the full
-    # ATD's (benchmarks/hwsim_sampling.py: mean |sampled - full| 19% of the isolated time at 8 cores
+    # ATD's (benchmarks/validation/hwsim_sampling.py: mean |sampled - full| 19% of the isolated time at 8 cores
     # at 100 K, 10.5% at 300 K, 8.1% at 1 M); 34 mixes at 1 M run in ~10 minutes here
     n_acc = args.accesses or (20_000 if args.quick else 1_000_000)
     n_mix = args.mixes or (3 if args.quick else 34)

@@ -4,8 +4,8 @@ Each of 16 threads alternates RUNNING and waiting intervals of random lengths; t
 trace is analysed once (criticality + bottle graph + 100 windows). Prints intervals per second
 and peak memory (ru_maxrss of this process; the trace itself is part of it).
 
-    .venv/bin/python benchmarks/analysis_throughput.py             # 10^7 intervals
-    .venv/bin/python benchmarks/analysis_throughput.py --quick     # 10^5 (the test runs this)
+    .venv/bin/python benchmarks/speed/analysis_throughput.py             # 10^7 intervals
+    .venv/bin/python benchmarks/speed/analysis_throughput.py --quick     # 10^5 (the test runs this)
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 from scalestack.analysis.bottle import bottle  # noqa: E402
 from scalestack.analysis.criticality import criticality  # noqa: E402

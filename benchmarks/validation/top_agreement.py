@@ -4,9 +4,9 @@ Each program is started held before its exec; the eBPF aggregator and `perf reco
 attach, then it runs. Per thread: criticality C_j and running time Run_j from both, and the
 thread's own CPU clock (the workloads' SCHEDSTAT_OUT self-report) where it has one.
 
-    .venv/bin/python benchmarks/top_agreement.py            # 3 runs each of barrier, mutex, Java
-    .venv/bin/python benchmarks/top_agreement.py --quick    # 1 run of the barrier program
-    .venv/bin/python benchmarks/top_agreement.py --bpftrace # a third opinion (below)
+    .venv/bin/python benchmarks/validation/top_agreement.py            # 3 runs each of barrier, mutex, Java
+    .venv/bin/python benchmarks/validation/top_agreement.py --quick    # 1 run of the barrier program
+    .venv/bin/python benchmarks/validation/top_agreement.py --bpftrace # a third opinion (below)
 
 With --bpftrace, bpftrace also writes every sched_switch of the machine during the run, and the
 offline sweep (analysis/criticality.timeline) computes each thread's C_j from those switch
@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
@@ -84,7 +84,7 @@ class SwitchTrace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from scalestack.collect.ebpf import check
+    from scalestack.collect.aggregator import check
     from tests.top.agreement import both, compare, summary
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -16,8 +16,8 @@ bounce - nosync (cache-line transfers the sync-free build does not make), fence 
 instructions) and the rest (what waking costs: cold caches after a sleep, migration, shown by pin).
 The per-contended-lock cost is (estimate - nosync) / number of contended locks.
 
-    .venv/bin/python benchmarks/eklov_nosync_gap.py            # 7 repeats, tiny, rnd, seq
-    .venv/bin/python benchmarks/eklov_nosync_gap.py --quick    # 2 repeats, ub-tiny (the test runs this)
+    .venv/bin/python benchmarks/validation/eklov_nosync_gap.py            # 7 repeats, tiny, rnd, seq
+    .venv/bin/python benchmarks/validation/eklov_nosync_gap.py --quick    # 2 repeats, ub-tiny (the test runs this)
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 from statistics import median
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
 from scalestack.eklov import shim  # noqa: E402

@@ -1,6 +1,6 @@
 """What the in-kernel aggregation (`record --aggregate`, `top`) costs a program, paired runs.
 
-`benchmarks/overhead.py` imports `measure_aggregate` for its aggregate rows; run alone, this
+`benchmarks/speed/overhead.py` imports `measure_aggregate` for its aggregate rows; run alone, this
 measures the futex-heavy and compute programs with the aggregator beside perf recording.
 The aggregated run is timed from the command's release (it is held before its exec until the
 BPF program is attached) to its exit, the plain run around fork/exec/wait. Both also report the
@@ -8,8 +8,8 @@ program's own CPU time (user + system, from wait4), which a machine shared with 
 disturbs less than the wall clock; the kernel-side handler runs in the switching thread's
 context, so its cost is in that figure.
 
-    .venv/bin/python benchmarks/overhead_aggregate.py            # 7 pairs per program
-    .venv/bin/python benchmarks/overhead_aggregate.py --quick    # 1 pair, short programs
+    .venv/bin/python benchmarks/speed/overhead_aggregate.py            # 7 pairs per program
+    .venv/bin/python benchmarks/speed/overhead_aggregate.py --quick    # 1 pair, short programs
 
 The wall clock of a shared 2-vCPU VM cannot resolve 1% (single pairs vary by tens of %), so
 the figure this script stands on is `resolved` (printed last for the futex-heavy program):
@@ -38,9 +38,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scalestack.errors import UserError  # noqa: E402
 
@@ -58,7 +58,7 @@ def plain_cpu_run(argv: list[str]) -> tuple[float, float]:
 
 def aggregated_run(argv: list[str]) -> tuple[float, float, int]:
     """Wall seconds from release to exit under the aggregator, CPU seconds, events handled."""
-    from scalestack.collect.ebpf import Aggregator, GatedCommand
+    from scalestack.collect.aggregator import Aggregator, GatedCommand
 
     gated = GatedCommand(argv, quiet=True)
     with Aggregator(gated.pid) as agg:
@@ -72,7 +72,7 @@ def aggregated_run(argv: list[str]) -> tuple[float, float, int]:
 
 
 def measure_aggregate(argv: list[str], pairs: int) -> dict:
-    from scalestack.collect.ebpf import check
+    from scalestack.collect.aggregator import check
 
     check()
     plain, agg, pcpu, acpu, events = [], [], [], [], []
@@ -100,7 +100,8 @@ def handler_cost(argv: list[str]) -> dict[str, tuple[int, float]]:
     Every sched_switch of the machine pays the filter; the program's own events pay the rest."""
     import json
 
-    from scalestack.collect.ebpf import Aggregator, GatedCommand, _which
+    from scalestack.collect.aggregator import Aggregator, GatedCommand
+    from scalestack.tools import which as _which
 
     stats = "/proc/sys/kernel/bpf_stats_enabled"
     old = open(stats).read().strip()
@@ -142,7 +143,7 @@ def _bpf_handler_ns(calls: bool = False):
     (with `calls`: and the number of invocations)."""
     import json
 
-    from scalestack.collect.ebpf import _which
+    from scalestack.tools import which as _which
 
     out = subprocess.run([_which("bpftool"), "prog", "show", "--json"], capture_output=True, text=True).stdout
     ours = {"on_switch", "on_wakeup", "on_wakeup_new", "on_fork", "on_exit", "on_rename"}
@@ -167,7 +168,7 @@ def median_ci(x: list[float], seed: int = 1, n_boot: int = 10_000) -> tuple[floa
 
 def resolved_overhead(argv: list[str], pairs: int) -> dict:
     """Alternating (plain, aggregated) pairs; per pair the handler time and both CPU times."""
-    from scalestack.collect.ebpf import Aggregator, GatedCommand, check
+    from scalestack.collect.aggregator import Aggregator, GatedCommand, check
 
     check()
     stats = "/proc/sys/kernel/bpf_stats_enabled"
@@ -225,7 +226,7 @@ def print_resolved(r: dict, label: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from overhead import build, measure
+    from paired_runs import build, measure
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")

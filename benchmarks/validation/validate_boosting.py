@@ -5,7 +5,7 @@ is simulated under each policy of `scalestack.sim.policies` (base 2 GHz, boost 2
 boosted thread at a time, α = 1.2, β = 0.8). The slice is 1/50 of the all-base run: the thesis's
 runs lasted seconds with 10 ms slices; ours last milliseconds. Printed: mean speedup over the
 all-base run, share of the run with a thread boosted, and energy (the documented model of
-`scalestack.power`) normalised to the all-base run; then, per workload class (barrier-heavy:
+`scalestack.analysis.power`) normalised to the all-base run; then, per workload class (barrier-heavy:
 barrier wait in the all-base run; critical-section dominated: more lock than barrier wait and
 at least 10% of the workers' time; other: neither, e.g. pmd's single huge job or a pipeline), how
 dynamic boosting and BIS compare; last, the energy under less leakage (the thesis's McPAT balance is
@@ -13,8 +13,8 @@ not known to us; the model's default makes racing to idle pay). The random workl
 random critical-section ones are added: the same generator with the barriers taken out and the
 critical sections made 4x longer.
 
-    .venv/bin/python benchmarks/validate_boosting.py            # named + 120 + 20 random workloads
-    .venv/bin/python benchmarks/validate_boosting.py --quick    # named + 10 + 1 (the test runs this)
+    .venv/bin/python benchmarks/validation/validate_boosting.py            # named + 120 + 20 random workloads
+    .venv/bin/python benchmarks/validation/validate_boosting.py --quick    # named + 10 + 1 (the test runs this)
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
-from scalestack.power import PowerModel  # noqa: E402
+from scalestack.analysis.power import PowerModel  # noqa: E402
 from scalestack.sim.engine import simulate  # noqa: E402
 from scalestack.sim.policies import POLICIES, run_policy  # noqa: E402
 from scalestack.sim.workloads import NAMED, random_workload  # noqa: E402

@@ -10,8 +10,8 @@
 2. Stacks of real programs nobody wrote for this project (zstd -T, xz -T, sort --parallel), with
    `scalestack pirate-stack`'s warnings.
 
-    .venv/bin/python benchmarks/eklov_validate.py            # 9 repeats, 1 and 2 threads, 3 repeats per stack
-    .venv/bin/python benchmarks/eklov_validate.py --quick    # 3 repeats, 2 threads, one repeat per stack (the test runs this)
+    .venv/bin/python benchmarks/validation/eklov_validate.py            # 9 repeats, 1 and 2 threads, 3 repeats per stack
+    .venv/bin/python benchmarks/validation/eklov_validate.py --quick    # 3 repeats, 2 threads, one repeat per stack (the test runs this)
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ import tempfile
 from pathlib import Path
 from statistics import median
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
 from scalestack.eklov import driver, shim  # noqa: E402
-from scalestack.eklov.report import table_lines  # noqa: E402
+from scalestack.report.eklov_section import table_lines  # noqa: E402
 
 
 def build_ubs(out: str) -> dict[str, tuple[str, str]]:

@@ -10,7 +10,7 @@ replays, and prints per core count:
 - Σ sampled inter-thread misses x (LLC accesses / sampled accesses) / Σ full-ATD inter-thread
   misses: whether the estimator's extrapolation is unbiased (1.0) or not.
 
-Usage: python benchmarks/hwsim_sampling.py [--quick] [--mixes N] [--lengths 100000,300000,1000000]
+Usage: python benchmarks/validation/hwsim_sampling.py [--quick] [--mixes N] [--lengths 100000,300000,1000000]
 """
 
 from __future__ import annotations

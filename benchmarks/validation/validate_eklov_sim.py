@@ -8,7 +8,7 @@ vs protocol, the error as % of N, and the pirate's checks (fetch ratio, share of
 pirate's share of the bus, profiled threads flagged). Two machines: the thesis's 2 MB 8-way LLC (hwsim
 default) and the same LLC 16-way, the associativity of the paper's Nehalem.
 
-Usage: python benchmarks/validate_eklov_sim.py [--quick] [--accesses N] [--counts 2,4,8,16] [--ways 8,16]
+Usage: python benchmarks/validation/validate_eklov_sim.py [--quick] [--accesses N] [--counts 2,4,8,16] [--ways 8,16]
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from scalestack.hwsim import HwConfig
-from scalestack.hwsim.eklov import COMPONENTS, validate, workloads
+from scalestack.hwsim.eklov_sim import COMPONENTS, validate, workloads
 
 THRESHOLD = 0.01
 

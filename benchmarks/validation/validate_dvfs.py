@@ -27,7 +27,7 @@ import numpy as np
 
 from scalestack.analysis import dvfs
 from scalestack.analysis.dvfs_manager import manage, quantum_table, run_online, simulate_schedule
-from scalestack.power import PowerModel, dvfs_states
+from scalestack.analysis.power import PowerModel, dvfs_states
 from scalestack.sim.dvfs_workloads import MIXES, java_like
 from scalestack.sim.engine import simulate
 
@@ -175,7 +175,7 @@ def calibrate(n: int, cores: int) -> None:
 
 def sweep(mix: str, seed: int, cores: int) -> list[dict]:
     """Error of every predictor at each 500 MHz state, from a 1 GHz and from a 4 GHz run."""
-    from scalestack.power import dvfs_states
+    from scalestack.analysis.power import dvfs_states
 
     wl = java_like(mix, seed)
     fs = dvfs_states(0.5)

@@ -11,7 +11,7 @@ working set of 3/4 x 32 MiB misses alone. The sysfs-sized variant is printed too
 Multi-instance stacks (instances.py, no shim); with --threads also the threaded stacks through the
 isolation shim when scalestack.eklov.driver is present; in full mode the streaming co-runner's
 direct probe of the memory component (the program's slowdown beside a streamer). Medians of repeats; [min, max] is the
-spread over repeats. Run: python benchmarks/eklov_kernels.py [--quick] [--threads]
+spread over repeats. Run: python benchmarks/validation/eklov_kernels.py [--quick] [--threads]
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def build(out: str) -> dict[str, str]:

@@ -14,9 +14,9 @@ the same perf.data measures, in one run:
 * peak memory of perf.data -> Trace (ru_maxrss of that process), and how far it rose above the
   process's size after the warm-up (Python, NumPy, numba's code), against the file's size.
 
-    .venv/bin/python benchmarks/ingest.py            # 10^5 and 10^6 events
-    .venv/bin/python benchmarks/ingest.py --big      # and 10^7 (about 1 GB of perf.data)
-    .venv/bin/python benchmarks/ingest.py --quick    # 10^5 only (the test runs this)
+    .venv/bin/python benchmarks/speed/ingest.py            # 10^5 and 10^6 events
+    .venv/bin/python benchmarks/speed/ingest.py --big      # and 10^7 (about 1 GB of perf.data)
+    .venv/bin/python benchmarks/speed/ingest.py --quick    # 10^5 only (the test runs this)
 """
 
 from __future__ import annotations
@@ -30,16 +30,16 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
-from scalestack.events import RECORD_TRACEPOINTS  # noqa: E402
+from scalestack.trace.events import RECORD_TRACEPOINTS  # noqa: E402
 
 DIRECT = """
 import resource, sys, time
 sys.path.insert(0, {src!r})
 from scalestack.ingest.perf_data import read_perf_data
-from scalestack.state_builder import build_trace
+from scalestack.trace.builder import build_trace
 build_trace(read_perf_data({warm!r}), comm="prodcons")
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Python, NumPy, numba's code
 t0 = time.perf_counter()
@@ -54,7 +54,7 @@ TEXT = """
 import sys, time
 sys.path.insert(0, {src!r})
 from scalestack.ingest.perf_script import parse_perf_script
-from scalestack.state_builder import build_trace
+from scalestack.trace.builder import build_trace
 build_trace(parse_perf_script({warm!r}), comm="prodcons")
 t0 = time.perf_counter()
 tr = build_trace(parse_perf_script({text!r}), comm="prodcons")

@@ -11,8 +11,8 @@ the truth (median, 95th percentile, max, share within 2%, share "ok": within 2% 
 percentile, max, share within 5% or 1 ms), each up to the moment the thread read its figures, and the wall
 time of the recorded run against a plain run (slowdown, median of pairs).
 
-    .venv/bin/python benchmarks/collectors.py            # 20 runs each (several minutes)
-    .venv/bin/python benchmarks/collectors.py --quick    # 2 runs each (the test runs this)
+    .venv/bin/python benchmarks/validation/collectors.py            # 20 runs each (several minutes)
+    .venv/bin/python benchmarks/validation/collectors.py --quick    # 2 runs each (the test runs this)
 
 The eBPF aggregator (`record --aggregate`, row "aggregate") keeps no trace, only per-thread totals up to each
 thread's end, so its row compares them with the kernel's figures at each thread's last switch-out
@@ -35,12 +35,13 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+import scalestack
+
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
-import scalestack  # noqa: E402
 from scalestack.collect import ebpf  # noqa: E402
-from scalestack.schedstat import ThreadTruth, compare, compare_totals, read_truth  # noqa: E402
+from scalestack.trace.kernel_accounting import ThreadTruth, compare, compare_totals, read_truth  # noqa: E402
 
 PROGRAMS = {
     "imbalanced barrier": ("barrier_imbalance", ["8", "3000000", "3"]),
@@ -67,14 +68,14 @@ def one_run(argv: list[str], collector: str, truth_file: Path, keep: Path | None
     if keep is not None and not (all(res["rq_ok"]) and all(res["run_ok"])):
         keep.mkdir(parents=True, exist_ok=True)
         stem = f"{Path(argv[0]).name}-{collector}-{time.time_ns()}"
-        trace.save(str(keep / f"{stem}.trace"))
+        scalestack.save(trace, str(keep / f"{stem}.trace"))
         (keep / f"{stem}.truth.txt").write_text(truth_file.read_text())
     return {**res, "gaps": trace.meta["chain_gaps_traced"], "events": max(1, int(trace.meta.get("n_events", 1))),
             "wall_s": trace.wall_ns / 1e9}
 
 
 def _errors(rows: list[dict]) -> dict:
-    """Per-thread errors and verdicts of one run, from `scalestack.schedstat` rows."""
+    """Per-thread errors and verdicts of one run, from `scalestack.trace.kernel_accounting` rows."""
     return {"run_err": [r["running_err_pct"] for r in rows], "rq_err": [r["runnable_err_ns"] / 1e6 for r in rows],
             "rq_ok": [r["runnable_ok"] for r in rows], "run_ok": [r["running_ok"] for r in rows]}
 
@@ -84,7 +85,7 @@ def one_run_ebpf(argv: list[str], truth_file: Path) -> dict:
     thread's own reading (a Java worker runs 10 ms more after it, while the JVM detaches it), so its
     truth is the kernel's figures at each reporting thread's last switch-out (the exit probe of
     `record`); without bpftrace, the threads' own readings."""
-    from scalestack.aggregate import watch
+    from scalestack.collect.aggregate_recording import watch
     from scalestack.collect.exit_check import ExitProbe
 
     truth_file.unlink(missing_ok=True)
@@ -157,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                 run_err = np.abs(np.concatenate([r["run_err"] for r in res]))
                 rq_err = np.abs(np.concatenate([r["rq_err"] for r in res]))
                 gaps = sum(r["gaps"] for r in res) / sum(r["events"] for r in res) * 1000
-                if collector == "aggregate":  # the aggregator's cost is timed by benchmarks/overhead.py
+                if collector == "aggregate":  # the aggregator's cost is timed by benchmarks/speed/overhead.py
                     slow = float("nan")
                 else:
                     plains = [plain(prog) for _ in range(runs)]

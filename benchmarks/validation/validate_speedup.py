@@ -14,8 +14,8 @@ lock), `barriers` (phases with skewed work between barriers), `gc` (stop-the-wor
 two GC threads; the collector's work grows with the allocating threads' total, so it is the same
 at every N), `mixed` (all of these); each at 8 cores, and `oversubscribed` (mixed, 4 cores).
 
-    .venv/bin/python benchmarks/validate_speedup.py            # 40 seeds per kind
-    .venv/bin/python benchmarks/validate_speedup.py --quick    # 4 seeds (the test runs this)
+    .venv/bin/python benchmarks/validation/validate_speedup.py            # 40 seeds per kind
+    .venv/bin/python benchmarks/validation/validate_speedup.py --quick    # 4 seeds (the test runs this)
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
 from scalestack.analysis.speedup import COMPONENTS, speedup_stack  # noqa: E402
