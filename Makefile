@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: install
-	$(PY) -m scalestack.demo demo-out
+	$(PY) -m scalestack.commands._demo demo-out
 
 system-deps:
 	@bash scripts/system-deps.sh
@@ -25,7 +25,7 @@ system-deps:
 # the eBPF aggregator (`scalestack top`, `record --aggregate`): built against this kernel's BTF
 # (also done on first use; needs root, clang, libbpf-dev, bpftool)
 bpf: install
-	$(PY) -c "from scalestack.collect.ebpf import build; print(*build(force=True))"
+	$(PY) -c "from scalestack.collect.aggregator import build; print(*build(force=True))"
 
 test: install system-deps
 	$(PY) -m pytest -q -p no:cacheprovider

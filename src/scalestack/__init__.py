@@ -4,34 +4,65 @@ Public API (mirrors the CLI)::
 
     import scalestack
     trace = scalestack.load("run.sst")       # or scalestack.record(["./prog", "4"])
-    trace.criticality().to_frame()
-    trace.bottle(window="500ms").to_json()
+    scalestack.criticality(trace).to_frame()
+    scalestack.bottle(trace, window="500ms").to_json()
+    scalestack.save(trace, "copy.sst")
 """
 
 from __future__ import annotations
 
 __version__ = "0.1.0"
 
+import os as _os  # noqa: E402
+
+# Compiled loops are cached next to their source; a user who cannot write there (a root-owned
+# install) gets a private cache instead of numba's "no locator available" error at import.
+if "NUMBA_CACHE_DIR" not in _os.environ and not _os.access(_os.path.dirname(__file__), _os.W_OK):
+    import tempfile as _tempfile
+
+    _os.environ["NUMBA_CACHE_DIR"] = _os.path.join(_tempfile.gettempdir(), f"scalestack-numba-{_os.getuid()}")
+
 from scalestack.trace import State, Trace  # noqa: E402
 
 
 def load(path: str) -> Trace:
     """Read a Trace saved by `scalestack record` / `Trace.save`."""
-    from scalestack.store import load as _load
+    from scalestack.trace.store import load as _load
 
     return _load(path)
+
+
+def save(trace: Trace, path: str) -> None:
+    """Write `trace` to `path` (one file, Parquet tables in a zip; see `scalestack.trace.store`)."""
+    from scalestack.trace.store import save as _save
+
+    _save(trace, path)
+
+
+def criticality(trace: Trace, **params):
+    """Criticality stack of `trace`: each thread's share of the run time (`scalestack.analysis.criticality`)."""
+    from scalestack.analysis.criticality import criticality as _criticality
+
+    return _criticality(trace, **params)
+
+
+def bottle(trace: Trace, **params):
+    """Bottle graph of `trace` (`scalestack.analysis.bottle`): height criticality, width parallelism."""
+    from scalestack.analysis.bottle import bottle as _bottle
+
+    return _bottle(trace, **params)
 
 
 def record(command: list[str] | None, output: str | None = None, **options) -> Trace:
     """Record `command` (eBPF where it can run, else perf) and return its Trace (saved to `output`
     when given).
 
-    See `scalestack.collect.perf.record` for the options (pid/duration to attach, collector,
+    See `scalestack.collect.record.record` for the options (pid/duration to attach, collector,
     mmap_size, role_rules, reader, futex).
     """
-    from scalestack.collect.perf import record as _record
+    from scalestack.collect.record import record as _record
 
     return _record(command, output, **options)
 
 
-__all__ = ["State", "Trace", "load", "record", "__version__"]
+__all__ = ["State", "Trace", "bottle", "criticality", "load", "record", "save", "__version__"]

@@ -86,7 +86,7 @@ def with_inferred_wakers(trace: Trace, slack_ns: int = 50_000) -> Trace:
     the one traced thread that was running, or had just stopped, when the wait ended: the thread
     that released the lock or reached the barrier. Waits with no or several candidates keep -1.
     The state builder already names the waker from the futex calls where they were recorded
-    (`scalestack.futex_wakers`); this is the fallback for traces without them (`--no-futex`,
+    (`scalestack.trace.futex_wakers`); this is the fallback for traces without them (`--no-futex`,
     imported text).
     """
     st = trace.states

@@ -213,3 +213,10 @@ def criticality(trace: Trace, *, active: str = "running", between: tuple[int, in
         tids=trace.threads.tid.copy(), names=trace.threads.name.copy(), roles=trace.threads.role.copy(),
         criticality_ns=crit, running_ns=run, idle_ns=idle, span_ns=t1 - t0, active=active, t0_ns=t0,
     )
+
+
+def criticality_from_spans(trace: Trace, spans) -> CriticalityResult:
+    """The trace's criticality stack with C_j from switch-instant spans
+    (`scalestack.trace.switch_spans.SwitchSpans`) and Run_j (and the thread table) from the trace:
+    the quantities the eBPF aggregator keeps."""
+    return criticality(dataclasses.replace(trace, switch_spans=spans.table()))

@@ -17,7 +17,7 @@ hold-off ends early once the run so far is over the bound. `guard`
 (kappa) inflates every predicted change of time with frequency by (1 + kappa) in quanta where a
 thread waited for a CPU, where DEP+BURST under-estimates it.
 
-Energy comes from `scalestack.power` (chip-wide DVFS: every core's leakage at the chosen V):
+Energy comes from `scalestack.analysis.power` (chip-wide DVFS: every core's leakage at the chosen V):
 busy core time per quantum is the sum of the predicted per-thread times.
 
 Ground truth (simulator only): `simulate_schedule` replays the workload with the chosen
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalestack.analysis import dvfs
-from scalestack.power import F_MAX_GHZ, TRANSITION_NS, PowerModel, dvfs_states
+from scalestack.analysis.power import F_MAX_GHZ, TRANSITION_NS, PowerModel, dvfs_states
 from scalestack.results import Result
 from scalestack.trace import State
 

@@ -1,6 +1,6 @@
 """Aggregate recordings: per-thread counters per time window instead of a trace.
 
-`scalestack record --aggregate` (eBPF, `collect/ebpf.py`) writes one Parquet row per thread per
+`scalestack record --aggregate` (eBPF, `collect/aggregator.py`) writes one Parquet row per thread per
 window: its criticality C_j, running time Run_j and RUNNABLE / SYNC_WAIT / IO_WAIT / SLEEP time in
 that window. That is all a bottle graph needs (height C_j, width Run_j / C_j), so a service can be
 watched for hours in kilobytes. Criticality and bottle graphs add over windows and threads, so
@@ -44,7 +44,7 @@ class AggregateRecording:
         return cls(cols, meta)
 
     def append_window(self, prev, cur, index: int, start_ns: int | None = None) -> None:
-        """Add the window between two `ebpf.Snapshot`s (prev None: counters start at zero at
+        """Add the window between two `aggregator.Snapshot`s (prev None: counters start at zero at
         `start_ns`)."""
         self._pending.append(window_rows(prev, cur, index, start_ns))  # joined when read: no O(n²) growth
 
@@ -113,7 +113,7 @@ class AggregateRecording:
         return uniq, names, self._roles(uniq, names)
 
     def _roles(self, tids: np.ndarray, names: np.ndarray) -> np.ndarray:
-        from scalestack.roles import RoleRules
+        from scalestack.trace.roles import RoleRules
 
         saved = self.meta.get("role_rules")
         rules = RoleRules.parse(saved) if isinstance(saved, str) else RoleRules()
@@ -215,23 +215,23 @@ def watch(
     Yields (previous snapshot, snapshot, info) every `interval_s`, and a last one when the target
     ends, `duration_s` passes or `stop()` says so. info: root pid, exit status, ended flag.
     """
-    from scalestack.collect import ebpf
+    from scalestack.collect import aggregator
 
-    ebpf.check()
+    aggregator.check()
     if (command is None) == (pid is None):
         raise UserError("give either a command (after --) or -p PID")
     gated = None
     if pid is not None:
-        ebpf.check_pid(pid)
+        aggregator.check_pid(pid)
         root = pid
     else:
-        gated = ebpf.GatedCommand(command, quiet=quiet_command)
+        gated = aggregator.GatedCommand(command, quiet=quiet_command)
         root = gated.pid
     info: dict[str, Any] = {"root_pid": root, "exit_status": None, "ended": False}
     import time
 
     try:
-        agg = ebpf.Aggregator(root)
+        agg = aggregator.Aggregator(root)
     except BaseException:
         if gated is not None:
             gated.cancel()
@@ -252,7 +252,7 @@ def watch(
                     if ended:
                         info["exit_status"] = rc
                 else:
-                    ended = not ebpf.pid_alive(pid)
+                    ended = not aggregator.pid_alive(pid)
                 if ended or time.monotonic() >= next_tick or (stop is not None and stop()):
                     break
                 if duration_s is not None and time.monotonic() - t0 >= duration_s:
@@ -320,70 +320,6 @@ def is_aggregate(path: str) -> bool:
             return fh.read(4) == b"PAR1"
     except OSError:
         return False
-
-
-def build_report(rec: AggregateRecording, window: int | None = None, group_by=None, title: str | None = None):
-    """The report of an aggregate recording: thread states, criticality stack, bottle graph(s).
-
-    The same sections, figures and JSON keys as a trace's report, from counters."""
-    from scalestack.report import Report, Section
-    from scalestack.report.figures import bottle_graph, bottle_strip, criticality_stack
-    from scalestack.units import format_ns
-
-    tids, names, roles = rec.threads()
-    sums = rec.per_thread()
-    start, end, busy = rec.windows()
-    span = int(end[-1] - start[0]) if len(start) else 0
-    rows = [{"tid": int(t), "name": str(n), "role": str(r),
-             **{f"{c[:-3]}_ms": float(sums[c][i]) / 1e6 for c in STATE_COLUMNS}}
-            for i, (t, n, r) in enumerate(zip(tids, names, roles, strict=True))]
-    cols = [("tid", "tid"), ("name", "name"), ("role", "role"), ("running_ms", "running"),
-            ("runnable_ms", "runnable"), ("sync_wait_ms", "sync wait"), ("io_wait_ms", "io wait"), ("sleep_ms", "sleep")]
-    threads = Section("threads", "Threads and their states",
-                      [f"{len(tids)} threads over {format_ns(span)} in {len(start)} windows of "
-                       f"{format_ns(rec.window_ns)} (in-kernel counters, no trace); times in ms."],
-                      rows, cols, {}, {"threads": rows})
-    crit = rec.criticality()
-    crows = crit.rows()
-    for r in crows:
-        r["criticality_ms"] = r["criticality_ns"] / 1e6
-        r["running_ms"] = r["running_ns"] / 1e6
-    summary = []
-    if crit.most_critical_tid is not None:
-        i = int(np.flatnonzero(crit.tids == crit.most_critical_tid)[0])
-        summary.append(f"Most critical: {crit.names[i]} ({crit.most_critical_tid}) with {crit.share[i] * 100:.1f}% "
-                       "of the run time.")
-    ccols = [("tid", "tid"), ("name", "name"), ("role", "role"), ("share_pct", "share %"),
-             ("criticality_ms", "criticality ms"), ("running_ms", "running ms"), ("parallelism", "parallelism")]
-    csec = Section("criticality", "Criticality stack", summary, crows, ccols, {"criticality": criticality_stack(crit)},
-                   crit.to_dict())
-    bres = rec.bottle(group_by=group_by)
-    brows = [{**r, "height_ms": r["height_ns"] / 1e6, "area_ms": r["area_ns"] / 1e6} for r in bres.rows()]
-    brows.reverse()
-    bcols = [("label", "box"), ("role", "role"), ("height_ms", "height ms"), ("width", "width"),
-             ("area_ms", "area ms"), ("share_pct", "share %")]
-    figures = {"bottle": bottle_graph(bres)}
-    data = bres.to_dict()
-    bsummary = ["Box height = criticality, width = parallelism, area = running time (from per-window counters)."]
-    wres = rec.bottle(group_by=group_by, window=window or rec.window_ns)
-    if len(wres.windows) > 1:
-        figures["bottle-windows"] = bottle_strip(wres)
-        data["windows"] = wres.to_dict()
-        bsummary.append(f"{len(wres.windows)} windows of {format_ns(wres.window_ns)} in bottle-windows.")
-    bsec = Section("bottle", "Bottle graph", bsummary, brows, bcols, figures, data)
-    meta = rec.meta
-    facts = {k: meta[k] for k in ("collector", "command", "exit_status", "cores", "kernel", "recorded_at", "window_ns")
-             if meta.get(k) is not None}
-    facts["wall_ns"] = span
-    facts["threads"] = len(tids)
-    warnings = []
-    if meta.get("spins_failed") or meta.get("table_full"):
-        warnings.append(f"{meta.get('spins_failed', 0)} switches taken without the aggregator's lock (a CPU "
-                        "stalled mid-update; their criticality weights are approximate), "
-                        f"{meta.get('table_full', 0)} threads not kept (table full)")
-    cmd = meta.get("command")
-    return Report(title or (" ".join(cmd) if cmd else f"pid {meta.get('attached_pid')}"), facts, warnings,
-                  [threads, csec, bsec])
 
 
 def load_if_aggregate(path: str, active: str = "running", between=None) -> AggregateRecording | None:

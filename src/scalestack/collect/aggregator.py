@@ -22,131 +22,20 @@ time, so the difference of two snapshots is exact for that window.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
-import platform
-import select
-import shutil
 import subprocess
 import time
 from collections.abc import Sequence
-from importlib import resources
 
 import numpy as np
 
+from scalestack.collect import bpf_build
+from scalestack.collect.run import resolve_command
 from scalestack.errors import UserError
 
 FX_SHIFT = 16
 STATES = ("unknown", "running", "runnable", "sync_wait", "io_wait", "sleep", "new", "dead")
 COUNTED = ("running", "runnable", "sync_wait", "io_wait", "sleep")
-_ARCH = {"x86_64": "x86", "aarch64": "arm64"}
-_HINT = "; use `scalestack record` (perf) instead"
-MIN_KERNEL = (5, 18)  # sched_switch passes prev_state to BTF programs from 5.18 on
-
-
-def unavailable(what: str = "the eBPF aggregator", hint: str = _HINT) -> str | None:
-    """None when `what` (the aggregator, or the trace collector) can run here, else one line
-    saying why not, ending with `hint` (what to use instead)."""
-    reason = _reason(what)
-    return None if reason is None else reason + hint
-
-
-def _reason(what: str) -> str | None:
-    if platform.system() != "Linux":
-        return "eBPF needs Linux"
-    if platform.machine() not in _ARCH:
-        return f"{what} supports x86_64 and aarch64, not {platform.machine()}"
-    if os.geteuid() != 0:
-        return "eBPF needs root (CAP_BPF and CAP_PERFMON): run with sudo"
-    try:
-        release = tuple(int(x) for x in platform.release().split("-")[0].split(".")[:2])
-    except ValueError:
-        release = MIN_KERNEL
-    if release < MIN_KERNEL:
-        return f"kernel {platform.release()} is too old for {what} (needs {MIN_KERNEL[0]}.{MIN_KERNEL[1]} or newer)"
-    if not os.path.exists("/sys/kernel/btf/vmlinux"):
-        return "this kernel has no BTF (/sys/kernel/btf/vmlinux; CONFIG_DEBUG_INFO_BTF)"
-    try:
-        with open("/sys/kernel/security/lockdown") as fh:
-            if "[confidentiality]" in fh.read():
-                return "the kernel is locked down (lockdown=confidentiality forbids reading kernel memory)"
-    except OSError:
-        pass
-    missing = [tool for tool in ("clang", "bpftool") if not _which(tool)]
-    if not os.path.exists("/usr/include/bpf/libbpf.h"):
-        missing.append("libbpf-dev")
-    if not _which("gcc") and not _which("cc"):
-        missing.append("gcc")
-    if missing:
-        return f"building {what} needs {', '.join(missing)} (apt-get install clang libbpf-dev bpftool)"
-    return None
-
-
-def _which(tool: str) -> str | None:
-    return shutil.which(tool) or next((p for d in ("/usr/sbin", "/sbin") if os.path.exists(p := f"{d}/{tool}")), None)
-
-
-def check() -> None:
-    """Raise one clear UserError when eBPF cannot be used here."""
-    reason = unavailable()
-    if reason:
-        raise UserError(reason)
-
-
-def _cache_dir() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "scalestack", "bpf")
-
-
-# program -> (BPF source, loader source, loader binary)
-PROGRAMS = {
-    "aggregate": ("aggregate.bpf.c", "loader.c", "scalestack-agg"),
-    "trace": ("trace.bpf.c", "trace_loader.c", "scalestack-trace"),
-}
-
-
-def build(force: bool = False, program: str = "aggregate") -> tuple[str, str]:
-    """The BPF object and its loader (`program`: a key of PROGRAMS), compiled for this kernel on
-    first use and cached."""
-    check()
-    bpf_name, loader_name, binary = PROGRAMS[program]
-    src = resources.files("scalestack.collect") / "bpf"
-    bpf_c = (src / bpf_name).read_bytes()
-    loader_c = (src / loader_name).read_bytes()
-    key = hashlib.sha256(bpf_c + loader_c + platform.release().encode() + platform.version().encode()).hexdigest()[:16]
-    out = os.path.join(_cache_dir(), key)
-    obj, loader = os.path.join(out, bpf_name.replace(".c", ".o")), os.path.join(out, binary)
-    if not force and os.path.exists(obj) and os.path.exists(loader):
-        return obj, loader
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, bpf_name), "wb") as fh:
-        fh.write(bpf_c)
-    with open(os.path.join(out, loader_name), "wb") as fh:
-        fh.write(loader_c)
-    arch = _ARCH[platform.machine()]
-    steps = [
-        ([_which("bpftool"), "btf", "dump", "file", "/sys/kernel/btf/vmlinux", "format", "c"], "vmlinux.h"),
-        (["clang", "-O2", "-g", "-target", "bpf", "-mcpu=v3", f"-D__TARGET_ARCH_{arch}", "-I", out, "-c",
-          os.path.join(out, bpf_name), "-o", f"{obj}.{os.getpid()}"], None),
-        ([_which("gcc") or "cc", "-O2", os.path.join(out, loader_name), "-o", f"{loader}.{os.getpid()}", "-lbpf"], None),
-    ]
-    for argv, stdout_name in steps:
-        dest = open(os.path.join(out, stdout_name + f".{os.getpid()}"), "wb") if stdout_name else subprocess.DEVNULL
-        res = None
-        try:
-            res = subprocess.run(argv, stdout=dest, stderr=subprocess.PIPE, timeout=300)
-        finally:
-            if stdout_name:
-                dest.close()
-                if res is not None and res.returncode == 0:  # whole or not at all: another build may be reading it
-                    os.replace(dest.name, os.path.join(out, stdout_name))
-        if res.returncode != 0:
-            last = (res.stderr.decode("utf-8", "replace").strip().splitlines() or ["no message"])[-1]
-            raise UserError(f"building the eBPF {program} program failed at `{os.path.basename(argv[0])}`: {last}"
-                            + _HINT)
-    os.replace(f"{obj}.{os.getpid()}", obj)
-    os.replace(f"{loader}.{os.getpid()}", loader)
-    return obj, loader
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,29 +95,14 @@ def parse_snapshot(lines: Sequence[str]) -> Snapshot:
                     spins, full, events, miss_in, miss_out)
 
 
-def start_loader(argv: list[str], timeout: float, what: str, hint: str) -> subprocess.Popen:
-    """Start a loader (line protocol on stdin/stdout) and wait for its "ready"; one clear error
-    with the loader's last message if it does not come."""
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            bufsize=1)
-    ready, _, _ = select.select([proc.stdout], [], [], timeout)
-    line = proc.stdout.readline() if ready else ""
-    if line.strip() != "ready":
-        proc.kill()
-        proc.wait()
-        err = proc.stderr.read().strip().splitlines()
-        raise UserError(f"{what} did not start: " + (err[-1] if err else "no message") + hint)
-    return proc
-
-
 class Aggregator:
     """The loaded aggregator following the process tree of `tgid`; `snapshot()` reads it."""
 
     def __init__(self, tgid: int, timeout: float = 60.0):
-        obj, loader = build()
+        obj, loader = bpf_build.build()
         self.tgid = tgid
-        self.proc = start_loader([loader, obj, *map(str, [tgid, *descendants(tgid)])], timeout,
-                                 "the eBPF aggregator", _HINT)
+        self.proc = bpf_build.start_loader([loader, obj, *map(str, [tgid, *descendants(tgid)])], timeout,
+                                 "the eBPF aggregator", bpf_build.HINT)
 
     def snapshot(self) -> Snapshot:
         self.proc.stdin.write("d\n")
@@ -271,8 +145,6 @@ class GatedCommand:
 
     def __init__(self, command: Sequence[str], quiet: bool = False):
         import tempfile
-
-        from scalestack.collect.perf import resolve_command
 
         argv = resolve_command(command)
         self._dir = tempfile.mkdtemp(prefix="scalestack-gate-")
@@ -354,3 +226,18 @@ def check_pid(pid: int) -> None:
         raise UserError(f"no process with pid {pid}") from None
     if tgid != pid:
         raise UserError(f"{pid} is a thread of process {tgid}; give the process id ({tgid})")
+
+
+def unavailable() -> str | None:
+    """None when the aggregator can run here, else one line saying why not."""
+    return bpf_build.unavailable("the eBPF aggregator")
+
+
+def check() -> None:
+    """Raise one clear UserError when the aggregator cannot run here."""
+    bpf_build.check()
+
+
+def build(force: bool = False) -> tuple[str, str]:
+    """The aggregator's BPF object and loader, compiled for this kernel on first use."""
+    return bpf_build.build(force, "aggregate")

@@ -1,6 +1,6 @@
 """The eBPF trace collector: `scalestack record --collector ebpf`.
 
-The same events as the perf and tracefs collectors (scalestack.events.RECORD_TRACEPOINTS),
+The same events as the perf and tracefs collectors (scalestack.trace.events.RECORD_TRACEPOINTS),
 system-wide, taken by BTF tracepoint programs (`bpf/trace.bpf.c`) into a BPF ring buffer and
 written to a file by a small loader (`bpf/trace_loader.c`). Why: on these VMs perf and ftrace
 lose switches out of idle with no LOST record, which a BPF program on the same tracepoint
@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 
 import numpy as np
 
-from scalestack.collect import ebpf
+from scalestack.collect import bpf_build
+from scalestack.collect.run import Run, root_pid, run_or_watch, sigint_for_the_program
 from scalestack.errors import UserError
-from scalestack.events import Kind, RawEvents
+from scalestack.trace.events import Kind, RawEvents
 
 # trace.bpf.c's struct rec
 RECORD = np.dtype([("time", "<u8"), ("a0", "<i8"), ("a1", "<i8"), ("a2", "<i8"), ("cpu", "<i4"), ("tid", "<i4"),
@@ -28,6 +30,11 @@ _NO_COMM = np.array([Kind.FUTEX_ENTER, Kind.FUTEX_EXIT, Kind.FUTEX_WAITV, Kind.R
 _TWO_COMMS = np.array([Kind.SWITCH, Kind.FORK, Kind.RENAME], np.uint32)
 DEFAULT_BUFFER = 64 << 20
 NAME, HINT = "the eBPF trace collector", "; use --collector perf"  # in its error messages
+
+
+def unavailable() -> str | None:
+    """None when the eBPF collector can run here, else one line saying why not."""
+    return bpf_build.unavailable(NAME, HINT)
 
 
 def read_records(path: str) -> RawEvents:
@@ -53,10 +60,10 @@ class TraceSession:
     """The loaded trace programs writing to `path` from construction until `stop()`."""
 
     def __init__(self, path: str, buffer_bytes: int = DEFAULT_BUFFER, timeout: float = 60.0, futex: bool = True):
-        obj, loader = ebpf.build(program="trace")
+        obj, loader = bpf_build.build(program="trace")
         self.path = path
         argv = [loader, obj, path, str(buffer_bytes)] + ([] if futex else ["nofutex"])
-        self.proc = ebpf.start_loader(argv, timeout, NAME, HINT)
+        self.proc = bpf_build.start_loader(argv, timeout, NAME, HINT)
 
     def stop(self, timeout: float = 60.0) -> tuple[int, int]:
         """Detach, drain, and return (records written, records lost for want of buffer room)."""
@@ -82,3 +89,17 @@ class TraceSession:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def collect(command, pid, duration, futex: bool, on_ready=None) -> Run:
+    """BTF tracepoint programs into a BPF ring buffer around the command (or for `duration` s)."""
+    with tempfile.TemporaryDirectory(prefix="scalestack-rec-") as tmp:
+        data, pidfile = os.path.join(tmp, "events.bin"), os.path.join(tmp, "pid")
+        with sigint_for_the_program(), TraceSession(data, DEFAULT_BUFFER, futex=futex) as session:
+            rc = run_or_watch(command, pid, duration, pidfile, on_ready)
+            written, lost = session.stop()
+        root = root_pid(pidfile) if command is not None else None
+        events = read_records(data)
+    events.stats["lost_events"] = lost
+    warnings = [f"the eBPF ring buffer had no room for {lost} events"] if lost else []
+    return Run(events, rc, root, {"ebpf_buffer_bytes": DEFAULT_BUFFER, "ebpf_records": written}, warnings)

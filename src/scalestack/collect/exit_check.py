@@ -24,8 +24,8 @@ import time
 
 import numpy as np
 
-from scalestack.schedstat import ThreadTruth, compare
 from scalestack.trace import Trace
+from scalestack.trace.kernel_accounting import ThreadTruth, compare
 
 # The task's last switch-out (state TASK_DEAD, 0x80 since Linux 4.14): there the scheduler has
 # just charged its last stretch, so the figures are final (at sched_process_exit the running

@@ -145,7 +145,7 @@ def sweep_report(traces: dict[int, scalestack.Trace], out_dir: str, gc_logs: dic
                        "gc_log": checks})
     report.sections.insert(0, section)
     if pirate is not None:
-        from scalestack.eklov.report import section as eklov_section
+        from scalestack.report.eklov_section import section as eklov_section
 
         eklov = eklov_section(pirate)
         eklov.summary[1:1] = side_by_side(res, pirate)

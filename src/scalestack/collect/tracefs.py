@@ -14,13 +14,16 @@ from __future__ import annotations
 import os
 import re
 import select
+import subprocess
+import tempfile
 import threading
 from collections.abc import Sequence
 
+from scalestack.collect.run import Run, root_pid, run_or_watch, sigint_for_the_program
 from scalestack.errors import UserError
-from scalestack.events import RawEvents
 from scalestack.ingest.ftrace_raw import read_cpu_buffers
 from scalestack.ingest.tracepoint import EventFormat, parse_format
+from scalestack.trace.events import RawEvents
 
 
 def remove_stale_instances(instances: str) -> list[str]:
@@ -155,3 +158,44 @@ class TracefsInstance:
                 os.rmdir(self.root)
             except OSError:
                 pass
+
+
+TRACEFS = "/sys/kernel/tracing"
+
+
+def ensure_tracefs() -> str:
+    """The tracefs events directory, mounting tracefs if this is root and it is not mounted."""
+    for base in (TRACEFS, "/sys/kernel/debug/tracing"):
+        if os.path.isdir(os.path.join(base, "events")):
+            return base
+    if os.geteuid() == 0:
+        subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS], capture_output=True)
+        if os.path.isdir(os.path.join(TRACEFS, "events")):
+            return TRACEFS
+        raise UserError(f"tracefs is not mounted and mounting it failed; run `mount -t tracefs nodev {TRACEFS}`")
+    raise UserError(
+        "recording scheduler tracepoints needs root: run `sudo scalestack record ...` "
+        f"(tracefs at {TRACEFS} is not readable by this user)"
+    )
+
+
+def available_tracepoints(tracefs: str, wanted: Sequence[str]) -> tuple[list[str], list[str]]:
+    have, missing = [], []
+    for tp in wanted:
+        group, name = tp.split(":", 1)
+        (have if os.path.isdir(os.path.join(tracefs, "events", group, name)) else missing).append(tp)
+    return have, missing
+
+
+def collect(tracefs, tracepoints, command, pid, duration) -> Run:
+    """A private ftrace instance around the command (or for `duration` s), read afterwards."""
+    with tempfile.TemporaryDirectory(prefix="scalestack-rec-") as tmp, TracefsInstance(tracefs, tracepoints) as inst:
+        pidfile = os.path.join(tmp, "pid")
+        with sigint_for_the_program():
+            inst.start()
+            rc = run_or_watch(command, pid, duration, pidfile)
+            inst.stop()
+        root = root_pid(pidfile) if command is not None else None
+        events, dropped = inst.read()
+    warnings = [f"the ftrace buffer dropped {dropped} events"] if dropped else []
+    return Run(events, rc, root, {"ftrace_buffer_kb": inst.buffer_kb}, warnings)

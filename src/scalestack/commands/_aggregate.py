@@ -11,7 +11,7 @@ from scalestack.errors import UserError
 
 def record_aggregate_command(command, output, pid, duration, window, roles, quiet) -> None:
     """Watch the command (or pid) with the in-kernel aggregator and write the windows; exits."""
-    from scalestack.aggregate import record_aggregate
+    from scalestack.collect.aggregate_recording import record_aggregate
     from scalestack.units import parse_duration_ns
 
     window_ns = parse_duration_ns(window, what="--window")

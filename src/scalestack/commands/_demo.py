@@ -14,7 +14,7 @@ from pathlib import Path
 
 from scalestack.errors import UserError
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]  # the checkout: src/scalestack/commands/_demo.py
 
 
 def main(out_dir: str = "demo-out") -> int:
@@ -29,17 +29,13 @@ def main(out_dir: str = "demo-out") -> int:
     subprocess.run(["gcc", "-O1", "-pthread", str(src), "-o", str(exe)], check=True)
     trace_path = out / "barrier_imbalance.trace"
     print(f"recording: {exe} 10 4000000 3  (thread 1 does 3x the work of thread 0)", flush=True)
-    from scalestack.collect.perf import record
+    from scalestack.collect.record import record
 
     trace = record([str(exe), "10", "4000000", "3"], str(trace_path))
     print(f"trace: {trace_path} ({len(trace.threads)} threads, {trace.wall_ns / 1e9:.3f} s)", flush=True)
-    from scalestack.cli import cli
     from scalestack.cli import main as cli_main
 
-    if cli.get_command(None, "report") is not None:
-        step = ["report", str(trace_path), "-o", str(out / "report")]
-    else:  # the per-thread state summary until the report command exists
-        step = ["info", str(trace_path)]
+    step = ["report", str(trace_path), "-o", str(out / "report")]
     try:
         cli_main(step)
     except SystemExit as exc:

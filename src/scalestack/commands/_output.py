@@ -19,13 +19,7 @@ def emit(res, as_json: bool, output: str | None, kind: str) -> None:
         elif ext in ("png", "svg", "pdf"):
             from scalestack.report import figures
 
-            if kind == "criticality":
-                fig = figures.criticality_stack(res)
-            elif getattr(res, "kind", "") == "bottle-windows":
-                fig = figures.bottle_strip(res)
-            else:
-                fig = figures.bottle_graph(res)
-            atomic_write(output, figures.render(fig, ext))
+            atomic_write(output, figures.render(figures.figure_of(res, kind), ext))
         else:
             raise UserError(f"cannot tell the format of {output}: use .png, .svg, .pdf or .json")
         click.echo(f"scalestack: wrote {output}", err=True)

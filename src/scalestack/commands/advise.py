@@ -22,7 +22,7 @@ def command(path, factor, sweep_dir, as_json):
         raise UserError(f"--factor {factor} must be above 1 (a thread made faster)")
     sweep = None
     if sweep_dir:
-        from scalestack.sweep import load_sweep
+        from scalestack.collect.sweep import load_sweep
 
         sweep = load_sweep(sweep_dir)
     res = advise(scalestack.load(path), factor, sweep=sweep)

@@ -17,8 +17,8 @@ from scalestack.commands._analysis_options import analysis_options, between_ns
 @analysis_options
 def command(path, as_json, output, group_by, window, active, between):
     """Boxes: height = criticality, width = parallelism, area = running time."""
-    from scalestack.aggregate import load_if_aggregate
     from scalestack.analysis.bottle import bottle
+    from scalestack.collect.aggregate_recording import load_if_aggregate
     from scalestack.commands._output import emit
     from scalestack.units import parse_duration_ns
 

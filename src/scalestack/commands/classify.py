@@ -12,7 +12,7 @@ import click
 def command(dirs):
     """Class (good/moderate/poor) at the largest thread count and the three largest delimiters."""
     from scalestack.analysis.classify import classify
-    from scalestack.sweep import load_sweep, stacks
+    from scalestack.collect.sweep import load_sweep, stacks
 
     tree: dict[str, list[str]] = {"good": [], "moderate": [], "poor": []}
     for d in dirs:

@@ -15,8 +15,8 @@ from scalestack.commands._analysis_options import analysis_options, between_ns
 @analysis_options
 def command(path, as_json, output, active, between):
     """Each thread's share of the run time: every instant divided among the threads running then."""
-    from scalestack.aggregate import load_if_aggregate
     from scalestack.analysis.criticality import criticality
+    from scalestack.collect.aggregate_recording import load_if_aggregate
 
     rec = load_if_aggregate(path, active, between)  # `record --aggregate` counters
     if rec is not None:

@@ -209,12 +209,12 @@ def stack(paths, kernels, threads, locks, lock_every, barriers, imbalance, confi
 
     stacks = [speedup_stack(tr, cfg, name=name) for name, tr in track(jobs, description="simulating", transient=True)]
     if report_dir:
-        from scalestack.hwsim.stack import write_stack_report
+        from scalestack.report.hwsim import write_stack_report
 
         written = write_stack_report(stacks, report_dir, cfg.freq_ghz)
         click.echo(f"scalestack: wrote {written['report.html']}", err=True)
     if output and not output.endswith(".json"):
-        from scalestack.hwsim.figures import stacks_figure
+        from scalestack.report.hwsim import stacks_figure
 
         stacks_figure(stacks, output)
         click.echo(f"scalestack: wrote {output}", err=True)

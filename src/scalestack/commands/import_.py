@@ -8,6 +8,7 @@ import click
 
 from scalestack.errors import UserError
 from scalestack.ingest import IMPORTERS, sniff_format
+from scalestack.trace.store import save
 
 
 @click.command()
@@ -48,8 +49,10 @@ def command(fmt, path, output, pid, comm, roles, list_only):
         with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
                       TimeRemainingColumn(), transient=True) as bar:
             task = bar.add_task(f"reading {os.path.basename(path)}", total=os.path.getsize(path))
-            trace = IMPORTERS[fmt].load(path, progress=lambda done, total: bar.update(task, completed=done),
-                                        **options)
+            def progress(done, total, stage=None):
+                bar.update(task, completed=done, **({"description": f"{stage} ({os.path.basename(path)})"} if stage else {}))
+
+            trace = IMPORTERS[fmt].load(path, progress=progress, **options)
     else:
         trace = IMPORTERS[fmt].load(path, **options)
     if roles:
@@ -57,14 +60,14 @@ def command(fmt, path, output, pid, comm, roles, list_only):
     out = output or os.path.splitext(path)[0] + ".trace"
     if os.path.abspath(out) == os.path.abspath(path):
         raise UserError(f"refusing to overwrite the input {path}; give -o")
-    trace.save(out)
+    save(trace, out)
     click.echo(f"scalestack: imported {len(trace.threads)} threads, {trace.wall_ns / 1e9:.3f} s from {fmt} -> {out}",
                err=True)
 
 
 def _list(fmt: str, path: str) -> None:
     """Print the processes a system-wide perf recording holds, busiest first."""
-    from scalestack.state_builder import list_processes
+    from scalestack.trace.builder import list_processes
 
     if fmt == "perf-script":
         from scalestack.ingest.perf_script import parse_perf_script as read

@@ -60,14 +60,14 @@ def command(threads, repeat, instances, profile, scope, cache_size, timeout, as_
             res = driver.measure(p, repeat, profile=profile, scope=scope, timeout=timeout, progress=tick)
         res = cache_checked(res, cache_size, cache_bytes)
     if out_dir:
-        from scalestack.eklov.report import write
+        from scalestack.report.eklov_section import write
 
         write(res, out_dir, title)
         click.echo(f"scalestack: wrote {out_dir}/report.html", err=True)
     if as_json:
         click.echo(res.to_json())
         return
-    from scalestack.eklov.report import table_lines
+    from scalestack.report.eklov_section import table_lines
 
     for line in table_lines(res, title):
         click.echo(line)

@@ -40,7 +40,7 @@ def command(output, pid, duration, roles, mmap_size, collector, reader, keep_per
 
         scalestack record -o run.trace -- ./myprog 4
     """
-    from scalestack.collect.perf import record
+    from scalestack.collect.record import record
 
     if pid is None and not command:
         raise UserError("no command given; usage: scalestack record [OPTIONS] -- CMD [ARGS...]")

@@ -19,14 +19,14 @@ from scalestack.commands._analysis_options import analysis_options, between_ns
 @click.option("-q", "--quiet", is_flag=True, help="Write the files only; print nothing.")
 def command(path, out_dir, window, group_by, active, between, quiet):
     """Write report.html (self-contained), report.json and PNG/SVG figures; print the tables."""
-    from scalestack.aggregate import is_aggregate
+    from scalestack.collect.aggregate_recording import is_aggregate
     from scalestack.report import ReportOptions, build_report, write_report
     from scalestack.report.terminal import print_report
     from scalestack.units import parse_duration_ns
 
     if is_aggregate(path):  # `record --aggregate`: per-window counters, not a trace
-        from scalestack.aggregate import build_report as build_aggregate_report
-        from scalestack.aggregate import load_if_aggregate
+        from scalestack.collect.aggregate_recording import load_if_aggregate
+        from scalestack.report.aggregate import build_report as build_aggregate_report
 
         rec = load_if_aggregate(path, active, between)
         report = build_aggregate_report(rec, parse_duration_ns(window, what="--window")

@@ -31,7 +31,7 @@ from scalestack.errors import UserError
 def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log, pirate, pirate_repeat,
             pirate_cache_size, pirate_from, cmd):
     """Run CMD once per thread count ({threads} is replaced) and print the speedup stacks."""
-    from scalestack.sweep import (
+    from scalestack.collect.sweep import (
         gc_checks,
         load_gc_logs,
         load_sweep,
@@ -76,7 +76,7 @@ def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log
                 pirate_res = driver.measure(p, pirate_repeat, progress=lambda label: prog.advance(task))
                 pirate_res = cache_checked(pirate_res, pirate_cache_size, pirate_c)
         if pirate:
-            from scalestack.eklov.report import save
+            from scalestack.report.eklov_section import save
 
             save(pirate_res, os.path.join(output, PIRATE_FILE))
         from_dir = output
@@ -107,8 +107,8 @@ def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log
             click.echo(f"{c['n']:>3} {c['pauses']:>6} {c['log_pause_ms']:8.1f} {c['gc_height_ms']:9.1f} "
                        f"{c['gc_running_ms']:9.1f} {c['gc_term']:6.2f} {c['gc_term_log']:7.2f}")
     if pirate_res is not None:
-        from scalestack.eklov.report import table_lines
-        from scalestack.sweep import side_by_side
+        from scalestack.collect.sweep import side_by_side
+        from scalestack.report.eklov_section import table_lines
 
         click.echo("")
         for line in table_lines(pirate_res) + side_by_side(res, pirate_res):
@@ -119,7 +119,7 @@ PIRATE_FILE = "pirate_stack.json"
 
 
 def load_pirate(path: str):
-    from scalestack.eklov.report import load
+    from scalestack.report.eklov_section import load
 
     return load(path)
 

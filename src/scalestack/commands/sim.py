@@ -72,7 +72,9 @@ def run(workload, threads, cores, seed, freq, timeslice, accelerate, factor, pol
                    policy_energy_vs_base=round(pr.energy, 4), time_boosted_share=round(pr.boosted_share, 4))
         base = pr.result
     if output:
-        base.trace.save(output)
+        from scalestack.trace.store import save
+
+        save(base.trace, output)
         out["trace"] = output
     if as_json:
         click.echo(json.dumps(out, indent=2))

@@ -2,7 +2,7 @@
 
 Every second: each thread's (or group's) share of the last window and of the whole watch
 (criticality: the height of its bottle-graph box), its parallelism (the box's width) and where
-its time went. Counters come from the in-kernel aggregator (`collect/ebpf.py`); no trace is kept.
+its time went. Counters come from the in-kernel aggregator (`collect/aggregator.py`); no trace is kept.
 Keys: q quits, s changes the sort, g groups by role / ungroups. Ctrl-C also quits cleanly.
 """
 
@@ -39,8 +39,8 @@ def command(pid, interval, group_by, sort, roles, duration, command):
 
         sudo scalestack top -- ./myprog 4
     """
-    from scalestack.aggregate import watch
-    from scalestack.collect import ebpf
+    from scalestack.collect import aggregator
+    from scalestack.collect.aggregate_recording import watch
     from scalestack.units import parse_duration_ns
 
     if pid is None and not command:
@@ -50,9 +50,9 @@ def command(pid, interval, group_by, sort, roles, duration, command):
     interval_s = parse_duration_ns(interval, what="--interval") / 1e9
     if interval_s < 0.05:
         raise UserError(f"--interval {interval} is too short (50ms at least)")
-    ebpf.check()
+    aggregator.check()
     if pid is not None:
-        ebpf.check_pid(pid)
+        aggregator.check_pid(pid)
     view = _View(sort, group_by, roles)
     keys = _Keys()
     final = None
@@ -135,7 +135,7 @@ class _View:
     """The table: per thread or group, the last window and the total since the start."""
 
     def __init__(self, sort: str, group_by, roles: str | None):
-        from scalestack.roles import RoleRules
+        from scalestack.trace.roles import RoleRules
 
         self.sort = sort
         self.group_by = group_by
@@ -154,8 +154,8 @@ class _View:
         self.prev, self.cur, self.info = prev, cur, info
 
     def _rows(self):
-        from scalestack.aggregate import window_rows
         from scalestack.analysis.bottle import group_threads
+        from scalestack.collect.aggregate_recording import window_rows
 
         cur = self.cur
         root = self.info.get("root_pid")
@@ -175,7 +175,7 @@ class _View:
             return np.bincount(group, weights=x, minlength=ng)
 
         state = [""] * ng
-        from scalestack.collect.ebpf import STATES
+        from scalestack.collect.aggregator import STATES
 
         for i, g in enumerate(group.tolist()):
             s = STATES[int(cur.state[i])]

@@ -7,13 +7,10 @@ the sources and the compiler flags, into the user's cache directory: no build st
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
-import subprocess
 from importlib import resources
 
 from scalestack.errors import UserError
+from scalestack.tools import build_cached, c_compiler
 
 # name -> (sources, whether it is a shared library, extra link flags)
 _TARGETS: dict[str, tuple[tuple[str, ...], bool, tuple[str, ...]]] = {
@@ -24,35 +21,18 @@ _TARGETS: dict[str, tuple[tuple[str, ...], bool, tuple[str, ...]]] = {
 _HEADERS = ("pirate_ctl.h",)
 
 
-def _cache_dir() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "scalestack", "eklov")
-
-
 def build(name: str, force: bool = False) -> str:
     """Path of the compiled `name` (a key of _TARGETS), compiled now if needed."""
     if name not in _TARGETS:
         raise ValueError(f"unknown C target {name!r}")
     sources, shared, ldflags = _TARGETS[name]
-    gcc = shutil.which("gcc") or shutil.which("cc")
+    gcc = c_compiler()
     if gcc is None:
         raise UserError("gcc is needed to build scalestack's timing shim and pirate; install gcc")
     src_dir = resources.files("scalestack.eklov") / "c"
-    texts = [(src_dir / s).read_bytes() for s in sources + _HEADERS]
+    texts = {s: (src_dir / s).read_bytes() for s in sources + _HEADERS}
     cflags = ["-O2", "-Wall", "-fPIC", "-shared"] if shared else ["-O2", "-Wall"]
-    key = hashlib.sha256(b"\0".join(texts) + " ".join(cflags + list(ldflags)).encode()).hexdigest()[:16]
-    out_dir = os.path.join(_cache_dir(), key)
-    out = os.path.join(out_dir, f"lib{name}.so" if shared else name)
-    if os.path.exists(out) and not force:
-        return out
-    os.makedirs(out_dir, exist_ok=True)
-    for fname, text in zip(sources + _HEADERS, texts, strict=True):
-        with open(os.path.join(out_dir, fname), "wb") as fh:
-            fh.write(text)
-    tmp = f"{out}.{os.getpid()}"
-    argv = [gcc, *cflags, "-I", out_dir, *[os.path.join(out_dir, s) for s in sources], "-o", tmp, *ldflags]
-    res = subprocess.run(argv, capture_output=True, text=True, timeout=300)
-    if res.returncode != 0:
-        raise UserError(f"building {name} failed: {res.stderr.strip().splitlines()[-1] if res.stderr.strip() else res.returncode}")
-    os.replace(tmp, out)  # whole or not at all: a concurrent build may be reading it
-    return out
+    out = f"lib{name}.so" if shared else name
+    argv = [gcc, *cflags, "-I", "{dir}", *[f"{{dir}}/{s}" for s in sources], "-o", f"{{dir}}/{out}.{{tmp}}", *ldflags]
+    return build_cached("eklov", texts, " ".join(cflags + list(ldflags)).encode(), [(argv, None)], [out],
+                        name, force=force)[0]

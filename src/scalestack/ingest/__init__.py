@@ -4,7 +4,7 @@ Each importer declares a name, a `sniff(head: bytes) -> bool` that recognises th
 from the first bytes of a file, and a `load(path, **options) -> Trace`. `scalestack import
 FILE` tries the sniffers in order when no format is named (Perfetto's trace-type detection).
 Linux tokenizers (perf.data, perf script text) produce `RawEvents` and end in the shared
-`scalestack.state_builder`, so every source gives the same Trace for the same run.
+`scalestack.trace.builder`, so every source gives the same Trace for the same run.
 """
 
 from __future__ import annotations

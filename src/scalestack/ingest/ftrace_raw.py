@@ -14,8 +14,8 @@ import numba
 import numpy as np
 
 from scalestack.errors import TraceFormatError
-from scalestack.events import RawEvents
 from scalestack.ingest.tracepoint import EventFormat, decode_records, decode_table
+from scalestack.trace.events import RawEvents
 
 
 @numba.njit(cache=True)

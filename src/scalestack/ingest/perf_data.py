@@ -34,14 +34,15 @@ from __future__ import annotations
 import dataclasses
 import mmap
 import os
-import shutil
+import re
 import struct
+import subprocess
+import tempfile
 
 import numba
 import numpy as np
 
 from scalestack.errors import TraceFormatError, UserError
-from scalestack.events import MAX_CPUS, RawEvents
 from scalestack.ingest.tracepoint import (
     EventFormat,
     decode_records,
@@ -49,7 +50,9 @@ from scalestack.ingest.tracepoint import (
     le_u32,
     parse_format,
 )
+from scalestack.tools import last_line, which
 from scalestack.trace import Trace
+from scalestack.trace.events import MAX_CPUS, RawEvents
 
 MAGIC = b"PERFILE2"
 MAGIC_SWAPPED = b"2ELIFREP"
@@ -480,14 +483,70 @@ def _read(buf: np.ndarray, view: memoryview, path: str) -> RawEvents:
 
 
 def load(path: str, *, pid: int | None = None, comm: str | None = None, progress=None) -> Trace:
-    """Import a system-wide perf.data as the Trace of the process tree of `pid` (or `comm`)."""
-    from scalestack.collect.perf import read_events
-    from scalestack.state_builder import build_trace
+    """Import a system-wide perf.data as the Trace of the process tree of `pid` (or `comm`).
 
-    events = read_events(path, shutil.which("perf") or "perf", reader="perf-data")  # perf only to cross-check
+    `progress(done_bytes, total_bytes, stage)` is called as the stages start and end."""
+    from scalestack.trace.builder import build_trace
+
+    size = os.path.getsize(path)
+    if progress is not None:
+        progress(0, size, "reading")
+    events = read_events(path, which("perf") or "perf", reader="perf-data")  # perf only to cross-check
+    if progress is not None:  # the read is one compiled pass; the state builder follows
+        progress(size, size, f"building the trace from {len(events):,} events")
     st = events.stats
     meta = {"source": "perf-data", "input": os.path.abspath(path), "reader": "perf-data",
             "cores": (st.get("nr_cpus") or {}).get("online"), "kernel": st.get("os_release"),
             "host": st.get("hostname"), "perf_version": st.get("perf_version"), "recorded_with": st.get("cmdline")}
     return build_trace(events, root_pids=[pid] if pid else None, comm=comm,
                        meta={k: v for k, v in meta.items() if v is not None})
+
+
+LOST_RE = re.compile(r"lost (\d+) chunks", re.I)
+
+
+def read_events(perf_data: str, perf: str, reader: str = "auto", samples: bool = False) -> RawEvents:
+    """RawEvents from a perf.data file, by the direct reader (default) or via `perf script` text.
+
+    Samples need perf's symbol resolution, so a recording with samples is read as text. With
+    SCALESTACK_CHECK_READERS=1 in the environment (the test suite sets it) every file is read
+    both ways and any difference is an error: the two readers are proven equal on every
+    recording the tests make.
+    """
+    if samples:
+        reader = "perf-script"
+    if reader not in ("auto", "perf-data", "perf-script"):
+        raise UserError(f"unknown reader {reader!r}; choose perf-data or perf-script")
+    if reader == "perf-script":
+        return _read_text(perf_data, perf, samples)
+    from scalestack.ingest.perf_data import read_perf_data
+
+    events = read_perf_data(perf_data)
+    if os.environ.get("SCALESTACK_CHECK_READERS") == "1":
+        text = _read_text(perf_data, perf, False)
+        if not events.equals(text) or events.stats["lost_events"] != text.stats["lost_events"]:
+            raise RuntimeError(f"the perf.data reader and perf script disagree on {perf_data} "
+                               f"({len(events)} vs {len(text)} events)")
+    return events
+
+
+def _read_text(perf_data: str, perf: str, samples: bool) -> RawEvents:
+    from scalestack.ingest.perf_script import parse_perf_script
+
+    with tempfile.TemporaryDirectory(prefix="scalestack-") as tmp:
+        text = os.path.join(tmp, "perf.txt")
+        with open(text, "wb") as fh:
+            fields = ["-F", "trace:comm,pid,tid,cpu,time,event,trace"]
+            if samples:
+                fields += ["-F", "sw:comm,pid,tid,cpu,time,event,ip,sym,symoff,dso"]
+            proc = subprocess.run(
+                [perf, "script", "-i", perf_data, "--show-lost-events", *fields, "--ns"],
+                stdout=fh, stderr=subprocess.PIPE,
+            )
+        if proc.returncode != 0:
+            raise UserError(f"`perf script` failed on {perf_data}: {last_line(proc.stderr)}")
+        events = parse_perf_script(text)
+    lost = LOST_RE.findall(proc.stderr.decode("utf-8", "replace"))
+    if lost:
+        events.stats["lost_chunks"] = sum(int(x) for x in lost)
+    return events

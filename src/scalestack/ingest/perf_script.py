@@ -2,7 +2,7 @@
 
 For traces recorded elsewhere and shared as text. The expected input is what
 ``perf script -i perf.data -F comm,pid,tid,cpu,time,event,trace --ns`` prints for a recording of
-the tracepoints in `scalestack.events.RECORD_TRACEPOINTS`; plain ``perf script`` output (no pid
+the tracepoints in `scalestack.trace.events.RECORD_TRACEPOINTS`; plain ``perf script`` output (no pid
 column, microsecond times) is accepted too. Lines of other events are counted and skipped;
 a line that is not a perf-script event line stops the import with its line number.
 
@@ -23,7 +23,7 @@ import numba
 import numpy as np
 
 from scalestack.errors import TraceFormatError, UserError
-from scalestack.events import Kind, RawEvents
+from scalestack.trace.events import Kind, RawEvents
 
 CHUNK_BYTES = 32 << 20
 
@@ -717,7 +717,7 @@ def sniff(head: bytes) -> bool:
 
 def load(path: str, *, pid: int | None = None, comm: str | None = None, progress=None, **meta):
     """Import a perf script text file as a Trace of the process tree of `pid` (or `comm`)."""
-    from scalestack.state_builder import build_trace
+    from scalestack.trace.builder import build_trace
 
     events = parse_perf_script(path, progress=progress)
     return build_trace(events, root_pids=[pid] if pid else None, comm=comm,

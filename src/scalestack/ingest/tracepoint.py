@@ -20,7 +20,7 @@ import numba
 import numpy as np
 
 from scalestack.errors import TraceFormatError
-from scalestack.events import Kind
+from scalestack.trace.events import Kind
 
 _FIELD_RE = re.compile(r"field:(?P<decl>[^;]+);\s*offset:(?P<off>\d+);\s*size:(?P<size>\d+);\s*signed:(?P<signed>\d+);")
 

@@ -6,7 +6,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from scalestack.analysis import dvfs
-from scalestack.power import F_MAX_GHZ, PowerModel, dvfs_states
+from scalestack.analysis.power import F_MAX_GHZ, PowerModel, dvfs_states
 from scalestack.report import figures
 
 STYLE = {"M+CRIT": ("#999999", ":"), "COOP": ("#b07030", ":"), "DEP": ("#5080c0", "--"),

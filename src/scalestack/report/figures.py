@@ -8,6 +8,7 @@ colours. Boxes thinner than 0.5% of the run are not drawn (they are listed under
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 
 import matplotlib
 import numpy as np
@@ -19,6 +20,7 @@ from matplotlib.patches import Rectangle  # noqa: E402
 
 from scalestack.analysis.bottle import BottleResult, WindowedBottleResult  # noqa: E402
 from scalestack.analysis.criticality import CriticalityResult  # noqa: E402
+from scalestack.errors import UserError  # noqa: E402
 
 ROLE_COLOURS = {"main": "#40c4c4", "gc": "#8b5a2b", "jit": "#1e6b30", "runtime": "#9a9a9a"}
 APP_COLOURS = ["#4c72b0", "#dd8452", "#c44e52", "#8172b3", "#da8bc3", "#ccb974", "#64b5cd", "#55a868",
@@ -144,6 +146,24 @@ def bottle_strip(res: WindowedBottleResult, title: str = "Bottle graphs over tim
     fig.legend(handles, labels[:16], fontsize=6, loc="outside right upper", frameon=False)
     fig.suptitle(f"{title} (window {res.window_ns / 1e6:g} ms)", fontsize=10)
     return fig
+
+
+# The figure of each result type, by the result's `kind` (what `-o x.png` draws): a command
+# needs no `if kind == ...` of its own, and a new analysis registers its figure here.
+FIGURES: dict[str, Callable[..., Figure]] = {
+    "criticality": criticality_stack,
+    "bottle": bottle_graph,
+    "bottle-windows": bottle_strip,
+}
+
+
+def figure_of(res, kind: str) -> Figure:
+    """The figure of `res`: by its own `kind` attribute where it has one (a windowed bottle graph),
+    else by the `kind` the caller names."""
+    draw = FIGURES.get(getattr(res, "kind", "") or kind) or FIGURES.get(kind)
+    if draw is None:
+        raise UserError(f"{kind} has no figure; write .json instead")
+    return draw(res)
 
 
 def _footnote(fig: Figure, hidden: list[str]) -> None:

@@ -1,1 +1,2 @@
-"""sim"""
+"""The workload simulator: threads, locks, barriers and frequencies with known answers, for
+validating every estimator against ground truth."""

@@ -17,7 +17,7 @@ thesis's TDP limit), so the dynamic policies boost at most one thread.
   instead of migrating): at every change of which threads run, boost the holder of the lock
   with the most waiters, or the last thread a barrier still waits for.
 
-`run_policy` returns the run's time, energy (from `scalestack.power`) and time spent boosted,
+`run_policy` returns the run's time, energy (from `scalestack.analysis.power`) and time spent boosted,
 each normalised to the `none` run.
 """
 
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from scalestack.power import PowerModel
+from scalestack.analysis.power import PowerModel
 from scalestack.sim.engine import TID_BASE, Policy, SimResult, simulate
 
 POLICIES = ("none", "all-up", "boost-critical", "offline", "bis")

@@ -31,18 +31,6 @@ import numba
 import numpy as np
 
 from scalestack.errors import UserError
-from scalestack.events import (
-    FUTEX_CMD_MASK,
-    FUTEX_WAIT_OPS,
-    MAX_CPUS,
-    PID_MAX_LIMIT,
-    PREV_STATE_DEAD,
-    Kind,
-    RawEvents,
-)
-from scalestack.futex_wakers import attribute_futex_wakers
-from scalestack.schedstat import ABS_TOL_NS, RUNNING_TOL
-from scalestack.switch_spans import switch_spans
 from scalestack.trace import (
     NameTable,
     SampleTable,
@@ -52,6 +40,19 @@ from scalestack.trace import (
     ThreadTable,
     Trace,
 )
+from scalestack.trace.events import (
+    FUTEX_CMD_MASK,
+    FUTEX_WAIT_OPS,
+    MAX_CPUS,
+    PID_MAX_LIMIT,
+    PREV_STATE_DEAD,
+    PREV_STATE_UNINTERRUPTIBLE,
+    Kind,
+    RawEvents,
+)
+from scalestack.trace.futex_wakers import attribute_futex_wakers
+from scalestack.trace.kernel_accounting import ABS_TOL_NS, RUNNING_TOL
+from scalestack.trace.switch_spans import switch_spans
 
 # The compiled walk uses the enum values as literals; keep them in step.
 assert [int(v) for v in State] == [0, 1, 2, 3, 4, 5]
@@ -62,6 +63,27 @@ assert PREV_STATE_DEAD == 48 and FUTEX_CMD_MASK == 0x7F
 
 # A runtime report this close before a switch on the same CPU, with no event between, is the
 # switch's own (measured: 2-5 us from prev's report to the sched_switch tracepoint under perf).
+# States and event kinds as compile-time constants of the compiled walk (numba freezes globals)
+S_RUNNING = int(State.RUNNING)
+S_RUNNABLE = int(State.RUNNABLE)
+S_SYNC_WAIT = int(State.SYNC_WAIT)
+S_IO_WAIT = int(State.IO_WAIT)
+S_SLEEP = int(State.SLEEP)
+S_UNKNOWN = int(State.UNKNOWN)
+K_SWITCH = int(Kind.SWITCH)
+K_WAKEUP = int(Kind.WAKEUP)
+K_WAKEUP_NEW = int(Kind.WAKEUP_NEW)
+K_FORK = int(Kind.FORK)
+K_EXIT = int(Kind.EXIT)
+K_FUTEX_ENTER = int(Kind.FUTEX_ENTER)
+K_FUTEX_EXIT = int(Kind.FUTEX_EXIT)
+K_FUTEX_WAITV = int(Kind.FUTEX_WAITV)
+K_TASK_COMM = int(Kind.TASK_COMM)
+K_TASK_FORK = int(Kind.TASK_FORK)
+K_TASK_EXIT = int(Kind.TASK_EXIT)
+K_STAT_RUNTIME = int(Kind.STAT_RUNTIME)
+K_MIGRATE = int(Kind.MIGRATE)
+
 _SCHED_SLACK_NS = 30_000
 
 # Hypervisor steal comes in host-scheduler slices (0.1-6 ms here). Shorter uncharged stretches
@@ -148,14 +170,14 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
     t0 = time[0] if n > 0 else 0
     for s in range(n_slots):
         if born_at[s] < 0:
-            st[s] = 5
+            st[s] = S_UNKNOWN
             st_start[s] = t0
 
     for i in range(n):
         t = time[i]
         c = cpu[i]
         k = kind[i]
-        if k == 12 or k == 13 or k == 14:  # side-band records carry no CPU state
+        if k == K_TASK_COMM or k == K_TASK_FORK or k == K_TASK_EXIT:  # side-band records carry no CPU state
             continue
         x = ctx[i]
         xs = slot_of[x] if 0 <= x < n_map else -1
@@ -170,15 +192,15 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
                 if qs >= 0 or xs >= 0:
                     gaps_traced += 1
                 # q was running here but its switch-out was lost: last proof is cpu_last[c]
-                if qs >= 0 and st[qs] == 0 and st_cpu[qs] == c and not dead[qs]:
+                if qs >= 0 and st[qs] == S_RUNNING and st_cpu[qs] == c and not dead[qs]:
                     m = _settle(out, m, qs, pend, p_state, p_start, p_cpu, p_addr, p_rep, st_start)
                     at = max(cpu_last[c], st_start[qs])
                     repairs[qs] += 1
                     uncertain[qs] += t - at
                     if at > st_start[qs]:
-                        m = _emit(out, m, qs, st_start[qs], at, 0, c, 0, -1, st_rep[qs])
+                        m = _emit(out, m, qs, st_start[qs], at, S_RUNNING, c, 0, -1, st_rep[qs])
                         st_start[qs] = at
-                    st[qs] = 4  # SLEEP, reason unknown
+                    st[qs] = S_SLEEP  # reason unknown
                     st_cpu[qs] = -1
                     st_addr[qs] = 0
                     st_rep[qs] = 1
@@ -187,22 +209,22 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
         # --- and if x is traced, it is RUNNING on c now
         if xs >= 0 and st[xs] >= 0 and not dead[xs]:
             was = st[xs]
-            if was != 0:
+            if was != S_RUNNING:
                 lo = st_start[xs]
                 if cvalid and cpu_last[c] > lo:
                     lo = cpu_last[c]
                 if lo > t:
                     lo = t
-                if was == 1 and st_cpu[xs] == c:
+                if was == S_RUNNABLE and st_cpu[xs] == c:
                     # woken for (or moved to) this CPU: it ran as soon as the CPU was free
                     at = max(lo, st_hint[xs])
-                elif was == 5:
+                elif was == S_UNKNOWN:
                     at = lo  # first sight of a thread that existed before the recording
-                elif was == 2:
+                elif was == S_SYNC_WAIT:
                     at = t  # a futex waiter's first act after its wakeup is leaving the futex call
                 else:
                     at = lo + (t - lo) // 2  # no evidence either way: the middle halves the worst case
-                if k == 15 and a0[i] == x and was != 5:
+                if k == K_STAT_RUNTIME and a0[i] == x and was != S_UNKNOWN:
                     # the kernel's report says how long x has run since it was switched in
                     at = min(max(t - a1[i], lo), t)
                     repairs[xs] += 1
@@ -210,7 +232,7 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
                     if at > st_start[xs]:
                         m = _emit(out, m, xs, st_start[xs], at, was, st_cpu[xs], st_addr[xs], -1, st_rep[xs])
                         st_start[xs] = at
-                elif was != 5:
+                elif was != S_UNKNOWN:
                     repairs[xs] += 1
                     pend[xs] = True
                     p_state[xs] = was
@@ -227,21 +249,21 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
                 elif at > st_start[xs]:
                     m = _emit(out, m, xs, st_start[xs], at, was, st_cpu[xs], st_addr[xs], -1, st_rep[xs])
                     st_start[xs] = at
-                st[xs] = 0
+                st[xs] = S_RUNNING
                 st_cpu[xs] = c
                 st_addr[xs] = 0
-                st_rep[xs] = 1 if was != 5 else 0
+                st_rep[xs] = 1 if was != S_UNKNOWN else 0
             elif cvalid and st_cpu[xs] != c:
                 # running, but now on another CPU: a switch-out/in pair was lost
                 m = _settle(out, m, xs, pend, p_state, p_start, p_cpu, p_addr, p_rep, st_start)
                 double_running += 1
                 if t > st_start[xs]:
-                    m = _emit(out, m, xs, st_start[xs], t, 0, st_cpu[xs], 0, -1, st_rep[xs])
+                    m = _emit(out, m, xs, st_start[xs], t, S_RUNNING, st_cpu[xs], 0, -1, st_rep[xs])
                     st_start[xs] = t
                 st_cpu[xs] = c
                 st_rep[xs] = 1
 
-        if k == 1:  # SWITCH: x (== prev) leaves, next enters
+        if k == K_SWITCH:  # SWITCH: x (== prev) leaves, next enters
             nx = a1[i]
             ps = a2[i]
             # The kernel switches at the clock it read on entering schedule(), just before it
@@ -250,96 +272,96 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
             ts = t
             if cvalid and rt_tid[c] == x and rt_at[c] == cpu_last[c] and t - rt_at[c] <= _SCHED_SLACK_NS:
                 ts = rt_at[c]
-            if xs >= 0 and st[xs] == 0 and not dead[xs]:
+            if xs >= 0 and st[xs] == S_RUNNING and not dead[xs]:
                 m = _settle(out, m, xs, pend, p_state, p_start, p_cpu, p_addr, p_rep, st_start)
                 if ts > st_start[xs]:
-                    m = _emit(out, m, xs, st_start[xs], ts, 0, st_cpu[xs], 0, -1, st_rep[xs])
+                    m = _emit(out, m, xs, st_start[xs], ts, S_RUNNING, st_cpu[xs], 0, -1, st_rep[xs])
                 st_start[xs] = max(ts, st_start[xs])
                 st_rep[xs] = 0
                 st_addr[xs] = 0
-                if (ps & 48) != 0:  # X or Z: the task is gone
+                if (ps & PREV_STATE_DEAD) != 0:  # X or Z: the task is gone
                     dead[xs] = True
                     end_time[xs] = t
                     st[xs] = -1
                 elif ps == 0:
-                    st[xs] = 1  # preempted: still runnable
+                    st[xs] = S_RUNNABLE  # preempted: still runnable
                     st_cpu[xs] = c
                     st_hint[xs] = ts
                 elif in_futex[xs]:
-                    st[xs] = 2
+                    st[xs] = S_SYNC_WAIT
                     st_cpu[xs] = -1
                     st_addr[xs] = futex_addr[xs]
-                elif (ps & 2) != 0:
-                    st[xs] = 3
+                elif (ps & PREV_STATE_UNINTERRUPTIBLE) != 0:
+                    st[xs] = S_IO_WAIT
                     st_cpu[xs] = -1
                 else:
-                    st[xs] = 4
+                    st[xs] = S_SLEEP
                     st_cpu[xs] = -1
             ns = slot_of[nx] if 0 <= nx < n_map else -1
             if ns >= 0 and st[ns] >= 0 and not dead[ns]:
-                if st[ns] == 0:
+                if st[ns] == S_RUNNING:
                     if st_cpu[ns] != c:
                         m = _settle(out, m, ns, pend, p_state, p_start, p_cpu, p_addr, p_rep, st_start)
                         double_running += 1
                         if t > st_start[ns]:
-                            m = _emit(out, m, ns, st_start[ns], t, 0, st_cpu[ns], 0, -1, st_rep[ns])
+                            m = _emit(out, m, ns, st_start[ns], t, S_RUNNING, st_cpu[ns], 0, -1, st_rep[ns])
                             st_start[ns] = t
                         st_cpu[ns] = c
                 else:
-                    if st[ns] != 1 and st[ns] != 5:
+                    if st[ns] != S_RUNNABLE and st[ns] != S_UNKNOWN:
                         missing_wakeups += 1
                     tn = max(ts, st_start[ns])
                     if tn > st_start[ns]:
                         m = _emit(out, m, ns, st_start[ns], tn, st[ns], st_cpu[ns], st_addr[ns], -1, st_rep[ns])
                         st_start[ns] = tn
-                    st[ns] = 0
+                    st[ns] = S_RUNNING
                     st_cpu[ns] = c
                     st_addr[ns] = 0
                     st_rep[ns] = 0
             if cvalid:
                 chain[c] = nx
-        elif k == 2 or k == 3:  # WAKEUP(_NEW)
+        elif k == K_WAKEUP or k == K_WAKEUP_NEW:  # WAKEUP(_NEW)
             w = a0[i]
             ws = slot_of[w] if 0 <= w < n_map else -1
-            if ws >= 0 and st[ws] >= 2 and not dead[ws]:
+            if ws >= 0 and st[ws] >= S_SYNC_WAIT and not dead[ws]:
                 # blocked -> RUNNABLE; a wakeup of a running or runnable task changes nothing
                 if t > st_start[ws]:
                     m = _emit(out, m, ws, st_start[ws], t, st[ws], st_cpu[ws], st_addr[ws], x, st_rep[ws])
                     st_start[ws] = t
-                st[ws] = 1
+                st[ws] = S_RUNNABLE
                 st_cpu[ws] = a1[i]
                 st_hint[ws] = t
                 st_addr[ws] = 0
                 st_rep[ws] = 0
-        elif k == 4:  # FORK: the child is runnable at once
+        elif k == K_FORK:  # FORK: the child is runnable at once
             ch = a1[i]
             cs = slot_of[ch] if 0 <= ch < n_map else -1
             if cs >= 0 and st[cs] < 0 and not dead[cs]:
-                st[cs] = 1
+                st[cs] = S_RUNNABLE
                 st_start[cs] = t
                 st_hint[cs] = t
                 st_cpu[cs] = c
                 st_rep[cs] = 0
-        elif k == 6:  # EXIT
+        elif k == K_EXIT:  # EXIT
             e = a0[i]
             es = slot_of[e] if 0 <= e < n_map else -1
             if es >= 0:
                 exiting[es] = True
                 exit_time[es] = t
-        elif k == 8:  # FUTEX_ENTER: only the blocking operations make a SYNC_WAIT
+        elif k == K_FUTEX_ENTER:  # FUTEX_ENTER: only the blocking operations make a SYNC_WAIT
             if xs >= 0:
                 op = a1[i] & 0x7F
                 if op < 63 and ((wait_ops_mask >> op) & 1) == 1:
                     in_futex[xs] = True
                     futex_addr[xs] = a0[i]
-        elif k == 10:  # FUTEX_WAITV
+        elif k == K_FUTEX_WAITV:  # FUTEX_WAITV
             if xs >= 0:
                 in_futex[xs] = True
                 futex_addr[xs] = a0[i]
-        elif k == 9:  # FUTEX_EXIT
+        elif k == K_FUTEX_EXIT:  # FUTEX_EXIT
             if xs >= 0:
                 in_futex[xs] = False
-        elif k == 15:  # STAT_RUNTIME: the kernel charged `runtime` ns to the task
+        elif k == K_STAT_RUNTIME:  # STAT_RUNTIME: the kernel charged `runtime` ns to the task
             if cvalid:
                 rt_at[c] = t
                 rt_tid[c] = a0[i] if a0[i] == x else -1
@@ -352,9 +374,9 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
                 st_start[xs] = min(max(t - a1[i], p_lo[xs]), p_hi[xs])
                 m = _settle(out, m, xs, pend, p_state, p_start, p_cpu, p_addr, p_rep, st_start)
                 settled += 1
-        elif k == 16:  # MIGRATE: a runnable task moved to another CPU's queue
+        elif k == K_MIGRATE:  # MIGRATE: a runnable task moved to another CPU's queue
             ms = slot_of[a0[i]] if 0 <= a0[i] < n_map else -1
-            if ms >= 0 and st[ms] == 1:
+            if ms >= 0 and st[ms] == S_RUNNABLE:
                 st_cpu[ms] = a2[i]
                 st_hint[ms] = t
 
@@ -917,7 +939,7 @@ def build_trace(
         )
     lost = int(events.stats.get("lost_events", 0) or 0)
     if lost:
-        warnings.append(f"the kernel lost {lost} events (ring buffer full); enlarge it with --mmap-pages")
+        warnings.append(f"the kernel lost {lost} events (ring buffer full); enlarge it with --mmap-size (perf) or use the ebpf collector")
     check = kernel_runtime_check(states, tids, kernel_rt, "sched:sched_stat_runtime" in str(meta.get("tracepoints", "")) or
                                  bool(np.any(events.kind == Kind.STAT_RUNTIME)))
     if check.get("disagreeing"):

@@ -92,6 +92,7 @@ TRACEPOINT_KINDS: dict[str, Kind] = {
 # prev_state letters -> bits (see module docstring).
 STATE_LETTER_BITS = {"R": 0, "S": 1, "D": 2, "T": 4, "t": 8, "X": 16, "Z": 32, "P": 64, "I": 128}
 PREV_STATE_DEAD = 16 | 32
+PREV_STATE_UNINTERRUPTIBLE = 2  # TASK_UNINTERRUPTIBLE: the D state, IO_WAIT
 
 # futex(2) operations that block the caller (op & FUTEX_CMD_MASK).
 FUTEX_CMD_MASK = 0x7F

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from scalestack.events import FUTEX_CMD_MASK, Kind, RawEvents
 from scalestack.trace import State, StateTable
+from scalestack.trace.events import FUTEX_CMD_MASK, Kind, RawEvents
 
 # futex(2) operations that wake waiters (op & FUTEX_CMD_MASK): WAKE, REQUEUE, CMP_REQUEUE, WAKE_OP,
 # UNLOCK_PI, WAKE_BITSET, CMP_REQUEUE_PI.

@@ -112,7 +112,7 @@ class ThreadTable(_Table):
     """One row per thread.
 
     tid/pid: kernel thread id and process (thread-group) id. ppid: tid of the creator (-1 if
-    unknown). name: latest name (15 chars for Linux comms). role: from `scalestack.roles`.
+    unknown). name: latest name (15 chars for Linux comms). role: from `scalestack.trace.roles`.
     start_ns/end_ns: lifetime inside the recording. start_known: False when the thread existed
     before recording started (its first state is UNKNOWN until its first event). exited: it
     ended inside the recording.
@@ -137,7 +137,7 @@ class StateTable(_Table):
     cpu: the CPU while RUNNING (the target CPU while RUNNABLE), else -1. addr: the futex
     address while SYNC_WAIT (or the simulator's object id), else 0. waker: tid that woke the
     thread at the end of a blocked interval, -1 if unknown. repaired: the interval's start or
-    end was reconstructed across missing kernel events (see `scalestack.state_builder`).
+    end was reconstructed across missing kernel events (see `scalestack.trace.builder`).
     """
 
     SCHEMA: ClassVar[dict[str, Any]] = {
@@ -299,8 +299,8 @@ class Trace:
         return dataclasses.replace(self, meta=meta)
 
     def with_roles(self, rules: Any = None) -> Trace:
-        """A copy whose `threads.role` is recomputed from name rules (see `scalestack.roles`)."""
-        from scalestack.roles import assign_roles
+        """A copy whose `threads.role` is recomputed from name rules (see `scalestack.trace.roles`)."""
+        from scalestack.trace.roles import assign_roles
 
         roles = assign_roles(self, rules)
         cols = self.threads.columns()
@@ -370,12 +370,6 @@ class Trace:
         if np.any(th.start_ns[rows] != s.start_ns[first]) or np.any(th.end_ns[rows] != s.end_ns[last]):
             raise ValueError("a thread's states do not span its lifetime")
 
-    # ----------------------------------------------------------------- persistence
-    def save(self, path: str) -> None:
-        from scalestack.store import save
-
-        save(self, path)
-
     def equals(self, other: Trace, *, meta_keys: Iterable[str] = ()) -> bool:
         """Same threads, states and names (and the given meta keys)."""
         return (
@@ -386,19 +380,6 @@ class Trace:
             and self.switch_spans == other.switch_spans
             and all(self.meta.get(k) == other.meta.get(k) for k in meta_keys)
         )
-
-    # ----------------------------------------------------------------- analyses
-    def criticality(self, **params: Any):
-        """Criticality stack of this trace; see `scalestack.analysis.criticality`."""
-        from scalestack.analysis.criticality import criticality
-
-        return criticality(self, **params)
-
-    def bottle(self, **params: Any):
-        """Bottle graph of this trace; see `scalestack.analysis.bottle`."""
-        from scalestack.analysis.bottle import bottle
-
-        return bottle(self, **params)
 
     def __repr__(self) -> str:
         return (

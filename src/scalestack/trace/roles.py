@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
 from scalestack.errors import UserError
-
-if TYPE_CHECKING:
-    from scalestack.trace import Trace
 
 ROLES = ("main", "app", "gc", "jit", "runtime", "other")
 
@@ -88,8 +85,9 @@ def _compile(pattern: str) -> re.Pattern[str]:
         raise UserError(f"bad regular expression {pattern!r} in role rules: {exc}") from None
 
 
-def assign_roles(trace: Trace, rules: RoleRules | str | None = None) -> np.ndarray:
-    """Role per thread row. The first thread of the traced root process is `main` unless a rule
+def assign_roles(trace: Any, rules: RoleRules | str | None = None) -> np.ndarray:
+    """Role per thread row of `trace` (a Trace; not imported here, since the model calls this).
+    The first thread of the traced root process is `main` unless a rule
     says otherwise; everything unmatched is `app`."""
     if rules is None:
         saved = trace.meta.get("role_rules")

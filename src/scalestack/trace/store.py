@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from scalestack.errors import UserError
 from scalestack.fileio import atomic_output
-from scalestack.trace import (
+from scalestack.trace.model import (
     SCHEMA_VERSION,
     NameTable,
     SampleTable,
@@ -77,14 +77,6 @@ def _json_default(value):
     if isinstance(value, np.ndarray):
         return value.tolist()
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
-
-
-def is_trace_file(path: str | os.PathLike) -> bool:
-    try:
-        with zipfile.ZipFile(path) as zf:
-            return MAGIC_MEMBER in zf.namelist()
-    except (OSError, zipfile.BadZipFile):
-        return False
 
 
 def load(path: str | os.PathLike) -> Trace:

@@ -2,7 +2,7 @@
 
 Criticality (thesis §3.2) divides wall-clock time among the threads on a CPU at each instant, and
 "on a CPU" is the time between a thread's switch-in and its switch-out: what the in-kernel
-aggregator measures (`collect/ebpf.py`) and what an independent switch trace gives. The state
+aggregator measures (`collect/aggregator.py`) and what an independent switch trace gives. The state
 builder's RUNNING intervals are instead the union of the kernel's runtime reports
 (`sched_stat_runtime`: "d ns charged at t", laid out as [t - d, t]), which makes Run_j the
 kernel's own charge but misplaces the slices in time: d is measured on the run queue's task clock
@@ -33,10 +33,12 @@ import dataclasses
 import numba
 import numpy as np
 
-from scalestack.events import Kind, RawEvents
 from scalestack.trace import SwitchSpanTable
+from scalestack.trace.events import Kind, RawEvents
 
-assert (Kind.SWITCH, Kind.STAT_RUNTIME) == (1, 15)
+# event kinds as compile-time constants of the compiled walk (numba freezes globals)
+K_SWITCH, K_STAT_RUNTIME = int(Kind.SWITCH), int(Kind.STAT_RUNTIME)
+K_TASK_COMM, K_TASK_FORK, K_TASK_EXIT = int(Kind.TASK_COMM), int(Kind.TASK_FORK), int(Kind.TASK_EXIT)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +102,7 @@ def _spans(time, cpu, kind, ctx, a0, a1, slot_of, n_slots, n_cpus, t_end):
     n_map = slot_of.shape[0]
     for i in range(n):
         k = kind[i]
-        if k == 12 or k == 13 or k == 14:  # side-band records carry no CPU state
+        if k == K_TASK_COMM or k == K_TASK_FORK or k == K_TASK_EXIT:  # side-band records carry no CPU state
             continue
         t = time[i]
         c = cpu[i]
@@ -147,12 +149,12 @@ def _spans(time, cpu, kind, ctx, a0, a1, slot_of, n_slots, n_cpus, t_end):
                 cur[c] = xs
         if xs >= 0:
             last_own[xs] = t
-        if k == 15:  # after the context checks: a report belongs to the slice it ends
+        if k == K_STAT_RUNTIME:  # after the context checks: a report belongs to the slice it ends
             rs = slot_of[a0[i]] if 0 <= a0[i] < n_map else -1
             if rs >= 0 and a1[i] > 0:
                 rt[rs] += a1[i]
                 rt_last[rs] = t
-        if k == 1:
+        if k == K_SWITCH:
             if xs >= 0:  # x is prev: it leaves
                 if in_t[xs] >= 0:
                     m = _put(out, m, xs, in_t[xs], t, 0)
@@ -224,9 +226,3 @@ def switch_spans(events: RawEvents, tids: np.ndarray, t0: int | None = None, t1:
     return SwitchSpans(tid=tids[out[ok, 0]][order], start_ns=a[ok][order], end_ns=b[ok][order],
                        repaired=out[ok, 3][order].astype(bool), tids=tids, complete=counts[:, 0],
                        lost_in=counts[:, 1], lost_out=counts[:, 2], lost_whole=counts[:, 3])
-
-
-def criticality_from_spans(trace, spans: SwitchSpans):
-    """The trace's criticality stack with C_j from these switch-instant spans and Run_j (and the
-    thread table) from the trace: the quantities the eBPF aggregator keeps."""
-    return dataclasses.replace(trace, switch_spans=spans.table()).criticality()

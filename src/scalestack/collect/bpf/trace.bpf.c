@@ -49,7 +49,7 @@ char LICENSE[] SEC("license") = "GPL";
 #endif
 #define NR_FUTEX_WAITV 449
 
-struct rec {  /* keep scalestack/collect/ebpf_trace.py's RECORD dtype the same */
+struct rec {  /* keep scalestack/collect/ebpf.py's RECORD dtype the same */
 	__u64 time;
 	__s64 a0, a1, a2;
 	__s32 cpu, tid, pid;
