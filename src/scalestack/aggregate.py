@@ -382,8 +382,10 @@ def build_report(rec: AggregateRecording, window: int | None = None, group_by=No
                         "stalled mid-update; their criticality weights are approximate), "
                         f"{meta.get('table_full', 0)} threads not kept (table full)")
     cmd = meta.get("command")
-    return Report(title or (" ".join(cmd) if cmd else f"pid {meta.get('attached_pid')}"), facts, warnings,
-                  [threads, csec, bsec])
+    from scalestack.report.text import command_line, short_command
+
+    return Report(title or (short_command(cmd) if cmd else f"pid {meta.get('attached_pid')}"), facts, warnings,
+                  [threads, csec, bsec], full_title=command_line(cmd))
 
 
 def load_if_aggregate(path: str, active: str = "running", between=None) -> AggregateRecording | None:
