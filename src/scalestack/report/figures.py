@@ -19,6 +19,7 @@ from matplotlib.patches import Rectangle  # noqa: E402
 
 from scalestack.analysis.bottle import BottleResult, WindowedBottleResult  # noqa: E402
 from scalestack.analysis.criticality import CriticalityResult  # noqa: E402
+from scalestack.report.text import elide  # noqa: E402
 
 ROLE_COLOURS = {"main": "#40c4c4", "gc": "#8b5a2b", "jit": "#1e6b30", "runtime": "#9a9a9a"}
 APP_COLOURS = ["#4c72b0", "#dd8452", "#c44e52", "#8172b3", "#da8bc3", "#ccb974", "#64b5cd", "#55a868",
@@ -54,7 +55,7 @@ def criticality_stack(res: CriticalityResult, title: str = "Criticality stack") 
             hidden.append(label)
             continue
         ax.bar([0], [share[i]], bottom=bottom, width=0.6, color=colours[label], edgecolor="white", linewidth=0.8,
-               label=f"{label}: {share[i]:.1f}%")
+               label=f"{elide(label, 40)}: {share[i]:.1f}%")
         if share[i] >= 4:
             ax.text(0, bottom + share[i] / 2, f"{share[i]:.0f}%", ha="center", va="center", fontsize=8, color="white")
         bottom += share[i]
@@ -85,7 +86,7 @@ def bottle_graph(res: BottleResult, title: str = "Bottle graph", ax=None) -> Fig
             continue
         h, w = box.height_ns / 1e9, box.width
         ax.add_patch(Rectangle((-w / 2, y), w, h, facecolor=colours[box.label], edgecolor="black", linewidth=0.6,
-                               label=f"{box.label}  (P={w:.2f})"))
+                               label=f"{elide(box.label, 40)}  (P={w:.2f})"))
         if own and h / (total / 1e9) > 0.06:
             ax.text(0, y + h / 2, box.label if len(box.label) < 24 else box.label[:22] + "…", ha="center",
                     va="center", fontsize=7, color="white")
@@ -113,7 +114,7 @@ def parallelism_ticks(max_w: float) -> list[float]:
     """Tick values 0 < p <= max_w for the bottle graph's width axis: a 1-2-5 step giving 1 to 4
     ticks per side, so a graph whose widest box has parallelism 1.3 reads 0.5, 1 (not one lone 1
     mirrored on both sides, which reads "1 ... 1")."""
-    for step in (0.25, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000):
+    for step in [0.25, 0.5] + [m * 10**e for e in range(0, 9) for m in (1, 2, 5)]:
         n = int(np.floor(max_w / step + 1e-9))
         if n <= 4:
             break
@@ -158,7 +159,7 @@ def bottle_strip(res: WindowedBottleResult, title: str = "Bottle graphs over tim
         ax.tick_params(axis="y", labelsize=6)
     axes[0][0].set_ylabel("criticality per window (s)")
     handles = [Rectangle((0, 0), 1, 1, facecolor=colours[lb]) for lb in labels[:16]]
-    fig.legend(handles, labels[:16], fontsize=6, loc="outside right upper", frameon=False)
+    fig.legend(handles, [elide(lb, 40) for lb in labels[:16]], fontsize=6, loc="outside right upper", frameon=False)
     fig.suptitle(f"{title} (window {res.window_ns / 1e6:g} ms)", fontsize=10)
     return fig
 

@@ -22,10 +22,10 @@ def command_line(cmd: Sequence[str] | str | None) -> str:
 
 def short_command(cmd: Sequence[str] | str | None, max_chars: int = MAX_TITLE) -> str:
     """Program name (without its directory) and as many first arguments as fit in `max_chars`,
-    then how many were left out: ``javac -d out A.java B.java … (+497 more arguments)``.
+    then how many were left out: ``javac -d out … (+497 more arguments)``.
 
-    A command that fits is returned whole (the program keeps its path). One argument longer
-    than the room left is cut with an ellipsis.
+    A command that fits is returned whole (the program keeps its path). A program name or an
+    argument longer than the room left is cut with an ellipsis; the result never exceeds `max_chars`.
     """
     if not cmd:
         return ""
@@ -33,22 +33,21 @@ def short_command(cmd: Sequence[str] | str | None, max_chars: int = MAX_TITLE) -
     whole = " ".join(args)
     if len(whole) <= max_chars:
         return whole
-    out = os.path.basename(args[0]) or args[0]
-    out = elide(out, max_chars // 2)
+
+    def tail(k: int) -> str:
+        if not k:
+            return ""
+        return f" … (+{k} more argument{'s' if k != 1 else ''})" if max_chars >= 40 else f" …+{k}"
+
+    name = os.path.basename(args[0]) or args[0]
+    out = elide(name, max(1, min(max_chars // 2, max_chars - len(tail(len(args) - 1)))))
     shown = 1
     for a in args[1:]:
-        rest = len(args) - shown - 1
-        tail = f" … (+{rest} more argument{'s' if rest != 1 else ''})" if rest else ""
-        if len(out) + 1 + len(a) + len(tail) > max_chars:
+        if len(out) + 1 + len(a) + len(tail(len(args) - shown - 1)) > max_chars:
             break
         out += " " + a
         shown += 1
-    left = len(args) - shown
-    if left == 1 and len(out) + 1 + len(args[-1]) <= max_chars:
-        return out + " " + args[-1]
-    if left:
-        out += f" … (+{left} more argument{'s' if left != 1 else ''})"
-    return out
+    return out + tail(len(args) - shown)
 
 
 def elide(text: str, max_chars: int) -> str:

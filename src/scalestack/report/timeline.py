@@ -94,12 +94,10 @@ def critical_segments(trace: Trace, lane_of_row: np.ndarray, active: str = "runn
 
 
 def _nice_window(span_ns: int, n: int = 8) -> int:
+    """A round window length (1, 2 or 5 times a power of ten ns) nearest span / n."""
     raw = max(span_ns / n, 1)
     mag = 10 ** int(np.floor(np.log10(raw)))
-    for m in (1, 2, 5, 10):
-        if m * mag >= raw:
-            return int(m * mag)
-    return int(10 * mag)
+    return int(min((m * mag for m in (1, 2, 5, 10)), key=lambda w: abs(np.log(w / raw))))
 
 
 def timeline_data(trace: Trace, options: Any = None, marks: list[dict] | None = None) -> dict[str, Any]:
@@ -192,6 +190,29 @@ def timeline_data(trace: Trace, options: Any = None, marks: list[dict] | None = 
                "intervals": int(len(st)), "critical_segments": int(len(cs)), "marks": len(page_marks),
                "packed_bytes": len(packed)}
     return {"payload": payload, "summary": summary}
+
+
+def unpack(payload: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The page's arrays from a payload, as timeline.js decodes them, plus each interval's
+    ``start``/``end`` and each criticality segment's ``crit_start``/``crit_end`` (ns from the
+    trace's start), rebuilt from the durations as the page does."""
+    raw = gzip.decompress(base64.b64decode(payload["blob"]))
+    out = {k: np.frombuffer(raw, dtype="<" + kind if kind != "u1" else "u1", count=n, offset=off)
+           for k, (off, n, kind) in payload["layout"].items()}
+    off = out["lane_off"]
+    start = np.empty(len(out["dur"]))
+    gap = dict(zip(out["gap_row"].tolist(), out["gap_start"].tolist(), strict=True))
+    for lane in range(len(off) - 1):
+        t = out["lane_start"][lane]
+        for i in range(off[lane], off[lane + 1]):
+            t = gap.get(i, t)
+            start[i] = t
+            t += float(out["dur"][i])
+    out["start"], out["end"] = start, start + out["dur"]
+    cdur = out["crit_dur"].astype(np.float64)
+    out["crit_start"] = payload["critStart"] + np.r_[0.0, np.cumsum(cdur)[:-1]]
+    out["crit_end"] = out["crit_start"] + cdur
+    return out
 
 
 def timeline_html(data: dict[str, Any]) -> str:
