@@ -61,6 +61,8 @@ def open_report(page: Any, path: str, timeout_ms: int = 60000) -> dict[str, Any]
     """Load report.html and wait for the timeline's first paint; returns its facts (lanes drawn,
     intervals, first-paint time in ms since navigation start)."""
     page.goto("file://" + os.path.abspath(path))
+    if not page.evaluate("() => !!document.getElementById('sst-tl')"):
+        raise UserError(f"{path} has no timeline")
     page.wait_for_function("() => window.scalestackTimeline && (window.scalestackTimeline.firstPaintMs !== null"
                            " || window.scalestackTimeline.error)", timeout=timeout_ms)
     return page.evaluate("""() => { const t = window.scalestackTimeline;

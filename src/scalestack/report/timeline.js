@@ -499,6 +499,8 @@
   };
   api.jumpToWaker = function (l, t) { var i = intervalAt(l, t); return i < 0 ? -1 : jumpToWaker(l, i); };
   api.marks = function () { return D.marks.slice(); };
+  api.laneTop = function (l) { return TOP + laneY[l] - scroller.scrollTop; }; // css px inside the canvas
+  api.arrow = function () { return S.arrow ? { from: S.arrow.from, to: S.arrow.to, t: S.arrow.t } : null; };
   api.ready = gunzip(b64(D.blob)).then(function (buf) {
     build(buf);
     resize();
