@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 
 from scalestack.analysis.criticality import criticality
 from scalestack.report import ReportOptions
-from scalestack.report.timeline import critical_segments, lane_order, pool_name, timeline_data, unpack
+from scalestack.report.timeline import (
+    critical_segments,
+    lane_order,
+    pool_name,
+    timeline_data,
+    unpack,
+)
 from scalestack.trace import State, make_trace
 
 from ..analysis.fig32 import fig32_trace
@@ -109,6 +115,7 @@ def test_lanes_grouped_by_role_then_pool():
     assert groups[1] == groups[2] == "app · worker"
     gc = [g for g in groups if "GC Thread" in g]
     assert gc == ["gc · GC Thread"] * 2
+    assert groups[0] == "main" and groups[3] == "app"  # lone threads: their role
     assert pool_name("GC Thread#12") == "GC Thread" and pool_name("worker-3") == "worker"
     assert pool_name("pool-1-thread-2") == "pool-1-thread" and pool_name("42") == "42"
 

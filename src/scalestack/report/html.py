@@ -18,7 +18,7 @@ NAME_CELL = 40  # names longer than this (imported traces) are cut; the whole na
 _STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
 h1{font-size:1.4em;margin-bottom:.2em} h2{font-size:1.15em;margin-top:2em;border-bottom:1px solid #ddd}
-.facts{color:#555} .facts span{margin-right:1.4em;white-space:nowrap}
+.facts{color:#555;display:flex;flex-wrap:wrap;gap:0 1.4em} .facts span{white-space:nowrap}
 .warn{background:#fff6e0;border-left:4px solid #e0a000;padding:.4em .8em;margin:.3em 0}
 h1 code{font-size:.9em;overflow-wrap:anywhere}
 table{border-collapse:collapse;margin:.8em 0;font-size:13px} th,td{padding:.25em .7em;border-bottom:1px solid #eee;text-align:right;vertical-align:top}
@@ -112,6 +112,6 @@ def render_html(report: Report, svgs: dict[str, str]) -> str:
         parts.append("<h2 class='evidence'>The evidence</h2>")
     for s in rest:
         parts.append(_section(s, svgs))
-    parts.append("<p class='facts'>Made by scalestack. Methods: Du Bois et al., criticality stacks and bottle graphs.</p>")
+    parts.append("<p class='facts' style='display:block'>Made by scalestack. Methods: Du Bois et al., criticality stacks and bottle graphs.</p>")
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -36,7 +36,9 @@ def pool_name(name: str) -> str:
 
 
 def lane_order(trace: Trace, group_by=None) -> tuple[np.ndarray, list[str]]:
-    """Thread rows in lane order and each lane's group label (role and pool, or `group_by`'s groups)."""
+    """Thread rows in lane order and each lane's group label: role and pool (``app · worker``; threads
+    alone in their pool are grouped by role only), or `group_by`'s groups. Groups go main, app, other
+    roles, runtime, JIT, GC, each by its first thread's start."""
     th = trace.threads
     n = len(th)
     if group_by is not None:
@@ -44,8 +46,12 @@ def lane_order(trace: Trace, group_by=None) -> tuple[np.ndarray, list[str]]:
 
         gidx, labels, _ = group_labels(trace, group_by)
         group = [labels[g] for g in gidx]
-    else:
-        group = [f"{th.role[i] or 'thread'} · {pool_name(th.name[i])}" for i in range(n)]
+    else:  # a pool of one joins its role's other lone threads
+        pools = [(str(th.role[i]) or "thread", pool_name(th.name[i])) for i in range(n)]
+        size: dict[tuple[str, str], int] = {}
+        for p in pools:
+            size[p] = size.get(p, 0) + 1
+        group = [f"{r} · {p}" if size[(r, p)] > 1 else r for r, p in pools]
     first_start: dict[str, int] = {}
     for i in range(n):
         g = group[i]
