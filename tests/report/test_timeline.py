@@ -3,13 +3,18 @@ criticality strip agreeing with the criticality stack."""
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scalestack.analysis.criticality import criticality
-from scalestack.report import ReportOptions
+from scalestack.report import ReportOptions, build_report, write_report
+from scalestack.report.browser import browser_page, open_report, why_not
 from scalestack.report.timeline import (
     critical_segments,
     lane_order,
@@ -20,6 +25,7 @@ from scalestack.report.timeline import (
 from scalestack.trace import State, make_trace
 
 from ..analysis.fig32 import fig32_trace
+from ..conftest import ROOT
 
 
 @st.composite
@@ -130,3 +136,38 @@ def test_windows_and_phases_become_marks():
     windows = [m for m in marks if m["kind"] == "window"]  # none given: windows of a round length
     assert windows[0]["t0"] == 0 and windows[-1]["t1"] == tr.wall_ns and len(windows) == 11
     assert all(w["t1"] - w["t0"] == 2_000_000 for w in windows[:-1])
+
+
+@pytest.mark.skipif(why_not() is not None, reason=str(why_not()))
+def test_phases_are_selectable_in_chromium(tmp_path):
+    """A sampled (simulated) run with planted phases: each phase is in the menu and selecting it
+    spans its intervals."""
+    from scalestack.sim.samples import planted_run
+
+    trace = planted_run(threads=3, n_phases=2, rounds=3, total_cycles=2.4e10).trace
+    report = build_report(trace, ReportOptions())
+    written = write_report(report, str(tmp_path))
+    marks = [m for s in report.sections for m in s.marks if m["kind"] == "phase"]
+    assert {m["label"] for m in marks} == {"phase 1", "phase 2"}
+    with browser_page() as (page, errors):
+        info = open_report(page, written["report.html"])
+        assert info["error"] is None and info["lanes"] == len(trace.threads) and info["painted"] > 0
+        assert any(o.startswith("phase 2 (") for o in page.locator(".sst-sel option").all_inner_texts())
+        page.select_option(".sst-sel", "pphase 2")
+        r = page.evaluate("() => window.scalestackTimeline.visibleRange()")
+        two = [m for m in marks if m["label"] == "phase 2"]
+        a, b = min(m["t0_ns"] for m in two) - trace.start_ns, max(m["t1_ns"] for m in two) - trace.start_ns
+        w = min(b - a, trace.wall_ns)  # the view keeps the phase's extent, moved inside the run
+        a = min(max(a, 0), trace.wall_ns - w)
+        assert r == pytest.approx([a, a + w])
+        assert errors == []
+
+
+@pytest.mark.skipif(why_not() is not None, reason=str(why_not()))
+def test_benchmark_quick_prints_paint_and_zoom_times():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "report_browser.py"), "--quick"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"^100,000 intervals", proc.stdout, re.M)
+    assert re.search(r"first paint: \d+ ms", proc.stdout) and re.search(r"zoom, whole run in view: median [\d.]+ ms",
+                                                                        proc.stdout)

@@ -394,8 +394,8 @@
   function install() {
     canvas.addEventListener("wheel", function (e) {
       var p = pointer(e);
-      if (e.shiftKey) return; // the page's own scrolling
       e.preventDefault();
+      if (e.shiftKey) { scroller.scrollTop += e.deltaY || e.deltaX; return; } // the lanes, up and down
       if (Math.abs(e.deltaX) > Math.abs(e.deltaY)) {
         var dt = e.deltaX * (S.v1 - S.v0) / (S.plotW / S.dpr);
         setRange(S.v0 + dt, S.v1 + dt);
@@ -506,9 +506,13 @@
     resize();
     install();
     draw();
-    api.firstPaintMs = performance.now();
-    root.setAttribute("data-ready", "1");
-    return api;
+    return new Promise(function (done) { // the first frame with the timeline on screen
+      requestAnimationFrame(function () {
+        api.firstPaintMs = performance.now();
+        root.setAttribute("data-ready", "1");
+        done(api);
+      });
+    });
   }).catch(function (err) {
     api.error = String(err && err.stack || err);
     root.setAttribute("data-error", api.error);
