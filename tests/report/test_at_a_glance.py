@@ -149,3 +149,14 @@ def test_bottle_graph_axes_say_what_they_measure(long_report):
     _, _, out, _ = long_report
     svg = (out / "bottle.svg").read_text()
     assert "parallelism" in svg and "criticality" in svg
+
+
+def test_cli_report_without_timeline(tmp_path):
+    path = tmp_path / "f.trace"
+    fig32_trace().save(str(path))
+    for flag, has in (([], True), (["--no-timeline"], False)):
+        out = tmp_path / f"rep{len(flag)}"
+        proc = subprocess.run([sys.executable, "-m", "scalestack.cli", "report", str(path), "-q", "-o", str(out), *flag],
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        assert ("id='sst-tl'" in (out / "report.html").read_text()) == has

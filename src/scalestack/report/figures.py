@@ -55,7 +55,7 @@ def criticality_stack(res: CriticalityResult, title: str = "Criticality stack") 
             hidden.append(label)
             continue
         ax.bar([0], [share[i]], bottom=bottom, width=0.6, color=colours[label], edgecolor="white", linewidth=0.8,
-               label=f"{elide(label, 40)}: {share[i]:.1f}%")
+               label=f"{elide(label, 30)}: {share[i]:.1f}%")
         if share[i] >= 4:
             ax.text(0, bottom + share[i] / 2, f"{share[i]:.0f}%", ha="center", va="center", fontsize=8, color="white")
         bottom += share[i]
@@ -86,7 +86,7 @@ def bottle_graph(res: BottleResult, title: str = "Bottle graph", ax=None) -> Fig
             continue
         h, w = box.height_ns / 1e9, box.width
         ax.add_patch(Rectangle((-w / 2, y), w, h, facecolor=colours[box.label], edgecolor="black", linewidth=0.6,
-                               label=f"{elide(box.label, 40)}  (P={w:.2f})"))
+                               label=f"{elide(box.label, 30)}  (P={w:.2f})"))
         if own and h / (total / 1e9) > 0.06:
             ax.text(0, y + h / 2, box.label if len(box.label) < 24 else box.label[:22] + "…", ha="center",
                     va="center", fontsize=7, color="white")
@@ -159,7 +159,7 @@ def bottle_strip(res: WindowedBottleResult, title: str = "Bottle graphs over tim
         ax.tick_params(axis="y", labelsize=6)
     axes[0][0].set_ylabel("criticality per window (s)")
     handles = [Rectangle((0, 0), 1, 1, facecolor=colours[lb]) for lb in labels[:16]]
-    fig.legend(handles, [elide(lb, 40) for lb in labels[:16]], fontsize=6, loc="outside right upper", frameon=False)
+    fig.legend(handles, [elide(lb, 30) for lb in labels[:16]], fontsize=6, loc="outside right upper", frameon=False)
     fig.suptitle(f"{title} (window {res.window_ns / 1e6:g} ms)", fontsize=10)
     return fig
 
