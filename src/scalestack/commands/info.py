@@ -45,8 +45,14 @@ def command(path, as_json):
 
     console = Console(width=max(Console().width, 110))
     m = trace.meta
-    cmd = " ".join(m["command"]) if m.get("command") else m.get("input", "")
-    console.print(f"[bold]{path}[/]  {m.get('source', '?')}  {cmd}")
+    from rich.markup import escape
+
+    from scalestack.report.text import short_command
+
+    cmd = short_command(m["command"]) if m.get("command") else short_command(str(m.get("input", "")))
+    console.print(f"[bold]{escape(path)}[/]  {m.get('source', '?')}")
+    if cmd:
+        console.print(f"command: {escape(cmd)}" + ("  (whole line: info --json)" if cmd != " ".join(m.get("command") or []) else ""))
     console.print(
         f"wall {trace.wall_ns / 1e9:.6f} s   threads {len(trace.threads)}   cores {m.get('cores', '?')}   "
         f"exit {m.get('exit_status')}" + (f"   killed by signal {m['signal']}" if m.get("signal") else "")

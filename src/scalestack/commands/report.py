@@ -16,8 +16,9 @@ from scalestack.commands._analysis_options import analysis_options, between_ns
 @click.option("--window", metavar="DURATION", help="Also a bottle graph per window, e.g. 500ms.")
 @click.option("--group-by", metavar="role|REGEX=LABEL,...", help="Group threads into boxes by role or name pattern.")
 @analysis_options
+@click.option("--no-timeline", is_flag=True, help="Leave the interactive timeline out of report.html (a smaller page).")
 @click.option("-q", "--quiet", is_flag=True, help="Write the files only; print nothing.")
-def command(path, out_dir, window, group_by, active, between, quiet):
+def command(path, out_dir, window, group_by, active, between, no_timeline, quiet):
     """Write report.html (self-contained), report.json and PNG/SVG figures; print the tables."""
     from scalestack.collect.aggregate_recording import is_aggregate
     from scalestack.report import ReportOptions, build_report, write_report
@@ -40,7 +41,8 @@ def command(path, out_dir, window, group_by, active, between, quiet):
     trace = scalestack.load(path)
     if window is not None:
         window = parse_duration_ns(window, what="--window")
-    options = ReportOptions(window=window, group_by=group_by, active=active, between=between_ns(trace, between))
+    options = ReportOptions(window=window, group_by=group_by, active=active, between=between_ns(trace, between),
+                            timeline=not no_timeline)
     report = build_report(trace, options)
     out_dir = out_dir or os.path.splitext(path)[0] + "-report"
     written = write_report(report, out_dir)

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scalestack.fileio import atomic_write
+from scalestack.report.text import command_line, elide, short_command
 from scalestack.results import jsonable
 from scalestack.trace import State, Trace
 
@@ -34,6 +35,7 @@ class ReportOptions:
     group_by: Any = None
     active: str = "running"
     between: tuple[int, int] | None = None
+    timeline: bool = True  # the interactive timeline in report.html
 
 
 @dataclasses.dataclass
@@ -45,6 +47,8 @@ class Section:
     columns: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (row key, header)
     figures: dict[str, Any] = dataclasses.field(default_factory=dict)  # name -> matplotlib Figure
     data: dict[str, Any] = dataclasses.field(default_factory=dict)
+    # spans the timeline offers to select: {"kind": "window"|"phase", "label", "t0_ns", "t1_ns", "tid"?}
+    marks: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -53,10 +57,16 @@ class Report:
     facts: dict[str, Any]
     warnings: list[str]
     sections: list[Section]
+    full_title: str = ""  # the title before shortening (the whole command line), shown on hover
+    timeline: dict[str, Any] | None = None  # the HTML page's interactive timeline (report.timeline)
 
     def to_dict(self) -> dict[str, Any]:
-        return jsonable({"title": self.title, "facts": self.facts, "warnings": self.warnings,
-                         "sections": {s.key: {"title": s.title, "summary": s.summary, **s.data} for s in self.sections}})
+        out = {"title": self.title, "command_line": self.full_title or self.title, "facts": self.facts,
+               "warnings": self.warnings,
+               "sections": {s.key: {"title": s.title, "summary": s.summary, **s.data} for s in self.sections}}
+        if self.timeline is not None:
+            out["timeline"] = self.timeline["summary"]
+        return jsonable(out)
 
 
 _BUILDERS: list[tuple[int, str, Callable[[Trace, ReportOptions], Section | None]]] = []
@@ -79,12 +89,19 @@ def build_report(trace: Trace, options: ReportOptions | None = None, title: str 
     if options.between is not None:
         trace = trace.between(*options.between)
     built = [s for _, _, fn in _BUILDERS if (s := fn(trace, options)) is not None]
-    return Report(title or _title(trace), facts(trace), trace.warnings, built)
+    full = title or _title(trace)
+    report = Report(short_command(full) if title is None else elide(title, 200), facts(trace), trace.warnings,
+                    built, full_title=full)
+    if options.timeline:
+        from scalestack.report.timeline import timeline_data
+
+        report.timeline = timeline_data(trace, options, [m for s in built for m in s.marks])
+    return report
 
 
 def _title(trace: Trace) -> str:
     cmd = trace.meta.get("command")
-    return " ".join(cmd) if cmd else str(trace.meta.get("input", trace.meta.get("workload", "trace")))
+    return command_line(cmd) if cmd else str(trace.meta.get("input", trace.meta.get("workload", "trace")))
 
 
 def facts(trace: Trace) -> dict[str, Any]:

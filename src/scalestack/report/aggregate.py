@@ -8,6 +8,7 @@ import numpy as np
 from scalestack.collect.aggregate_recording import STATE_COLUMNS, AggregateRecording
 from scalestack.report import Report, Section
 from scalestack.report.figures import bottle_graph, bottle_strip, criticality_stack
+from scalestack.report.text import command_line, short_command
 from scalestack.units import format_ns
 
 
@@ -67,5 +68,5 @@ def build_report(rec: AggregateRecording, window: int | None = None, group_by=No
                         "stalled mid-update; their criticality weights are approximate), "
                         f"{meta.get('table_full', 0)} threads not kept (table full)")
     cmd = meta.get("command")
-    return Report(title or (" ".join(cmd) if cmd else f"pid {meta.get('attached_pid')}"), facts, warnings,
-                  [threads, csec, bsec])
+    return Report(title or (short_command(cmd) if cmd else f"pid {meta.get('attached_pid')}"), facts, warnings,
+                  [threads, csec, bsec], full_title=command_line(cmd))

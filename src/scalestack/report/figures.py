@@ -21,11 +21,15 @@ from matplotlib.patches import Rectangle  # noqa: E402
 from scalestack.analysis.bottle import BottleResult, WindowedBottleResult  # noqa: E402
 from scalestack.analysis.criticality import CriticalityResult  # noqa: E402
 from scalestack.errors import UserError  # noqa: E402
+from scalestack.report.text import elide  # noqa: E402
 
 ROLE_COLOURS = {"main": "#40c4c4", "gc": "#8b5a2b", "jit": "#1e6b30", "runtime": "#9a9a9a"}
 APP_COLOURS = ["#4c72b0", "#dd8452", "#c44e52", "#8172b3", "#da8bc3", "#ccb974", "#64b5cd", "#55a868",
                "#e17c05", "#5f4690", "#cc503e", "#0f8554", "#994e95", "#1d6996", "#edad08", "#73af48"]
 HIDE_BELOW = 0.005
+# a thread's state, in the timeline of report.html (the waits in the speedup stack's colours)
+STATE_COLOURS = {"running": "#55a868", "runnable": "#e8a33d", "sync_wait": "#c44e52", "io_wait": "#8172b3",
+                 "sleep": "#c9d3e0", "unknown": "#eeeeee"}
 
 
 def colours_for(labels: list[str], roles: list[str]) -> dict[str, str]:
@@ -53,7 +57,7 @@ def criticality_stack(res: CriticalityResult, title: str = "Criticality stack") 
             hidden.append(label)
             continue
         ax.bar([0], [share[i]], bottom=bottom, width=0.6, color=colours[label], edgecolor="white", linewidth=0.8,
-               label=f"{label}: {share[i]:.1f}%")
+               label=f"{elide(label, 30)}: {share[i]:.1f}%")
         if share[i] >= 4:
             ax.text(0, bottom + share[i] / 2, f"{share[i]:.0f}%", ha="center", va="center", fontsize=8, color="white")
         bottom += share[i]
@@ -84,7 +88,7 @@ def bottle_graph(res: BottleResult, title: str = "Bottle graph", ax=None) -> Fig
             continue
         h, w = box.height_ns / 1e9, box.width
         ax.add_patch(Rectangle((-w / 2, y), w, h, facecolor=colours[box.label], edgecolor="black", linewidth=0.6,
-                               label=f"{box.label}  (P={w:.2f})"))
+                               label=f"{elide(box.label, 30)}  (P={w:.2f})"))
         if own and h / (total / 1e9) > 0.06:
             ax.text(0, y + h / 2, box.label if len(box.label) < 24 else box.label[:22] + "…", ha="center",
                     va="center", fontsize=7, color="white")
@@ -93,20 +97,34 @@ def bottle_graph(res: BottleResult, title: str = "Bottle graph", ax=None) -> Fig
     lim = max_w / 2 * 1.1
     ax.set_xlim(-lim, lim)
     ax.set_ylim(0, max(y, 1e-9) * 1.04)
-    # a box reaching x = ±p/2 has parallelism p: label the ticks with p
-    step = max(1, int(np.ceil(max_w / 8)))
-    ticks = list(range(step, int(np.floor(max_w + 1e-6)) + 1, step))
+    # a box reaching x = ±p/2 has parallelism p: the ticks are labelled with p on both sides
+    ticks = parallelism_ticks(max_w)
     ax.set_xticks([-t / 2 for t in ticks[::-1]] + [0] + [t / 2 for t in ticks])
-    ax.set_xticklabels([str(t) for t in ticks[::-1]] + [""] + [str(t) for t in ticks], fontsize=7)
+    ax.set_xticklabels([_tick(t) for t in ticks[::-1]] + ["0"] + [_tick(t) for t in ticks], fontsize=7)
     ax.axvline(0, color="#cccccc", linewidth=0.5, zorder=0)
     if own:
-        ax.set_xlabel("parallelism (box width)")
-        ax.set_ylabel("time (s): box height = criticality")
+        ax.set_xlabel("box width = parallelism: threads running at once while this box's thread ran")
+        ax.set_ylabel("box height = criticality: its share of the run (s)")
         ax.set_title(title, fontsize=10)
         handles, texts = ax.get_legend_handles_labels()
         ax.legend(handles[::-1], texts[::-1], fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), frameon=False)
         _footnote(fig, hidden)
     return fig
+
+
+def parallelism_ticks(max_w: float) -> list[float]:
+    """Tick values 0 < p <= max_w for the bottle graph's width axis: a 1-2-5 step giving 1 to 4
+    ticks per side, so a graph whose widest box has parallelism 1.3 reads 0.5, 1 (not one lone 1
+    mirrored on both sides, which reads "1 ... 1")."""
+    for step in [0.25, 0.5] + [m * 10**e for e in range(0, 9) for m in (1, 2, 5)]:
+        n = int(np.floor(max_w / step + 1e-9))
+        if n <= 4:
+            break
+    return [round(step * k, 4) for k in range(1, max(n, 1) + 1)]
+
+
+def _tick(t: float) -> str:
+    return f"{t:g}"
 
 
 def bottle_strip(res: WindowedBottleResult, title: str = "Bottle graphs over time") -> Figure:
@@ -141,9 +159,9 @@ def bottle_strip(res: WindowedBottleResult, title: str = "Bottle graphs over tim
         ax.set_xticks([])
         ax.set_xlabel(f"{(w.t0_ns - t0) / 1e9:.2f}s", fontsize=6)
         ax.tick_params(axis="y", labelsize=6)
-    axes[0][0].set_ylabel("time (s)")
+    axes[0][0].set_ylabel("criticality per window (s)")
     handles = [Rectangle((0, 0), 1, 1, facecolor=colours[lb]) for lb in labels[:16]]
-    fig.legend(handles, labels[:16], fontsize=6, loc="outside right upper", frameon=False)
+    fig.legend(handles, [elide(lb, 30) for lb in labels[:16]], fontsize=6, loc="outside right upper", frameon=False)
     fig.suptitle(f"{title} (window {res.window_ns / 1e6:g} ms)", fontsize=10)
     return fig
 

@@ -38,4 +38,9 @@ def phases_section(trace: Trace, options: ReportOptions) -> Section | None:
                "A phase's time is the criticality of its intervals: each instant split among the threads running "
                "then, so the phases' times add up to the time any sampled thread ran. No CPI: no hardware counters."]
     figures = {"phases-timeline": phase_timeline(res), "phases-bottle": phase_bottles(res)}
-    return Section("phases", "Phases", summary, phase_rows(res), COLUMNS, figures, res.to_dict())
+    iv = res.intervals
+    first_run = iv["run"] == 0
+    marks = [{"kind": "phase", "label": f"phase {int(p)}", "tid": int(t), "t0_ns": int(a), "t1_ns": int(b)}
+             for p, t, a, b in zip(iv["phase"][first_run], iv["tid"][first_run], iv["t_start_ns"][first_run],
+                                   iv["t_end_ns"][first_run], strict=True)]
+    return Section("phases", "Phases", summary, phase_rows(res), COLUMNS, figures, res.to_dict(), marks)

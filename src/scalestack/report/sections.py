@@ -69,10 +69,13 @@ def bottle_section(trace: Trace, options: ReportOptions) -> Section:
         figures["bottle-windows"] = bottle_strip(wres)
         data["windows"] = wres.to_dict()
         summary.append(f"{len(wres.windows)} windows of {format_ns(wres.window_ns)} in bottle-windows.")
+        marks = [{"kind": "window", "label": f"window {k + 1}", "t0_ns": int(w.t0_ns),
+                  "t1_ns": int(w.t0_ns + w.span_ns)} for k, w in enumerate(wres.windows)]
+        return Section("bottle", "Bottle graph", summary, rows, cols, figures, data, marks)
     return Section("bottle", "Bottle graph", summary, rows, cols, figures, data)
 
 
-@register_section("advice", order=35)
+@register_section("advice", order=5)
 def advice_section(trace: Trace, options: ReportOptions) -> Section:
     from scalestack.analysis.advice import advise
 

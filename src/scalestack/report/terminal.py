@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from scalestack.report import Report, Section
+from scalestack.report.text import elide, is_text_column
 from scalestack.units import format_ns
 
 
@@ -20,7 +22,7 @@ def section_table(section: Section, limit: int = 40) -> Table:
     for key, head in section.columns:
         # prose (the advice's findings and evidence) wraps; a cut sentence would lose the advice
         prose = any(isinstance(row.get(key), str) and len(row[key]) > 40 for row in section.table[:limit])
-        table.add_column(head, justify="left" if prose or key in ("name", "label", "role") else "right",
+        table.add_column(head, justify="left" if is_text_column(key, section.table[:limit]) else "right",
                          no_wrap=not prose)
     for row in section.table[:limit]:
         table.add_row(*[_fmt(row.get(k)) for k, _ in section.columns])
@@ -32,7 +34,7 @@ def section_table(section: Section, limit: int = 40) -> Table:
 def print_report(report: Report, console: Console | None = None, sections: list[str] | None = None) -> None:
     console = console or Console(width=max(Console().width, 110))
     f = report.facts
-    console.print(f"[bold]{report.title}[/]  wall {format_ns(f['wall_ns'])}, {f['threads']} threads"
+    console.print(f"[bold]{escape(elide(report.title, 100))}[/]  wall {format_ns(f['wall_ns'])}, {f['threads']} threads"
                   + (f", {f['cores']} cores" if "cores" in f else ""))
     for w in report.warnings:
         console.print(f"[yellow]warning:[/] {w}")

@@ -1,0 +1,173 @@
+"""The timeline's data: lanes grouped by role and pool, intervals packed without loss, and the
+criticality strip agreeing with the criticality stack."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scalestack.analysis.criticality import criticality
+from scalestack.report import ReportOptions, build_report, write_report
+from scalestack.report.browser import browser_page, open_report, why_not
+from scalestack.report.timeline import (
+    critical_segments,
+    lane_order,
+    pool_name,
+    timeline_data,
+    unpack,
+)
+from scalestack.trace import State, make_trace
+
+from ..analysis.fig32 import fig32_trace
+from ..conftest import ROOT
+
+
+@st.composite
+def traces(draw):
+    """Random traces whose states tile each thread's lifetime, with CPUs, futexes and wakers."""
+    n = draw(st.integers(1, 5))
+    tids, starts, ends, cols = [], [], [], {k: [] for k in ("tid", "start_ns", "end_ns", "state", "cpu", "addr", "waker")}
+    for k in range(n):
+        cuts = sorted(set(draw(st.lists(st.integers(0, 10_000), min_size=2, max_size=12))))
+        if len(cuts) < 2:
+            cuts = [0, 1]
+        tids.append(100 + k)
+        starts.append(cuts[0])
+        ends.append(cuts[-1])
+        for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+            s = draw(st.integers(0, 5))
+            cols["tid"].append(100 + k)
+            cols["start_ns"].append(a)
+            cols["end_ns"].append(b)
+            cols["state"].append(s)
+            cols["cpu"].append(draw(st.integers(0, 3)) if s in (0, 1) else -1)
+            cols["addr"].append(draw(st.sampled_from([0x1000, 0x2040, 2**63 + 8])) if s == 2 else 0)
+            cols["waker"].append(draw(st.sampled_from([-1, *range(100, 100 + n)])) if s == 2 else -1)
+    names = [draw(st.sampled_from(["main", "worker-1", "worker-2", "GC Thread#0", "pool 3"])) for _ in tids]
+    return make_trace({"tid": tids, "name": names, "start_ns": starts, "end_ns": ends}, cols)
+
+
+@settings(max_examples=60, deadline=None)
+@given(traces())
+def test_packed_intervals_decode_to_the_trace(trace):
+    """Every interval comes back exactly: lane, start, end, state, CPU, wait object, waker."""
+    trace.validate()
+    data = timeline_data(trace, ReportOptions())
+    p = data["payload"]
+    arr = unpack(p)
+    t0 = trace.start_ns
+    tid_of_lane = np.array([ln["tid"] for ln in p["lanes"]])
+    lane = np.repeat(np.arange(len(tid_of_lane)), np.diff(arr["lane_off"].astype(np.int64)))
+    got = sorted(zip(tid_of_lane[lane].tolist(), (arr["start"] + t0).astype(np.int64).tolist(),
+                     (arr["end"] + t0).astype(np.int64).tolist(), arr["state"].tolist(), arr["cpu"].tolist(),
+                     [p["addrs"][i] for i in arr["obj"]], arr["waker"].tolist(), strict=True))
+    s = trace.states
+    want = sorted(zip(s.tid.tolist(), s.start_ns.tolist(), s.end_ns.tolist(), s.state.tolist(), s.cpu.tolist(),
+                      [f"0x{int(a):x}" if a else "" for a in s.addr], s.waker.tolist(), strict=True))
+    assert got == want
+    assert sorted(tid_of_lane.tolist()) == sorted(trace.threads.tid.tolist())
+    assert data["summary"]["intervals"] == len(s)
+
+
+@settings(max_examples=60, deadline=None)
+@given(traces())
+def test_criticality_strip_adds_up_to_the_criticality_stack(trace):
+    """The strip's segments tile the run; their time with r > 0 is the criticalities' total (each
+    instant is divided among its r threads), the r = 0 time is the idle time, and a thread's time
+    alone is at most its criticality."""
+    order, _ = lane_order(trace)
+    lane_of_row = np.empty(len(order), np.int64)
+    lane_of_row[order] = np.arange(len(order))
+    a, b, r, lone = critical_segments(trace, lane_of_row)
+    res = criticality(trace)
+    assert a[0] == trace.start_ns and b[-1] == trace.end_ns and np.array_equal(a[1:], b[:-1])
+    d = (b - a).astype(np.float64)
+    assert np.sum(d[r > 0]) == pytest.approx(res.criticality_ns.sum(), abs=1e-6)
+    assert np.sum(d[r == 0]) == pytest.approx(res.idle_ns)
+    assert np.all((lone >= 0) == (r == 1))
+    alone = np.bincount(lone[r == 1], weights=d[r == 1], minlength=len(order))
+    crit_by_lane = res.criticality_ns[order]
+    assert np.all(alone <= crit_by_lane + 1e-6)
+
+
+def test_fig32_strip_names_the_thread_that_runs_alone():
+    """Thesis fig. 3.2: T0 runs alone for the last 5 units; before, 2 to 4 threads share the CPUs."""
+    tr = fig32_trace()
+    order, groups = lane_order(tr)
+    lane_of_row = np.empty(len(order), np.int64)
+    lane_of_row[order] = np.arange(len(order))
+    a, b, r, lone = critical_segments(tr, lane_of_row)
+    assert r.tolist() == [4, 3, 2, 3, 2, 3, 4, 1]
+    assert (b - a).tolist() == [3e6, 3e6, 1e6, 3e6, 1e6, 3e6, 3e6, 5e6]
+    assert tr.threads.tid[order[lone[-1]]] == 10
+
+
+def test_lanes_grouped_by_role_then_pool():
+    names = ["java", "worker-2", "GC Thread#1", "worker-1", "C2 CompilerThre", "GC Thread#0", "reader"]
+    n = len(names)
+    tr = make_trace({"tid": list(range(1, n + 1)), "name": names, "start_ns": [0, 5, 1, 2, 3, 1, 4],
+                     "end_ns": [10] * n},
+                    {"tid": list(range(1, n + 1)), "start_ns": [0, 5, 1, 2, 3, 1, 4], "end_ns": [10] * n,
+                     "state": [int(State.RUNNING)] * n},
+                    meta={"root_tid": 1})
+    order, groups = lane_order(tr)
+    assert [tr.threads.name[i] for i in order][:4] == ["java", "worker-1", "worker-2", "reader"]
+    assert groups[1] == groups[2] == "app · worker"
+    gc = [g for g in groups if "GC Thread" in g]
+    assert gc == ["gc · GC Thread"] * 2
+    assert groups[0] == "main" and groups[3] == "app"  # lone threads: their role
+    assert pool_name("GC Thread#12") == "GC Thread" and pool_name("worker-3") == "worker"
+    assert pool_name("pool-1-thread-2") == "pool-1-thread" and pool_name("42") == "42"
+
+
+def test_windows_and_phases_become_marks():
+    tr = fig32_trace()
+    data = timeline_data(tr, ReportOptions(), [{"kind": "phase", "label": "phase 1", "tid": 11, "t0_ns": 0,
+                                                 "t1_ns": 3_000_000}])
+    marks = data["payload"]["marks"]
+    phase = [m for m in marks if m["kind"] == "phase"]
+    assert phase == [{"kind": "phase", "label": "phase 1", "t0": 0, "t1": 3_000_000, "lane": 1}]
+    windows = [m for m in marks if m["kind"] == "window"]  # none given: windows of a round length
+    assert windows[0]["t0"] == 0 and windows[-1]["t1"] == tr.wall_ns and len(windows) == 11
+    assert all(w["t1"] - w["t0"] == 2_000_000 for w in windows[:-1])
+
+
+@pytest.mark.skipif(why_not() is not None, reason=str(why_not()))
+def test_phases_are_selectable_in_chromium(tmp_path):
+    """A sampled (simulated) run with planted phases: each phase is in the menu and selecting it
+    spans its intervals."""
+    from scalestack.sim.samples import planted_run
+
+    trace = planted_run(threads=3, n_phases=2, rounds=3, total_cycles=2.4e10).trace
+    report = build_report(trace, ReportOptions())
+    written = write_report(report, str(tmp_path))
+    marks = [m for s in report.sections for m in s.marks if m["kind"] == "phase"]
+    assert {m["label"] for m in marks} == {"phase 1", "phase 2"}
+    with browser_page() as (page, errors):
+        info = open_report(page, written["report.html"])
+        assert info["error"] is None and info["lanes"] == len(trace.threads) and info["painted"] > 0
+        assert any(o.startswith("phase 2 (") for o in page.locator(".sst-sel option").all_inner_texts())
+        page.select_option(".sst-sel", "pphase 2")
+        r = page.evaluate("() => window.scalestackTimeline.visibleRange()")
+        two = [m for m in marks if m["label"] == "phase 2"]
+        a, b = min(m["t0_ns"] for m in two) - trace.start_ns, max(m["t1_ns"] for m in two) - trace.start_ns
+        w = min(b - a, trace.wall_ns)  # the view keeps the phase's extent, moved inside the run
+        a = min(max(a, 0), trace.wall_ns - w)
+        assert r == pytest.approx([a, a + w])
+        assert errors == []
+
+
+@pytest.mark.skipif(why_not() is not None, reason=str(why_not()))
+def test_benchmark_quick_prints_paint_and_zoom_times():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "speed" / "report_browser.py"), "--quick"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"^100,000 intervals", proc.stdout, re.M)
+    assert re.search(r"first paint: \d+ ms", proc.stdout) and re.search(r"zoom, whole run in view: median [\d.]+ ms",
+                                                                        proc.stdout)
