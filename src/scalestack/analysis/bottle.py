@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from scalestack.analysis.criticality import _span, active_intervals, criticality, timeline
+from scalestack.analysis.criticality import _span, criticality, sweep
 from scalestack.errors import UserError
 from scalestack.results import Result
 from scalestack.trace import Trace
@@ -178,8 +178,7 @@ def bottle(
                             res.span_ns, res.t0_ns, active)
     w = parse_duration_ns(window)
     t0, t1 = _span(trace, between)
-    rows, a, b = active_intervals(trace, active, t0, t1)
-    tl, where = timeline(a, b, t0, t1)
+    rows, a, b, tl, where = sweep(trace, active, t0, t1)
     m = len(a)
     n_win = int(-(-(t1 - t0) // w))
     # split every interval at window edges, all at once

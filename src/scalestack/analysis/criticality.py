@@ -13,6 +13,8 @@ each active interval [a, b) contributes F(b) - F(a). Windows reuse the same F.
 from __future__ import annotations
 
 import dataclasses
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -96,6 +98,44 @@ def timeline(start: np.ndarray, end: np.ndarray, t0: int, t1: int) -> tuple[Time
     where = np.empty(len(order), dtype=np.int64)
     where[order] = np.arange(len(order))
     return Timeline(u, r, F, idle), where
+
+
+# Per-trace memo of the costly steps (a Trace never changes after it is made). The sweep over a
+# trace's intervals underlies the criticality stack, bottle graphs, phases, what-if and advice;
+# one report asks for it from every section, and computes it once.
+_SHARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_SHARED_PER_TRACE = 8
+
+
+def shared(trace: Trace, key: tuple, make: Callable[[], Any]) -> Any:
+    """`make()` computed once per (trace, key) while the trace lives; the oldest of more than
+    eight keys per trace is dropped."""
+    memo = _SHARED.get(trace)
+    if memo is None:
+        memo = _SHARED[trace] = {}
+    if key not in memo:
+        if len(memo) >= _SHARED_PER_TRACE:
+            memo.pop(next(iter(memo)))
+        memo[key] = make()
+    return memo[key]
+
+
+def _frozen(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    for x in arrays:
+        x.flags.writeable = False  # shared between analyses: nobody may change them in place
+    return arrays
+
+
+def sweep(trace: Trace, active: str, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, Timeline, np.ndarray]:
+    """`active_intervals` and their `timeline` over [t0, t1], shared by every analysis of `trace`:
+    (thread rows, starts, ends, timeline, where each endpoint landed). Read-only arrays."""
+    def make():
+        rows, a, b = active_intervals(trace, active, t0, t1)
+        tl, where = timeline(a, b, t0, t1)
+        _frozen(rows, a, b, where, tl.u, tl.r, tl.F, tl.idle_cum)
+        return rows, a, b, tl, where
+
+    return shared(trace, ("sweep", active, int(t0), int(t1)), make)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,17 +235,23 @@ def criticality(trace: Trace, *, active: str = "running", between: tuple[int, in
 
     Examples
     --------
-    >>> res = trace.criticality()            # doctest: +SKIP
+    >>> res = scalestack.criticality(trace)  # doctest: +SKIP
     >>> res.to_frame().head()                # doctest: +SKIP
     """
     t0, t1 = _span(trace, between)
-    rows, a, b = active_intervals(trace, active, t0, t1)
+    if active not in ACTIVE:
+        raise UserError(f"active must be one of {', '.join(ACTIVE)}, not {active!r}")
+    return shared(trace, ("criticality", active, t0, t1), lambda: _criticality(trace, active, t0, t1))
+
+
+def _criticality(trace: Trace, active: str, t0: int, t1: int) -> CriticalityResult:
+    rows, a, b, tl, where = sweep(trace, active, t0, t1)
     n = len(trace.threads)
     run = np.bincount(rows, weights=(b - a).astype(np.float64), minlength=n)
     if active == "running" and len(trace.switch_spans):
         # where each slice lies in time comes from the switch instants; Run_j stays the kernel's charge
         rows, a, b = _switch_intervals(trace, t0, t1)
-    tl, where = timeline(a, b, t0, t1)
+        tl, where = timeline(a, b, t0, t1)
     m = len(a)
     crit = np.bincount(rows, weights=tl.F[where[1:2 * m:2]] - tl.F[where[0:2 * m:2]], minlength=n).astype(np.float64)
     idle = float(tl.idle_cum[where[2 * m + 1]] - tl.idle_cum[where[2 * m]])

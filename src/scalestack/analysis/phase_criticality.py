@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from scalestack.analysis.criticality import _span, active_intervals, timeline
+from scalestack.analysis.criticality import _span, sweep
 from scalestack.errors import UserError
 from scalestack.results import Result
 from scalestack.trace import Trace
@@ -35,8 +35,7 @@ def sync_phase_bounds(trace: Trace, active: str = "running") -> np.ndarray:
     serial chain. Lock hand-offs while other threads run, and thread exits, do not cut.
     """
     t0, t1 = int(trace.start_ns), int(trace.end_ns)
-    _, a, b = active_intervals(trace, active, t0, t1)
-    tl, _ = timeline(a, b, t0, t1)
+    _, a, b, tl, _ = sweep(trace, active, t0, t1)
     last = np.flatnonzero(np.r_[tl.u[1:] != tl.u[:-1], True])  # last breakpoint at each time
     times, r_after = tl.u[last], tl.r[last]
     r_before = np.r_[0, r_after[:-1]]
@@ -56,8 +55,7 @@ def per_phase_criticality(trace: Trace, bounds: np.ndarray, active: str = "runni
     bounds = np.asarray(bounds, dtype=np.int64)
     t0, t1 = int(bounds[0]), int(bounds[-1])
     n = len(trace.threads)
-    rows, a, b = active_intervals(trace, active, t0, t1)
-    tl, where = timeline(a, b, t0, t1)
+    rows, a, b, tl, where = sweep(trace, active, t0, t1)
     m = len(a)
     fa, fb = tl.F[where[0:2 * m:2]], tl.F[where[1:2 * m:2]]
     fbound = tl.at(bounds)
