@@ -1,0 +1,177 @@
+"""`compare`: matched threads and wait objects, ranked by their share of the wall-time change."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import scalestack
+from scalestack.analysis.compare import compare, compare_sweep, name_pattern
+from scalestack.sim.engine import simulate
+from scalestack.sim.workloads import barrier_imbalance
+
+from ..conftest import requires_recording
+
+
+def flusher_workload(flush_cycles: int, workers: int = 2, rounds: int = 20) -> dict:
+    """A flusher holds lock 0 for `flush_cycles` each round; workers take it briefly."""
+    ths = [{"name": "main", "role": "main", "start": True,
+            "ops": [["spawn", i] for i in range(1, workers + 2)] + [["join", i] for i in range(1, workers + 2)]},
+           {"name": "flusher", "start": False,
+            "ops": [op for _ in range(rounds) for op in (["lock", 0], ["compute", flush_cycles], ["unlock", 0],
+                                                          ["compute", 20_000])]}]
+    for w in range(workers):
+        ths.append({"name": f"worker-{w}", "start": False,
+                    "ops": [op for _ in range(rounds) for op in (["compute", 150_000], ["lock", 0],
+                                                                  ["compute", 5_000], ["unlock", 0])]})
+    return {"name": "flusher", "threads": ths}
+
+
+def test_name_pattern_strips_digits():
+    assert name_pattern("worker-12") == "worker-*"
+    assert name_pattern("GC Thread#3") == "GC Thread#*"
+    assert name_pattern("flusher") == "flusher"
+
+
+def test_simulated_fix_names_the_lock_and_the_critical_thread_first():
+    before = simulate(flusher_workload(400_000), cores=4).trace
+    after = simulate(flusher_workload(100_000), cores=4).trace
+    res = compare(before, after)
+    assert res.speedup > 1.5
+    first_two = {c.kind for c in res.changes[:2]}
+    assert first_two == {"thread", "wait"}, res.to_frame()
+    crit = next(c for c in res.changes if c.kind == "thread")
+    assert crit.label == "flusher" and crit.delta("criticality_ns") < 0
+    lock = next(c for c in res.changes if c.kind == "wait")
+    assert lock.detail["object"] == "lock or barrier" and lock.delta("wait_ns") < 0
+    assert "worker-*" in lock.detail["waiters"]
+    s = res.summary()
+    assert "faster" in s and "flusher" in s and "futex" in s, s
+    # thread and pool rows plus the idle row add up to the wall-time change exactly
+    crit_rows = sum(c.contribution_ns for c in res.changes if c.kind in ("thread", "pool", "idle"))
+    assert crit_rows == pytest.approx(res.wall_change_ns, abs=1.0)
+    # a worker pool matched thread by thread
+    pool = next(c for c in res.changes if c.kind == "pool")
+    assert pool.label == "worker-*" and pool.detail["threads_a"] == pool.detail["threads_b"] == 2
+    json.loads(res.to_json())
+    assert len(res.to_frame()) == len(res.changes)
+
+
+def test_a_run_against_itself_changes_nothing():
+    t = simulate(flusher_workload(200_000), cores=2).trace
+    res = compare(t, t)
+    assert res.speedup == 1.0 and res.wall_change_ns == 0
+    assert all(c.contribution_ns == 0 for c in res.changes)
+    assert "as long" in res.summary()
+
+
+def test_sweep_matches_a_pool_of_one_to_a_pool_of_many():
+    traces = {n: simulate(barrier_imbalance(n), cores=4).trace for n in (2, 3, 5)}
+    results = compare_sweep(traces)
+    assert [r.labels for r in results] == [("2 threads", "3 threads"), ("2 threads", "5 threads")]
+    pool = next(c for c in results[-1].changes if c.label == "worker-*")
+    assert (pool.detail["threads_a"], pool.detail["threads_b"]) == (1, 4)
+    assert np.isfinite(results[-1].parallelism_b) and results[-1].parallelism_b > results[-1].parallelism_a
+
+
+def test_compare_command_prints_the_summary_and_json(tmp_path):
+    a, b = tmp_path / "a.trace", tmp_path / "b.trace"
+    simulate(flusher_workload(400_000), cores=4).trace.save(str(a))
+    simulate(flusher_workload(100_000), cores=4).trace.save(str(b))
+    proc = subprocess.run([sys.executable, "-m", "scalestack.cli", "compare", str(a), str(b)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0].startswith("the run got") and "flusher" in proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "scalestack.cli", "compare", str(a), str(b), "--json"],
+                          capture_output=True, text=True)
+    data = json.loads(proc.stdout)
+    assert data["kind"] == "compare" and data["changes"][0]["contribution_ns"] < 0
+    proc = subprocess.run([sys.executable, "-m", "scalestack.cli", "compare", str(a)], capture_output=True, text=True)
+    assert proc.returncode != 0 and "two traces" in proc.stderr
+
+
+LOCKFIX_C = r"""
+/* A flusher thread holds one lock for a long critical section each round; two workers take the
+ * same lock briefly between short sleeps (so three threads do not fight for two cores).
+ * FLUSH_UNITS (compile time) is the flusher's critical section. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static volatile double sink;
+static volatile int done;
+static void spin(long n) { double x = 0; for (long i = 0; i < n; i++) x += i * 0.5; sink = x; }
+static void *flusher(void *arg) {
+    (void)arg;
+    pthread_setname_np(pthread_self(), "flusher");
+    for (long r = 0; r < 40; r++) {
+        pthread_mutex_lock(&lock);
+        spin(FLUSH_UNITS);
+        pthread_mutex_unlock(&lock);
+        spin(20000);
+    }
+    done = 1;
+    return NULL;
+}
+static void *worker(void *arg) {
+    char name[16];
+    snprintf(name, sizeof name, "worker-%ld", (long)arg);
+    pthread_setname_np(pthread_self(), name);
+    struct timespec nap = {0, 200000};
+    while (!done) {
+        nanosleep(&nap, NULL);
+        pthread_mutex_lock(&lock);
+        spin(500);
+        pthread_mutex_unlock(&lock);
+    }
+    return NULL;
+}
+int main(void) {
+    pthread_t f, w[2];
+    pthread_create(&f, NULL, flusher, NULL);
+    for (long i = 0; i < 2; i++) pthread_create(&w[i], NULL, worker, (void *)i);
+    pthread_join(f, NULL);
+    for (int i = 0; i < 2; i++) pthread_join(w[i], NULL);
+    return 0;
+}
+"""
+
+
+@requires_recording
+def test_real_lock_fix_names_the_lock_wait_drop_and_the_critical_thread_first(tmp_path):
+    """One C program recorded before and after its flusher's critical section is shortened
+    (a compile-time flag): the lock's wait drop and the flusher's criticality lead the ranking."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is not installed")
+    src = tmp_path / "lockfix.c"
+    src.write_text(LOCKFIX_C)
+    traces = {}
+    for which, units in (("before", 6_000_000), ("after", 1_500_000)):
+        (tmp_path / which).mkdir()
+        exe = tmp_path / which / "lockfix"  # one binary name: the main threads' names match
+        subprocess.run(["gcc", "-O1", "-pthread", f"-DFLUSH_UNITS={units}", str(src), "-o", str(exe)], check=True)
+        traces[which] = scalestack.record([str(exe)], str(tmp_path / f"{which}.trace"))
+    res = compare(traces["before"], traces["after"])
+    assert res.speedup > 1.5, res.summary()
+    top = res.changes[:2]
+    assert {c.kind for c in top} == {"thread", "wait"}, res.to_frame().to_string()
+    crit = next(c for c in top if c.kind == "thread")
+    lock = next(c for c in top if c.kind == "wait")
+    assert crit.label == "flusher" and crit.delta("criticality_ns") < 0
+    assert lock.detail["object"] == "lock or barrier" and "worker-*" in lock.detail["waiters"]
+    assert lock.delta("wait_ns") < 0 and lock.contribution_ns < 0
+    # the lock's address differs between the runs (ASLR) but its offset in the page does not
+    assert lock.detail["addr_a"] & 0xFFF == lock.detail["addr_b"] & 0xFFF
+    summary = res.summary()
+    assert summary.startswith("the run got") and "flusher" in summary and "futex" in summary
+    # the command says the same from the saved files
+    proc = subprocess.run([sys.executable, "-m", "scalestack.cli", "compare", str(tmp_path / "before.trace"),
+                           str(tmp_path / "after.trace")], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.splitlines()[0] == summary, proc.stderr
