@@ -9,11 +9,13 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import scalestack
 from scalestack.analysis.compare import compare, compare_sweep, name_pattern
 from scalestack.sim.engine import simulate
-from scalestack.sim.workloads import barrier_imbalance
+from scalestack.sim.workloads import barrier_imbalance, random_workload
 
 from ..conftest import requires_recording
 
@@ -175,3 +177,59 @@ def test_real_lock_fix_names_the_lock_wait_drop_and_the_critical_thread_first(tm
     proc = subprocess.run([sys.executable, "-m", "scalestack.cli", "compare", str(tmp_path / "before.trace"),
                            str(tmp_path / "after.trace")], capture_output=True, text=True)
     assert proc.returncode == 0 and proc.stdout.splitlines()[0] == summary, proc.stderr
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 10_000), st.integers(0, 10_000), st.sampled_from([2, 4]))
+def test_contributions_add_up_and_swap_sign(seed_a, seed_b, cores):
+    """Invariants on random workloads: thread, pool and idle rows add up to the wall-time change;
+    wait objects' shares lie within the wall time; B against A is A against B negated."""
+    a = simulate(random_workload(5, seed=seed_a), cores=cores).trace
+    b = simulate(random_workload(5, seed=seed_b), cores=cores).trace
+    ab, ba = compare(a, b), compare(b, a)
+    crit = sum(c.contribution_ns for c in ab.changes if c.kind in ("thread", "pool", "idle"))
+    assert crit == pytest.approx(ab.wall_change_ns, abs=1e-6 * max(ab.wall_a_ns, ab.wall_b_ns) + 1)
+    waits = [c for c in ab.changes if c.kind == "wait"]
+    assert sum(c.a["share_ns"] for c in waits) <= ab.wall_a_ns * (1 + 1e-9)
+    assert sum(c.b["share_ns"] for c in waits) <= ab.wall_b_ns * (1 + 1e-9)
+    assert all(c.a["share_ns"] <= c.a["wait_ns"] + 1 for c in waits)  # a share of the waiting, never more
+    assert sorted(c.contribution_ns for c in ab.changes) == pytest.approx(
+        sorted(-c.contribution_ns for c in ba.changes), abs=1.0)
+
+
+def test_wall_share_worked_example():
+    """Two threads alive for 10 units; thread 2 waits on futex 0x1000 for 4 of them while both are
+    alive: the wait's wall-time share is 4 / 2 = 2. A third thread alive only in [0, 4) makes three
+    alive there: the share is then 4 / 3."""
+    from scalestack.analysis.compare import run_facts
+    from scalestack.trace import State, make_trace
+
+    def trace(third: bool):
+        th = {"tid": [1, 2], "name": ["a", "b"], "start_ns": [0, 0], "end_ns": [10, 10]}
+        stt = {"tid": [1, 2, 2], "start_ns": [0, 0, 4], "end_ns": [10, 4, 10],
+               "state": [State.RUNNING, State.SYNC_WAIT, State.RUNNING], "addr": [0, 0x1000, 0]}
+        if third:
+            th = {k: v + w for (k, v), w in zip(th.items(), ([3], ["c"], [0], [4]), strict=True)}
+            stt = {k: v + w for (k, v), w in zip(stt.items(), ([3], [0], [4], [State.SLEEP], [0]), strict=True)}
+        return make_trace(th, stt)
+
+    obj = run_facts(trace(False)).objects[0]
+    assert (obj["addr"], obj["wait_ns"], obj["share_ns"]) == (0x1000, 4.0, pytest.approx(2.0))
+    assert run_facts(trace(True)).objects[0]["share_ns"] == pytest.approx(4 / 3)
+
+
+def test_report_with_a_baseline_has_the_comparison_first(tmp_path):
+    a, b = tmp_path / "a.trace", tmp_path / "b.trace"
+    simulate(flusher_workload(400_000), cores=4).trace.save(str(a))
+    simulate(flusher_workload(100_000), cores=4).trace.save(str(b))
+    out = tmp_path / "rep"
+    proc = subprocess.run([sys.executable, "-m", "scalestack.cli", "report", str(b), "--baseline", str(a), "-q",
+                           "-o", str(out)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads((out / "report.json").read_text())
+    first = next(iter(data["sections"]))
+    assert first == "baseline"
+    sec = data["sections"]["baseline"]
+    assert sec["summary"][0].startswith("The run got") and sec["summary_line"].startswith("the run got")
+    assert {c["kind"] for c in sec["changes"][:2]} == {"thread", "wait"}
+    assert "Against the baseline" in (out / "report.html").read_text()

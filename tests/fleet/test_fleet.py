@@ -195,3 +195,12 @@ def test_a_real_recording_s_lock_in_the_fleet(c_programs, tmp_path):
         prog = f.parallelism()
     assert got == int(s.duration_ns[sync & (s.addr == lock)].sum())
     assert prog.program.tolist() == ["mutex_counter"] and prog.parallelism.iloc[0] > 1.0
+
+
+def test_fleet_query_benchmark_runs_and_prints_its_times():
+    from ..conftest import ROOT
+
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "fleet_query.py"), "--sizes", "100", "--no-spark"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "100 recordings:" in proc.stdout and "duckdb:" in proc.stdout

@@ -210,7 +210,7 @@ def _phrase(c: Change, total: float) -> str:
         dw = c.delta("wait_ns")
         verb = "less" if dw < 0 else "more"
         wall = "less" if c.contribution_ns < 0 else "more"
-        return (f"{pct}waits on {c.label} ({format_ns(abs(dw))} {verb} waiting, "
+        return (f"{pct}waits on the {c.detail['description']} ({format_ns(abs(dw))} {verb} waiting, "
                 f"{format_ns(abs(c.contribution_ns))} {wall} wall time)")
     dc = c.delta("criticality_ns")
     what = f"{c.kind} '{c.label}'"
@@ -277,17 +277,13 @@ def _object_change(x: dict | None, y: dict | None) -> Change:
     ref = x if x is not None else y
     assert ref is not None
     kind = "lock or barrier" if max((x or {}).get("waits", 0), (y or {}).get("waits", 0)) >= 3 else "join or one-off wait"
-    ax = f"{x['addr']:#x}" if x is not None else "-"
-    bx = f"{y['addr']:#x}" if y is not None else "-"
-    addr = ax if ax == bx else f"{ax} → {bx}"
     wakers: dict[str, int] = {}
     for o in (x, y):
         for k, v in (o or {}).get("wakers", {}).items():
             wakers[k] = wakers.get(k, 0) + v
     rel = sorted(wakers, key=lambda k: -wakers[k])
-    label = f"futex {addr} ({kind}; waited on by {_objects_label(ref)}"
-    label += f"; released by {', '.join(_key_label(k) for k in rel[:2])})" if rel else ")"
-
+    addr = (y if y is not None else x)["addr"]
+    label = f"futex {addr:#x} ({'lock' if kind == 'lock or barrier' else 'join'}; {_objects_label(ref)})"
     def vals(o):
         return {"wait_ns": float(o["wait_ns"]), "waits": float(o["waits"]), "share_ns": float(o["share_ns"])} \
             if o is not None else {"wait_ns": 0.0, "waits": 0.0, "share_ns": 0.0}
@@ -295,7 +291,11 @@ def _object_change(x: dict | None, y: dict | None) -> Change:
     va, vb = vals(x), vals(y)
     detail = {"addr_a": None if x is None else x["addr"], "addr_b": None if y is None else y["addr"],
               "object": kind, "waiters": sorted(_key_label(k) for k in ref["waiters"]),
-              "released_by": [_key_label(k) for k in rel]}
+              "released_by": [_key_label(k) for k in rel],
+              "description": (f"{kind} futex " + (f"{x['addr']:#x} → {y['addr']:#x}" if x is not None and y is not None
+                                                  and x["addr"] != y["addr"] else f"{addr:#x}")
+                              + f", waited on by {_objects_label(ref)}"
+                              + (f", released by {', '.join(_key_label(k) for k in rel[:2])}" if rel else ""))}
     return Change("wait", label, va, vb, vb["share_ns"] - va["share_ns"], detail)
 
 

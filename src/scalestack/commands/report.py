@@ -15,9 +15,10 @@ from scalestack.commands._analysis_options import analysis_options, between_ns
 @click.option("-o", "--output", "out_dir", help="Directory to write (default: TRACE's name + -report).")
 @click.option("--window", metavar="DURATION", help="Also a bottle graph per window, e.g. 500ms.")
 @click.option("--group-by", metavar="role|REGEX=LABEL,...", help="Group threads into boxes by role or name pattern.")
+@click.option("--baseline", metavar="TRACE", help="Also compare with this earlier recording (as `scalestack compare`).")
 @analysis_options
 @click.option("-q", "--quiet", is_flag=True, help="Write the files only; print nothing.")
-def command(path, out_dir, window, group_by, active, between, quiet):
+def command(path, out_dir, window, group_by, baseline, active, between, quiet):
     """Write report.html (self-contained), report.json and PNG/SVG figures; print the tables."""
     from scalestack.aggregate import is_aggregate
     from scalestack.report import ReportOptions, build_report, write_report
@@ -25,6 +26,10 @@ def command(path, out_dir, window, group_by, active, between, quiet):
     from scalestack.units import parse_duration_ns
 
     if is_aggregate(path):  # `record --aggregate`: per-window counters, not a trace
+        if baseline:
+            from scalestack.errors import UserError
+
+            raise UserError("--baseline compares two traces; an aggregate recording has no per-thread states to match")
         from scalestack.aggregate import build_report as build_aggregate_report
         from scalestack.aggregate import load_if_aggregate
 
@@ -42,6 +47,11 @@ def command(path, out_dir, window, group_by, active, between, quiet):
         window = parse_duration_ns(window, what="--window")
     options = ReportOptions(window=window, group_by=group_by, active=active, between=between_ns(trace, between))
     report = build_report(trace, options)
+    if baseline:
+        from scalestack.analysis.compare import compare
+        from scalestack.report.compare_section import compare_section
+
+        report.sections.insert(0, compare_section(compare(scalestack.load(baseline), trace, labels=(baseline, path))))
     out_dir = out_dir or os.path.splitext(path)[0] + "-report"
     written = write_report(report, out_dir)
     if not quiet:

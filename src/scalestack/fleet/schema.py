@@ -246,7 +246,8 @@ def recording_id(host: str, program: str, date: str, name: str, meta: dict[str, 
 
 
 def write_tables(root: str, partition: tuple[str, str, str], file_stem: str, tables: dict[str, pa.Table]) -> list[str]:
-    """Write each table's rows of one partition to ROOT/<table>/host=…/program=…/date=…/STEM.parquet."""
+    """Write each table's rows of one partition to ROOT/<table>/host=…/program=…/date=…/STEM.parquet
+    (a table without rows gets no file; one already there under that name is removed)."""
     from scalestack.fileio import atomic_output
 
     host, program, date = partition
@@ -254,6 +255,11 @@ def write_tables(root: str, partition: tuple[str, str, str], file_stem: str, tab
     for name, table in tables.items():
         if name not in TABLES:
             raise ValueError(f"unknown fleet table {name!r}")
+        if table.num_rows == 0:
+            stale = os.path.join(root, name, f"host={host}", f"program={program}", f"date={date}", f"{file_stem}.parquet")
+            if os.path.exists(stale):
+                os.remove(stale)
+            continue
         d = os.path.join(root, name, f"host={host}", f"program={program}", f"date={date}")
         os.makedirs(d, exist_ok=True)
         path = os.path.join(d, f"{file_stem}.parquet")
