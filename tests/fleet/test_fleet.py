@@ -18,7 +18,7 @@ import scalestack
 from scalestack.aggregate import AggregateRecording
 from scalestack.analysis.bottle import bottle
 from scalestack.analysis.compare import name_pattern
-from scalestack.fleet import Fleet, export, export_recording
+from scalestack.fleet import Fleet, compact, export, export_recording
 from scalestack.fleet.schema import _trace_windows, scan
 from scalestack.fleet.synthetic import generate, simulated_recording
 from scalestack.results import jsonable
@@ -204,3 +204,22 @@ def test_fleet_query_benchmark_runs_and_prints_its_times():
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "100 recordings:" in proc.stdout and "duckdb:" in proc.stdout
+
+
+def test_compact_merges_a_partition_and_keeps_the_newest_copy(tmp_path):
+    root = str(tmp_path / "f")
+    traces = [simulate(random_workload(4, seed=s), cores=2).trace.with_meta(command=["app"], start_ns=0)
+              for s in range(4)]
+    for k, t in enumerate(traces):
+        export_recording(t, root, name=f"r{k}.trace", host="h", date="2026-11-25", window_ns=1_000_000)
+    with Fleet(root) as f:
+        want = f.criticality()
+    assert compact(root) == (4 * 3, 3)  # three tables, four files each
+    assert all(len(v) == 1 for v in scan(root)[0].values())
+    export_recording(traces[0], root, name="r0.trace", host="h", date="2026-11-25", window_ns=1_000_000)
+    assert compact(root) == (2 * 3, 3)
+    with Fleet(root) as f:
+        pd_got = f.criticality()
+        n = f.sql("SELECT COUNT(*) AS n FROM recordings").n.iloc[0]
+    assert n == 4  # the recording exported again is not counted twice
+    assert pd_got.equals(want)

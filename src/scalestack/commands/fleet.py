@@ -19,6 +19,7 @@ QUERY_CHOICES = ["all", "parallelism", "criticality", "locks", "windows"]
               help="Window of the per-thread rows of traces added (aggregate recordings keep theirs).")
 @click.option("--generate", type=int, metavar="N", help="Add N synthetic recordings from the workload simulator.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of --generate.")
+@click.option("--compact", is_flag=True, help="Merge each partition's files into one (faster queries).")
 @click.option("--query", "query_", type=click.Choice(QUERY_CHOICES), default="all", show_default=True,
               help="Which of the built-in questions to answer.")
 @click.option("--sql", help="Your own SQL over the views recordings, threads and waits.")
@@ -27,8 +28,8 @@ QUERY_CHOICES = ["all", "parallelism", "criticality", "locks", "windows"]
 @click.option("--master", default="local[*]", show_default=True, help="Spark master URL (with --engine spark).")
 @click.option("--json", "as_json", is_flag=True, help="Print the answers as JSON.")
 @click.option("-q", "--quiet", is_flag=True, help="Only add recordings; answer nothing.")
-def command(root, recordings, host, program, date_, window, generate, seed, query_, sql, worst, engine, master,
-            as_json, quiet):
+def command(root, recordings, host, program, date_, window, generate, seed, compact, query_, sql, worst, engine,
+            master, as_json, quiet):
     """Add recordings to the fleet dataset DIR (hive-partitioned Parquet: host=/program=/date=),
     then answer per program and host: parallelism, criticality of each role and pool, wait time
     per lock and the worst windows; or your own --sql.
@@ -55,6 +56,11 @@ def command(root, recordings, host, program, date_, window, generate, seed, quer
         out = gen(root, generate, seed=seed)
         click.echo(f"scalestack: added {out['recordings']} synthetic recordings to {root} ({out['files']} files)",
                    err=True)
+    if compact:
+        from scalestack.fleet.schema import compact as compact_files
+
+        before, after = compact_files(root)
+        click.echo(f"scalestack: merged {before} files into {after}", err=True)
     if quiet:
         return
 

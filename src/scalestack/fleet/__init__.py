@@ -21,6 +21,7 @@ from scalestack.fleet.queries import QUERIES, TITLES, sql_of
 from scalestack.fleet.schema import (
     TABLES,
     aggregate_tables,
+    compact,
     partition_of,
     recording_id,
     scan,
@@ -28,7 +29,7 @@ from scalestack.fleet.schema import (
     write_tables,
 )
 
-__all__ = ["Fleet", "QUERIES", "TABLES", "export", "export_recording", "query"]
+__all__ = ["Fleet", "QUERIES", "TABLES", "compact", "export", "export_recording", "query"]
 
 
 def export_recording(recording: Any, root: str, *, name: str = "recording", host: str | None = None,

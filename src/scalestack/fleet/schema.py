@@ -335,3 +335,42 @@ def _check(root: str, path: str) -> tuple[str | None, str]:
     if [(f.name, f.type) for f in got] != [(f.name, f.type) for f in want]:
         return "its columns differ from the fleet schema", table
     return None, table
+
+
+def compact(root: str) -> tuple[int, int]:
+    """Merge the files of each partition of each table into one (engines open files one by one:
+    thousands of one-recording files are slower to query than a few large ones). A recording in
+    several files (exported again) keeps the rows of its newest file. Files `scan` skips are left
+    alone. Returns (files before, files after) of the partitions merged."""
+    from scalestack.fileio import atomic_output
+
+    files, _ = scan(root)
+    before = after = 0
+    for name, paths in files.items():
+        by_dir: dict[str, list[str]] = {}
+        for p in paths:
+            by_dir.setdefault(os.path.dirname(p), []).append(p)
+        for d, group in sorted(by_dir.items()):
+            if len(group) < 2:
+                continue
+            group.sort(key=lambda p: (os.stat(p).st_mtime_ns, p), reverse=True)  # newest first
+            seen: set[str] = set()
+            parts = []
+            for p in group:
+                t = pq.read_table(p, use_threads=False)
+                ids = t.column("recording_id").to_pylist()
+                keep = [i not in seen for i in ids]
+                seen.update(ids)
+                parts.append(t.filter(pa.array(keep)).cast(TABLES[name]))
+            merged = pa.concat_tables(parts).replace_schema_metadata(
+                {META_KEY: json.dumps({"table": name, "version": VERSION}).encode()})
+            stem = "compacted-" + hashlib.sha1("\n".join(sorted(group)).encode()).hexdigest()[:10]
+            out = os.path.join(d, f"{stem}.parquet")
+            with atomic_output(out) as fh:
+                pq.write_table(merged, fh, compression="zstd")
+            for p in group:
+                if p != out:
+                    os.remove(p)
+            before += len(group)
+            after += 1
+    return before, after
