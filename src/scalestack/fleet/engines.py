@@ -84,10 +84,18 @@ class DuckDBEngine:
 
 def spark_session(master: str = "local[*]", app: str = "scalestack-fleet"):
     """A SparkSession for fleet queries (partition values read as strings, no UI)."""
+    import warnings
+
     try:
         from pyspark.sql import SparkSession
     except ImportError:
         raise UserError("--engine spark needs pyspark (and Java 17+): pip install 'scalestack[spark]'") from None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # pyspark 4 warns about pandas 3; toPandas works
+        return _builder(SparkSession, master, app)
+
+
+def _builder(SparkSession, master: str, app: str):  # noqa: N803 - the class, passed in after its import
     return (SparkSession.builder.master(master).appName(app)
             .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
             .config("spark.sql.shuffle.partitions", "8")
@@ -127,8 +135,12 @@ class SparkEngine:
             df.createOrReplaceTempView(name)
 
     def sql(self, text: str):
+        import warnings
+
         try:
-            pdf = self.spark.sql(text).toPandas()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)  # pyspark 4 about pandas 3
+                pdf = self.spark.sql(text).toPandas()
         except Exception as exc:  # noqa: BLE001 - Spark's analysis and parse errors are the user's query
             if type(exc).__name__ in ("AnalysisException", "ParseException", "SparkException",
                                       "IllegalArgumentException", "ArithmeticException", "PySparkException"):
