@@ -233,3 +233,30 @@ def test_report_with_a_baseline_has_the_comparison_first(tmp_path):
     assert sec["summary"][0].startswith("The run got") and sec["summary_line"].startswith("the run got")
     assert {c["kind"] for c in sec["changes"][:2]} == {"thread", "wait"}
     assert "Against the baseline" in (out / "report.html").read_text()
+
+
+def test_function_criticality_worked_example():
+    """Thread 1 runs [0, 10); thread 2 waits [0, 5) and runs [5, 10): C1 = 5 + 2.5, C2 = 2.5.
+    Thread 1's samples: f at t=2 (alone: weight 1), g at t=7 (two running: 1/2), so f gets
+    7.5 * 1/1.5 = 5 and g 2.5; thread 2's one sample, in g, gets its 2.5. Functions add up to the
+    threads' criticality; the same run at half speed doubles each, and the function rows add up
+    to the wall-time change."""
+    from scalestack.analysis.compare import run_facts
+    from scalestack.trace import State, make_trace
+
+    def trace(scale: int):
+        e = 10 * scale
+        th = {"tid": [1, 2], "name": ["a", "b"], "start_ns": [0, 0], "end_ns": [e, e]}
+        stt = {"tid": [1, 2, 2], "start_ns": [0, 0, 5 * scale], "end_ns": [e, 5 * scale, e],
+               "state": [State.RUNNING, State.SYNC_WAIT, State.RUNNING]}
+        samples = {"tid": [1, 1, 2], "time_ns": [2, 7 * scale, 8 * scale], "cpu": [0, 0, 1], "ip": [1, 2, 2],
+                   "offset": [0, 0, 0], "symbol": ["f", "g", "g"], "binary": ["/bin/x", "/bin/x", "/bin/x"]}
+        return make_trace(th, stt, samples=samples)
+
+    fns = run_facts(trace(1), active="running").functions
+    assert fns == {"f (x)": {"criticality_ns": pytest.approx(5.0), "samples": 1.0},
+                   "g (x)": {"criticality_ns": pytest.approx(5.0), "samples": 2.0}}
+    res = compare(trace(1), trace(2), active="running")
+    fn = [c for c in res.changes if c.kind == "function"]
+    assert {c.label: c.contribution_ns for c in fn} == {"f (x)": pytest.approx(5.0), "g (x)": pytest.approx(5.0)}
+    assert sum(c.contribution_ns for c in fn) == pytest.approx(res.wall_change_ns)

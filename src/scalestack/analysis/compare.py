@@ -69,6 +69,7 @@ class RunFacts:
     wall_ns: int
     objects: list[dict[str, Any]]  # per wait object: addr, wait_ns, waits, share_ns, waiters, wakers
     idle_running_ns: float = 0.0  # time with no thread running (for the parallelism)
+    functions: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)  # from samples
 
     @property
     def parallelism(self) -> float:
@@ -94,7 +95,39 @@ def run_facts(trace: Trace, active: str = "running+runnable") -> RunFacts:
              "io_wait_ns": times[:, State.IO_WAIT].astype(float), "sleep_ns": times[:, State.SLEEP].astype(float)}
     return RunFacts(th.tid.copy(), th.name.copy(), th.role.copy(), keys, position, stats, float(cr.idle_ns),
                     int(trace.wall_ns), _wait_objects(trace, keys),
-                    float(cr.idle_ns if active == "running" else criticality(trace).idle_ns))
+                    float(cr.idle_ns if active == "running" else criticality(trace).idle_ns),
+                    _functions(trace, cr, active))
+
+
+def _functions(trace: Trace, cr, active: str) -> dict[str, dict[str, float]]:
+    """Criticality per sampled function (`record --sample`): each thread's criticality spread over
+    its samples, a sample taken while r threads were active weighing 1/r (the thesis's division of
+    that instant). Per thread the functions add up to its criticality. Keyed by
+    'symbol (binary's file name)'."""
+    import os
+
+    from scalestack.analysis.criticality import active_intervals
+
+    sm = trace.samples
+    if len(sm) == 0:
+        return {}
+    known = np.isin(sm.tid, trace.threads.tid)
+    if not np.any(known):
+        return {}
+    tid, t = sm.tid[known], sm.time_ns[known]
+    _, a, b = active_intervals(trace, active, trace.start_ns, trace.end_ns)
+    tl, _ = timeline(a, b, trace.start_ns, trace.end_ns)
+    k = np.clip(np.searchsorted(tl.u, t, side="right") - 1, 0, max(len(tl.u) - 1, 0))
+    w = 1.0 / np.maximum(tl.r[k], 1) if len(tl.u) else np.ones(len(t))
+    rows = trace.thread_index(tid)
+    per_thread = np.bincount(rows, weights=w, minlength=len(trace.threads))
+    crit = cr.criticality_ns[rows] * w / np.where(per_thread[rows] > 0, per_thread[rows], 1)
+    keys = [f"{sym} ({os.path.basename(str(binary))})" for sym, binary in
+            zip(sm.symbol[known].tolist(), sm.binary[known].tolist(), strict=True)]
+    uniq, inv = np.unique(np.array(keys, dtype=object), return_inverse=True)
+    c = np.bincount(inv, weights=crit, minlength=len(uniq))
+    n = np.bincount(inv, minlength=len(uniq))
+    return {str(u): {"criticality_ns": float(c[i]), "samples": float(n[i])} for i, u in enumerate(uniq.tolist())}
 
 
 def _wait_objects(trace: Trace, keys: list[str]) -> list[dict[str, Any]]:
@@ -128,7 +161,7 @@ def _wait_objects(trace: Trace, keys: list[str]) -> list[dict[str, Any]]:
 class Change:
     """One ranked row: a thread, a pool, a wait object or the idle time, in run A and run B."""
 
-    kind: str  # thread | pool | wait | idle
+    kind: str  # thread | pool | wait | idle | function
     label: str
     a: dict[str, float]  # criticality_ns, running_ns, ... (wait: wait_ns, waits, share_ns)
     b: dict[str, float]
@@ -185,14 +218,15 @@ class CompareResult(Result):
         d = self.wall_change_ns
         out = []
         for rank, c in enumerate(self.changes, 1):
-            crit = c.kind in ("thread", "pool", "idle")
+            crit = c.kind in ("thread", "pool", "idle", "function")
             out.append({
                 "rank": rank, "kind": c.kind, "label": c.label, "contribution_ns": c.contribution_ns,
                 "share_of_change_pct": c.contribution_ns / d * 100 if d else None,
                 "criticality_change_ns": c.delta("criticality_ns") if crit else None,
-                "running_change_ns": c.delta("running_ns") if crit else None,
-                "runnable_change_ns": c.delta("runnable_ns") if crit else None,
-                "wait_change_ns": c.delta("sync_wait_ns") + c.delta("io_wait_ns") if crit else c.delta("wait_ns"),
+                "running_change_ns": c.delta("running_ns") if crit and c.kind != "function" else None,
+                "runnable_change_ns": c.delta("runnable_ns") if crit and c.kind != "function" else None,
+                "wait_change_ns": (None if c.kind == "function" else
+                                   c.delta("sync_wait_ns") + c.delta("io_wait_ns") if crit else c.delta("wait_ns")),
             })
         return out
 
@@ -343,6 +377,10 @@ def compare(a: Trace, b: Trace, *, labels: tuple[str, str] = ("A", "B"), active:
     changes.append(Change("idle", "no thread active", {"criticality_ns": fa.idle_ns}, {"criticality_ns": fb.idle_ns},
                           fb.idle_ns - fa.idle_ns))
     changes += [_object_change(x, y) for x, y in _match_objects(fa.objects, fb.objects)]
+    zero = {"criticality_ns": 0.0, "samples": 0.0}
+    for fn in sorted(set(fa.functions) | set(fb.functions)):
+        va, vb = fa.functions.get(fn, zero), fb.functions.get(fn, zero)
+        changes.append(Change("function", fn, dict(va), dict(vb), vb["criticality_ns"] - va["criticality_ns"]))
     changes.sort(key=lambda c: (-abs(c.contribution_ns), c.kind, c.label))
     return CompareResult(fa.wall_ns, fb.wall_ns, fa.parallelism, fb.parallelism, tuple(changes), tuple(threads),
                          tuple(labels))
