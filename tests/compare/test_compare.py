@@ -260,3 +260,24 @@ def test_function_criticality_worked_example():
     fn = [c for c in res.changes if c.kind == "function"]
     assert {c.label: c.contribution_ns for c in fn} == {"f (x)": pytest.approx(5.0), "g (x)": pytest.approx(5.0)}
     assert sum(c.contribution_ns for c in fn) == pytest.approx(res.wall_change_ns)
+
+
+def test_aggregate_recordings_compare_thread_by_thread(tmp_path):
+    """Two `record --aggregate`-style recordings (from the simulator): threads and pools matched,
+    their rows and the idle row adding up to the wall-time change; no wait objects."""
+    from scalestack.fleet.synthetic import simulated_recording
+
+    a = simulated_recording("barrier_imbalance", 3, 0, 2)
+    b = simulated_recording("barrier_imbalance", 5, 0, 4)
+    a.save(str(tmp_path / "a.parquet"))
+    b.save(str(tmp_path / "b.parquet"))
+    res = compare(a, b)
+    assert not any(c.kind == "wait" for c in res.changes)
+    pool = next(c for c in res.changes if c.label == "worker-*")
+    assert (pool.detail["threads_a"], pool.detail["threads_b"]) == (2, 4)
+    total = sum(c.contribution_ns for c in res.changes if c.kind in ("thread", "pool", "idle"))
+    assert total == pytest.approx(res.wall_change_ns, abs=2.0)
+    proc = subprocess.run([sys.executable, "-m", "scalestack.cli", "compare", str(tmp_path / "a.parquet"),
+                           str(tmp_path / "b.parquet"), "--json"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["wall_b_ns"] == res.wall_b_ns

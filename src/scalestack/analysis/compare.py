@@ -99,6 +99,28 @@ def run_facts(trace: Trace, active: str = "running+runnable") -> RunFacts:
                     _functions(trace, cr, active))
 
 
+def aggregate_facts(rec) -> RunFacts:
+    """The same numbers from an aggregate recording (`record --aggregate`): its criticality counts
+    running threads only, and it has no wait objects or samples."""
+    tids, names, roles = rec.threads()
+    sums = rec.per_thread()
+    start, end, busy = rec.windows()
+    span = int(end[-1] - start[0]) if len(start) else 0
+    keys = [thread_key(n, r) for n, r in zip(names.tolist(), roles.tolist(), strict=True)]
+    w = rec.columns["window"].astype(np.int64)
+    first = np.full(len(tids), np.iinfo(np.int64).max)
+    np.minimum.at(first, np.searchsorted(tids, rec.columns["tid"].astype(np.int64)), w)
+    position = np.zeros(len(tids), dtype=np.int64)
+    seen: dict[str, int] = {}
+    for i in np.lexsort((tids, first)).tolist():
+        position[i] = seen.get(keys[i], 0)
+        seen[keys[i]] = position[i] + 1
+    stats = {s_: np.asarray(sums[s_], float) for s_ in STATS if s_ != "criticality_ns"}
+    stats["criticality_ns"] = np.asarray(sums["crit_ns"], float)
+    idle = float(max(span - busy.sum(), 0.0))
+    return RunFacts(tids, names, roles, keys, position, stats, idle, span, [], idle)
+
+
 def _functions(trace: Trace, cr, active: str) -> dict[str, dict[str, float]]:
     """Criticality per sampled function (`record --sample`): each thread's criticality spread over
     its samples, a sample taken while r threads were active weighing 1/r (the thesis's division of
@@ -333,17 +355,21 @@ def _object_change(x: dict | None, y: dict | None) -> Change:
     return Change("wait", label, va, vb, vb["share_ns"] - va["share_ns"], detail)
 
 
-def compare(a: Trace, b: Trace, *, labels: tuple[str, str] = ("A", "B"), active: str = "running+runnable"
-            ) -> CompareResult:
+def compare(a, b, *, labels: tuple[str, str] = ("A", "B"), active: str = "running+runnable") -> CompareResult:
     """Run `b` against run `a` (the baseline): matched threads, pools and wait objects, ranked by
-    their contribution to the change in wall time (see the module doc).
+    their contribution to the change in wall time (see the module doc). Each run is a Trace or an
+    AggregateRecording (`record --aggregate`: threads only, criticality of running threads).
 
     Examples
     --------
     >>> res = compare(scalestack.load("before.trace"), scalestack.load("after.trace"))  # doctest: +SKIP
     >>> print(res.summary())                                                           # doctest: +SKIP
     """
-    fa, fb = run_facts(a, active), run_facts(b, active)
+    from scalestack.aggregate import AggregateRecording
+
+    if isinstance(a, AggregateRecording) or isinstance(b, AggregateRecording):
+        active = "running"  # what an aggregate recording counts; both runs alike
+    fa, fb = (aggregate_facts(x) if isinstance(x, AggregateRecording) else run_facts(x, active) for x in (a, b))
     matched = _match_threads(fa, fb)
     by_key: dict[str, list[tuple[int | None, int | None]]] = {}
     threads = []

@@ -13,7 +13,7 @@ import scalestack
 @click.option("-o", "--output", help="Write the comparison as JSON here.")
 @click.option("--top", type=int, default=12, show_default=True, help="Rows to print (0: all).")
 def command(paths, as_json, output, top):
-    """Compare trace B (and C, ...) with trace A, the baseline.
+    """Compare trace B (and C, ...) with trace A, the baseline (traces or `record --aggregate` files).
 
     Threads are matched by role, name pattern (digits stripped) and start order, wait objects
     (futexes) by address or by their offset in the page and their waiters. Each row is a thread,
@@ -26,8 +26,13 @@ def command(paths, as_json, output, top):
 
     if len(paths) < 2:
         raise UserError("compare needs two traces (the baseline first): scalestack compare A B")
-    base = scalestack.load(paths[0])
-    results = [compare(base, scalestack.load(p), labels=(paths[0], p)) for p in paths[1:]]
+    def load(p):
+        from scalestack.aggregate import AggregateRecording, is_aggregate
+
+        return AggregateRecording.load(p) if is_aggregate(p) else scalestack.load(p)
+
+    base = load(paths[0])
+    results = [compare(base, load(p), labels=(paths[0], p)) for p in paths[1:]]
     if output:
         import json
 
