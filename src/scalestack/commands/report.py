@@ -51,7 +51,8 @@ def command(path, out_dir, window, group_by, baseline, active, between, quiet):
         from scalestack.analysis.compare import compare
         from scalestack.report.compare_section import compare_section
 
-        report.sections.insert(0, compare_section(compare(scalestack.load(baseline), trace, labels=(baseline, path))))
+        part = trace.between(*options.between) if options.between is not None else trace
+        report.sections.insert(0, compare_section(compare(scalestack.load(baseline), part, labels=(baseline, path))))
     out_dir = out_dir or os.path.splitext(path)[0] + "-report"
     written = write_report(report, out_dir)
     if not quiet:
