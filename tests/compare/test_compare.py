@@ -281,3 +281,29 @@ def test_aggregate_recordings_compare_thread_by_thread(tmp_path):
                            str(tmp_path / "b.parquet"), "--json"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["wall_b_ns"] == res.wall_b_ns
+
+
+def test_many_wait_objects_are_matched_in_bounded_time():
+    """A run with thousands of futexes (each waited on once): the 200 largest of each run are
+    matched one by one, the rest summed into one row; the shares still add up."""
+    import time
+
+    from scalestack.analysis import compare as cmp
+    from scalestack.trace import State, make_trace
+
+    def trace(n: int, shift: int):
+        th = {"tid": [1, 2], "name": ["a", "b"], "start_ns": [0, 0], "end_ns": [2 * n, 2 * n]}
+        stt = {"tid": [1] + [2] * (2 * n), "start_ns": [0] + [k for k in range(2 * n)],
+               "end_ns": [2 * n] + [k + 1 for k in range(2 * n)],
+               "state": [State.RUNNING] + [State.SYNC_WAIT if k % 2 == 0 else State.RUNNING for k in range(2 * n)],
+               "addr": [0] + [(0x10000 + shift + 16 * k) if k % 2 == 0 else 0 for k in range(2 * n)]}
+        return make_trace(th, stt)
+
+    a, b = trace(3000, 0), trace(2500, 8)
+    t0 = time.perf_counter()
+    res = compare(a, b)
+    assert time.perf_counter() - t0 < 20
+    waits = [c for c in res.changes if c.kind == "wait"]
+    others = [c for c in waits if c.detail["object"] == "others"]
+    assert len(others) == 1 and others[0].a["waits"] == 3000 - cmp.MATCHED
+    assert sum(c.a["share_ns"] for c in waits) == pytest.approx(sum(o["share_ns"] for o in cmp.run_facts(a).objects))

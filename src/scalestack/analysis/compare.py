@@ -42,6 +42,7 @@ from scalestack.results import Result
 from scalestack.trace import State, Trace
 from scalestack.units import format_ns
 
+MATCHED = 200  # wait objects per run matched one by one (by wall-time share); the others are summed
 STATS = ("criticality_ns", "running_ns", "runnable_ns", "sync_wait_ns", "io_wait_ns", "sleep_ns")
 
 
@@ -163,19 +164,23 @@ def _wait_objects(trace: Trace, keys: list[str]) -> list[dict[str, Any]]:
     rows = trace.thread_index(st.tid[sync])
     wrows = trace.thread_index(st.waker[sync], missing=-1)
     addrs, inv = np.unique(st.addr[sync], return_inverse=True)
+    order = np.argsort(inv, kind="stable")  # each object's intervals together: one pass over them
+    bounds = np.searchsorted(inv[order], np.arange(len(addrs) + 1))
+    dur = st.duration_ns[sync].astype(float)
+    tids = st.tid[sync]
     out = []
     for k, addr in enumerate(addrs.tolist()):
-        sel = inv == k
+        sel = order[bounds[k]:bounds[k + 1]]
         waiters: dict[str, float] = {}
-        for r, d in zip(rows[sel].tolist(), st.duration_ns[sync][sel].tolist(), strict=True):
+        for r, d in zip(rows[sel].tolist(), dur[sel].tolist(), strict=True):
             waiters[keys[r]] = waiters.get(keys[r], 0.0) + d
         wakers: dict[str, int] = {}
         for r in wrows[sel].tolist():
             if r >= 0:
                 wakers[keys[r]] = wakers.get(keys[r], 0) + 1
-        out.append({"addr": int(addr), "wait_ns": float(st.duration_ns[sync][sel].sum()), "waits": int(sel.sum()),
+        out.append({"addr": int(addr), "wait_ns": float(dur[sel].sum()), "waits": int(len(sel)),
                     "share_ns": float(share[sel].sum()), "waiters": waiters, "wakers": wakers,
-                    "waiter_tids": sorted({int(t) for t in st.tid[sync][sel].tolist()})})
+                    "waiter_tids": sorted({int(t) for t in tids[sel].tolist()})})
     return out
 
 
@@ -261,7 +266,10 @@ class CompareResult(Result):
 
 
 def _phrase(c: Change, total: float) -> str:
-    pct = f"{abs(c.contribution_ns) / abs(total) * 100:.0f}% of it from " if total else ""
+    pct = ""
+    if total:
+        pct = (f"{abs(c.contribution_ns) / abs(total) * 100:.0f}% of it from " if c.contribution_ns * total > 0
+               else "against it, ")
     if c.kind == "wait":
         dw = c.delta("wait_ns")
         verb = "less" if dw < 0 else "more"
@@ -402,7 +410,20 @@ def compare(a, b, *, labels: tuple[str, str] = ("A", "B"), active: str = "runnin
                               detail))
     changes.append(Change("idle", "no thread active", {"criticality_ns": fa.idle_ns}, {"criticality_ns": fb.idle_ns},
                           fb.idle_ns - fa.idle_ns))
-    changes += [_object_change(x, y) for x, y in _match_objects(fa.objects, fb.objects)]
+    # the MATCHED objects with the largest shares are matched pair by pair; the rest, summed
+    top_a = sorted(fa.objects, key=lambda o: -o["share_ns"])
+    top_b = sorted(fb.objects, key=lambda o: -o["share_ns"])
+    changes += [_object_change(x, y) for x, y in _match_objects(top_a[:MATCHED], top_b[:MATCHED])]
+    rest_a, rest_b = top_a[MATCHED:], top_b[MATCHED:]
+    if rest_a or rest_b:
+        def total(objs):
+            return {k: float(sum(o[k] for o in objs)) for k in ("wait_ns", "waits", "share_ns")}
+
+        ra, rb = total(rest_a), total(rest_b)
+        changes.append(Change("wait", f"{len(rest_a)} → {len(rest_b)} other futexes", ra, rb,
+                              rb["share_ns"] - ra["share_ns"],
+                              {"object": "others", "waiters": [], "released_by": [],
+                               "description": f"futexes beyond the first {MATCHED} of each run"}))
     zero = {"criticality_ns": 0.0, "samples": 0.0}
     for fn in sorted(set(fa.functions) | set(fb.functions)):
         va, vb = fa.functions.get(fn, zero), fb.functions.get(fn, zero)

@@ -150,10 +150,12 @@ def trace_tables(trace: Trace, recording_id: str, window_ns: int = 1_000_000_000
         wsum = np.bincount(inv, weights=st.duration_ns[sync].astype(float))
         cnt = np.bincount(inv)
         wrow = trace.thread_index(st.waker[sync], missing=-1)
+        order = np.argsort(inv, kind="stable")  # each group's waits together: one pass over them
+        bounds = np.searchsorted(inv[order], np.arange(len(uniq) + 1))
         for g, (tid, addr_i) in enumerate(uniq.tolist()):
             row = int(trace.thread_index(tid)[0])
             addr = int(np.int64(addr_i).view(np.uint64))
-            wk = wrow[inv == g]
+            wk = wrow[order[bounds[g]:bounds[g + 1]]]
             wk = wk[wk >= 0]
             rel = ""
             if len(wk):
