@@ -6,6 +6,7 @@ Each size is generated once (`scalestack.fleet.synthetic.generate`: simulated ru
 is: listing and checking the files (`scan`), registering the views, and running parallelism,
 criticality, locks and the worst windows; Spark's session start is printed apart (paid once).
 --quick: DuckDB on all three sizes, Spark on 10^2 only. Target: 10^4 on DuckDB under 5 s.
+--one-per-file: each recording in its own files first (timed), then compacted (`fleet --compact`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import tempfile
 import time
 import warnings
 
-from scalestack.fleet import QUERIES, Fleet
+from scalestack.fleet import QUERIES, Fleet, compact
 from scalestack.fleet.synthetic import generate
 
 
@@ -39,6 +40,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="Spark on 10^2 recordings only")
     ap.add_argument("--no-spark", action="store_true")
     ap.add_argument("--sizes", default="100,1000,10000")
+    ap.add_argument("--one-per-file", action="store_true",
+                    help="one file per recording (as adding each by itself writes them), then again after --compact")
     a = ap.parse_args()
     sizes = [int(x) for x in a.sizes.split(",")]
     spark = None
@@ -63,9 +66,15 @@ def main() -> None:
         root = tempfile.mkdtemp(prefix=f"fleet{n}-")
         try:
             t = time.perf_counter()
-            out = generate(root, n, seed=1)
+            out = generate(root, n, seed=1, per_file=1 if a.one_per_file else None)
             print(f"{n:>6} recordings: {out['threads_rows']:,} thread-window rows in {out['files']} files "
                   f"(generated in {time.perf_counter() - t:.1f} s)")
+            if a.one_per_file:
+                total, t_open, _ = timed(root, "duckdb")
+                print(f"        duckdb, one file per recording: {total:6.2f} s (files checked {t_open:.2f} s)")
+                t = time.perf_counter()
+                before, after = compact(root)
+                print(f"        compacted {before} files into {after} in {time.perf_counter() - t:.1f} s")
             total, t_open, per = timed(root, "duckdb")
             print(f"        duckdb: {total:6.2f} s (files checked and views made {t_open:.2f} s; "
                   + ", ".join(f"{k} {v:.2f}" for k, v in per.items()) + ")"

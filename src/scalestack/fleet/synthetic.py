@@ -47,11 +47,13 @@ def simulated_recording(workload: str, threads: int, seed: int, cores: int, wind
 
 
 def generate(root: str, n: int, *, seed: int = 0, hosts: int = 20, days: int = 7, kind: str = "aggregate",
-             pool: int = 32, start_date: str = "2026-11-01") -> dict[str, int]:
+             pool: int = 32, start_date: str = "2026-11-01", per_file: int | None = None) -> dict[str, int]:
     """Write `n` synthetic recordings into the fleet dataset at `root`.
 
     kind: "aggregate" (per-window counters only), "trace" (with per-lock waits) or "mixed"
-    (every fourth one a trace). Returns counts: recordings, files, rows per table.
+    (every fourth one a trace). per_file: recordings per file (default: all of a partition's, as a
+    batching collector writes them; 1: as adding each recording by itself does). Returns counts:
+    recordings, files, rows per table.
     """
     rng = np.random.default_rng(seed)
     kinds = ["aggregate"] if kind == "aggregate" else ["trace"] if kind == "trace" else ["aggregate", "trace"]
@@ -79,7 +81,11 @@ def generate(root: str, n: int, *, seed: int = 0, hosts: int = 20, days: int = 7
         parts.setdefault(part, []).append((i, b, float(rng.uniform(0.8, 1.25))))
     files = 0
     rows = {name: 0 for name in TABLES}
+    batches = []
     for part, recs in sorted(parts.items()):
+        step = per_file or len(recs)
+        batches += [(part, recs[k:k + step]) for k in range(0, len(recs), step)]
+    for part, recs in batches:
         out: dict[str, dict[str, list]] = {name: {c: [] for c in TABLES[name].names} for name in TABLES}
         for i, b, f in recs:
             rid = f"synthetic-{seed}-{i:07d}"
