@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalestack.analysis.bottle import group_threads
-from scalestack.analysis.criticality import timeline
-from scalestack.collect.aggregate_recording import AggregateRecording, window_rows
+from scalestack.analysis.bottle import bottle, group_threads
+from scalestack.analysis.criticality import criticality, timeline
 from scalestack.collect.aggregator import FX_SHIFT, parse_snapshot
+from scalestack.trace.aggregate import AggregateRecording, window_rows
 
 FX = 1 << FX_SHIFT
 
@@ -76,14 +76,14 @@ def _recording(rng, n_threads, n_windows, window_ns=1_000_000):
 @given(st.integers(1, 6), st.integers(1, 9), st.integers(1, 4), st.integers(0, 2**31))
 def test_windows_and_groups_add_up_to_the_whole(n_threads, n_windows, k, seed):
     rec = _recording(np.random.default_rng(seed), n_threads, n_windows)
-    total = rec.bottle()
-    merged = rec.bottle(window=k * rec.window_ns)
+    total = bottle(rec)
+    merged = bottle(rec, window=k * rec.window_ns)
     assert len(merged.windows) == -(-n_windows // k)
     assert sum(w.height_ns for w in merged.windows) == pytest.approx(total.height_ns)
-    by_pool = rec.bottle(group_by="pool-=pool")
+    by_pool = bottle(rec, group_by="pool-=pool")
     assert by_pool.height_ns == pytest.approx(total.height_ns)
     assert sum(b.area_ns for b in by_pool.boxes) == pytest.approx(sum(b.area_ns for b in total.boxes))
-    crit = rec.criticality()
+    crit = criticality(rec)
     assert crit.criticality_ns.sum() == pytest.approx(total.height_ns)
     assert crit.idle_ns == pytest.approx(n_windows * rec.window_ns * 0.1)
 
@@ -162,7 +162,7 @@ def test_crit_bottle_and_report_read_an_aggregate_file(tmp_path):
     res = runner.invoke(cli, ["crit", path, "--json"])
     assert res.exit_code == 0, res.output
     data = json.loads(res.output)
-    assert sum(t["criticality_ns"] for t in data["threads"]) == pytest.approx(rec.bottle().height_ns)
+    assert sum(t["criticality_ns"] for t in data["threads"]) == pytest.approx(bottle(rec).height_ns)
     res = runner.invoke(cli, ["bottle", path, "--window", "2ms", "--json"])
     assert res.exit_code == 0, res.output
     assert len(json.loads(res.output)["windows"]) == 3

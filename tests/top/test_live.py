@@ -137,13 +137,14 @@ def test_record_aggregate_then_report(c_programs, tmp_path):
                "20", "2000000", "3", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "aggregated 3 threads" in res.stderr
-    from scalestack.collect.aggregate_recording import AggregateRecording
+    from scalestack.analysis.criticality import criticality
+    from scalestack.trace.aggregate import AggregateRecording
 
     rec = AggregateRecording.load(str(out))
     start, end, _ = rec.windows()
     assert len(start) >= 2 and np.all(np.diff(start) > 0)
     assert out.stat().st_size < 50_000
-    crit = rec.criticality()
+    crit = criticality(rec)
     assert crit.share.max() > 0.5  # thread 1 does 3x the work: the most critical
     # coarser than recorded, yet several windows: the run takes 80-100 ms (100 ms windows gave one)
     rep = _cli("report", out, "-o", tmp_path / "rep", "--window", "40ms", "-q")

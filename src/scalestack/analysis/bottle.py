@@ -22,6 +22,7 @@ from scalestack.analysis.criticality import _span, criticality, sweep
 from scalestack.errors import UserError
 from scalestack.results import Result
 from scalestack.trace import Trace
+from scalestack.trace.aggregate import AggregateRecording
 from scalestack.units import parse_duration_ns
 
 
@@ -155,7 +156,7 @@ def _boxes(crit: np.ndarray, run: np.ndarray, group: np.ndarray, labels, roles, 
 
 
 def bottle(
-    trace: Trace, *, group_by=None, active: str = "running", between: tuple[int, int] | None = None,
+    trace: Trace | AggregateRecording, *, group_by=None, active: str = "running", between: tuple[int, int] | None = None,
     window: int | str | None = None,
 ) -> BottleResult | WindowedBottleResult:
     """Bottle graph of `trace` (thesis §3.3), per thread, per role or per thread pool.
@@ -170,6 +171,8 @@ def bottle(
     window : int ns or a duration such as "500ms", optional
         One bottle graph per window (the thesis draws pmd every 0.5 s).
     """
+    if isinstance(trace, AggregateRecording):  # per-window counters of `record --aggregate`
+        return _from_counters(trace, group_by, active, between, window)
     group, labels, roles = group_labels(trace, group_by)
     tids = trace.threads.tid
     if window is None:
@@ -205,3 +208,27 @@ def bottle(
         for j in range(n_win)
     )
     return WindowedBottleResult(w, windows)
+
+
+def _from_counters(rec: AggregateRecording, group_by, active: str, between, window) -> BottleResult | WindowedBottleResult:
+    """Bottle graph of an aggregate recording, or one per `window` (a multiple of the recorded
+    window; rounded to the nearest): sums of its rows, no sweep."""
+    criticality(rec, active=active, between=between)  # the same refusals as the stack
+    tids, names, roles = rec.threads()
+    group, labels, groles = group_threads(tids, names, roles, group_by)
+    start, end, busy = rec.windows()
+    if window is None:
+        s = rec.per_thread()
+        span = int(end[-1] - start[0]) if len(start) else 0
+        return BottleResult(_boxes(s["crit_ns"], s["running_ns"], group, labels, groles, tids),
+                            float(max(span - busy.sum(), 0.0)), span, int(start[0]) if len(start) else 0, "running")
+    k = max(1, int(round(parse_duration_ns(window) / rec.window_ns)))
+    out = []
+    for j in range(0, len(start), k):
+        mask = np.zeros(len(start), bool)
+        mask[j:j + k] = True
+        s = rec.per_thread(mask)
+        span = int(end[min(j + k, len(end)) - 1] - start[j])
+        out.append(BottleResult(_boxes(s["crit_ns"], s["running_ns"], group, labels, groles, tids),
+                                float(max(span - busy[mask].sum(), 0.0)), span, int(start[j]), "running"))
+    return WindowedBottleResult(k * rec.window_ns, tuple(out))

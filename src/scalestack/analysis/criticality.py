@@ -22,6 +22,7 @@ import numpy as np
 from scalestack.errors import UserError
 from scalestack.results import Result
 from scalestack.trace import State, Trace
+from scalestack.trace.aggregate import AggregateRecording
 
 ACTIVE = {"running": (State.RUNNING,), "running+runnable": (State.RUNNING, State.RUNNABLE)}
 
@@ -222,7 +223,8 @@ def _switch_intervals(trace: Trace, t0: int, t1: int) -> tuple[np.ndarray, np.nd
     return trace.thread_index(sp.tid[ok]), a[ok], b[ok]
 
 
-def criticality(trace: Trace, *, active: str = "running", between: tuple[int, int] | None = None) -> CriticalityResult:
+def criticality(trace: Trace | AggregateRecording, *, active: str = "running",
+                between: tuple[int, int] | None = None) -> CriticalityResult:
     """Criticality stack of `trace` (thesis §3.2, eq. 3.1).
 
     Parameters
@@ -238,6 +240,8 @@ def criticality(trace: Trace, *, active: str = "running", between: tuple[int, in
     >>> res = scalestack.criticality(trace)  # doctest: +SKIP
     >>> res.to_frame().head()                # doctest: +SKIP
     """
+    if isinstance(trace, AggregateRecording):  # per-window counters of `record --aggregate`
+        return _from_counters(trace, active, between)
     t0, t1 = _span(trace, between)
     if active not in ACTIVE:
         raise UserError(f"active must be one of {', '.join(ACTIVE)}, not {active!r}")
@@ -266,3 +270,19 @@ def criticality_from_spans(trace: Trace, spans) -> CriticalityResult:
     (`scalestack.trace.switch_spans.SwitchSpans`) and Run_j (and the thread table) from the trace:
     the quantities the eBPF aggregator keeps."""
     return criticality(dataclasses.replace(trace, switch_spans=spans.table()))
+
+
+def _from_counters(rec: AggregateRecording, active: str, between) -> CriticalityResult:
+    """The criticality stack of a whole aggregate recording: its per-thread sums (the kernel kept
+    C_j and Run_j; no sweep)."""
+    if between:
+        raise UserError("--between needs a trace; an aggregate recording has whole windows only")
+    if active != "running":
+        raise UserError("an aggregate recording counts running threads only (--active running)")
+    tids, names, roles = rec.threads()
+    sums = rec.per_thread()
+    start, end, busy = rec.windows()
+    span = int(end[-1] - start[0]) if len(start) else 0
+    return CriticalityResult(tids=tids, names=names, roles=roles, criticality_ns=sums["crit_ns"],
+                             running_ns=sums["running_ns"], idle_ns=float(max(span - busy.sum(), 0.0)),
+                             span_ns=span, active="running", t0_ns=int(start[0]) if len(start) else 0)

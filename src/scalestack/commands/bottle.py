@@ -18,14 +18,14 @@ from scalestack.commands._analysis_options import analysis_options, between_ns
 def command(path, as_json, output, group_by, window, active, between):
     """Boxes: height = criticality, width = parallelism, area = running time."""
     from scalestack.analysis.bottle import bottle
-    from scalestack.collect.aggregate_recording import load_if_aggregate
     from scalestack.commands._output import emit
+    from scalestack.trace.aggregate import load_if_aggregate
     from scalestack.units import parse_duration_ns
 
     rec = load_if_aggregate(path, active, between)  # `record --aggregate` counters
     if rec is not None:
         w = parse_duration_ns(window, what="--window") if window is not None else None
-        return emit(rec.bottle(group_by=group_by, window=w), as_json, output, "bottle")
+        return emit(bottle(rec, group_by=group_by, window=w), as_json, output, "bottle")
     trace = scalestack.load(path)
     res = bottle(trace, group_by=group_by, active=active, between=between_ns(trace, between), window=window)
     emit(res, as_json, output, "bottle")

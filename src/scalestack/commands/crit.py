@@ -16,11 +16,11 @@ from scalestack.commands._analysis_options import analysis_options, between_ns
 def command(path, as_json, output, active, between):
     """Each thread's share of the run time: every instant divided among the threads running then."""
     from scalestack.analysis.criticality import criticality
-    from scalestack.collect.aggregate_recording import load_if_aggregate
+    from scalestack.trace.aggregate import load_if_aggregate
 
     rec = load_if_aggregate(path, active, between)  # `record --aggregate` counters
     if rec is not None:
-        return _emit(rec.criticality(), as_json, output, "criticality")
+        return _emit(criticality(rec), as_json, output, "criticality")
     trace = scalestack.load(path)
     res = criticality(trace, active=active, between=between_ns(trace, between))
     _emit(res, as_json, output, "criticality")

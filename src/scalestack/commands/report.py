@@ -15,19 +15,24 @@ from scalestack.commands._analysis_options import analysis_options, between_ns
 @click.option("-o", "--output", "out_dir", help="Directory to write (default: TRACE's name + -report).")
 @click.option("--window", metavar="DURATION", help="Also a bottle graph per window, e.g. 500ms.")
 @click.option("--group-by", metavar="role|REGEX=LABEL,...", help="Group threads into boxes by role or name pattern.")
+@click.option("--baseline", metavar="TRACE", help="Also compare with this earlier recording (as `scalestack compare`).")
 @analysis_options
 @click.option("--no-timeline", is_flag=True, help="Leave the interactive timeline out of report.html (a smaller page).")
 @click.option("-q", "--quiet", is_flag=True, help="Write the files only; print nothing.")
-def command(path, out_dir, window, group_by, active, between, no_timeline, quiet):
+def command(path, out_dir, window, group_by, baseline, active, between, no_timeline, quiet):
     """Write report.html (self-contained), report.json and PNG/SVG figures; print the tables."""
-    from scalestack.collect.aggregate_recording import is_aggregate
     from scalestack.report import ReportOptions, build_report, write_report
     from scalestack.report.terminal import print_report
+    from scalestack.trace.aggregate import is_aggregate
     from scalestack.units import parse_duration_ns
 
     if is_aggregate(path):  # `record --aggregate`: per-window counters, not a trace
-        from scalestack.collect.aggregate_recording import load_if_aggregate
+        if baseline:
+            from scalestack.errors import UserError
+
+            raise UserError("--baseline compares two traces; an aggregate recording has no per-thread states to match")
         from scalestack.report.aggregate import build_report as build_aggregate_report
+        from scalestack.trace.aggregate import load_if_aggregate
 
         rec = load_if_aggregate(path, active, between)
         report = build_aggregate_report(rec, parse_duration_ns(window, what="--window")
@@ -44,6 +49,12 @@ def command(path, out_dir, window, group_by, active, between, no_timeline, quiet
     options = ReportOptions(window=window, group_by=group_by, active=active, between=between_ns(trace, between),
                             timeline=not no_timeline)
     report = build_report(trace, options)
+    if baseline:
+        from scalestack.analysis.compare import compare
+        from scalestack.report.compare_section import compare_section
+
+        part = trace.between(*options.between) if options.between is not None else trace
+        report.sections.insert(0, compare_section(compare(scalestack.load(baseline), part, labels=(baseline, path))))
     out_dir = out_dir or os.path.splitext(path)[0] + "-report"
     written = write_report(report, out_dir)
     if not quiet:

@@ -155,7 +155,7 @@ class _View:
 
     def _rows(self):
         from scalestack.analysis.bottle import group_threads
-        from scalestack.collect.aggregate_recording import window_rows
+        from scalestack.trace.aggregate import window_rows
 
         cur = self.cur
         root = self.info.get("root_pid")

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from scalestack.collect.aggregate_recording import STATE_COLUMNS, AggregateRecording
+from scalestack.analysis.bottle import bottle
+from scalestack.analysis.criticality import criticality
 from scalestack.report import Report, Section
 from scalestack.report.figures import bottle_graph, bottle_strip, criticality_stack
 from scalestack.report.text import command_line, short_command
+from scalestack.trace.aggregate import STATE_COLUMNS, AggregateRecording
 from scalestack.units import format_ns
 
 
@@ -29,7 +31,7 @@ def build_report(rec: AggregateRecording, window: int | None = None, group_by=No
                       [f"{len(tids)} threads over {format_ns(span)} in {len(start)} windows of "
                        f"{format_ns(rec.window_ns)} (in-kernel counters, no trace); times in ms."],
                       rows, cols, {}, {"threads": rows})
-    crit = rec.criticality()
+    crit = criticality(rec)
     crows = crit.rows()
     for r in crows:
         r["criticality_ms"] = r["criticality_ns"] / 1e6
@@ -43,7 +45,7 @@ def build_report(rec: AggregateRecording, window: int | None = None, group_by=No
              ("criticality_ms", "criticality ms"), ("running_ms", "running ms"), ("parallelism", "parallelism")]
     csec = Section("criticality", "Criticality stack", summary, crows, ccols, {"criticality": criticality_stack(crit)},
                    crit.to_dict())
-    bres = rec.bottle(group_by=group_by)
+    bres = bottle(rec, group_by=group_by)
     brows = [{**r, "height_ms": r["height_ns"] / 1e6, "area_ms": r["area_ns"] / 1e6} for r in bres.rows()]
     brows.reverse()
     bcols = [("label", "box"), ("role", "role"), ("height_ms", "height ms"), ("width", "width"),
@@ -51,7 +53,7 @@ def build_report(rec: AggregateRecording, window: int | None = None, group_by=No
     figures = {"bottle": bottle_graph(bres)}
     data = bres.to_dict()
     bsummary = ["Box height = criticality, width = parallelism, area = running time (from per-window counters)."]
-    wres = rec.bottle(group_by=group_by, window=window or rec.window_ns)
+    wres = bottle(rec, group_by=group_by, window=window or rec.window_ns)
     if len(wres.windows) > 1:
         figures["bottle-windows"] = bottle_strip(wres)
         data["windows"] = wres.to_dict()
