@@ -1,0 +1,196 @@
+"""Serial windows and who counts as a worker: the inputs of speedup stacks for native programs.
+
+A *serial window* is a span of the run in which at most one of the program's working threads is
+active (RUNNING or RUNNABLE: a thread waiting for a CPU wants to work, so a parallel span stretched
+by another process is not mistaken for a serial one) and no GC thread is: whichever thread it is,
+the other N−1 slots of an N-thread run wait. Spans with no active thread at all (the whole program
+waits for a disk, a pipe or a timer) count too: they do not shrink with N either. The count of
+active threads is a sweep line over the sorted interval endpoints (NumPy cumsum), and the overlap
+of any interval [a, b) with the windows is G(b) − G(a), G the cumulative window time.
+
+Threads are sorted into three kinds (`classify_threads`), among the *candidates* (roles main and
+app; GC, JIT and runtime threads are never workers):
+
+* a **driver**: works alone or not at all (≤ 10% of its active time beside another candidate) and
+  waits while others work (≥ 50% of the others' active time in its life), with at least one worker
+  beside it. The one with the most time alone is the driver: Jikes' MainThread, the thread that
+  runs a JVM's main() (found by this behaviour, not by its name: HotSpot's launcher thread, which
+  holds the `main` role and only waits, has little time alone), a pthread program's main that only
+  spawns and joins.
+* a **coordinator**: mostly waits while others work (active < 25% of the time others are active in
+  its life, and that time beside others < 25% of the median candidate's active time, so a worker
+  with a small share of skewed work stays a worker, and serial work of its own does not count):
+  xz's main thread at -T2, an I/O feeder, the JVM launcher. Shown on its own line; its waits are
+  not SYNC and it is not one of the N slots.
+* a **worker**: every other candidate. The per-thread terms (SYNC, IMB, CONT) sum over workers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from scalestack.trace import State, Trace
+
+CANDIDATE_ROLES = ("main", "app")
+ACTIVE_STATES = (int(State.RUNNING), int(State.RUNNABLE))
+DRIVER_PARALLEL_MAX = 0.10  # a driver's active time beside other candidates, at most this share of its active time
+DRIVER_WAIT_MIN = 0.50  # ... and it waits through at least this share of the others' activity in its life
+COORDINATOR_MAX = 0.25  # a coordinator is active less than this share of the time others are active in its life
+
+
+@dataclasses.dataclass(frozen=True)
+class Sweep:
+    """Sweep line of the active candidate (and GC) threads over [t0, t1].
+
+    u: sorted breakpoints; on [u[k], u[k+1]) `r[k]` candidates and `g[k]` GC threads are active.
+    serial_cum / busy_cum: time in serial windows / with ≥ 1 candidate active before u[k];
+    gcwin_cum: time with no candidate and ≥ 1 GC thread active (a stop-the-world window).
+    """
+
+    u: np.ndarray
+    r: np.ndarray
+    g: np.ndarray
+    serial_cum: np.ndarray
+    busy_cum: np.ndarray
+    gcwin_cum: np.ndarray
+
+    def _at(self, cum: np.ndarray, t) -> np.ndarray:
+        t = np.clip(np.asarray(t, dtype=np.float64), self.u[0], self.u[-1])
+        return np.interp(t, self.u, cum)
+
+    def serial_in(self, a, b) -> np.ndarray:
+        """Serial-window time inside each [a, b)."""
+        return self._at(self.serial_cum, b) - self._at(self.serial_cum, a)
+
+    def busy_in(self, a, b) -> np.ndarray:
+        """Time with at least one candidate active inside each [a, b)."""
+        return self._at(self.busy_cum, b) - self._at(self.busy_cum, a)
+
+    def excluded_in(self, a, b) -> np.ndarray:
+        """Serial plus stop-the-world GC window time inside each [a, b) (disjoint windows)."""
+        return (self.serial_in(a, b) + self._at(self.gcwin_cum, b) - self._at(self.gcwin_cum, a))
+
+    @property
+    def serial_ns(self) -> float:
+        return float(self.serial_cum[-1])
+
+    def serial_spans(self) -> tuple[np.ndarray, np.ndarray]:
+        """The serial windows as merged [start, end) arrays."""
+        dt = np.diff(self.u)
+        m = self._serial_mask() & (dt > 0)
+        if not np.any(m):
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        edge = np.diff(np.concatenate([[0], m.astype(np.int8), [0]]))
+        return self.u[:-1][edge[:-1] == 1], self.u[1:][edge[1:] == -1]
+
+    def _serial_mask(self) -> np.ndarray:
+        return (self.r[:-1] <= 1) & (self.g[:-1] == 0)
+
+
+def _active(trace: Trace, rows_mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(thread row, start, end) of the active intervals of the threads in rows_mask."""
+    st = trace.states
+    if len(st) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    rows = trace.thread_index(st.tid)
+    m = np.isin(st.state, ACTIVE_STATES) & rows_mask[rows] & (st.end_ns > st.start_ns)
+    return rows[m], st.start_ns[m], st.end_ns[m]
+
+
+def sweep(trace: Trace, candidates: np.ndarray, gc: np.ndarray | None = None) -> Sweep:
+    """The sweep line of `candidates` (bool per thread row) and `gc` threads over the trace window."""
+    t0, t1 = int(trace.start_ns), int(trace.end_ns)
+    _, ca, cb = _active(trace, candidates)
+    gc = np.zeros(len(trace.threads), bool) if gc is None else gc
+    _, ga, gb = _active(trace, gc)
+    ca, cb = np.clip(ca, t0, t1), np.clip(cb, t0, t1)
+    ga, gb = np.clip(ga, t0, t1), np.clip(gb, t0, t1)
+    nc, ng = len(ca), len(ga)
+    t = np.concatenate([[t0, t1], ca, cb, ga, gb]).astype(np.int64)
+    dr = np.concatenate([[0, 0], np.ones(nc), -np.ones(nc), np.zeros(2 * ng)]).astype(np.int64)
+    dg = np.concatenate([[0, 0], np.zeros(2 * nc), np.ones(ng), -np.ones(ng)]).astype(np.int64)
+    order = np.argsort(t, kind="stable")
+    u, r, g = t[order], np.cumsum(dr[order]), np.cumsum(dg[order])
+    dt = np.diff(u)
+    serial = (r[:-1] <= 1) & (g[:-1] == 0)
+    gcwin = (r[:-1] == 0) & (g[:-1] > 0)
+    busy = r[:-1] >= 1
+
+    def cum(mask):
+        out = np.zeros(len(u), dtype=np.float64)
+        np.cumsum(dt * mask, out=out[1:])
+        return out
+
+    return Sweep(u, r, g, cum(serial), cum(busy), cum(gcwin))
+
+
+@dataclasses.dataclass(frozen=True)
+class ThreadKinds:
+    """Per thread row: 'driver', 'coordinator', 'worker' or '' (not a candidate), and the figures
+    the rule used (ns): active, alone (active in a serial window), others (others active in its life)."""
+
+    kind: np.ndarray
+    active_ns: np.ndarray
+    alone_ns: np.ndarray
+    others_ns: np.ndarray
+    sweep: Sweep
+
+    @property
+    def workers(self) -> np.ndarray:
+        return self.kind == "worker"
+
+    @property
+    def driver(self) -> int | None:
+        hit = np.flatnonzero(self.kind == "driver")
+        return int(hit[0]) if hit.size else None
+
+    def lines(self, trace: Trace) -> list[dict]:
+        """One line per driver or coordinator: who it is and how it spent the run."""
+        wall = max(trace.wall_ns, 1)
+        out = []
+        for i in np.flatnonzero((self.kind == "driver") | (self.kind == "coordinator")):
+            out.append({"tid": int(trace.threads.tid[i]), "name": str(trace.threads.name[i]), "kind": str(self.kind[i]),
+                        "active_pct": 100 * float(self.active_ns[i]) / wall,
+                        "alone_pct": 100 * float(self.alone_ns[i]) / wall,
+                        "waits_while_others_work_pct": 100 * float(self.others_ns[i] - (self.active_ns[i]
+                                                                                      - self.alone_ns[i])) / wall})
+        return out
+
+
+def classify_threads(trace: Trace, drivers: bool = True) -> ThreadKinds:
+    """Drivers, coordinators and workers among the candidate threads (module docstring)."""
+    roles = np.asarray(trace.threads.role, dtype=object)
+    cand = np.isin(roles, CANDIDATE_ROLES)
+    sw = sweep(trace, cand, np.asarray(roles == "gc", dtype=bool))
+    n = len(trace.threads)
+    rows, a, b = _active(trace, cand)
+    a = np.clip(a, trace.start_ns, trace.end_ns)
+    b = np.clip(b, trace.start_ns, trace.end_ns)
+    active = np.bincount(rows, weights=(b - a).astype(np.float64), minlength=n)
+    # in a serial window an active candidate is the only one: its overlap with the windows is its time alone
+    alone = np.bincount(rows, weights=sw.serial_in(a, b), minlength=n)
+    # G(t) of "r >= 1" counts the thread itself too: others were active in its life for busy - alone
+    others = sw.busy_in(trace.threads.start_ns, trace.threads.end_ns) - alone
+    beside = active - alone  # active while another candidate is
+    kind = np.where(cand, "worker", "").astype(object)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(others > 0, beside / np.where(others > 0, others, 1), np.inf)
+    # ... and far less active than the typical candidate: a worker with a small share of skewed work
+    # between barriers also waits while others work, but does a fair part of the typical work
+    typical = float(np.median(active[cand])) if np.any(cand) else 0.0
+    coord = cand & (share < COORDINATOR_MAX) & (beside < COORDINATOR_MAX * typical)
+    if drivers:
+        drv = cand & (beside <= DRIVER_PARALLEL_MAX * active) & (beside <= (1 - DRIVER_WAIT_MIN) * others) \
+            & (others > 0)
+        if np.any(drv):
+            best = int(np.flatnonzero(drv)[np.argmax(alone[drv])])
+            k = kind.copy()
+            k[coord] = "coordinator"
+            k[best] = "driver"
+            if np.any(k == "worker"):
+                return ThreadKinds(k, active, alone, others, sw)
+    if np.any(coord) and np.any(cand & ~coord):
+        kind[coord] = "coordinator"
+    return ThreadKinds(kind, active, alone, others, sw)
