@@ -162,22 +162,29 @@ def _count_spans(spans: list[tuple[int, int]], t1: int) -> tuple[np.ndarray, np.
 def truth_native(res, n: int, t_p: int, single) -> dict[str, float]:
     """Every component of a native program from the simulator's own records (speedup units).
 
-    Active: a thread computing (truth segments), spinning or waiting for a CPU (truth waits). Serial
-    windows: spans in which at most one thread is active; SEQ = (N − 1)·T_serial / T_p (thesis eq.
-    3.12). Workers: the threads the workload does not mark as coordinators. SYNC: the workers' lock /
+    Active: a thread computing (truth segments) or waiting for a CPU (truth waits); a spinning thread
+    waits (its spin is SYNC, or SEQ where it spins through a serial part). Serial
+    windows: spans in which at most one thread is active, unless that one waits for a CPU (then the
+    others' N − 1 slots are CONT); SEQ = (N − 1)·T_serial / T_p (thesis eq. 3.12). Workers: the threads the workload does not mark as coordinators. SYNC: the workers' lock /
     barrier / queue / spin waits outside the serial windows; IMB: from each worker's last activity to
     the last worker's, outside them; CONT: the workers' waits for a CPU less the 1-thread run's.
     """
     wl = res.workload
     roles = {TID_BASE + i: th.get("kind", "worker") for i, th in enumerate(wl["threads"])}
-    spans: list[tuple[int, int]] = [(int(a), int(b)) for _t, a, b, *_ in res.truth["segments"].tolist() if b > a]
-    spans += [(int(a), int(b)) for _t, a, b, r, _w in res.truth["waits"] if r in ("cpu", "spinning") and b > a]
-    u, r = _count_spans(spans, t_p)
-    serial = (r[:-1] <= 1) * np.diff(u)
+    running: list[tuple[int, int]] = [(int(a), int(b)) for _t, a, b, *_ in res.truth["segments"].tolist() if b > a]
+    queued = [(int(a), int(b)) for _t, a, b, r, _w in res.truth["waits"] if r == "cpu" and b > a]
+    u, r = _count_spans(running + queued, t_p)
+    ur, rr = _count_spans(running, t_p)
+    rr = rr[np.clip(np.searchsorted(ur, u, side="right") - 1, 0, len(ur) - 1)]  # running count on u's segments
+    dt = np.diff(u)
+    # one thread waiting for a CPU while the others wait for it: contention, not serial code
+    contw = (r[:-1] == 1) & (rr[:-1] == 0)
+    serial = ((r[:-1] <= 1) & ~contw) * dt
     g = np.concatenate([[0], np.cumsum(serial)]).astype(np.float64)
+    gc_ = np.concatenate([[0], np.cumsum(contw * dt)]).astype(np.float64)
 
-    def ser(a, b):
-        return float(np.interp(b, u, g) - np.interp(a, u, g))
+    def ser(a, b, cum=g):
+        return float(np.interp(b, u, cum) - np.interp(a, u, cum))
 
     sync = cont = 0.0
     last: dict[int, int] = {}
@@ -185,7 +192,7 @@ def truth_native(res, n: int, t_p: int, single) -> dict[str, float]:
         if roles.get(tid) != "worker":
             continue
         if reason in ("lock", "barrier", "queue", "spinning"):
-            sync += (b - a) - ser(a, b)
+            sync += (b - a) - ser(a, b) - ser(a, b, gc_)
         elif reason == "cpu":
             cont += b - a
         last[tid] = max(last.get(tid, 0), int(b))
@@ -193,10 +200,10 @@ def truth_native(res, n: int, t_p: int, single) -> dict[str, float]:
         if roles.get(t) == "worker":
             last[t] = max(last.get(t, 0), int(b))
     ends = list(last.values())
-    imb = sum((max(ends) - e) - ser(e, max(ends)) for e in ends) if ends else 0.0
+    imb = sum((max(ends) - e) - ser(e, max(ends)) - ser(e, max(ends), gc_) for e in ends) if ends else 0.0
     cont_st = sum(b - a for tid, a, b, reason, _ in single.truth["waits"] if reason == "cpu")
     return {"gc": 0.0, "seq": (n - 1) * float(g[-1]) / t_p, "sync": sync / t_p, "imb": imb / t_p,
-            "cont": (cont - cont_st) / t_p, "other": 0.0}
+            "cont": (cont - cont_st + (n - 1) * float(gc_[-1])) / t_p, "other": 0.0}
 
 
 def passive(wl: dict) -> dict:

@@ -11,60 +11,74 @@ from scalestack.errors import UserError
 
 
 def run_sweep(command: list[str], threads: list[int], out_dir: str, *, repeat: int = 1,
-              env: dict[str, str] | None = None, progress=None, gc_log: bool = False) -> dict:
+              env: dict[str, str] | None = None, progress=None, gc_log: bool = False,
+              omp_passive: bool = False) -> dict:
     """Record `command` with `{threads}` replaced (in argv and env values); write sweep.json.
 
     gc_log: for a `java` command, add ``-Xlog:gc:file=tN-rK.gclog`` so the JVM's own pause times
     can be set beside the GC component (`scalestack.analysis.gclog`).
+    omp_passive: record every run a second time with OMP_WAIT_POLICY=passive (`tN-rK-passive.trace`,
+    "policy": "passive" in sweep.json), so the spinning of the default runs can be booked as SYNC
+    (`scalestack.analysis.speedup.with_spin`).
     """
     if gc_log and not Path(command[0]).name.startswith("java"):
         raise UserError(f"--gc-log needs a java command (it adds -Xlog:gc), not {command[0]!r}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     runs = []
+    policies = ("", "passive") if omp_passive else ("",)
     for n in threads:
         for k in range(repeat):
-            argv = [a.replace("{threads}", str(n)) for a in command]
-            log = out / f"t{n}-r{k}.gclog"
-            if gc_log:
-                argv.insert(1, f"-Xlog:gc:file={log.resolve()}")
-            saved = {v: os.environ.get(v) for v in (env or {})}
-            try:
-                for var, val in (env or {}).items():
-                    os.environ[var] = val.replace("{threads}", str(n))
-                path = out / f"t{n}-r{k}.trace"
-                trace = scalestack.record(argv, str(path))
-            finally:
-                for var, old in saved.items():
-                    if old is None:
-                        os.environ.pop(var, None)
-                    else:
-                        os.environ[var] = old
-            runs.append({"threads": n, "repeat": k, "path": path.name, "wall_ns": int(trace.wall_ns),
-                         **({"gclog": log.name} if gc_log else {})})
-            if progress is not None:
-                progress()
-    manifest = {"command": command, "threads": threads, "repeat": repeat, "env": env or {}, "runs": runs}
+            for policy in policies:
+                argv = [a.replace("{threads}", str(n)) for a in command]
+                tag = f"-{policy}" if policy else ""
+                log = out / f"t{n}-r{k}{tag}.gclog"
+                if gc_log:
+                    argv.insert(1, f"-Xlog:gc:file={log.resolve()}")
+                run_env = {v: e.replace("{threads}", str(n)) for v, e in (env or {}).items()}
+                if policy:
+                    run_env["OMP_WAIT_POLICY"] = policy
+                saved = {v: os.environ.get(v) for v in run_env}
+                try:
+                    os.environ.update(run_env)
+                    path = out / f"t{n}-r{k}{tag}.trace"
+                    trace = scalestack.record(argv, str(path))
+                finally:
+                    for var, old in saved.items():
+                        if old is None:
+                            os.environ.pop(var, None)
+                        else:
+                            os.environ[var] = old
+                runs.append({"threads": n, "repeat": k, "path": path.name, "wall_ns": int(trace.wall_ns),
+                             **({"gclog": log.name} if gc_log else {}), **({"policy": policy} if policy else {})})
+                if progress is not None:
+                    progress()
+    manifest = {"command": command, "threads": threads, "repeat": repeat, "env": env or {}, "runs": runs,
+                **({"omp_passive": True} if omp_passive else {})}
     (out / "sweep.json").write_text(json.dumps(manifest, indent=2))
     return manifest
 
 
-def _median_runs(out_dir: str) -> dict[int, dict]:
-    """The sweep.json entry of the median-wall-time run per thread count."""
+def _median_runs(out_dir: str, policy: str = "") -> dict[int, dict]:
+    """The sweep.json entry of the median-wall-time run per thread count (of the passive-wait
+    runs for policy="passive"; none when the sweep has no such runs)."""
     path = Path(out_dir) / "sweep.json"
     if not path.exists():
         raise UserError(f"{out_dir} has no sweep.json; make one with 'scalestack scale -o {out_dir} -- CMD'")
     manifest = json.loads(path.read_text())
     chosen: dict[int, dict] = {}
     for n in manifest["threads"]:
-        runs = sorted((r for r in manifest["runs"] if r["threads"] == n), key=lambda r: r["wall_ns"])
-        chosen[n] = runs[len(runs) // 2]
+        runs = sorted((r for r in manifest["runs"] if r["threads"] == n and r.get("policy", "") == policy),
+                      key=lambda r: r["wall_ns"])
+        if runs:
+            chosen[n] = runs[len(runs) // 2]
     return chosen
 
 
-def load_sweep(out_dir: str) -> dict[int, scalestack.Trace]:
-    """The median-wall-time trace per thread count from a sweep directory."""
-    return {n: scalestack.load(str(Path(out_dir) / r["path"])) for n, r in _median_runs(out_dir).items()}
+def load_sweep(out_dir: str, policy: str = "") -> dict[int, scalestack.Trace]:
+    """The median-wall-time trace per thread count from a sweep directory (policy="passive": of the
+    runs recorded with OMP_WAIT_POLICY=passive by --omp-passive; empty if there are none)."""
+    return {n: scalestack.load(str(Path(out_dir) / r["path"])) for n, r in _median_runs(out_dir, policy).items()}
 
 
 def load_gc_logs(out_dir: str) -> dict[int, str]:
@@ -95,16 +109,22 @@ def gc_checks(traces: dict[int, scalestack.Trace], logs: dict[int, str]) -> list
     return rows
 
 
-def stacks(traces: dict[int, scalestack.Trace]) -> list:
-    """Speedup stacks of every thread count against the smallest one (which should be 1)."""
-    from scalestack.analysis.speedup import speedup_stack
+def stacks(traces: dict[int, scalestack.Trace], passive: dict[int, scalestack.Trace] | None = None) -> list:
+    """Speedup stacks of every thread count against the smallest one (which should be 1).
+
+    passive: the same counts recorded with OMP_WAIT_POLICY=passive (`load_sweep(dir, "passive")`);
+    the working threads' extra running time in the default runs is spinning, booked as SYNC."""
+    from scalestack.analysis.speedup import speedup_stack, with_spin
 
     base = min(traces)
-    return [speedup_stack(traces[base], traces[n], n // base) for n in sorted(traces)]
+    out = [speedup_stack(traces[base], traces[n], n // base) for n in sorted(traces)]
+    if passive and set(passive) >= set(traces):
+        out = [with_spin(s, traces[n], passive[n], traces[base], passive[base]) for s, n in zip(out, sorted(traces), strict=True)]
+    return out
 
 
 def sweep_report(traces: dict[int, scalestack.Trace], out_dir: str, gc_logs: dict[int, str] | None = None,
-                 pirate=None) -> dict[str, str]:
+                 pirate=None, passive: dict[int, scalestack.Trace] | None = None) -> dict[str, str]:
     """report.html etc. for the sweep: the speedup stacks first, then the largest N's own report.
 
     gc_logs (`load_gc_logs`): the JVM's -Xlog:gc pause totals are stated beside the GC term.
@@ -113,7 +133,7 @@ def sweep_report(traces: dict[int, scalestack.Trace], out_dir: str, gc_logs: dic
     from scalestack.report import Section, build_report, write_report
     from scalestack.report.speedup_figures import speedup_curve, speedup_stacks
 
-    res = stacks(traces)
+    res = stacks(traces, passive)
     top = max(traces)
     report = build_report(traces[top], title=f"Thread-count sweep; the N = {top} run below")
     rows = [{**r.rows()[0], "total": r.total()} for r in res]
@@ -133,6 +153,7 @@ def sweep_report(traces: dict[int, scalestack.Trace], out_dir: str, gc_logs: dic
             rows.append({**st.rows()[0], "n": f"{n} ({name})", "total": st.total()})
     summary.append("Rows 'N (phase)': the same stack for the part of the run before the first worker starts, "
                    "the parallel phase, and after the last one ends.")
+    summary += stack_notes(res)
     checks = gc_checks(traces, gc_logs or {})
     for c in checks:
         summary.append(f"N = {c['n']}: -Xlog:gc logged {c['pauses']} pauses, {c['log_pause_ms']:.1f} ms; the GC "
@@ -151,6 +172,26 @@ def sweep_report(traces: dict[int, scalestack.Trace], out_dir: str, gc_logs: dic
         eklov.summary[1:1] = side_by_side(res, pirate)
         report.sections.insert(1, eklov)
     return write_report(report, out_dir)
+
+
+def stack_notes(res: list) -> list[str]:
+    """How each stack read the run: the SEQ form and both SEQ figures, the working threads, and one line
+    per thread that drives or coordinates instead of working (docs/speedup.md, "Native programs")."""
+    out = []
+    for r in res:
+        if r.n == 1:
+            continue
+        how = ("serial windows of the N-thread run, (N-1)*T_seq/T_p" if r.form == "native"
+               else "the driver thread's box height, (N*T_seq,MT - T_seq,ST)/T_p")
+        st = "" if r.seq_st_measured else " (the 1-thread run cannot tell its serial part: taken equal)"
+        out.append(f"N = {r.n}: SEQ {r.seq:.2f} from the {how}; thesis form {r.seq_thesis:.2f}, general form "
+                   f"{r.seq_general:.2f}{st}; T_seq {r.t_seq_mt_ns / 1e6:.1f} ms at N, {r.t_seq_st_ns / 1e6:.1f} ms at 1; "
+                   f"{r.workers} working threads" + (f"; spinning {r.spin:.2f} booked as SYNC" if r.spin else "") + ".")
+        for t in r.threads:
+            out.append(f"N = {r.n}: thread {t['tid']} ({t['name']}) is a {t['kind']}, not one of the N slots: active "
+                       f"{t['active_pct']:.1f}% of the run, alone {t['alone_pct']:.1f}%, waiting while others work "
+                       f"{t['waits_while_others_work_pct']:.1f}%.")
+    return out
 
 
 def side_by_side(res: list, pirate) -> list[str]:

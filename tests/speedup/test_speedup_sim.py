@@ -33,7 +33,9 @@ def test_validation_benchmark_quick(tmp_path):
     assert summary["oversubscribed-8"]["cont"] > 0.4  # 8 workers + 2 GC threads on 4 cores
     # native programs (issue 27): the main thread participates, a coordinator feeds workers, barriers spin
     assert summary["participates-8"]["seq"] > 2.0 and summary["coordinator-8"]["seq"] > 0.5
-    assert summary["spin-8"]["sync"] > 0.5  # the spin, booked as SYNC from the passive twin
+    # the spin hid serial parts from the serial windows; booked from the passive twin, SEQ is that of the same
+    # program without spinning
+    assert abs(summary["spin-8"]["seq"] - summary["participates-8"]["seq"]) < 0.05
     assert all(summary[f"{k}-{n}"]["form"] == "native" for k in ("participates", "coordinator", "spin")
                for n in (2, 4, 8))
 

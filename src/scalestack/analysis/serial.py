@@ -4,7 +4,10 @@ A *serial window* is a span of the run in which at most one of the program's wor
 active (RUNNING or RUNNABLE: a thread waiting for a CPU wants to work, so a parallel span stretched
 by another process is not mistaken for a serial one) and no GC thread is: whichever thread it is,
 the other N−1 slots of an N-thread run wait. Spans with no active thread at all (the whole program
-waits for a disk, a pipe or a timer) count too: they do not shrink with N either. The count of
+waits for a disk, a pipe or a timer) count too: they do not shrink with N either. A span whose one
+active thread is RUNNABLE is a *contention window* instead: the others wait for a thread that other
+processes keep off the cores (measured on a shared 2-core machine: 8-12 ms each, a fifth of a run),
+which is CPU contention, not serial code. The count of
 active threads is a sweep line over the sorted interval endpoints (NumPy cumsum), and the overlap
 of any interval [a, b) with the windows is G(b) − G(a), G the cumulative window time.
 
@@ -44,86 +47,108 @@ COORDINATOR_MAX = 0.25  # a coordinator is active less than this share of the ti
 class Sweep:
     """Sweep line of the active candidate (and GC) threads over [t0, t1].
 
-    u: sorted breakpoints; on [u[k], u[k+1]) `r[k]` candidates and `g[k]` GC threads are active.
-    serial_cum / busy_cum: time in serial windows / with ≥ 1 candidate active before u[k];
-    gcwin_cum: time with no candidate and ≥ 1 GC thread active (a stop-the-world window).
+    u: sorted breakpoints; on [u[k], u[k+1]) `r[k]` candidates are active (RUNNING or RUNNABLE),
+    `run[k]` of them RUNNING, and `g[k]` GC threads active. Cumulative times before u[k]:
+    serial_cum (serial windows: r ≤ 1, no GC, and the lone thread, if any, RUNNING), cont_cum
+    (contention windows: the lone active thread waits for a CPU: the others wait for a thread that
+    other processes keep off the cores, a loss of CPU contention, not of serial code), solo_cum
+    (r == 1), busy_cum (r ≥ 1), gcwin_cum (no candidate, ≥ 1 GC thread: a stop-the-world window).
     """
 
     u: np.ndarray
     r: np.ndarray
+    run: np.ndarray
     g: np.ndarray
     serial_cum: np.ndarray
+    cont_cum: np.ndarray
+    solo_cum: np.ndarray
     busy_cum: np.ndarray
     gcwin_cum: np.ndarray
 
-    def _at(self, cum: np.ndarray, t) -> np.ndarray:
-        t = np.clip(np.asarray(t, dtype=np.float64), self.u[0], self.u[-1])
-        return np.interp(t, self.u, cum)
+    def _in(self, cum: np.ndarray, a, b) -> np.ndarray:
+        lo, hi = float(self.u[0]), float(self.u[-1])
+        a = np.clip(np.asarray(a, dtype=np.float64), lo, hi)
+        b = np.clip(np.asarray(b, dtype=np.float64), lo, hi)
+        return np.interp(b, self.u, cum) - np.interp(a, self.u, cum)
 
     def serial_in(self, a, b) -> np.ndarray:
         """Serial-window time inside each [a, b)."""
-        return self._at(self.serial_cum, b) - self._at(self.serial_cum, a)
+        return self._in(self.serial_cum, a, b)
+
+    def cont_in(self, a, b) -> np.ndarray:
+        """Contention-window time inside each [a, b)."""
+        return self._in(self.cont_cum, a, b)
+
+    def solo_in(self, a, b) -> np.ndarray:
+        """Time with exactly one candidate active inside each [a, b)."""
+        return self._in(self.solo_cum, a, b)
 
     def busy_in(self, a, b) -> np.ndarray:
         """Time with at least one candidate active inside each [a, b)."""
-        return self._at(self.busy_cum, b) - self._at(self.busy_cum, a)
+        return self._in(self.busy_cum, a, b)
 
     def excluded_in(self, a, b) -> np.ndarray:
-        """Serial plus stop-the-world GC window time inside each [a, b) (disjoint windows)."""
-        return (self.serial_in(a, b) + self._at(self.gcwin_cum, b) - self._at(self.gcwin_cum, a))
+        """Serial, contention and stop-the-world GC window time inside each [a, b) (disjoint windows)."""
+        return self.serial_in(a, b) + self.cont_in(a, b) + self._in(self.gcwin_cum, a, b)
 
     @property
     def serial_ns(self) -> float:
         return float(self.serial_cum[-1])
 
+    @property
+    def cont_ns(self) -> float:
+        return float(self.cont_cum[-1])
+
     def serial_spans(self) -> tuple[np.ndarray, np.ndarray]:
         """The serial windows as merged [start, end) arrays."""
-        dt = np.diff(self.u)
-        m = self._serial_mask() & (dt > 0)
+        m = _serial_mask(self.r[:-1], self.run[:-1], self.g[:-1]) & (np.diff(self.u) > 0)
         if not np.any(m):
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         edge = np.diff(np.concatenate([[0], m.astype(np.int8), [0]]))
         return self.u[:-1][edge[:-1] == 1], self.u[1:][edge[1:] == -1]
 
-    def _serial_mask(self) -> np.ndarray:
-        return (self.r[:-1] <= 1) & (self.g[:-1] == 0)
+
+def _serial_mask(r, run, g):
+    return (g == 0) & ((r == 0) | ((r == 1) & (run == 1)))
 
 
-def _active(trace: Trace, rows_mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(thread row, start, end) of the active intervals of the threads in rows_mask."""
+def _active(trace: Trace, rows_mask: np.ndarray, states=ACTIVE_STATES) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(thread row, start, end) of the intervals of the threads in rows_mask in one of `states`."""
     st = trace.states
     if len(st) == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
     rows = trace.thread_index(st.tid)
-    m = np.isin(st.state, ACTIVE_STATES) & rows_mask[rows] & (st.end_ns > st.start_ns)
+    m = np.isin(st.state, states) & rows_mask[rows] & (st.end_ns > st.start_ns)
     return rows[m], st.start_ns[m], st.end_ns[m]
 
 
 def sweep(trace: Trace, candidates: np.ndarray, gc: np.ndarray | None = None) -> Sweep:
     """The sweep line of `candidates` (bool per thread row) and `gc` threads over the trace window."""
     t0, t1 = int(trace.start_ns), int(trace.end_ns)
-    _, ca, cb = _active(trace, candidates)
     gc = np.zeros(len(trace.threads), bool) if gc is None else gc
-    _, ga, gb = _active(trace, gc)
-    ca, cb = np.clip(ca, t0, t1), np.clip(cb, t0, t1)
-    ga, gb = np.clip(ga, t0, t1), np.clip(gb, t0, t1)
-    nc, ng = len(ca), len(ga)
-    t = np.concatenate([[t0, t1], ca, cb, ga, gb]).astype(np.int64)
-    dr = np.concatenate([[0, 0], np.ones(nc), -np.ones(nc), np.zeros(2 * ng)]).astype(np.int64)
-    dg = np.concatenate([[0, 0], np.zeros(2 * nc), np.ones(ng), -np.ones(ng)]).astype(np.int64)
+    parts = [_active(trace, candidates), _active(trace, candidates, (int(State.RUNNING),)), _active(trace, gc)]
+    ts, ds = [np.array([t0, t1], dtype=np.int64)], [np.zeros((2, 3), dtype=np.int64)]
+    for col, (_, a, b) in enumerate(parts):
+        a, b = np.clip(a, t0, t1), np.clip(b, t0, t1)
+        d = np.zeros((2 * len(a), 3), dtype=np.int64)
+        d[: len(a), col], d[len(a):, col] = 1, -1
+        ts.append(np.concatenate([a, b]))
+        ds.append(d)
+    t, d = np.concatenate(ts), np.concatenate(ds)
     order = np.argsort(t, kind="stable")
-    u, r, g = t[order], np.cumsum(dr[order]), np.cumsum(dg[order])
+    u = t[order]
+    c = np.cumsum(d[order], axis=0)
+    r, run, g = c[:, 0], c[:, 1], c[:, 2]
     dt = np.diff(u)
-    serial = (r[:-1] <= 1) & (g[:-1] == 0)
-    gcwin = (r[:-1] == 0) & (g[:-1] > 0)
-    busy = r[:-1] >= 1
+    rk, runk, gk = r[:-1], run[:-1], g[:-1]
 
     def cum(mask):
         out = np.zeros(len(u), dtype=np.float64)
         np.cumsum(dt * mask, out=out[1:])
         return out
 
-    return Sweep(u, r, g, cum(serial), cum(busy), cum(gcwin))
+    return Sweep(u, r, run, g, cum(_serial_mask(rk, runk, gk)), cum((rk == 1) & (runk == 0) & (gk == 0)),
+                 cum(rk == 1), cum(rk >= 1), cum((rk == 0) & (gk > 0)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,8 +194,8 @@ def classify_threads(trace: Trace, drivers: bool = True) -> ThreadKinds:
     a = np.clip(a, trace.start_ns, trace.end_ns)
     b = np.clip(b, trace.start_ns, trace.end_ns)
     active = np.bincount(rows, weights=(b - a).astype(np.float64), minlength=n)
-    # in a serial window an active candidate is the only one: its overlap with the windows is its time alone
-    alone = np.bincount(rows, weights=sw.serial_in(a, b), minlength=n)
+    # where one candidate is active, an active candidate is that one: its overlap is its time alone
+    alone = np.bincount(rows, weights=sw.solo_in(a, b), minlength=n)
     # G(t) of "r >= 1" counts the thread itself too: others were active in its life for busy - alone
     others = sw.busy_in(trace.threads.start_ns, trace.threads.end_ns) - alone
     beside = active - alone  # active while another candidate is

@@ -254,9 +254,13 @@ def _native_stack(single: Trace, multi: Trace, n: int, ks, km) -> SpeedupStack:
     imb = 0.0
     if ends.size:
         last = ends.max()
-        imb = float(np.sum((last - ends) - sw.serial_in(ends, np.full(ends.shape, last))))
+        full = np.full(ends.shape, last)
+        imb = float(np.sum((last - ends) - sw.serial_in(ends, full) - sw.cont_in(ends, full)))
+    common = _common(single, multi, ks, km)
+    # a contention window (the one active thread waits for a CPU) costs the other N − 1 slots, as CPU contention
+    common["cont"] += (n - 1) * sw.cont_ns
     stack = stack_from_times(n, float(single.wall_ns), t_p, seq_st=t_ser, seq_mt=t_ser, sync=max(sync, 0.0),
-                             imb=max(imb, 0.0), **_common(single, multi, ks, km))
+                             imb=max(imb, 0.0), **common)
     return dataclasses.replace(stack, form="native", seq_thesis=stack.seq, seq_general=(n * t_ser - t_ser_st) / t_p,
                                t_seq_mt_ns=t_ser, t_seq_st_ns=t_ser_st, seq_st_measured=measured,
                                workers=int(w.sum()), threads=tuple(km.lines(multi)))
@@ -270,19 +274,32 @@ def with_spin(stack: SpeedupStack, multi: Trace, multi_passive: Trace, single: T
     as RUNNING: work in the trace. The same program with passive waits (blocking at once) does the
     same work, so the working threads' extra running time in the active run is the spin:
     ``spin = (ΔRun_MT − ΔRun_ST) / T_p`` with ΔRun = Σ_workers Run(active) − Σ_workers Run(passive),
-    clamped at 0 per run; it moves from OTHER to SYNC and the stack still sums to N.
+    clamped at 0 per run; it moves out of OTHER. Threads spinning through a serial part hide it from
+    the serial windows, so for the native form the part of the spin that the passive run's serial
+    windows show to be serial time goes to SEQ: ``ΔSEQ = min((N − 1)·(T_seq,passive − T_seq)/T_p,
+    spin)``; the rest goes to SYNC. The stack still sums to N.
     """
     from scalestack.analysis.serial import classify_threads
 
     def run(trace):
         k = classify_threads(trace)
-        return float(trace.time_in_states()[k.workers, int(State.RUNNING)].sum())
+        return float(trace.time_in_states()[k.workers, int(State.RUNNING)].sum()), k
 
-    spin = max(run(multi) - run(multi_passive), 0.0)
+    (r_mt, _), (r_mp, kp) = run(multi), run(multi_passive)
+    spin = max(r_mt - r_mp, 0.0)
     if single is not None and single_passive is not None:
-        spin -= max(run(single) - run(single_passive), 0.0)
-    x = spin / float(multi.wall_ns)
-    return dataclasses.replace(stack, sync=stack.sync + x, other=stack.other - x, spin=x)
+        spin -= max(run(single)[0] - run(single_passive)[0], 0.0)
+    t_p = float(multi.wall_ns)
+    x = spin / t_p
+    if stack.form != "native" or x <= 0:
+        return dataclasses.replace(stack, sync=stack.sync + x, other=stack.other - x, spin=x)
+    hidden = max(kp.sweep.serial_ns - stack.t_seq_mt_ns, 0.0)
+    d_seq = min((stack.n - 1) * hidden / t_p, x)
+    t_seq = stack.t_seq_mt_ns + (d_seq * t_p / (stack.n - 1) if stack.n > 1 else 0.0)
+    t_st = t_seq if not stack.seq_st_measured else stack.t_seq_st_ns
+    return dataclasses.replace(stack, seq=stack.seq + d_seq, sync=stack.sync + x - d_seq, other=stack.other - x,
+                               spin=x - d_seq, seq_thesis=stack.seq + d_seq, t_seq_mt_ns=t_seq, t_seq_st_ns=t_st,
+                               seq_general=(stack.n * t_seq - t_st) / t_p)
 
 
 PHASES = ("before", "parallel", "after")

@@ -16,7 +16,7 @@ def command(dirs):
 
     tree: dict[str, list[str]] = {"good": [], "moderate": [], "poor": []}
     for d in dirs:
-        st = stacks(load_sweep(d))[-1]
+        st = stacks(load_sweep(d), load_sweep(d, "passive"))[-1]  # spin booked as SYNC when --omp-passive ran
         cls, top = classify(st)
         tree[cls].append(f"{Path(d).name}  (N={st.n}, S={st.speedup:.2f}): {', '.join(top) or '-'}")
     for cls, rows in tree.items():
