@@ -117,7 +117,7 @@ def stacks(traces: dict[int, scalestack.Trace], passive: dict[int, scalestack.Tr
     from scalestack.analysis.speedup import speedup_stack, with_spin
 
     base = min(traces)
-    out = [speedup_stack(traces[base], traces[n], n // base) for n in sorted(traces)]
+    out = [speedup_stack(traces[base], traces[n], n // base, threads=(base, n)) for n in sorted(traces)]
     if passive and set(passive) >= set(traces):
         out = [with_spin(s, traces[n], passive[n], traces[base], passive[base]) for s, n in zip(out, sorted(traces), strict=True)]
     return out

@@ -2,7 +2,8 @@
  * joins the pool, the main thread takes its share of every parallel loop and runs the serial parts
  * alone while the N-1 pool threads wait on a pthread barrier (a futex: no spinning).
  * usage: pool_main_works THREADS [ROUNDS=20] [PARALLEL_UNITS=450] [SERIAL_UNITS=30]
- * A unit is ~50 us of arithmetic. On stderr: "serial_s S wall_s W threads N" (CLOCK_MONOTONIC). */
+ * A unit is ~50 us of arithmetic. On stderr: "serial_s S wall_s W threads N" (CLOCK_MONOTONIC),
+ * appended to the file SERIAL_OUT names too, when set. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,13 @@ int main(int argc, char **argv) {
         if (nthreads > 1) pthread_barrier_wait(&end_bar);
     }
     for (long i = 1; i < nthreads; i++) pthread_join(t[i], NULL);
-    fprintf(stderr, "serial_s %.6f wall_s %.6f threads %d\n", serial, now() - t0, nthreads);
+    double wall = now() - t0;
+    fprintf(stderr, "serial_s %.6f wall_s %.6f threads %d\n", serial, wall, nthreads);
+    const char *out = getenv("SERIAL_OUT");
+    FILE *f = out ? fopen(out, "a") : NULL;
+    if (f) {
+        fprintf(f, "serial_s %.6f wall_s %.6f threads %d\n", serial, wall, nthreads);
+        fclose(f);
+    }
     return 0;
 }

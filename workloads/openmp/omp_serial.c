@@ -3,7 +3,8 @@
  * usage: omp_serial [ROUNDS=20] [PARALLEL_UNITS=450] [SERIAL_UNITS=30]   (threads: OMP_NUM_THREADS)
  * Each round: SERIAL_UNITS of work on the master alone, then PARALLEL_UNITS shared by the team
  * (schedule(static)). A unit is ~50 us of arithmetic without memory traffic. On stderr it reports
- * its own measure of the serial parts: "serial_s S wall_s W threads N" (omp_get_wtime), so the
+ * its own measure of the serial parts: "serial_s S wall_s W threads N" (omp_get_wtime; appended to the
+ * file SERIAL_OUT names too, when set), so the
  * SEQ component can be checked against the program's own clock. */
 #include <omp.h>
 #include <stdio.h>
@@ -35,6 +36,13 @@ int main(int argc, char **argv) {
             for (int u = 0; u < par; u++) unit();
         }
     }
-    fprintf(stderr, "serial_s %.6f wall_s %.6f threads %d\n", serial, omp_get_wtime() - t0, threads);
+    double wall = omp_get_wtime() - t0;
+    fprintf(stderr, "serial_s %.6f wall_s %.6f threads %d\n", serial, wall, threads);
+    const char *out = getenv("SERIAL_OUT");
+    FILE *f = out ? fopen(out, "a") : NULL;
+    if (f) {
+        fprintf(f, "serial_s %.6f wall_s %.6f threads %d\n", serial, wall, threads);
+        fclose(f);
+    }
     return 0;
 }

@@ -14,14 +14,14 @@ of any interval [a, b) with the windows is G(b) − G(a), G the cumulative windo
 Threads are sorted into three kinds (`classify_threads`), among the *candidates* (roles main and
 app; GC, JIT and runtime threads are never workers):
 
-* a **driver**: works alone or not at all (≤ 10% of its active time beside another candidate) and
+* a **driver**: works alone or not at all (≤ 25% of its active time beside another candidate) and
   waits while others work (≥ 50% of the others' active time in its life), with at least one worker
   beside it. The one with the most time alone is the driver: Jikes' MainThread, the thread that
   runs a JVM's main() (found by this behaviour, not by its name: HotSpot's launcher thread, which
   holds the `main` role and only waits, has little time alone), a pthread program's main that only
   spawns and joins.
 * a **coordinator**: mostly waits while others work (active < 25% of the time others are active in
-  its life, and that time beside others < 25% of the median candidate's active time, so a worker
+  its life, and that time beside others < 25% of the busiest candidate's active time, so a worker
   with a small share of skewed work stays a worker, and serial work of its own does not count):
   xz's main thread at -T2, an I/O feeder, the JVM launcher. Shown on its own line; its waits are
   not SYNC and it is not one of the N slots.
@@ -38,7 +38,7 @@ from scalestack.trace import State, Trace
 
 CANDIDATE_ROLES = ("main", "app")
 ACTIVE_STATES = (int(State.RUNNING), int(State.RUNNABLE))
-DRIVER_PARALLEL_MAX = 0.10  # a driver's active time beside other candidates, at most this share of its active time
+DRIVER_PARALLEL_MAX = 0.25  # a driver's active time beside other candidates, at most this share of its active time
 DRIVER_WAIT_MIN = 0.50  # ... and it waits through at least this share of the others' activity in its life
 COORDINATOR_MAX = 0.25  # a coordinator is active less than this share of the time others are active in its life
 
@@ -184,10 +184,32 @@ class ThreadKinds:
         return out
 
 
-def classify_threads(trace: Trace, drivers: bool = True) -> ThreadKinds:
-    """Drivers, coordinators and workers among the candidate threads (module docstring)."""
+def program_threads(trace: Trace) -> np.ndarray:
+    """The candidate threads (bool per thread row): roles main and app, of the process that is active
+    the longest. A shell or launcher process around the program (``sh -c "xz … > out"``) only waits
+    for it: its thread is not one of the program's, neither a worker nor a serial part."""
+    th = trace.threads
+    cand = np.isin(np.asarray(th.role, dtype=object), CANDIDATE_ROLES)
+    pids = np.asarray(th.pid)
+    if len(np.unique(pids[cand])) <= 1:
+        return cand
+    rows, a, b = _active(trace, cand)
+    per = np.bincount(rows, weights=(b - a).astype(np.float64), minlength=len(th))
+    upids, inv = np.unique(pids, return_inverse=True)
+    by_pid = np.bincount(inv, weights=per, minlength=len(upids))
+    return cand & (pids == upids[np.argmax(by_pid)])
+
+
+def classify_threads(trace: Trace, slots: int | None = None, drivers: bool = True) -> ThreadKinds:
+    """Drivers, coordinators and workers among the candidate threads (module docstring).
+
+    slots: the thread count the run was asked for (the sweep's N), when known. Candidates that meet
+    the coordinator rule are then demoted only while more than `slots` working threads remain, the
+    least active beside others first: a worker with a small share of skewed work between barriers
+    waits while the others work just as a coordinator does, but it is one of the N the run asked for.
+    """
     roles = np.asarray(trace.threads.role, dtype=object)
-    cand = np.isin(roles, CANDIDATE_ROLES)
+    cand = program_threads(trace)
     sw = sweep(trace, cand, np.asarray(roles == "gc", dtype=bool))
     n = len(trace.threads)
     rows, a, b = _active(trace, cand)
@@ -199,23 +221,30 @@ def classify_threads(trace: Trace, drivers: bool = True) -> ThreadKinds:
     # G(t) of "r >= 1" counts the thread itself too: others were active in its life for busy - alone
     others = sw.busy_in(trace.threads.start_ns, trace.threads.end_ns) - alone
     beside = active - alone  # active while another candidate is
-    kind = np.where(cand, "worker", "").astype(object)
     with np.errstate(invalid="ignore", divide="ignore"):
         share = np.where(others > 0, beside / np.where(others > 0, others, 1), np.inf)
-    # ... and far less active than the typical candidate: a worker with a small share of skewed work
+    # ... and far less active beside others than the busiest candidate: a worker with a small share of skewed work
     # between barriers also waits while others work, but does a fair part of the typical work
-    typical = float(np.median(active[cand])) if np.any(cand) else 0.0
+    typical = float(active[cand].max()) if np.any(cand) else 0.0
     coord = cand & (share < COORDINATOR_MAX) & (beside < COORDINATOR_MAX * typical)
+
+    def kinds(driver: int | None) -> np.ndarray:
+        k = np.where(cand, "worker", "").astype(object)
+        if driver is not None:
+            k[driver] = "driver"
+        pool = np.flatnonzero(coord & (k == "worker"))
+        if slots is not None:  # keep the N working threads the run asked for
+            spare = int(np.sum(k == "worker")) - int(slots)
+            pool = pool[np.argsort(beside[pool], kind="stable")][:max(spare, 0)]
+        if len(pool) < int(np.sum(k == "worker")):  # never every worker
+            k[pool] = "coordinator"
+        return k
+
     if drivers:
         drv = cand & (beside <= DRIVER_PARALLEL_MAX * active) & (beside <= (1 - DRIVER_WAIT_MIN) * others) \
             & (others > 0)
         if np.any(drv):
-            best = int(np.flatnonzero(drv)[np.argmax(alone[drv])])
-            k = kind.copy()
-            k[coord] = "coordinator"
-            k[best] = "driver"
+            k = kinds(int(np.flatnonzero(drv)[np.argmax(alone[drv])]))
             if np.any(k == "worker"):
                 return ThreadKinds(k, active, alone, others, sw)
-    if np.any(coord) and np.any(cand & ~coord):
-        kind[coord] = "coordinator"
-    return ThreadKinds(kind, active, alone, others, sw)
+    return ThreadKinds(kinds(None), active, alone, others, sw)

@@ -151,7 +151,8 @@ def gc_seq_window_time(trace: Trace, app: np.ndarray | None = None, svc: np.ndar
 FORMS = ("auto", "managed", "native")
 
 
-def speedup_stack(single: Trace, multi: Trace, n: int, form: str = "auto") -> SpeedupStack:
+def speedup_stack(single: Trace, multi: Trace, n: int, form: str = "auto",
+                  threads: tuple[int, int] | None = None) -> SpeedupStack:
     """Speedup stack of `multi` (N threads) against the single-threaded `single` trace.
 
     form: "managed" (spec §1.2: SEQ is the driver thread's box height, N·C(N) − C(1); SYNC the
@@ -160,13 +161,15 @@ def speedup_stack(single: Trace, multi: Trace, n: int, form: str = "auto") -> Sp
     or "auto": managed when both runs have a driver thread (`analysis.serial.classify_threads`:
     a thread that works alone or not at all and waits while the others work), native otherwise.
     Either way the per-thread terms sum over the working threads; drivers and coordinators get a line
-    of their own (`SpeedupStack.threads`).
+    of their own (`SpeedupStack.threads`). threads: the thread counts the two runs were asked for
+    (default 1 and n), so that no more threads are demoted to coordinators than leave that many workers.
     """
     from scalestack.analysis.serial import classify_threads
 
     if form not in FORMS:
         raise ValueError(f"form must be one of {FORMS}, not {form!r}")
-    ks, km = classify_threads(single), classify_threads(multi)
+    t_st, t_mt = threads or (1, n)
+    ks, km = classify_threads(single, t_st), classify_threads(multi, t_mt)
     if form == "auto":
         form = "managed" if ks.driver is not None and km.driver is not None else "native"
     base = _native_stack if form == "native" else _managed_stack
@@ -281,14 +284,14 @@ def with_spin(stack: SpeedupStack, multi: Trace, multi_passive: Trace, single: T
     """
     from scalestack.analysis.serial import classify_threads
 
-    def run(trace):
-        k = classify_threads(trace)
+    def run(trace, slots):
+        k = classify_threads(trace, slots)
         return float(trace.time_in_states()[k.workers, int(State.RUNNING)].sum()), k
 
-    (r_mt, _), (r_mp, kp) = run(multi), run(multi_passive)
+    (r_mt, _), (r_mp, kp) = run(multi, stack.n), run(multi_passive, stack.n)
     spin = max(r_mt - r_mp, 0.0)
     if single is not None and single_passive is not None:
-        spin -= max(run(single)[0] - run(single_passive)[0], 0.0)
+        spin -= max(run(single, 1)[0] - run(single_passive, 1)[0], 0.0)
     t_p = float(multi.wall_ns)
     x = spin / t_p
     if stack.form != "native" or x <= 0:
