@@ -211,11 +211,20 @@ def _managed_stack(single: Trace, multi: Trace, n: int, ks, km) -> SpeedupStack:
     tis = multi.time_in_states()
     ends = np.asarray(multi.threads.end_ns)[w]
     imb = float((ends.max() - ends).sum()) if ends.size else 0.0
-    sync = tis[w, int(State.SYNC_WAIT)] - gc_seq_window_time(multi, w, drv_m | gc_m)[w]
-    seq_st = _rows_height(single, drv_s, "running+runnable")
-    seq_mt = _rows_height(multi, drv_m, "running+runnable")
+    sync = float((tis[w, int(State.SYNC_WAIT)] - gc_seq_window_time(multi, w, drv_m | gc_m)[w]).sum())
+    # the driver's waits for a CPU while it is the only thread that could run are contention windows,
+    # as in the native form: CPU contention for the other N − 1 slots, and the workers' futex waits
+    # there are no SYNC (analysis.serial.Sweep)
+    sw, stt = km.sweep, multi.states
+    rows = multi.thread_index(stt.tid) if len(stt) else np.zeros(0, np.int64)
+    m = (stt.state == State.SYNC_WAIT) & w[rows] if len(stt) else np.zeros(0, bool)
+    sync -= float(np.sum(sw.cont_in(stt.start_ns[m], stt.end_ns[m])))
+    common = _common(single, multi, ks, km)
+    common["cont"] += (n - 1) * sw.cont_ns
+    seq_st = _rows_height(single, drv_s)
+    seq_mt = _rows_height(multi, drv_m)
     st = stack_from_times(n, float(single.wall_ns), float(multi.wall_ns), seq_st=seq_st, seq_mt=seq_mt,
-                          sync=float(sync.sum()), imb=imb, **_common(single, multi, ks, km))
+                          sync=max(sync, 0.0), imb=imb, **common)
     return dataclasses.replace(st, form="managed", seq_thesis=(n - 1) * seq_mt / multi.wall_ns, seq_general=st.seq,
                                t_seq_mt_ns=seq_mt, t_seq_st_ns=seq_st, workers=int(w.sum()),
                                threads=tuple(km.lines(multi)))
