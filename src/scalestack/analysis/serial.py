@@ -14,7 +14,8 @@ of any interval [a, b) with the windows is G(b) − G(a), G the cumulative windo
 Threads are sorted into three kinds (`classify_threads`), among the *candidates* (roles main and
 app; GC, JIT and runtime threads are never workers):
 
-* a **driver**: works alone or not at all (≤ 25% of its active time beside another candidate) and
+* a **driver**: works alone or not at all (≤ 25% of its RUNNING time beside another active
+  candidate; waiting for a CPU is not work) and
   waits while others work (≥ 50% of the others' active time in its life), with at least one worker
   beside it. The one with the most time alone is the driver: Jikes' MainThread, the thread that
   runs a JVM's main() (found by this behaviour, not by its name: HotSpot's launcher thread, which
@@ -220,12 +221,19 @@ def classify_threads(trace: Trace, slots: int | None = None, drivers: bool = Tru
     alone = np.bincount(rows, weights=sw.solo_in(a, b), minlength=n)
     # G(t) of "r >= 1" counts the thread itself too: others were active in its life for busy - alone
     others = sw.busy_in(trace.threads.start_ns, trace.threads.end_ns) - alone
-    beside = active - alone  # active while another candidate is
+    # working beside another active candidate: RUNNING (a main thread that waits for a CPU after its
+    # pthread_create on a loaded machine is not working beside its workers) while r >= 2
+    rrows, ra, rb = _active(trace, cand, (int(State.RUNNING),))
+    ra, rb = np.clip(ra, trace.start_ns, trace.end_ns), np.clip(rb, trace.start_ns, trace.end_ns)
+    running = np.bincount(rrows, weights=(rb - ra).astype(np.float64), minlength=n)
+    beside = running - np.bincount(rrows, weights=sw.solo_in(ra, rb), minlength=n)
+    # and not waiting (blocked) while others are active: RUNNABLE beside them is wanting to work
+    beside_act = active - alone
     with np.errstate(invalid="ignore", divide="ignore"):
-        share = np.where(others > 0, beside / np.where(others > 0, others, 1), np.inf)
+        share = np.where(others > 0, beside_act / np.where(others > 0, others, 1), np.inf)
     # ... and far less active beside others than the busiest candidate: a worker with a small share of skewed work
     # between barriers also waits while others work, but does a fair part of the typical work
-    typical = float(active[cand].max()) if np.any(cand) else 0.0
+    typical = float(running[cand].max()) if np.any(cand) else 0.0
     coord = cand & (share < COORDINATOR_MAX) & (beside < COORDINATOR_MAX * typical)
 
     def kinds(driver: int | None) -> np.ndarray:
@@ -241,7 +249,7 @@ def classify_threads(trace: Trace, slots: int | None = None, drivers: bool = Tru
         return k
 
     if drivers:
-        drv = cand & (beside <= DRIVER_PARALLEL_MAX * active) & (beside <= (1 - DRIVER_WAIT_MIN) * others) \
+        drv = cand & (beside <= DRIVER_PARALLEL_MAX * running) & (beside_act <= (1 - DRIVER_WAIT_MIN) * others) \
             & (others > 0)
         if np.any(drv):
             k = kinds(int(np.flatnonzero(drv)[np.argmax(alone[drv])]))
