@@ -200,8 +200,10 @@ def participates(threads: int = 4, seed: int = 0, spin_ns: int = 0, phases: int 
     main = [["compute", serial[0]]] + [["spawn", i] for i in range(1, n)]
     work = [[] for _ in range(n)]
     for p in range(phases):
+        jitter = rng.uniform(0.97, 1.03, n)
+        jitter /= jitter.mean()  # the same work in every phase at every thread count: nothing is inflated
         for w in range(n):
-            work[w] += [["compute", int(total / phases / n * rng.uniform(0.97, 1.03))], ["barrier", 2 * p, n, spin_ns]]
+            work[w] += [["compute", int(total / phases / n * jitter[w])], ["barrier", 2 * p, n, spin_ns]]
             if p < phases - 1:
                 if w == 0:
                     work[w].append(["compute", serial[p + 1]])
