@@ -11,6 +11,14 @@ Whole runs, and per phase (`phase_stacks`: before the fork, the parallel phase, 
 main thread's bottle-graph boxes (Σ C_j; spec §1.2 and §2.5); SYNC is app threads' futex-wait time outside the STW-GC and SEQ windows; IMB
 is, per app thread, the time from its end to the last app thread's end.
 
+Native programs (issue 27; docs/speedup.md): without a driver thread (one that works alone or not at
+all and waits while the others work, `analysis.serial`) in both runs, SEQ comes from the N-thread
+run's serial windows, ``(N − 1)·T_seq / T_p`` (thesis eq. 3.12), and SYNC and IMB leave those windows
+out; with one (Jikes' MainThread, the thread running a JVM's main()) its box height is T_seq. Either
+way the stack carries the thesis form and `seq_general` holds ``(N·T_seq,MT − T_seq,ST) / T_p``; the
+per-thread terms sum over the working threads, not over coordinators; contention windows (the one
+active thread waits for a CPU) are CONT; `with_spin` books spinning from a passive-wait twin run.
+
 GIL note: CPython with a GIL serializes bytecode; threads waiting for the GIL block on a
 futex/condvar and so land in SYNC, not in a separate term. Free-threading builds (3.13t)
 remove it; their stacks read like native ones.
@@ -241,7 +249,7 @@ def baseline_serial_ns(single: Trace, ks) -> tuple[float, bool]:
     Measured when the baseline has a worker spawned after its first thread (a pool of one, a JVM's
     worker): its serial windows before the first such worker starts and after the last one ends.
     Otherwise the single thread does serial and parallel work alike and the trace cannot tell them
-    apart: (None, False), and the thesis's assumption T_seq,ST = T_seq,MT is used instead.
+    apart: (nan, False), and the caller uses the thesis's assumption T_seq,ST = T_seq,MT instead.
     """
     cand = ks.kind != ""
     if not np.any(cand):
