@@ -143,7 +143,7 @@ def truth_components(res, n: int, t_p: int, single=None) -> dict[str, float]:
             continue
         if reason == "cpu":
             cont += b - a
-        elif reason in ("lock", "barrier", "queue", "spinning"):
+        elif reason in ("lock", "barrier", "queue empty", "queue full", "spinning"):
             # the time the collector held everyone is GC, not synchronization
             sync += (b - a) - sum(max(0, min(b, e) - max(a, s)) for s, e in gc_windows)
     return {**out, "sync": sync / t_p, "cont": cont / t_p}
@@ -191,7 +191,7 @@ def truth_native(res, n: int, t_p: int, single) -> dict[str, float]:
     for tid, a, b, reason, _who in res.truth["waits"]:
         if roles.get(tid) != "worker":
             continue
-        if reason in ("lock", "barrier", "queue", "spinning"):
+        if reason in ("lock", "barrier", "queue empty", "queue full", "spinning"):
             sync += (b - a) - ser(a, b) - ser(a, b, gc_)
         elif reason == "cpu":
             cont += b - a
