@@ -179,3 +179,26 @@ def test_spin_is_booked_from_the_passive_twin():
     assert abs(booked.other) < 0.05 and math.isclose(booked.total(), 4)
     clean = speedup_stack(p1.trace, p4.trace, 4)  # the serial parts, once spinning no longer hides them
     assert abs(booked.seq - clean.seq) < 0.05
+
+
+def test_a_shell_around_the_program_is_not_one_of_its_threads():
+    """`sh -c "prog > out"`: the shell's thread (the root, role main) waits for the program's whole
+    run; the program's own two threads are the candidates, and the shell is neither a worker nor a
+    coordinator line."""
+    from scalestack.analysis.serial import program_threads
+
+    tr = make_trace({"tid": [1, 2, 3], "pid": [1, 2, 2], "name": ["sh", "prog", "prog"], "role": ["main", "app", "app"],
+                     "start_ns": [0, 1, 2], "end_ns": [10, 10, 9]},
+                    {"tid": [1, 1, 2, 3], "start_ns": [0, 1, 1, 2], "end_ns": [1, 10, 10, 9],
+                     "state": [R, S, R, R]}, meta={"start_ns": 0, "end_ns": 10})
+    assert program_threads(tr).tolist() == [False, True, True]
+    k = classify_threads(tr, 2)
+    assert k.kind.tolist() == ["", "worker", "worker"]
+    one = make_trace({"tid": [1, 2], "pid": [1, 2], "name": ["sh", "prog"], "role": ["main", "app"],
+                      "start_ns": [0, 1], "end_ns": [16, 16]},
+                     {"tid": [1, 1, 2], "start_ns": [0, 1, 1], "end_ns": [1, 16, 16], "state": [R, S, R]},
+                     meta={"start_ns": 0, "end_ns": 16})
+    s = speedup_stack(one, tr, 2)
+    assert s.form == "native" and s.workers == 2 and s.threads == ()
+    # 0-1: the shell alone, 1-2 and 9-10: one program thread alone -> T_seq = 3 of 10
+    assert math.isclose(s.seq, 0.3) and math.isclose(s.sync, 0.0, abs_tol=1e-12)
