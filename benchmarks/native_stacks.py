@@ -9,6 +9,7 @@ own serial windows, (N − 1)·T_serial/T_p, the program's own clock of its seri
 reports one, and the classification tree's class and largest delimiters.
 
     .venv/bin/python benchmarks/native_stacks.py [--only openmp,xz] [--json out.json] [--keep DIR]  # root, perf
+    .venv/bin/python benchmarks/native_stacks.py --from DIR      # the table again from a --keep directory
 """
 
 from __future__ import annotations
@@ -66,12 +67,11 @@ def programs(work: Path) -> dict[str, dict]:
     return progs
 
 
-def measure(name: str, p: dict, work: Path, threads=(1, 2)) -> list[dict]:
+def record(name: str, p: dict, work: Path, threads=(1, 2)) -> None:
     d = work / "sweeps" / name
-    own = work / f"{name}.serial"
     env = dict(p.get("env", {}))
     if p.get("own"):
-        env["SERIAL_OUT"] = str(own)
+        env["SERIAL_OUT"] = str(work / f"{name}.serial")
     with open(work / f"{name}.stdout", "wb") as sink:  # xz/zstd -c write to stdout: not into the terminal
         saved = os.dup(1)
         os.dup2(sink.fileno(), 1)
@@ -80,12 +80,17 @@ def measure(name: str, p: dict, work: Path, threads=(1, 2)) -> list[dict]:
         finally:
             os.dup2(saved, 1)
             os.close(saved)
+
+
+def measure(name: str, work: Path) -> list[dict]:
+    d = work / "sweeps" / name
+    own = work / f"{name}.serial"
     traces, passive = load_sweep(str(d)), load_sweep(str(d), "passive")
     res = stacks(traces, passive)
     # the program's own clock: lines in run order (t1, [t1 passive], t2, [t2 passive])
     lines = own.read_text().split() if own.exists() else []
     clocks = [(float(lines[i + 1]), float(lines[i + 3])) for i in range(0, len(lines), 6)]
-    step = 2 if p.get("passive") else 1
+    step = 2 if passive else 1
     rows = []
     for k, st in enumerate(res):
         n = st.n
@@ -110,19 +115,29 @@ def main(argv=None) -> int:
     ap.add_argument("--only", help="comma-separated program names")
     ap.add_argument("--json")
     ap.add_argument("--keep", help="keep the programs and sweeps in this directory (default: a temporary one)")
+    ap.add_argument("--from", dest="from_dir", help="recompute the table from a --keep directory, recording nothing")
     args = ap.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="native-stacks-") as tmp:
-        work = Path(args.keep or tmp)
-        work.mkdir(parents=True, exist_ok=True)
-        progs = programs(work)
-        for name, p in progs.items():
-            if args.only and name not in args.only.split(","):
-                continue
-            if shutil.which(p["cmd"][0]) is None and not Path(p["cmd"][0]).exists():
-                print(f"{name}: {p['cmd'][0]} is not installed, skipped")
-                continue
-            rows += measure(name, p, work)
+        if args.from_dir:
+            work = Path(args.from_dir)
+            names = sorted(p.name for p in (work / "sweeps").iterdir())
+            order = ["openmp", "pool", "xz", "xz-sh", "zstd", "java"]
+            names.sort(key=lambda x: order.index(x) if x in order else len(order))
+        else:
+            work = Path(args.keep or tmp)
+            work.mkdir(parents=True, exist_ok=True)
+            names = []
+            for name, p in programs(work).items():
+                if args.only and name not in args.only.split(","):
+                    continue
+                if shutil.which(p["cmd"][0]) is None and not Path(p["cmd"][0]).exists():
+                    print(f"{name}: {p['cmd'][0]} is not installed, skipped")
+                    continue
+                record(name, p, work)
+                names.append(name)
+        for name in names:
+            rows += measure(name, work)
     head = "| program | N | S | " + " | ".join(c.upper() for c in COMPONENTS) + \
         " | form | workers | not workers | serial windows | own clock | class, top delimiters |"
     print(head)

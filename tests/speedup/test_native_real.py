@@ -14,6 +14,20 @@ from tests.conftest import ROOT, WORKLOADS, requires_recording
 COMPONENTS = ("gc", "seq", "sync", "imb", "cont", "other")
 
 
+def _no_component_below(stack: dict, baseline) -> None:
+    """No component below -0.1, unless other processes kept a CPU from the 1-thread run: CONT
+    subtracts that run's waits for a CPU, so it goes negative by design when the baseline waited
+    more than the N-thread run (measured here under a load average of 6 on 2 cores: -0.33)."""
+    from scalestack.trace import State
+
+    st_ = baseline.states
+    waited = int(st_.duration_ns[st_.state == State.RUNNABLE].sum())
+    low = {c: stack[c] for c in COMPONENTS if stack[c] <= -0.1}
+    if low and waited > 0.05 * baseline.wall_ns:
+        pytest.skip(f"other processes kept a CPU busy: the 1-thread run waited {waited / 1e6:.0f} ms for one ({low})")
+    assert not low, stack
+
+
 @pytest.fixture(scope="module")
 def omp_serial(tmp_path_factory):
     exe = tmp_path_factory.mktemp("omp") / "omp_serial"
@@ -42,7 +56,6 @@ def test_openmp_sweep_seq_is_the_serial_fraction(omp_serial, tmp_path):
                                                                               (2, "passive")]
     s2 = stacks[1]
     assert s2["n"] == 2 and s2["form"] == "native" and s2["workers"] == 2
-    assert min(s2[c] for c in COMPONENTS) > -0.1, s2
     assert abs(s2["speedup"] + sum(s2[c] for c in COMPONENTS) - 2) < 1e-9
     # the serial fraction of the run's own serial windows (the passive twin's, where spinning hides none)
     from scalestack.analysis.serial import classify_threads
@@ -56,6 +69,7 @@ def test_openmp_sweep_seq_is_the_serial_fraction(omp_serial, tmp_path):
     clock = float(lines[2][1]) / float(lines[2][3])  # the 2-thread default run's own serial share
     assert abs(s2["seq"] - clock) < 0.1, (s2, clock)
     assert 0.01 < clock < 0.3  # the program did run serial parts, so the comparison means something
+    _no_component_below(s2, load_sweep(str(out))[1])
 
 
 def test_omp_passive_needs_new_runs():
@@ -92,5 +106,11 @@ def test_java_seq_uses_the_thread_that_runs_main(tmp_path):
     s2 = stacks(traces)[1]
     assert s2.form == "managed" and s2.workers == 2
     assert s2.t_seq_mt_ns > 0.05 * t2.wall_ns  # the JVM's serial start-up and shutdown are in SEQ
-    windows = classify_threads(t2, 2).sweep.serial_ns / t2.wall_ns
-    assert abs(s2.seq - windows) < 0.1 and min(getattr(s2, c) for c in COMPONENTS) > -0.1, s2
+    # the serial windows of the run before the pool's first thread starts and after its last one ends
+    # (the JVM's start-up and shutdown, whichever thread ran them); inside the pool's life a pool thread
+    # finishing its task alone is SYNC in the managed reading, as in the paper
+    sw = classify_threads(t2, 2).sweep
+    a, b = min(int(th.start_ns[i]) for i in pool), max(int(th.end_ns[i]) for i in pool)
+    outside = float(sw.serial_in(t2.start_ns, a) + sw.serial_in(b, t2.end_ns)) / t2.wall_ns
+    assert abs(s2.seq - outside) < 0.1, (s2, outside)
+    _no_component_below(s2.to_dict(), traces[1])
