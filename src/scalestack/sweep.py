@@ -182,7 +182,7 @@ def stack_notes(res: list) -> list[str]:
         if r.n == 1:
             continue
         how = ("serial windows of the N-thread run, (N-1)*T_seq/T_p" if r.form == "native"
-               else "driver thread's time alone, (N-1)*T_seq/T_p")
+               else "driver thread's box height, (N-1)*T_seq/T_p")
         st = "" if r.seq_st_measured else " (the 1-thread run cannot tell its serial part: taken equal)"
         out.append(f"N = {r.n}: SEQ {r.seq:.2f} from the {how}; thesis form {r.seq_thesis:.2f}, general form "
                    f"{r.seq_general:.2f}{st}; T_seq {r.t_seq_mt_ns / 1e6:.1f} ms at N, {r.t_seq_st_ns / 1e6:.1f} ms at 1; "

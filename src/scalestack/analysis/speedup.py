@@ -14,7 +14,7 @@ is, per app thread, the time from its end to the last app thread's end.
 Native programs (issue 27; docs/speedup.md): without a driver thread (one that works alone or not at
 all and waits while the others work, `analysis.serial`) in both runs, SEQ comes from the N-thread
 run's serial windows, ``(N − 1)·T_seq / T_p`` (thesis eq. 3.12), and SYNC and IMB leave those windows
-out; with one (Jikes' MainThread, the thread running a JVM's main()) T_seq is its time alone. Either
+out; with one (Jikes' MainThread, the thread running a JVM's main()) T_seq is its box height. Either
 way the stack carries the thesis form and `seq_general` holds ``(N·T_seq,MT − T_seq,ST) / T_p``; the
 per-thread terms sum over the working threads, not over coordinators; contention windows (the one
 active thread waits for a CPU) are CONT; `with_spin` books spinning from a passive-wait twin run.
@@ -49,7 +49,7 @@ class SpeedupStack(Result):
     cont: float
     other: float
     kind: str = "speedup_stack"
-    # how SEQ was found (analysis.serial): "managed" (a driver thread's time alone, both runs have
+    # how SEQ was found (analysis.serial): "managed" (a driver thread's box height, both runs have
     # one) or "native" (the N-thread run's serial windows, thesis eq. 3.12 form); both SEQ forms
     form: str = "managed"
     seq_thesis: float = 0.0  # (N − 1)·T_seq,MT / T_p
@@ -163,7 +163,7 @@ def speedup_stack(single: Trace, multi: Trace, n: int, form: str = "auto",
                   threads: tuple[int, int] | None = None) -> SpeedupStack:
     """Speedup stack of `multi` (N threads) against the single-threaded `single` trace.
 
-    form: "managed" (spec §1.2: SEQ from the driver thread's time alone, `_alone_ns`; SYNC the
+    form: "managed" (spec §1.2: SEQ from the driver thread's box height, C_j with "running"; SYNC the
     workers' futex-blocked time outside the STW-GC and SEQ windows), "native" (SEQ from the N-thread
     run's serial windows, thesis eq. 3.12: (N − 1)·T_seq/T_p; SYNC and IMB outside those windows),
     or "auto": managed when both runs have a driver thread (`analysis.serial.classify_threads`:
@@ -244,8 +244,8 @@ def _managed_stack(single: Trace, multi: Trace, n: int, ks, km) -> SpeedupStack:
     m = (stt.state == State.SYNC_WAIT) & w[rows] if len(stt) else np.zeros(0, bool)
     sync -= float(np.sum(sw.cont_in(stt.start_ns[m], stt.end_ns[m])))
     common = _common(single, multi, n, ks, km)
-    seq_st = _alone_ns(single, drv_s, ks.sweep)
-    seq_mt = _alone_ns(multi, drv_m, sw)
+    seq_st = _rows_height(single, drv_s)
+    seq_mt = _rows_height(multi, drv_m)
     # the stack carries the thesis form (eq. 3.12), (N − 1)·T_seq,MT/T_p, as the native form does: the
     # general form moves any difference in the driver's time between the two runs (a JVM start-up
     # slower under other load) into SEQ; it is kept beside it (seq_general), with both inputs
@@ -254,18 +254,6 @@ def _managed_stack(single: Trace, multi: Trace, n: int, ks, km) -> SpeedupStack:
     return dataclasses.replace(st, form="managed", seq_thesis=st.seq, seq_general=(n * seq_mt - seq_st) / multi.wall_ns,
                                t_seq_mt_ns=seq_mt, t_seq_st_ns=seq_st, workers=int(w.sum()),
                                threads=tuple(km.lines(multi)))
-
-
-def _alone_ns(trace: Trace, rows: np.ndarray, sw) -> float:
-    """T_seq of the managed form: the time the `rows` threads (the driver) run in a serial window, i.e.
-    as the one active working thread. Not the driver's box height (spec §1.2 chose C_main): JIT threads
-    compiling beside a JVM's start-up halve that height, yet the N − 1 worker slots wait all along
-    (measured on a 0.3-0.6 s Java run: the height 0.15 against 0.26 of serial windows). In the
-    simulator, with no such threads, the two are the same."""
-    from scalestack.analysis.serial import _active
-
-    _, a, b = _active(trace, rows, (int(State.RUNNING),))
-    return float(np.sum(sw.serial_in(a, b))) if len(a) else 0.0
 
 
 def baseline_serial_ns(single: Trace, ks) -> tuple[float, bool]:
