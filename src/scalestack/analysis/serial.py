@@ -7,25 +7,25 @@ the other N−1 slots of an N-thread run wait. Spans with no active thread at al
 waits for a disk, a pipe or a timer) count too: they do not shrink with N either. A span whose one
 active thread is RUNNABLE is a *contention window* instead: the others wait for a thread that other
 processes keep off the cores (measured on a shared 2-core machine: 8-12 ms each, a fifth of a run),
-which is CPU contention, not serial code. The count of
-active threads is a sweep line over the sorted interval endpoints (NumPy cumsum), and the overlap
-of any interval [a, b) with the windows is G(b) − G(a), G the cumulative window time.
+which is CPU contention, not serial code. The count of active threads is a sweep line over the
+sorted interval endpoints (NumPy cumsum), and the overlap of any interval [a, b) with the windows
+is G(b) − G(a), G the cumulative window time.
 
 Threads are sorted into three kinds (`classify_threads`), among the *candidates* (roles main and
-app; GC, JIT and runtime threads are never workers):
+app, of the process that is active the longest; GC, JIT and runtime threads are never workers):
 
 * a **driver**: works alone or not at all (≤ 25% of its RUNNING time beside another active
-  candidate; waiting for a CPU is not work) and
-  waits while others work (≥ 50% of the others' active time in its life), with at least one worker
-  beside it. The one with the most time alone is the driver: Jikes' MainThread, the thread that
-  runs a JVM's main() (found by this behaviour, not by its name: HotSpot's launcher thread, which
-  holds the `main` role and only waits, has little time alone), a pthread program's main that only
-  spawns and joins.
-* a **coordinator**: mostly waits while others work (active < 25% of the time others are active in
-  its life, and that time beside others < 25% of the busiest candidate's active time, so a worker
-  with a small share of skewed work stays a worker, and serial work of its own does not count):
-  xz's main thread at -T2, an I/O feeder, the JVM launcher. Shown on its own line; its waits are
-  not SYNC and it is not one of the N slots.
+  candidate; waiting for a CPU is not work) and waits (blocked) through at least half of the
+  others' activity in its life, with at least one worker beside it. The one with the most time
+  alone is the driver: Jikes' MainThread, the thread that runs a JVM's main() (found by this
+  behaviour, not by its name: HotSpot's launcher thread, which holds the `main` role and only
+  waits, has little time alone), a pthread program's main that only spawns and joins.
+* a **coordinator**: mostly waits while others work: active beside them < 25% of the time they are
+  active in its life, and RUNNING beside them < 25% of the busiest candidate's RUNNING time (its
+  serial work of its own does not count): xz's main thread at -T2, an I/O feeder, the JVM launcher.
+  Given the thread count the run asked for, only the surplus over that many workers is demoted, the
+  least active first, so a worker with a small share of skewed work between barriers stays one.
+  Shown on its own line; its waits are not SYNC and it is not one of the N slots.
 * a **worker**: every other candidate. The per-thread terms (SYNC, IMB, CONT) sum over workers.
 """
 
@@ -39,7 +39,7 @@ from scalestack.trace import State, Trace
 
 CANDIDATE_ROLES = ("main", "app")
 ACTIVE_STATES = (int(State.RUNNING), int(State.RUNNABLE))
-DRIVER_PARALLEL_MAX = 0.25  # a driver's active time beside other candidates, at most this share of its active time
+DRIVER_PARALLEL_MAX = 0.25  # a driver's RUNNING time beside other candidates, at most this share of its RUNNING time
 DRIVER_WAIT_MIN = 0.50  # ... and it waits through at least this share of the others' activity in its life
 COORDINATOR_MAX = 0.25  # a coordinator is active less than this share of the time others are active in its life
 
