@@ -3,7 +3,8 @@
 # perf records, gcc builds the test programs, java runs the managed workloads, chromium opens the
 # HTML report in a test; clang, libbpf-dev and bpftool build the eBPF collector (`record`'s default
 # where they are) and aggregator (`scalestack top`, `record --aggregate`), tmux drives `top` in a test, bpftrace reads each thread's final kernel
-# figures for `record`'s self-check. Without root this only says what is missing;
+# figures for `record`'s self-check, xz and zstd are real multi-threaded programs for
+# benchmarks/native_stacks.py. Without root this only says what is missing;
 # those tests then skip.
 set -u
 need=()
@@ -16,6 +17,8 @@ command -v clang >/dev/null 2>&1 || need+=(clang)
 command -v bpftool >/dev/null 2>&1 || [ -x /usr/sbin/bpftool ] || need+=(bpftool)
 command -v tmux >/dev/null 2>&1 || need+=(tmux)
 command -v bpftrace >/dev/null 2>&1 || need+=(bpftrace)
+command -v xz >/dev/null 2>&1 || need+=(xz-utils)
+command -v zstd >/dev/null 2>&1 || need+=(zstd)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "system-deps: installing ${need[*]}"

@@ -13,6 +13,13 @@ Workload kinds: `serial` (a main-thread part before the fork), `locks` (critical
 lock), `barriers` (phases with skewed work between barriers), `gc` (stop-the-world pauses run by
 two GC threads; the collector's work grows with the allocating threads' total, so it is the same
 at every N), `mixed` (all of these); each at 8 cores, and `oversubscribed` (mixed, 4 cores).
+These have a main thread that only drives (the managed form of the stack). Native programs
+(issue 27; SEQ from the N-thread run's serial windows, `truth_native`): `participates` (the main
+thread is one of the N workers, OpenMP-like, with serial parts between the parallel loops),
+`coordinator` (a main thread that feeds N workers through a queue and mostly waits; 16 cores) and
+`spin` (participates with spin-then-block barriers, the spin booked as SYNC from a passive-wait
+twin). For them the reading of the run is part of the known answer: the native form, and exactly
+the designed workers (the coordinator is not one).
 
     .venv/bin/python benchmarks/validation/validate_speedup.py            # 40 seeds per kind
     .venv/bin/python benchmarks/validation/validate_speedup.py --quick    # 4 seeds (the test runs this)
@@ -30,14 +37,24 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
-from scalestack.analysis.speedup import COMPONENTS, speedup_stack  # noqa: E402
+from scalestack.analysis.speedup import COMPONENTS, speedup_stack, with_spin  # noqa: E402
+from scalestack.sim import workloads as named  # noqa: E402
 from scalestack.sim.engine import TID_BASE, simulate  # noqa: E402
 
-KINDS = ("serial", "locks", "barriers", "gc", "mixed", "oversubscribed")
+MANAGED_KINDS = ("serial", "locks", "barriers", "gc", "mixed", "oversubscribed")
+# native programs (issue 27): no thread that only drives; SEQ from the N-thread run's serial windows
+NATIVE_KINDS = ("participates", "coordinator", "spin")
+KINDS = MANAGED_KINDS + NATIVE_KINDS
 
 
 def workload(kind: str, n: int, seed: int) -> dict:
     """Total work fixed; N workers share it."""
+    if kind == "participates":
+        return named.participates(n, seed)
+    if kind == "coordinator":
+        return named.coordinator(n, seed)
+    if kind == "spin":
+        return named.spin_barriers(n, seed)
     rng = np.random.default_rng(seed)
     mixed = kind in ("mixed", "oversubscribed")
     total = int(rng.integers(4_000_000, 8_000_000))
@@ -126,10 +143,75 @@ def truth_components(res, n: int, t_p: int, single=None) -> dict[str, float]:
             continue
         if reason == "cpu":
             cont += b - a
-        elif reason in ("lock", "barrier", "queue", "spinning"):
+        elif reason in ("lock", "barrier", "queue empty", "queue full", "spinning"):
             # the time the collector held everyone is GC, not synchronization
             sync += (b - a) - sum(max(0, min(b, e) - max(a, s)) for s, e in gc_windows)
     return {**out, "sync": sync / t_p, "cont": cont / t_p}
+
+
+def _count_spans(spans: list[tuple[int, int]], t1: int) -> tuple[np.ndarray, np.ndarray]:
+    """Breakpoints u and the number of spans covering [u[k], u[k+1]), over [0, t1]."""
+    a = np.array([x for x, _ in spans] + [0, t1], dtype=np.int64)
+    b = np.array([y for _, y in spans], dtype=np.int64)
+    t = np.concatenate([a, b])
+    d = np.concatenate([np.ones(len(spans)), [0, 0], -np.ones(len(spans))]).astype(np.int64)
+    o = np.argsort(t, kind="stable")
+    return t[o], np.cumsum(d[o])
+
+
+def truth_native(res, n: int, t_p: int, single) -> dict[str, float]:
+    """Every component of a native program from the simulator's own records (speedup units).
+
+    Active: a thread computing (truth segments) or waiting for a CPU (truth waits); a spinning thread
+    waits (its spin is SYNC, or SEQ where it spins through a serial part). Serial
+    windows: spans in which at most one thread is active, unless that one waits for a CPU (then the
+    others' N − 1 slots are CONT); SEQ = (N − 1)·T_serial / T_p (thesis eq. 3.12). Workers: the threads the workload does not mark as coordinators. SYNC: the workers' lock /
+    barrier / queue / spin waits outside the serial windows; IMB: from each worker's last activity to
+    the last worker's, outside them; CONT: the workers' waits for a CPU less the 1-thread run's.
+    """
+    wl = res.workload
+    roles = {TID_BASE + i: th.get("kind", "worker") for i, th in enumerate(wl["threads"])}
+    running: list[tuple[int, int]] = [(int(a), int(b)) for _t, a, b, *_ in res.truth["segments"].tolist() if b > a]
+    queued = [(int(a), int(b)) for _t, a, b, r, _w in res.truth["waits"] if r == "cpu" and b > a]
+    u, r = _count_spans(running + queued, t_p)
+    ur, rr = _count_spans(running, t_p)
+    rr = rr[np.clip(np.searchsorted(ur, u, side="right") - 1, 0, len(ur) - 1)]  # running count on u's segments
+    dt = np.diff(u)
+    # one thread waiting for a CPU while the others wait for it: contention, not serial code
+    contw = (r[:-1] == 1) & (rr[:-1] == 0)
+    serial = ((r[:-1] <= 1) & ~contw) * dt
+    g = np.concatenate([[0], np.cumsum(serial)]).astype(np.float64)
+    gc_ = np.concatenate([[0], np.cumsum(contw * dt)]).astype(np.float64)
+
+    def ser(a, b, cum=g):
+        return float(np.interp(b, u, cum) - np.interp(a, u, cum))
+
+    sync = cont = 0.0
+    last: dict[int, int] = {}
+    for tid, a, b, reason, _who in res.truth["waits"]:
+        if roles.get(tid) != "worker":
+            continue
+        if reason in ("lock", "barrier", "queue empty", "queue full", "spinning"):
+            sync += (b - a) - ser(a, b) - ser(a, b, gc_)
+        elif reason == "cpu":
+            cont += b - a
+        last[tid] = max(last.get(tid, 0), int(b))
+    for t, _a, b, *_ in res.truth["segments"].tolist():
+        if roles.get(t) == "worker":
+            last[t] = max(last.get(t, 0), int(b))
+    ends = list(last.values())
+    imb = sum((max(ends) - e) - ser(e, max(ends)) - ser(e, max(ends), gc_) for e in ends) if ends else 0.0
+    cont_st = sum(b - a for tid, a, b, reason, _ in single.truth["waits"] if reason == "cpu")
+    return {"gc": 0.0, "seq": (n - 1) * float(g[-1]) / t_p, "sync": sync / t_p, "imb": imb / t_p,
+            "cont": (cont - cont_st + (n - 1) * float(gc_[-1])) / t_p, "other": 0.0}
+
+
+def passive(wl: dict) -> dict:
+    """The same workload with every spin-then-block wait blocking at once (OMP_WAIT_POLICY=passive)."""
+    out = json.loads(json.dumps(wl))
+    for th in out["threads"]:
+        th["ops"] = [op[:3] if op[0] == "barrier" else op[:2] if op[0] == "lock" else op for op in th["ops"]]
+    return out
 
 
 class _Run:
@@ -149,7 +231,7 @@ class _Run:
 
 
 def one(kind: str, seed: int, ns=(2, 4, 8)) -> list[dict]:
-    cores = 4 if kind == "oversubscribed" else 8
+    cores = 4 if kind == "oversubscribed" else 16 if kind == "coordinator" else 8
     wl1 = workload(kind, 1, seed)
     single = _Run(wl1, simulate(wl1, cores=cores))
     out = []
@@ -157,10 +239,21 @@ def one(kind: str, seed: int, ns=(2, 4, 8)) -> list[dict]:
         wl = workload(kind, n, seed)
         res = _Run(wl, simulate(wl, cores=cores))
         st = speedup_stack(single.trace, res.trace, n)
-        tru = truth_components(res, n, res.runtime_ns, single)
+        if kind == "spin":  # spinning booked as SYNC from the passive-wait twin runs (scale --omp-passive)
+            st = with_spin(st, res.trace, simulate(passive(wl), cores=cores).trace,
+                           single.trace, simulate(passive(wl1), cores=cores).trace)
+        if kind in NATIVE_KINDS:
+            tru = truth_native(res, n, res.runtime_ns, single)
+            # the known answer for who works: every thread the workload does not mark as a coordinator
+            designed = sum(th.get("kind", "worker") == "worker" for th in wl["threads"])
+            if st.form != "native" or st.workers != designed:
+                raise SystemExit(f"{kind} N={n} seed {seed}: read as {st.form} with {st.workers} workers, "
+                                 f"designed native with {designed}")
+        else:
+            tru = truth_components(res, n, res.runtime_ns, single)
         s_true = single.runtime_ns / res.runtime_ns
         s_hat = n - sum(getattr(st, c) for c in COMPONENTS if c != "other")
-        out.append({"kind": kind, "n": n, "seed": seed, "speedup": st.speedup,
+        out.append({"kind": kind, "n": n, "seed": seed, "speedup": st.speedup, "form": st.form,
                     **{c: getattr(st, c) for c in COMPONENTS},
                     "err_pct_of_n": abs(s_hat - s_true) / n * 100,
                     **{f"{c}_err_pct_of_n": abs(getattr(st, c) - tru[c]) / n * 100 for c in COMPONENTS}})
@@ -178,7 +271,7 @@ def main(argv=None) -> int:
     print(f"{len(rows)} stacks ({seeds} seeds x {len(KINDS)} kinds x N = 2, 4, 8)")
     print("errors in % of N, mean over seeds (max of any seed for S_hat): |component - truth| / N")
     head = " ".join(f"{c.upper():>6}" for c in COMPONENTS)
-    print(f"{'kind':15} {'N':>2} {'S':>5} {'S_hat err':>9} {'max':>5}  {head}   largest component")
+    print(f"{'kind':15} {'N':>2} {'S':>5} {'S_hat err':>9} {'max':>5}  {head}   largest component, form")
     summary = {}
     for kind in KINDS:
         for n in (2, 4, 8):
@@ -189,11 +282,12 @@ def main(argv=None) -> int:
             cmax = max(max(r[f"{c}_err_pct_of_n"] for c in COMPONENTS) for r in g)
             top = max((c for c in COMPONENTS if c != "other"), key=lambda c: mean[c])
             summary[f"{kind}-{n}"] = {"speedup": float(np.mean([r["speedup"] for r in g])), "err_mean": float(e.mean()),
+                                      "form": "/".join(sorted({r["form"] for r in g})),
                                       "err_max": float(e.max()), "component_err_max": float(cmax), **cerr, **mean}
             s = summary[f"{kind}-{n}"]
             errs = " ".join(f"{s[c + '_err']:5.2f}%" for c in COMPONENTS)
             print(f"{kind:15} {n:2d} {s['speedup']:5.2f} {s['err_mean']:8.2f}% {s['err_max']:4.1f}%  {errs}"
-                  f"   {top} {mean[top]:.2f}")
+                  f"   {top} {mean[top]:.2f}, {s['form']}")
     allerr = np.array([r["err_pct_of_n"] for r in rows])
     comp = np.array([[r[f"{c}_err_pct_of_n"] for c in COMPONENTS] for r in rows])
     print(f"all: estimated speedup (S_hat - S)/N mean {allerr.mean():.2f}%, max {allerr.max():.2f}% (target 3%); "

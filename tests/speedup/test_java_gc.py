@@ -3,7 +3,8 @@ the GC term agrees with the JVM's own -Xlog:gc pause times."""
 
 import pytest
 
-from scalestack.collect.sweep import gc_checks, load_gc_logs, load_sweep, run_sweep, stacks
+from scalestack.analysis.sweep import gc_checks, stacks
+from scalestack.collect.sweep import load_gc_logs, load_sweep, run_sweep
 from tests.conftest import requires_recording
 
 

@@ -5,7 +5,8 @@ import subprocess
 
 import pytest
 
-from scalestack.collect.sweep import load_sweep, run_sweep, stacks
+from scalestack.analysis.sweep import stacks
+from scalestack.collect.sweep import load_sweep, run_sweep
 from tests.conftest import requires_recording
 
 

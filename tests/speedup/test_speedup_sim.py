@@ -31,6 +31,13 @@ def test_validation_benchmark_quick(tmp_path):
     assert all(s["err_max"] < 3.0 and s["component_err_max"] < 5.0 for s in summary.values()), summary
     assert summary["gc-8"]["gc"] > 0.5 and summary["serial-8"]["seq"] > 0.5 and summary["locks-8"]["sync"] > 0.5
     assert summary["oversubscribed-8"]["cont"] > 0.4  # 8 workers + 2 GC threads on 4 cores
+    # native programs (issue 27): the main thread participates, a coordinator feeds workers, barriers spin
+    assert summary["participates-8"]["seq"] > 2.0 and summary["coordinator-8"]["seq"] > 0.5
+    # the spin hid serial parts from the serial windows; booked from the passive twin, SEQ is that of the same
+    # program without spinning
+    assert abs(summary["spin-8"]["seq"] - summary["participates-8"]["seq"]) < 0.05
+    assert all(summary[f"{k}-{n}"]["form"] == "native" for k in ("participates", "coordinator", "spin")
+               for n in (2, 4, 8))
 
 
 def test_phase_stacks_separate_the_serial_start_from_the_parallel_phase():

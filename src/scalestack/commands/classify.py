@@ -12,11 +12,12 @@ import click
 def command(dirs):
     """Class (good/moderate/poor) at the largest thread count and the three largest delimiters."""
     from scalestack.analysis.classify import classify
-    from scalestack.collect.sweep import load_sweep, stacks
+    from scalestack.analysis.sweep import stacks
+    from scalestack.collect.sweep import load_sweep
 
     tree: dict[str, list[str]] = {"good": [], "moderate": [], "poor": []}
     for d in dirs:
-        st = stacks(load_sweep(d))[-1]
+        st = stacks(load_sweep(d), load_sweep(d, "passive"))[-1]  # spin booked as SYNC when --omp-passive ran
         cls, top = classify(st)
         tree[cls].append(f"{Path(d).name}  (N={st.n}, S={st.speedup:.2f}): {', '.join(top) or '-'}")
     for cls, rows in tree.items():

@@ -27,24 +27,27 @@ from scalestack.errors import UserError
 @click.option("--pirate-cache-size", help="For --pirate: the cache size C to share out (default: sysfs; 'measured': "
                                          "the largest working set the pirate keeps resident here).")
 @click.option("--pirate-from", "pirate_from", help="Show a saved pirate-stack result (its --json output) instead.")
+@click.option("--omp-passive", is_flag=True,
+              help="Also record every run with OMP_WAIT_POLICY=passive: the extra running time of the default "
+                   "runs is spinning (libgomp's spin-then-sleep waits), booked as SYNC instead of work.")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
 def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log, pirate, pirate_repeat,
-            pirate_cache_size, pirate_from, cmd):
+            pirate_cache_size, pirate_from, omp_passive, cmd):
     """Run CMD once per thread count ({threads} is replaced) and print the speedup stacks."""
-    from scalestack.collect.sweep import (
-        gc_checks,
-        load_gc_logs,
-        load_sweep,
-        run_sweep,
-        stacks,
-        sweep_report,
-    )
+    from scalestack.analysis.sweep import gc_checks, stacks
+    from scalestack.collect.sweep import load_gc_logs, load_sweep, run_sweep
+    from scalestack.report.sweep import stack_notes, sweep_report
 
     if pirate and (from_dir or pirate_from):
         raise UserError("--pirate measures a new pirate stack: it cannot be combined with --from or --pirate-from")
     if pirate and envs:
         raise UserError("--pirate runs CMD with {threads} in its arguments only: --env is not passed to its runs; "
                         "run 'scalestack pirate-stack' and give its --json output to --pirate-from")
+    if omp_passive and from_dir:
+        raise UserError("--omp-passive records new runs: it cannot be combined with --from (a sweep recorded "
+                        "with it is read with its passive runs by --from alone)")
+    if omp_passive and pirate:
+        raise UserError("--omp-passive cannot be combined with --pirate")
     if pirate_repeat < 1:
         raise UserError("--pirate-repeat must be at least 1")
     if pirate_cache_size and not pirate:
@@ -68,9 +71,9 @@ def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log
             pirate_c = cache_bytes_option(pirate_cache_size)
             p = driver.plan(list(cmd), pirate_counts, cache_bytes=pirate_c)
         with Progress() as prog:
-            task = prog.add_task("recording", total=len(counts) * repeat)
+            task = prog.add_task("recording", total=len(counts) * repeat * (2 if omp_passive else 1))
             run_sweep(list(cmd), counts, output, repeat=repeat, env=env,
-                      progress=lambda: prog.advance(task), gc_log=gc_log)
+                      progress=lambda: prog.advance(task), gc_log=gc_log, omp_passive=omp_passive)
             if pirate:
                 task = prog.add_task("pirate stack", total=driver.run_count(p.counts, pirate_repeat, "all"))
                 pirate_res = driver.measure(p, pirate_repeat, progress=lambda label: prog.advance(task))
@@ -83,10 +86,11 @@ def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log
     elif pirate_res is None and os.path.exists(os.path.join(from_dir, PIRATE_FILE)):
         pirate_res = load_pirate(os.path.join(from_dir, PIRATE_FILE))
     traces = load_sweep(from_dir)
-    res = stacks(traces)
+    passive = load_sweep(from_dir, "passive")
+    res = stacks(traces, passive)
     logs = load_gc_logs(from_dir)
     if report_dir:
-        sweep_report(traces, report_dir, logs, pirate=pirate_res)
+        sweep_report(traces, report_dir, logs, pirate=pirate_res, passive=passive)
         click.echo(f"scalestack: wrote {report_dir}/report.html", err=True)
     checks = gc_checks(traces, logs)
     if as_json:
@@ -100,6 +104,11 @@ def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log
     for r in res:
         click.echo(f"{r.n:>3} {r.speedup:8.2f} {r.gc:6.2f} {r.seq:6.2f} {r.sync:6.2f} {r.imb:6.2f} "
                    f"{r.cont:6.2f} {r.other:6.2f}")
+    notes = stack_notes(res)
+    if notes:
+        click.echo("")
+        for line in notes:
+            click.echo(line)
     if checks:
         click.echo("\n-Xlog:gc cross-check (GC term from the trace vs from the JVM's pause log)")
         click.echo(f"{'N':>3} {'pauses':>6} {'log ms':>8} {'GC box ms':>9} {'GC run ms':>9} {'gc':>6} {'gc(log)':>7}")
@@ -107,8 +116,8 @@ def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log
             click.echo(f"{c['n']:>3} {c['pauses']:>6} {c['log_pause_ms']:8.1f} {c['gc_height_ms']:9.1f} "
                        f"{c['gc_running_ms']:9.1f} {c['gc_term']:6.2f} {c['gc_term_log']:7.2f}")
     if pirate_res is not None:
-        from scalestack.collect.sweep import side_by_side
         from scalestack.report.eklov_section import table_lines
+        from scalestack.report.sweep import side_by_side
 
         click.echo("")
         for line in table_lines(pirate_res) + side_by_side(res, pirate_res):

@@ -12,7 +12,8 @@ A workload is a dict::
 Ops: ``compute CYCLES [MEM_NS [STORE_NS]]`` takes CYCLES/f ns (f in GHz, the thread's
 frequency) plus the non-scaling memory and store-burst time; ``lock M`` / ``unlock M`` (FIFO
 hand-off, or LIFO hand-off for "unfair" mutexes: the last waiter barges in; ``lock M SPIN_NS``
-spins on its core, RUNNING in the trace and "spinning" in the truth, for up to SPIN_NS first); ``barrier B N``;
+spins on its core, RUNNING in the trace and "spinning" in the truth, for up to SPIN_NS first); ``barrier B N
+[SPIN_NS]`` (the same spin-then-block wait, as libgomp's active wait policy does at a barrier);
 ``put Q CAP`` / ``get Q`` on a bounded
 FIFO queue (a producer blocks while Q holds CAP items, a consumer while it is empty; a waiting
 consumer is handed the item directly); ``spawn T`` (thread index T starts); ``join T``; ``sleep NS``. Threads with ``start`` true run
@@ -112,6 +113,7 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
     events = 0
     spin_since = [-1] * n  # spin-then-block: spinning since (still RUNNING in the trace), else -1
     spin_gen = [0] * n
+    spin_on: list[tuple[str, int]] = [("", -1)] * n  # what a spinning thread waits for: ("lock" | "barrier", id)
     seg: list[list | None] = [None] * n  # running compute segment: [cycles left, fixed ns left, since]
     fixed = [[0, 0] for _ in range(n)]  # its memory and store ns not yet run (memory runs first)
     pieces: list[tuple] = []  # (tid, start, end, scaling, memory, store ns) per stretch on a core
@@ -269,6 +271,7 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
                 if len(op) > 2 and int(op[2]) > 0:  # spin (on the core) before blocking
                     spin_since[i] = now
                     spin_gen[i] += 1
+                    spin_on[i] = ("lock", m)
                     push(now + int(op[2]), i, 4, spin_gen[i])
                     return
                 block(i, now, State.SYNC_WAIT, ADDR_BASE["lock"] + m, "lock", owner[m])
@@ -295,9 +298,21 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
                 if len(arr) + 1 >= cnt:
                     arrived[b] = []
                     for j in arr:
-                        ready(j, now, i, "barrier")
+                        if spin_since[j] >= 0:  # still spinning: it goes on without sleeping
+                            waits.append((TID_BASE + j, spin_since[j], now, "spinning", TID_BASE + i))
+                            spin_since[j] = -1
+                            spin_gen[j] += 1
+                            push(now, j, 3)
+                        else:
+                            ready(j, now, i, "barrier")
                     continue
                 arr.append(i)
+                if len(op) > 3 and int(op[3]) > 0:  # spin-then-block (libgomp's active wait policy)
+                    spin_since[i] = now
+                    spin_gen[i] += 1
+                    spin_on[i] = ("barrier", b)
+                    push(now + int(op[3]), i, 4, spin_gen[i])
+                    return
                 block(i, now, State.SYNC_WAIT, ADDR_BASE["barrier"] + b, "barrier", -1)
                 return
             if kind == "put":
@@ -383,8 +398,11 @@ def simulate(workload: dict[str, Any], *, cores: int = 4, freq_ghz: float | dict
             if g == spin_gen[i] and spin_since[i] >= 0:  # spun out: block
                 waits.append((TID_BASE + i, spin_since[i], t, "spinning", -1))
                 spin_since[i] = -1
-                m = next(k for k, q in waiters.items() if i in q)
-                block(i, t, State.SYNC_WAIT, ADDR_BASE["lock"] + m, "lock", owner.get(m, -1))
+                what, obj = spin_on[i]
+                if what == "barrier":
+                    block(i, t, State.SYNC_WAIT, ADDR_BASE["barrier"] + obj, "barrier", -1)
+                else:
+                    block(i, t, State.SYNC_WAIT, ADDR_BASE["lock"] + obj, "lock", owner.get(obj, -1))
         elif kind == 0:
             if g == gen[i]:  # else a stale completion of a preempted or re-timed segment
                 sc = int(round(seg[i][0] / freq[i]))

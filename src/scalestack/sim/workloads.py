@@ -188,9 +188,63 @@ def shifting_critical(threads: int = 4, seed: int = 0) -> dict:
     return _forkjoin("shifting_critical", work)
 
 
+def participates(threads: int = 4, seed: int = 0, spin_ns: int = 0, phases: int = 4) -> dict:
+    """OpenMP-like: the main thread is one of the `threads` workers (it participates, as libgomp's
+    master does), with a serial part before, between and after the parallel loops. Workers spawned
+    once wait at a barrier while the main thread runs a serial part. spin_ns > 0: every barrier wait
+    spins that long before it blocks (OMP_WAIT_POLICY=active). The same total work at every count."""
+    rng = np.random.default_rng(seed)
+    total = 8_000_000
+    serial = [int(x) for x in rng.integers(100_000, 300_000, phases + 1)]
+    n = threads
+    main = [["compute", serial[0]]] + [["spawn", i] for i in range(1, n)]
+    work = [[] for _ in range(n)]
+    for p in range(phases):
+        jitter = rng.uniform(0.97, 1.03, n)
+        jitter /= jitter.mean()  # the same work in every phase at every thread count: nothing is inflated
+        for w in range(n):
+            work[w] += [["compute", int(total / phases / n * jitter[w])], ["barrier", 2 * p, n, spin_ns]]
+            if p < phases - 1:
+                if w == 0:
+                    work[w].append(["compute", serial[p + 1]])
+                work[w].append(["barrier", 2 * p + 1, n, spin_ns])
+    ths = [{"name": "main", "role": "main", "start": True,
+            "ops": main + work[0] + [["join", i] for i in range(1, n)] + [["compute", serial[-1]]]}]
+    ths += [{"name": f"omp-{i}", "start": False, "ops": work[i]} for i in range(1, n)]
+    return {"name": f"participates-{n}" + ("-spin" if spin_ns else ""), "threads": ths,
+            "serial_cycles": sum(serial)}
+
+
+def coordinator(threads: int = 4, seed: int = 0, items: int = 48) -> dict:
+    """A coordinator plus `threads` workers (xz -T, an I/O feeder): the main thread reads every item
+    (2% of its work) into a bounded queue the workers take from, then joins them and writes a tail.
+    It mostly waits while the workers work: its thread dict says so ("kind": "coordinator")."""
+    rng = np.random.default_rng(seed)
+    n = threads
+    per = items // n
+    work = [int(x) for x in rng.integers(150_000, 250_000, items)]
+    main = [["compute", 200_000]] + [["spawn", i] for i in range(1, n + 1)]
+    for k in range(per * n):
+        main += [["compute", work[k] // 50], ["put", 0, 2 * n]]
+    main += [["join", i] for i in range(1, n + 1)] + [["compute", 100_000]]
+    ths = [{"name": "main", "role": "main", "start": True, "kind": "coordinator", "ops": main}]
+    for i in range(n):
+        ops = []
+        for k in range(per):
+            ops += [["get", 0], ["compute", work[i * per + k]]]
+        ths.append({"name": f"worker-{i + 1}", "start": False, "ops": ops})
+    return {"name": f"coordinator-{n}", "threads": ths}
+
+
+def spin_barriers(threads: int = 4, seed: int = 0) -> dict:
+    """`participates` with spin-then-block barriers (50 us of spinning, then a futex wait)."""
+    return participates(threads, seed, spin_ns=50_000)
+
+
 NAMED = {"fig32": fig32, "barrier_imbalance": barrier_imbalance, "bfs": bfs, "lock_critical": lock_critical,
          "pipeline": pipeline, "pmd": pmd, "gc_heavy": gc_heavy, "streamcluster": streamcluster,
-         "shifting_critical": shifting_critical, "random": random_workload}
+         "shifting_critical": shifting_critical, "random": random_workload, "participates": participates,
+         "coordinator": coordinator, "spin_barriers": spin_barriers}
 
 
 def get(name: str, threads: int | None = None, seed: int = 0) -> dict:
