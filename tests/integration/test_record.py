@@ -191,7 +191,7 @@ def test_a_too_small_buffer_reports_exactly_what_was_lost(c_programs, tmp_path, 
     assert any("lost" in w for w in trace.warnings)
     proc = subprocess.run([sys.executable, "-m", "scalestack.cli", "info", str(out)], capture_output=True, text=True)
     assert proc.returncode == 0
-    assert f"lost {trace.meta['lost_events']}" in proc.stdout
+    assert f"lost events {trace.meta['lost_events']:,}" in proc.stdout
 
 
 def test_attach_to_a_running_process(c_programs):

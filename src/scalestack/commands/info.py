@@ -8,6 +8,7 @@ import click
 
 import scalestack
 from scalestack.trace import State
+from scalestack.trace.quality import counters, summary_line
 
 
 def summary(trace) -> dict:
@@ -27,7 +28,7 @@ def summary(trace) -> dict:
             "recorded_at", "lost_events", "lost_chunks", "chain_gaps", "chain_gaps_traced", "missing_wakeups",
             "double_running", "repaired_intervals", "repair_uncertainty_ns", "steal_ns", "n_events")
     return {"wall_ns": trace.wall_ns, "threads": threads, **{k: m.get(k) for k in keys if k in m},
-            "warnings": trace.warnings}
+            "counters": counters(m), "warnings": trace.warnings}
 
 
 @click.command()
@@ -57,13 +58,7 @@ def command(path, as_json):
         f"wall {trace.wall_ns / 1e9:.6f} s   threads {len(trace.threads)}   cores {m.get('cores', '?')}   "
         f"exit {m.get('exit_status')}" + (f"   killed by signal {m['signal']}" if m.get("signal") else "")
     )
-    console.print(
-        f"events {m.get('n_events', '?')}   lost {m.get('lost_events', 0)}"
-        + (f" (+{m['lost_chunks']} chunks)" if m.get("lost_chunks") else "")
-        + f"   chain gaps {m.get('chain_gaps_traced', 0)} on traced threads ({m.get('chain_gaps', 0)} on all CPUs)"
-        + f"   repaired intervals {sum((m.get('repaired_intervals') or {}).values())}"
-        + (f"   hypervisor steal {sum(m['steal_ns'].values()) / 1e6:.1f} ms (shown as unknown)" if m.get("steal_ns") else "")
-    )
+    console.print(summary_line(m))
     table = Table(show_edge=False, header_style="bold", pad_edge=False)
     check = m.get("kernel_runtime_check") or {}
     kernel = check.get("per_thread", {}) if check.get("available") else {}

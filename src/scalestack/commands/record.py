@@ -7,6 +7,7 @@ import sys
 import click
 
 from scalestack.errors import UserError
+from scalestack.trace.quality import summary_line
 
 
 @click.command(context_settings={"ignore_unknown_options": False})
@@ -61,12 +62,8 @@ def command(output, pid, duration, roles, mmap_size, collector, reader, keep_per
                    sample_hz=sample_hz if sample else None, collector=collector, exit_check=not no_exit_check)
     if not quiet:
         m = trace.meta
-        click.echo(
-            f"scalestack: recorded {len(trace.threads)} threads, {trace.wall_ns / 1e9:.3f} s, "
-            f"{m.get('n_events', 0)} events, lost {m.get('lost_events', 0)}, "
-            f"chain gaps {m.get('chain_gaps_traced', 0)} ({m.get('collector')}) -> {output}",
-            err=True,
-        )
+        click.echo(f"scalestack: recorded {len(trace.threads)} threads, {trace.wall_ns / 1e9:.3f} s "
+                   f"({m.get('collector')}; {summary_line(m)}) -> {output}", err=True)
         for w in trace.warnings:
             click.echo(f"scalestack: warning: {w}", err=True)
     status = trace.meta.get("exit_status")

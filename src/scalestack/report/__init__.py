@@ -27,6 +27,7 @@ from scalestack.fileio import atomic_write
 from scalestack.report.text import command_line, elide, short_command
 from scalestack.results import jsonable
 from scalestack.trace import State, Trace
+from scalestack.trace.quality import counters
 
 
 @dataclasses.dataclass
@@ -111,6 +112,7 @@ def facts(trace: Trace) -> dict[str, Any]:
     out = {k: m[k] for k in keys if m.get(k) is not None}
     out["wall_ns"] = trace.wall_ns
     out["threads"] = len(trace.threads)
+    out["counters"] = counters(m)
     return out
 
 

@@ -19,6 +19,7 @@ _STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
 h1{font-size:1.4em;margin-bottom:.2em} h2{font-size:1.15em;margin-top:2em;border-bottom:1px solid #ddd}
 .facts{color:#555;display:flex;flex-wrap:wrap;gap:0 1.4em} .facts span{white-space:nowrap}
+.facts .data-loss b{color:#b35900} .facts .inconsistent b{color:#b00020}
 .warn{background:#fff6e0;border-left:4px solid #e0a000;padding:.4em .8em;margin:.3em 0}
 h1 code{font-size:.9em;overflow-wrap:anywhere}
 table{border-collapse:collapse;margin:.8em 0;font-size:13px} th,td{padding:.25em .7em;border-bottom:1px solid #eee;text-align:right;vertical-align:top}
@@ -78,11 +79,13 @@ def render_html(report: Report, svgs: dict[str, str]) -> str:
     f = report.facts
     facts = []
     for key, label in (("source", "source"), ("collector", "collector"), ("cores", "cores"), ("kernel", "kernel"),
-                       ("exit_status", "exit status"), ("signal", "killed by signal"), ("n_events", "events"),
-                       ("lost_events", "lost events"), ("chain_gaps_traced", "dropped scheduler events"),
-                       ("recorded_at", "recorded")):
+                       ("exit_status", "exit status"), ("signal", "killed by signal"), ("recorded_at", "recorded")):
         if key in f:
             facts.append(f"<span>{label}: <b>{_cell(f[key])}</b></span>")
+    for c in f.get("counters", []):  # the recording's completeness, coloured by severity (trace/quality.py)
+        sev = c["severity"].replace(" ", "-")
+        flag = f" class='{sev}' title='{c['severity']}'" if c["value"] and sev != "info" else ""
+        facts.append(f"<span{flag}>{html.escape(c['label'])}: <b>{html.escape(c['text'])}</b></span>")
     facts.insert(0, f"<span>wall time: <b>{format_ns(f['wall_ns'])}</b></span>")
     facts.insert(1, f"<span>threads: <b>{f['threads']}</b></span>")
     title = elide(report.title, 100)

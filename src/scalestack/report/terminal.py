@@ -36,6 +36,8 @@ def print_report(report: Report, console: Console | None = None, sections: list[
     f = report.facts
     console.print(f"[bold]{escape(elide(report.title, 100))}[/]  wall {format_ns(f['wall_ns'])}, {f['threads']} threads"
                   + (f", {f['cores']} cores" if "cores" in f else ""))
+    if f.get("counters"):
+        console.print(" · ".join(f"{c['label']} {c['text']}" for c in f["counters"]))
     for w in report.warnings:
         console.print(f"[yellow]warning:[/] {w}")
     for s in report.sections:
