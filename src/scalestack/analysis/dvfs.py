@@ -53,6 +53,7 @@ import numpy as np
 
 from scalestack.errors import TraceFormatError, UserError
 from scalestack.results import Result
+from scalestack.tools import which
 from scalestack.trace import State, Trace
 
 ESTIMATORS = ("crit", "leadload", "stall")  # most to least accurate (spec §1.2)
@@ -535,10 +536,9 @@ def predict(ep: Epochs, f_target_ghz: float, *, clamp: bool = False, estimator: 
 
 def counter_support() -> str | None:
     """None when `perf stat` can count cycles here (a PMU is exposed), else why not, in words."""
-    import shutil
     import subprocess
 
-    if shutil.which("perf") is None:
+    if which("perf") is None:
         return "perf is not installed"
     try:
         p = subprocess.run(["perf", "stat", "-x,", "-e", "cycles,instructions", "--", "true"],

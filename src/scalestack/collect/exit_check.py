@@ -16,7 +16,6 @@ without root) the check says it is unavailable and recording goes on.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -24,6 +23,7 @@ import time
 
 import numpy as np
 
+from scalestack.tools import which
 from scalestack.trace import Trace
 from scalestack.trace.kernel_accounting import ThreadTruth, compare
 
@@ -44,7 +44,7 @@ class ExitProbe:
         self.reason: str | None = None if enabled else "turned off (--no-exit-check, or attaching with --pid)"
 
     def __enter__(self) -> ExitProbe:
-        exe = shutil.which("bpftrace")
+        exe = which("bpftrace")
         if self.reason:
             return self
         if exe is None:

@@ -7,12 +7,12 @@ waits at the barrier for about two thirds of the parallel section.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 from scalestack.errors import UserError
+from scalestack.tools import which
 
 ROOT = Path(__file__).resolve().parents[3]  # the checkout: src/scalestack/commands/_demo.py
 
@@ -23,7 +23,7 @@ def main(out_dir: str = "demo-out") -> int:
     src = ROOT / "workloads" / "c" / "barrier_imbalance.c"
     if not src.exists():
         raise UserError(f"{src} is missing; run the demo from a scalestack checkout")
-    if shutil.which("gcc") is None:
+    if which("gcc") is None:
         raise UserError("gcc is not installed; install it with `apt-get install gcc`")
     exe = out / "barrier_imbalance"
     subprocess.run(["gcc", "-O1", "-pthread", str(src), "-o", str(exe)], check=True)

@@ -27,13 +27,14 @@ import numpy as np
 from scalestack.eklov.pirate import LLCInfo
 from scalestack.errors import UserError
 from scalestack.results import Result
+from scalestack.tools import which
 
 _EVENTS = ("cycles", "instructions", "LLC-load-misses")
 
 
 def counters_notice() -> str | None:
     """None when perf can count cycles, instructions and LLC misses here, else why not (one line)."""
-    if shutil.which("perf") is None:
+    if which("perf") is None:
         return "perf is not installed: time(cache size) only, no CPI(c) or bandwidth(c)"
     try:
         res = subprocess.run(["perf", "stat", "-x", ",", "-e", ",".join(_EVENTS), "true"],

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from scalestack.errors import TraceFormatError, UserError
+from scalestack.tools import which
 
 CODES = ("L", "S", "A", "R", "B")  # engine.S_LOAD .. S_BARRIER
 
@@ -155,10 +156,9 @@ def convert_lackey(lines, out_path: str | Path, source: str = "lackey") -> int:
 def trace_program(argv: list[str], out_path: str | Path, max_accesses: int | None = None) -> int:
     """Run a real program under valgrind lackey and convert its memory trace as it streams."""
     import itertools
-    import shutil
     import subprocess
 
-    if shutil.which("valgrind") is None:
+    if which("valgrind") is None:
         raise UserError("valgrind is not installed: apt-get install valgrind")
     proc = subprocess.Popen(["valgrind", "--tool=lackey", "--trace-mem=yes", "--log-fd=1", *argv],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1 << 20)
