@@ -115,3 +115,19 @@ def test_java_seq_uses_the_thread_that_runs_main(tmp_path):
     outside = float(sw.serial_in(t2.start_ns, a) + sw.serial_in(b, t2.end_ns)) / t2.wall_ns
     assert abs(s2.seq - outside) < 0.1, (s2, outside)
     _no_component_below(s2.to_dict(), traces[1])
+
+
+@requires_recording
+def test_native_stacks_benchmark_quick_mode():
+    """benchmarks/validation/native_stacks.py --quick: the C pool whose main thread works, swept at 1
+    and 2 threads, gives a native-form row whose SEQ is not negative."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "validation" / "native_stacks.py"
+    proc = subprocess.run([sys.executable, str(script), "--quick"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    row = next(line for line in proc.stdout.splitlines() if line.startswith("| pool | 2 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[9] == "native" and float(cells[4]) >= 0.0, row
