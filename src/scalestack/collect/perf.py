@@ -24,9 +24,11 @@ import subprocess
 import tempfile
 import time
 
+FUTEX_ENTER = "syscalls:sys_enter_futex"
 from scalestack.collect.run import WRAPPER, WRAPPER_PLAIN, Run, low_dup, sigint_for_the_program
 from scalestack.errors import UserError
 from scalestack.ingest.perf_data import LOST_RE, read_events
+from scalestack.ingest.perf_stacks import read_stacks
 from scalestack.tools import last_line, perf_version
 
 
@@ -41,16 +43,18 @@ def default_mmap_size() -> str:
 
 
 def collect(perf, tracepoints, command, pid, duration, size, reader, keep_perf_data, sample_hz,
-                  on_ready=None) -> Run:
+                  on_ready=None, stacks=False) -> Run:
     """`perf record -a` around the command (or for `duration` s), then its perf.data read."""
     warnings: list[str] = []
     with tempfile.TemporaryDirectory(prefix="scalestack-rec-") as tmp:
         data = os.path.join(tmp, "perf.data")
         pidfile = os.path.join(tmp, "pid")
         perf_err = os.path.join(tmp, "perf.stderr")
+        if stacks:  # user call stacks by frame pointers on the futex calls and the samples
+            tracepoints = [tp + "/call-graph=fp/" if tp == FUTEX_ENTER else tp for tp in tracepoints]
         argv = [perf, "record", "-k", "CLOCK_MONOTONIC", "-a", "-m", size, "-o", data, "-e", ",".join(tracepoints)]
         if sample_hz:
-            argv += ["-e", f"cpu-clock/period={int(1e9 // sample_hz)}/"]
+            argv += ["-e", f"cpu-clock/period={int(1e9 // sample_hz)}{',call-graph=fp' if stacks else ''}/"]
         with sigint_for_the_program(), open(perf_err, "wb") as err:
             if command is not None:
                 user_err = low_dup(2)  # sh redirects only single-digit fds
@@ -86,13 +90,14 @@ def collect(perf, tracepoints, command, pid, duration, size, reader, keep_perf_d
         if keep_perf_data:
             shutil.copyfile(data, keep_perf_data)
         events = read_events(data, perf, reader, samples=bool(sample_hz))
+        call_stacks = read_stacks(data, perf) if stacks else None
     meta = {"perf_version": perf_version(perf), "mmap_size": size,
             "reader": "perf-script" if sample_hz or reader == "perf-script" else "perf-data"}
     lost_chunks = LOST_RE.findall(perf_messages.decode("utf-8", "replace"))
     if lost_chunks:
         meta["lost_chunks"] = events.stats["lost_chunks"] = sum(int(x) for x in lost_chunks)
         warnings.append(f"perf reported {meta['lost_chunks']} lost chunks; raise --mmap-size")
-    return Run(events, rc, root, meta, warnings)
+    return Run(events, rc, root, meta, warnings, call_stacks)
 
 
 def attach_wait(proc: subprocess.Popen, pid: int, duration: float, ctl: str, ack: str, on_ready=None) -> int:

@@ -6,6 +6,7 @@ and every one ends in the same state builder (`scalestack.trace.builder`).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 import platform
@@ -20,7 +21,8 @@ from scalestack.collect import exit_check as exits
 from scalestack.collect.run import online_cpus, resolve_command, thread_names
 from scalestack.errors import UserError
 from scalestack.tools import perf_binary
-from scalestack.trace import Trace
+from scalestack.symbols.locks import name_futexes
+from scalestack.trace import FutexCallTable, SampleTable, Trace
 from scalestack.trace.builder import build_trace
 from scalestack.trace.events import RECORD_TRACEPOINTS, Kind
 from scalestack.trace.store import save
@@ -59,6 +61,7 @@ def record(
     collector: str = "auto",
     exit_check: bool = True,
     on_ready=None,
+    stacks: bool = False,
 ) -> Trace:
     """Record `command` (or attach to `pid` for `duration` seconds) and return its Trace.
 
@@ -92,6 +95,10 @@ def record(
     exit_check : bool
         Compare every thread with the kernel's own figures at its exit (bpftrace probe,
         `scalestack.collect.exit_check`); the result is in ``meta["exit_check"]``.
+    stacks : bool
+        Also record user call stacks (frame pointers) on the samples (1 kHz unless `sample_hz` is
+        given) and at every futex call; needs the perf collector. The Trace gains `frames`,
+        `stacks`, `futex_calls` and ``meta["locks"]`` (futex words named by symbol).
     on_ready : callable, optional
         With --pid and perf or ebpf: called once the events are enabled, e.g. to start the load
         the recording should see (perf takes a moment, more on a busy machine).
@@ -101,10 +108,14 @@ def record(
     if collector not in COLLECTORS:
         raise UserError(f"unknown collector {collector!r}; choose {', '.join(COLLECTORS)}")
     chosen = collector == "auto"
+    if stacks and sample_hz is None:
+        sample_hz = 1000
+    if stacks and not futex:
+        raise UserError("--stacks records the futex calls; it cannot be combined with --no-futex")
     if chosen:  # auto picks ebpf only where it can run
         collector = auto_collector(sample_hz, mmap_size, keep_perf_data, reader)
-    if collector != "perf" and sample_hz:
-        raise UserError("--sample needs the perf collector")
+    if collector != "perf" and (sample_hz or stacks):
+        raise UserError(f"--{'stacks' if stacks else 'sample'} needs the perf collector")
     if collector == "ebpf" and not chosen:
         reason = ebpf.unavailable()
         if reason:
@@ -134,7 +145,7 @@ def record(
     with exits.ExitProbe(enabled=exit_check and command is not None) as probe:
         if collector == "perf":
             run = perf.collect(perf_path, tracepoints, command, pid, duration, mmap_size or perf.default_mmap_size(), reader,
-                                keep_perf_data, sample_hz, on_ready)
+                                keep_perf_data, sample_hz, on_ready, stacks)
         elif collector == "ebpf":
             run = ebpf.collect(command, pid, duration, futex, on_ready)
         else:
@@ -187,6 +198,8 @@ def record(
     else:
         trace = build_trace(events, root_pids=[pid], meta=meta, role_rules=role_rules,
                             known_names=attach_names)
+    if run.stacks is not None:
+        trace = attach_stacks(trace, run.stacks)
     readings = probe.readings()
     if run.root is not None:  # the root's figures include the wrapper shell's time before the exec
         readings.pop(run.root, None)
@@ -196,6 +209,31 @@ def record(
     if output:
         save(trace, output)
     return trace
+
+
+def attach_stacks(trace: Trace, st) -> Trace:
+    """The Trace with the call stacks of a stacks pass (`ingest.perf_stacks.Stacks`): stack ids on its
+    samples (matched by thread and time), its threads' futex calls, and the futex words that lie
+    in a mapped binary named by symbol (``meta["locks"]``; `scalestack.symbols.locks`)."""
+    samples = trace.samples
+    stack_of = dict(zip(zip(st.sample_tid.tolist(), st.sample_time.tolist()), st.sample_stack.tolist(), strict=True))
+    ids = np.array([stack_of.get(k, -1) for k in zip(samples.tid.tolist(), samples.time_ns.tolist())], np.int32)
+    cols = samples.columns()
+    cols["stack"] = ids
+    fx = st.futex
+    keep = np.isin(fx["tid"], trace.threads.tid)
+    order = np.argsort(fx["time_ns"][keep], kind="stable")
+    calls = FutexCallTable(**{k: v[keep][order] for k, v in fx.items()})
+    pids = set(trace.threads.pid.tolist())
+    pairs = set(zip(st.futex_pid[keep].tolist(), fx["addr"][keep].tolist()))
+    names, notes = name_futexes(pairs, [m for m in st.mappings if m.pid in pids])
+    locks = {f"{addr:#x}": entry for addr, entry in names.items()}
+    meta_notes = [f"stacks: {n}" for n in notes]
+    if len(ids) and (ids < 0).all():
+        meta_notes.append("stacks: no sample has a call stack (perf recorded none)")
+    trace = dataclasses.replace(trace, samples=SampleTable(**cols), frames=st.frames, stacks=st.stacks,
+                                futex_calls=calls)
+    return trace.with_meta(locks=locks, stack_notes=meta_notes, stacks="fp")
 
 
 def auto_collector(sample_hz=None, mmap_size=None, keep_perf_data=None, reader: str = "auto") -> str:
