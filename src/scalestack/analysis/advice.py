@@ -21,6 +21,7 @@ import numpy as np
 from scalestack.analysis.bottle import bottle
 from scalestack.analysis.criticality import criticality
 from scalestack.analysis.whatif import whatif
+from scalestack.analysis.where import WhereResult, where
 from scalestack.results import Result
 from scalestack.trace import State, Trace
 from scalestack.units import format_ns
@@ -57,6 +58,28 @@ class AdviceResult(Result):
 
     def text(self) -> str:
         return "\n".join(f"{i + 1}. {f.title}\n   {f.detail}" for i, f in enumerate(self.findings))
+
+
+SERIALIZING = 0.5  # a lock with a waiter for at least this share of the run is the first finding
+
+
+def _where(trace: Trace) -> WhereResult | None:
+    """Critical functions and named locks where the trace has call stacks, else None."""
+    if not len(trace.stacks) or not len(trace.samples) or not trace.meta.get("sample_hz"):
+        return None
+    return where(trace)
+
+
+def _top_function(code: WhereResult | None, tid: int) -> tuple[str, float] | None:
+    """The program function (self weight) holding most of one thread's criticality, and its share."""
+    if code is None:
+        return None
+    row = next((t for t in code.threads if t["tid"] == tid), None)
+    fn = code.thread_functions.get(tid)
+    if not row or not fn or row["criticality_ns"] <= 0:
+        return None
+    name, w = fn
+    return name, w / row["criticality_ns"]
 
 
 def alone_time(trace: Trace) -> dict[int, int]:
@@ -138,9 +161,18 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
     ran = cr.running_ns > 0
     n_ran = int(ran.sum())
     findings: list[Finding] = []
+    code = _where(trace)
+    lock_info = {int(x["addr"], 16): x for x in code.locks} if code else {}
 
     def label(t: int) -> str:
         return f"thread {names.get(t, '?')} ({t})"
+
+    def lock_name(addr: int) -> str:
+        entry = (trace.meta.get("locks") or {}).get(f"{addr:#x}")
+        if entry:
+            return entry["name"]
+        info = lock_info.get(addr)
+        return info["name"] if info and info["how"] != "address" else f"futex {addr:#x}"
 
     # 1. critical threads, with the replay's prediction and the waits they cause
     order = [int(i) for i in cr.order if ran[i]][:max_threads]
@@ -170,10 +202,13 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
                 per_addr[once] = 0
             addr = int(addrs[int(np.argmax(per_addr))])
             waiters = [label(int(x)) for x in np.unique(st.tid[mine & (st.addr == addr)])]
-            where = (f"mostly on futex {addr:#x}" if np.count_nonzero(per_addr) == 1 else
-                     f"on {np.count_nonzero(per_addr)} futexes, most on {addr:#x}")
+            where = (f"mostly on {lock_name(addr)}" if np.count_nonzero(per_addr) == 1 else
+                     f"on {np.count_nonzero(per_addr)} futexes, most on {lock_name(addr)}")
             parts.append(f"the others wait {format_ns(caused[t])} for it, {where} "
                          f"(a lock or barrier it releases last; waiting: {', '.join(waiters[:4])})")
+        fn = _top_function(code, t)
+        if fn:
+            parts.append(f"{fn[1] * 100:.0f}% of its criticality in `{fn[0]}`")
         what = ("parallelise its serial part or move work from it to the threads that wait"
                 if alone.get(t, 0) > 0.1 * span else "shorten its work or split it across the waiting threads")
         findings.append(Finding(
@@ -208,9 +243,15 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
             if len(ranked):  # the releaser made faster holds the lock (or reaches the barrier) for less time
                 gain = whatif(trace, int(ranked[0]), factor).replay_speedup
                 why = f" Making {label(int(ranked[0]))} {factor:g}x faster would give {gain:.2f}x (dependency replay)."
+            info = lock_info.get(int(addrs[k]))
+            held = ""
+            if info and info["holders"]:
+                fn, n = next(iter(info["holders"].items()))
+                held = f" While they wait, the releasing thread runs `{fn}` ({n} samples)."
+            serial = f", {info['serial_share'] * 100:.0f}% of the run with a thread waiting" if info else ""
             findings.append(Finding(
-                "lock", f"threads wait {format_ns(int(wait))} in total on futex {int(addrs[k]):#x}",
-                f"{wait / span:.1f} threads on average are blocked on it; it is released mostly by {who}. "
+                "lock", f"threads wait {format_ns(int(wait))} in total on {lock_name(int(addrs[k]))}{serial}",
+                f"{wait / span:.1f} threads on average are blocked on it; it is released mostly by {who}.{held} "
                 "Shorter critical sections, finer locks or less work between barriers would cut this." + why,
                 gain, None, int(addrs[k])))
 
@@ -240,7 +281,11 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
             f"an even share is {even * 100:.0f}%): speeding up one thread would not help much; look at the work "
             "all threads do.",
             1.0))
-    findings.sort(key=lambda f: (f.kind != "balanced", -f.predicted_speedup))
+    def serializing(f: Finding) -> bool:  # a lock some thread waits on for most of the run comes first
+        info = lock_info.get(f.addr) if f.kind == "lock" and f.addr is not None else None
+        return bool(info and info["waiters"] >= 2 and info["serial_share"] >= SERIALIZING)
+
+    findings.sort(key=lambda f: (not serializing(f), f.kind != "balanced", -f.predicted_speedup))
     return AdviceResult(findings, span, alone, caused)
 
 

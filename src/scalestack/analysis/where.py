@@ -1,0 +1,255 @@
+"""Where in the code: critical functions, locks and wait sites, spinning (``record --stacks``).
+
+* **Critical functions.** Each on-CPU sample stands for one sampling period of its thread's
+  running time; weighted by 1/r(t), r(t) the number of the program's threads running at the
+  sample's instant (the same active intervals as `analysis.criticality`), it is that period's
+  share of criticality. Summed per thread this is the thread's criticality C_j up to sampling
+  error; summed per function it says which code the critical path runs. A function's *self*
+  weight counts samples whose leaf frame is in it; its *total* weight counts samples with it
+  anywhere on the stack (once per sample).
+* **Locks and waits.** SYNC_WAIT intervals grouped by futex word: total wait, waiters, the
+  share of the run during which at least one thread waits there (the lock serializes the run
+  for that long), the code that released it (the waker's wake call's stack) and the code the
+  releasing thread ran while the others waited (its samples inside the waits: the function
+  holding the lock). Named by symbol (``meta["locks"]``), else by the call site of its waits:
+  the first frame of the program below the C library, libpthread, libgomp and the loader.
+* **Spinning.** Samples inside known spin-wait code (libgomp's barrier spin, pthread_spin_lock,
+  HotSpot's SpinPause, Go's procyield) are synchronization, not work; their criticality-weighted
+  share is reported per thread.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import Counter, defaultdict
+
+import numpy as np
+
+from scalestack.analysis.criticality import _switch_intervals, active_intervals, timeline
+from scalestack.errors import UserError
+from scalestack.results import Result
+from scalestack.trace import State, Trace
+
+SYSTEM_BINARY = re.compile(r"(^\[|/ld-linux|/libc[.-]|/libpthread|/libgomp|/libstdc\+\+|/libgcc_s|/libm[.-]|"
+                           r"/libpython|/libjvm)")
+WAIT_OPS = (0, 9)  # FUTEX_WAIT, FUTEX_WAIT_BITSET (flags masked off)
+SPIN = re.compile(r"^(do_spin|do_wait|gomp_barrier_wait_end|gomp_team_barrier_wait_end|gomp_spin\w*|"
+                  r"pthread_spin_lock|__pthread_spin_lock|SpinPause|runtime\.procyield|runtime\.osyield)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class WhereResult(Result):
+    """Critical functions and locks of one recording with stacks.
+
+    Attributes
+    ----------
+    threads : per thread: tid, name, criticality_ns (weighted samples), samples, spin_ns
+    functions : per function: name, binary, self_ns, total_ns (criticality-weighted), samples
+    paths : per call path (root;...;leaf): weight_ns
+    locks : per futex word: addr, name, how (symbol|call-site|address), wait_ns, waits, waiters,
+        serial_share (of the run), releasers {function: waits}, holders {function: samples}
+    period_ns : one sample's running time; span_ns : the run
+    notes : what could not be resolved
+    """
+
+    kind = "where"
+    threads: list
+    functions: list
+    paths: dict
+    locks: list
+    period_ns: float
+    span_ns: int
+    notes: list
+    thread_functions: dict = dataclasses.field(default_factory=dict)  # tid -> (function, weight_ns) most weighted
+
+    def rows(self):
+        return self.functions
+
+    @property
+    def spin_share(self) -> float:
+        total = sum(t["criticality_ns"] for t in self.threads)
+        return sum(t["spin_ns"] for t in self.threads) / total if total else 0.0
+
+
+def frame_names(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Per frame: its function name and whether it is the program's own code (not a system library)."""
+    fr = trace.frames
+    names = np.array([s if s != "[unknown]" else f"[{b.rsplit('/', 1)[-1]}+{ip:#x}]"
+                      for s, b, ip in zip(fr.symbol, fr.binary, fr.ip.tolist(), strict=True)], dtype=object)
+    own = np.array([not SYSTEM_BINARY.search(b) for b in fr.binary], dtype=bool)
+    return names, own
+
+
+def stack_lists(trace: Trace) -> list[np.ndarray]:
+    """Frame ids of every stack, leaf first, indexed by stack id."""
+    st = trace.stacks
+    if not len(st):
+        return []
+    cuts = np.flatnonzero(np.diff(st.stack)) + 1
+    return np.split(st.frame, cuts)
+
+
+def running_at(trace: Trace, t: np.ndarray) -> np.ndarray:
+    """Number of the trace's threads running at each time (switch spans where recorded)."""
+    t0, t1 = trace.start_ns, trace.end_ns
+    if len(trace.switch_spans):
+        _, a, b = _switch_intervals(trace, t0, t1)
+    else:
+        _, a, b = active_intervals(trace, "running", t0, t1)
+    tl, _ = timeline(a, b, t0, t1)
+    k = np.clip(np.searchsorted(tl.u, t, side="right") - 1, 0, len(tl.u) - 1)
+    return tl.r[k]
+
+
+def where(trace: Trace, *, top: int = 20) -> WhereResult:
+    """Critical functions, locks and spinning of a recording made with ``record --stacks``
+    (without stacks: per-function from the samples' own symbols, locks by address)."""
+    hz = trace.meta.get("sample_hz")
+    s = trace.samples
+    if not len(s) or not hz:
+        raise UserError("this trace has no samples; record it with `scalestack record --stacks`")
+    period = 1e9 / float(hz)
+    keep = np.isin(s.tid, trace.threads.tid) & (s.time_ns >= trace.start_ns) & (s.time_ns < trace.end_ns)
+    tid, time, stack = s.tid[keep], s.time_ns[keep], s.stack[keep]
+    weight = period / np.maximum(running_at(trace, time), 1)
+    names, own = frame_names(trace)
+    stacks = stack_lists(trace)
+    leaf_sym = s.symbol[keep]
+    leaf_bin = s.binary[keep]
+    per_thread: dict = defaultdict(float)
+    self_w: dict = defaultdict(float)
+    total_w: dict = defaultdict(float)
+    count: Counter = Counter()
+    paths: dict = defaultdict(float)
+    spin = np.zeros(len(tid), dtype=bool)
+    for i in range(len(tid)):
+        w = float(weight[i])
+        if stack[i] >= 0 and len(stacks[stack[i]]):
+            fids = stacks[stack[i]]
+            fn = names[fids]
+            key = (fn[0], trace.frames.binary[fids[0]])
+            for f in set(fn.tolist()):
+                total_w[f] += w
+            paths[";".join(fn[::-1].tolist())] += w
+            spin[i] = any(SPIN.match(f) for f in fn.tolist())
+        else:
+            key = (leaf_sym[i], leaf_bin[i])
+            total_w[key[0]] += w
+            paths[key[0]] += w
+            spin[i] = bool(SPIN.match(key[0]))
+        self_w[key] += w
+        count[key] += 1
+        per_thread[(int(tid[i]), key[0])] += w
+    functions = sorted(({"function": k[0], "binary": k[1], "self_ns": v, "total_ns": total_w[k[0]],
+                         "samples": count[k]} for k, v in self_w.items()), key=lambda r: -r["self_ns"])
+    th = trace.threads
+    rows = trace.thread_index(tid) if len(tid) else np.zeros(0, np.int64)
+    crit = np.bincount(rows, weights=weight, minlength=len(th))
+    spin_ns = np.bincount(rows, weights=weight * spin, minlength=len(th))
+    nsamp = np.bincount(rows, minlength=len(th))
+    threads = [{"tid": int(th.tid[j]), "name": str(th.name[j]), "criticality_ns": float(crit[j]),
+                "samples": int(nsamp[j]), "spin_ns": float(spin_ns[j])} for j in np.argsort(-crit)]
+    top_paths = dict(sorted(paths.items(), key=lambda kv: -kv[1])[:max(top * 10, 200)])
+    best: dict = {}
+    for (t, f), w in per_thread.items():
+        if w > best.get(t, ("", 0.0))[1]:
+            best[t] = (f, w)
+    return WhereResult(thread_functions=best, threads=threads, functions=functions[:max(top, 50)], paths=top_paths,
+                       locks=locks(trace, names, own, stacks, tid, time, stack, weight, leaf_sym),
+                       period_ns=period, span_ns=trace.wall_ns, notes=list(trace.meta.get("stack_notes", [])))
+
+
+def _site(stacks, names, own, sid) -> str | None:
+    """First frame of the program's own code on a stack (leaf first), else None."""
+    if sid < 0 or sid >= len(stacks):
+        return None
+    for f in stacks[sid]:
+        if own[f]:
+            return str(names[f])
+    return None
+
+
+def _union(a: np.ndarray, b: np.ndarray) -> int:
+    if not len(a):
+        return 0
+    o = np.argsort(a, kind="stable")
+    a, b = a[o], b[o]
+    reach = np.maximum.accumulate(b)
+    starts = np.r_[True, a[1:] > reach[:-1]]
+    grp = np.cumsum(starts) - 1
+    lo = a[starts]
+    hi = np.maximum.reduceat(b, np.flatnonzero(starts))
+    del grp
+    return int((hi - lo).sum())
+
+
+def locks(trace, names, own, stacks, s_tid, s_time, s_stack, s_weight, s_sym) -> list:
+    """Per futex word of the program's SYNC_WAIT intervals, largest total wait first."""
+    st = trace.states
+    m = (st.state == State.SYNC_WAIT) & np.isin(st.tid, trace.threads.tid)
+    if not m.any():
+        return []
+    tid, a, b, addr, waker = st.tid[m], st.start_ns[m], st.end_ns[m], st.addr[m], st.waker[m]
+    fc = trace.futex_calls
+    named = trace.meta.get("locks", {}) or {}
+    is_wait = np.isin(fc.op, WAIT_OPS)
+    by_tid_sample = np.lexsort((s_time, s_tid))
+    st_tid, st_time = s_tid[by_tid_sample], s_time[by_tid_sample]
+    out = []
+    for word in np.unique(addr):
+        w = addr == word
+        wa, wb, wt, wk = a[w], b[w], tid[w], waker[w]
+        on_word = fc.addr == word
+        waits_at = _last_before(fc, on_word & is_wait, wt, wa)
+        wakes_at = _last_before(fc, on_word & ~is_wait, wk, wb)
+        wait_sites = Counter(x for x in (_site(stacks, names, own, int(fc.stack[j])) for j in waits_at[waits_at >= 0])
+                             if x)
+        releasers = Counter(x for x in (_site(stacks, names, own, int(fc.stack[j])) for j in wakes_at[wakes_at >= 0])
+                            if x)
+        holders: Counter = Counter()
+        for x, y, k in zip(wa.tolist(), wb.tolist(), wk.tolist(), strict=True):
+            if k < 0:
+                continue
+            t_lo, t_hi = np.searchsorted(st_tid, [k, k + 1])
+            i0, i1 = t_lo + np.searchsorted(st_time[t_lo:t_hi], [x, y])
+            for i in by_tid_sample[i0:i1].tolist():
+                holders[_site(stacks, names, own, int(s_stack[i])) or str(s_sym[i])] += 1
+        entry = named.get(f"{int(word):#x}")
+        if entry:
+            name, how = entry["name"], "symbol"
+        elif wait_sites:
+            name, how = f"lock waited at {wait_sites.most_common(1)[0][0]}", "call-site"
+        else:
+            name, how = f"futex {int(word):#x}", "address"
+        out.append({"addr": f"{int(word):#x}", "name": name, "how": how, "wait_ns": int((wb - wa).sum()),
+                    "waits": int(w.sum()), "waiters": int(len(np.unique(wt))),
+                    "serial_share": _union(wa, wb) / trace.wall_ns if trace.wall_ns else 0.0,
+                    "wait_sites": dict(wait_sites.most_common(5)), "releasers": dict(releasers.most_common(5)),
+                    "holders": dict(holders.most_common(5))})
+    out.sort(key=lambda r: -r["wait_ns"])
+    return out
+
+
+def _last_before(fc, mask: np.ndarray, tids: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """Row of `fc` (futex calls) of each (tid, time): the thread's last call in `mask` at or before
+    that time, -1 if none."""
+    rows = np.flatnonzero(mask)
+    out = np.full(len(tids), -1, dtype=np.int64)
+    if not len(rows):
+        return out
+    order = np.lexsort((fc.time_ns[rows], fc.tid[rows]))
+    rows = rows[order]
+    key_tid, key_time = fc.tid[rows].astype(np.int64), fc.time_ns[rows]
+    for i, (t, x) in enumerate(zip(tids.tolist(), times.tolist(), strict=True)):
+        lo, hi = np.searchsorted(key_tid, [t, t + 1])
+        j = lo + np.searchsorted(key_time[lo:hi], x, side="right") - 1
+        if j >= lo:
+            out[i] = rows[j]
+    return out
+
+
+def collapsed(result: WhereResult) -> str:
+    """The criticality-weighted call paths as collapsed stacks (flamegraph.pl, speedscope): one line
+    per path, ``root;...;leaf WEIGHT`` with the weight in microseconds."""
+    return "".join(f"{p} {round(w / 1e3)}\n" for p, w in result.paths.items() if round(w / 1e3) > 0)
