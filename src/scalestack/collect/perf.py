@@ -17,6 +17,7 @@ Designed around what was measured on these machines (shared/DESIGN.md):
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -25,6 +26,9 @@ import tempfile
 import time
 
 FUTEX_ENTER = "syscalls:sys_enter_futex"
+# how `record --stacks` walks user stacks: DWARF CFI from a copy of the stack top (names the direct
+# caller of a C library function, which frame pointers skip), or frame pointers (cheaper)
+CALL_GRAPH = {"dwarf": "call-graph=dwarf,stack-size=8192", "fp": "call-graph=fp"}
 from scalestack.collect.run import WRAPPER, WRAPPER_PLAIN, Run, low_dup, sigint_for_the_program
 from scalestack.errors import UserError
 from scalestack.ingest.perf_data import LOST_RE, read_events
@@ -50,11 +54,16 @@ def collect(perf, tracepoints, command, pid, duration, size, reader, keep_perf_d
         data = os.path.join(tmp, "perf.data")
         pidfile = os.path.join(tmp, "pid")
         perf_err = os.path.join(tmp, "perf.stderr")
-        if stacks:  # user call stacks by frame pointers on the futex calls and the samples
-            tracepoints = [tp + "/call-graph=fp/" if tp == FUTEX_ENTER else tp for tp in tracepoints]
-        argv = [perf, "record", "-k", "CLOCK_MONOTONIC", "-a", "-m", size, "-o", data, "-e", ",".join(tracepoints)]
+        argv = [perf, "record", "-k", "CLOCK_MONOTONIC", "-a", "-m", size, "-o", data]
+        cg = CALL_GRAPH.get(stacks or "", "")
+        if stacks:
+            # the futex entry first: perf script unwinds (dwarf) only when the first event with a call
+            # graph asks for it; -d records the data mappings (the stack's) that unwinding needs
+            tracepoints = [FUTEX_ENTER + f"/{cg}/"] + [tp for tp in tracepoints if tp != FUTEX_ENTER]
+            argv.append("-d")
+        argv += ["-e", ",".join(tracepoints)]
         if sample_hz:
-            argv += ["-e", f"cpu-clock/period={int(1e9 // sample_hz)}{',call-graph=fp' if stacks else ''}/"]
+            argv += ["-e", f"cpu-clock/period={int(1e9 // sample_hz)}{',' + cg if cg else ''}/"]
         with sigint_for_the_program(), open(perf_err, "wb") as err:
             if command is not None:
                 user_err = low_dup(2)  # sh redirects only single-digit fds
@@ -90,7 +99,12 @@ def collect(perf, tracepoints, command, pid, duration, size, reader, keep_perf_d
         if keep_perf_data:
             shutil.copyfile(data, keep_perf_data)
         events = read_events(data, perf, reader, samples=bool(sample_hz))
-        call_stacks = read_stacks(data, perf) if stacks else None
+        call_stacks = None
+        if stacks:  # read once the process tree is known (record() calls it with its pids)
+            keep_dir = tempfile.mkdtemp(prefix="scalestack-stacks-")
+            kept = os.path.join(keep_dir, "perf.data")
+            os.replace(data, kept)
+            call_stacks = functools.partial(_stacks_pass, kept, perf)
     meta = {"perf_version": perf_version(perf), "mmap_size": size,
             "reader": "perf-script" if sample_hz or reader == "perf-script" else "perf-data"}
     lost_chunks = LOST_RE.findall(perf_messages.decode("utf-8", "replace"))
@@ -98,6 +112,13 @@ def collect(perf, tracepoints, command, pid, duration, size, reader, keep_perf_d
         meta["lost_chunks"] = events.stats["lost_chunks"] = sum(int(x) for x in lost_chunks)
         warnings.append(f"perf reported {meta['lost_chunks']} lost chunks; raise --mmap-size")
     return Run(events, rc, root, meta, warnings, call_stacks)
+
+
+def _stacks_pass(data: str, perf: str, pids):
+    try:
+        return read_stacks(data, perf, pids)
+    finally:
+        shutil.rmtree(os.path.dirname(data), ignore_errors=True)
 
 
 def attach_wait(proc: subprocess.Popen, pid: int, duration: float, ctl: str, ack: str, on_ready=None) -> int:

@@ -61,7 +61,7 @@ def record(
     collector: str = "auto",
     exit_check: bool = True,
     on_ready=None,
-    stacks: bool = False,
+    stacks: bool | str = False,
 ) -> Trace:
     """Record `command` (or attach to `pid` for `duration` seconds) and return its Trace.
 
@@ -95,8 +95,10 @@ def record(
     exit_check : bool
         Compare every thread with the kernel's own figures at its exit (bpftrace probe,
         `scalestack.collect.exit_check`); the result is in ``meta["exit_check"]``.
-    stacks : bool
-        Also record user call stacks (frame pointers) on the samples (1 kHz unless `sample_hz` is
+    stacks : bool or {"dwarf", "fp"}
+        Also record user call stacks (True or "dwarf": unwound from a copy of the stack top by its
+        DWARF call-frame info; "fp": frame pointers, cheaper, skips the caller of a C library
+        function built without them) on the samples (1 kHz unless `sample_hz` is
         given) and at every futex call; needs the perf collector. The Trace gains `frames`,
         `stacks`, `futex_calls` and ``meta["locks"]`` (futex words named by symbol).
     on_ready : callable, optional
@@ -108,6 +110,10 @@ def record(
     if collector not in COLLECTORS:
         raise UserError(f"unknown collector {collector!r}; choose {', '.join(COLLECTORS)}")
     chosen = collector == "auto"
+    if stacks is True:
+        stacks = "dwarf"
+    if stacks not in (False, None, "dwarf", "fp"):
+        raise UserError(f"unknown stack unwinding {stacks!r}; choose dwarf or fp")
     if stacks and sample_hz is None:
         sample_hz = 1000
     if stacks and not futex:
@@ -199,7 +205,8 @@ def record(
         trace = build_trace(events, root_pids=[pid], meta=meta, role_rules=role_rules,
                             known_names=attach_names)
     if run.stacks is not None:
-        trace = attach_stacks(trace, run.stacks)
+        trace = attach_stacks(trace, run.stacks(np.unique(trace.threads.pid)))
+        trace = trace.with_meta(stacks=stacks)
     readings = probe.readings()
     if run.root is not None:  # the root's figures include the wrapper shell's time before the exec
         readings.pop(run.root, None)
@@ -233,7 +240,7 @@ def attach_stacks(trace: Trace, st) -> Trace:
         meta_notes.append("stacks: no sample has a call stack (perf recorded none)")
     trace = dataclasses.replace(trace, samples=SampleTable(**cols), frames=st.frames, stacks=st.stacks,
                                 futex_calls=calls)
-    return trace.with_meta(locks=locks, stack_notes=meta_notes, stacks="fp")
+    return trace.with_meta(locks=locks, stack_notes=meta_notes)
 
 
 def auto_collector(sample_hz=None, mmap_size=None, keep_perf_data=None, reader: str = "auto") -> str:

@@ -28,6 +28,9 @@ from scalestack.errors import UserError
 @click.option("--stacks", is_flag=True,
               help="Also record call stacks: on the samples (implies --sample) and at every futex wait and wake "
                    "(perf collector; see docs/where.md).")
+@click.option("--unwind", type=click.Choice(["dwarf", "fp"]), default="dwarf", show_default=True,
+              help="With --stacks: walk stacks by DWARF call-frame info (names the caller of every C library "
+                   "function) or by frame pointers (cheaper).")
 @click.option("--sample-hz", type=int, default=1000, show_default=True, help="Samples per second of CPU time.")
 @click.option("--aggregate", is_flag=True,
               help="Keep only per-thread counters per window, in the kernel (eBPF): always-on, kilobytes.")
@@ -35,7 +38,7 @@ from scalestack.errors import UserError
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 @click.option("--no-exit-check", is_flag=True, help="Skip comparing each thread with the kernel's figures at its exit.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def command(output, pid, duration, roles, mmap_size, collector, reader, keep_perf_data, no_futex, sample, stacks, sample_hz,
+def command(output, pid, duration, roles, mmap_size, collector, reader, keep_perf_data, no_futex, sample, stacks, unwind, sample_hz,
             aggregate, window, quiet, no_exit_check, command):
     """Record CMD (after --) with the kernel's scheduler and futex tracepoints.
 
@@ -62,7 +65,7 @@ def command(output, pid, duration, roles, mmap_size, collector, reader, keep_per
     trace = record(list(command) if command else None, output, pid=pid, duration=duration, mmap_size=mmap_size,
                    role_rules=roles, reader=reader, keep_perf_data=keep_perf_data, futex=not no_futex,
                    sample_hz=sample_hz if sample or stacks else None, collector=collector,
-                   exit_check=not no_exit_check, stacks=stacks)
+                   exit_check=not no_exit_check, stacks=unwind if stacks else False)
     if not quiet:
         m = trace.meta
         click.echo(

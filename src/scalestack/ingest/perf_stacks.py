@@ -137,10 +137,12 @@ def parse_stacks(lines) -> Stacks:
                   np.array(s_stack, np.int32), futex, np.array(f_pid, np.int32), mappings)
 
 
-def read_stacks(perf_data: str, perf: str) -> Stacks:
-    """The stacks pass over a perf.data recorded with callchains."""
+def read_stacks(perf_data: str, perf: str, pids=None) -> Stacks:
+    """The stacks pass over a perf.data recorded with callchains (only processes `pids` if given:
+    unwinding every process of a system-wide recording costs seconds)."""
+    only = ["--pid", ",".join(str(int(p)) for p in sorted(set(pids)))] if pids is not None and len(pids) else []
     proc = subprocess.Popen(
-        [perf, "script", "-i", perf_data, "--ns", "--show-mmap-events",
+        [perf, "script", "-i", perf_data, "--ns", "--show-mmap-events", *only,
          "-F", "pid,tid,time,event,ip,sym,symoff,dso,trace"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
     )
