@@ -12,7 +12,8 @@
   for that long), the code that released it (the waker's wake call's stack) and the code the
   releasing thread ran while the others waited (its samples inside the waits: the function
   holding the lock). Named by symbol (``meta["locks"]``), else by the call site of its waits:
-  the first frame of the program below the C library, libpthread, libgomp and the loader.
+  the first frame of the program below the C library, libpthread, libgomp and the loader; where
+  no wait call's stack could be walked, by the function its releasing thread ran meanwhile.
 * **Spinning.** Samples inside known spin-wait code (libgomp's barrier spin, pthread_spin_lock,
   HotSpot's SpinPause, Go's procyield) are synchronization, not work; their criticality-weighted
   share is reported per thread.
@@ -194,15 +195,21 @@ def locks(trace, names, own, stacks, s_tid, s_time, s_stack, s_weight, s_sym) ->
     fc = trace.futex_calls
     named = trace.meta.get("locks", {}) or {}
     is_wait = np.isin(fc.op, WAIT_OPS)
+    exit_at = _ExitTimes(trace)
     by_tid_sample = np.lexsort((s_time, s_tid))
     st_tid, st_time = s_tid[by_tid_sample], s_time[by_tid_sample]
     out = []
-    for word in np.unique(addr):
+    for word in np.unique(addr[addr != 0]):  # 0: a wait whose futex word is unknown
         w = addr == word
         wa, wb, wt, wk = a[w], b[w], tid[w], waker[w]
         on_word = fc.addr == word
         waits_at = _last_before(fc, on_word & is_wait, wt, wa)
         wakes_at = _last_before(fc, on_word & ~is_wait, wk, wb)
+        joins = sum(1 for j in waits_at[waits_at >= 0] if _joins(stacks, names, int(fc.stack[j])))
+        if not joins:  # or: each wait ended by its waker's exit (the kernel wakes a joiner when a thread exits)
+            known = wk >= 0
+            ends = exit_at.get_many(wk[known]) if known.any() else np.zeros(0)
+            joins = int(np.sum(np.abs(ends - wb[known]) < 1_000_000)) if known.any() else 0
         wait_sites = Counter(x for x in (_site(stacks, names, own, int(fc.stack[j])) for j in waits_at[waits_at >= 0])
                              if x)
         releasers = Counter(x for x in (_site(stacks, names, own, int(fc.stack[j])) for j in wakes_at[wakes_at >= 0])
@@ -218,8 +225,13 @@ def locks(trace, names, own, stacks, s_tid, s_time, s_stack, s_weight, s_sym) ->
         entry = named.get(f"{int(word):#x}")
         if entry:
             name, how = entry["name"], "symbol"
+        elif joins and joins * 2 >= len(wa):
+            name, how = f"thread exit (pthread_join{' in ' + wait_sites.most_common(1)[0][0] if wait_sites else ''})", \
+                "join"
         elif wait_sites:
             name, how = f"lock waited at {wait_sites.most_common(1)[0][0]}", "call-site"
+        elif holders and len(wa) >= 2:
+            name, how = f"lock held in {holders.most_common(1)[0][0]}", "holder"
         else:
             name, how = f"futex {int(word):#x}", "address"
         out.append({"addr": f"{int(word):#x}", "name": name, "how": how, "wait_ns": int((wb - wa).sum()),
@@ -227,8 +239,26 @@ def locks(trace, names, own, stacks, s_tid, s_time, s_stack, s_weight, s_sym) ->
                     "serial_share": _union(wa, wb) / trace.wall_ns if trace.wall_ns else 0.0,
                     "wait_sites": dict(wait_sites.most_common(5)), "releasers": dict(releasers.most_common(5)),
                     "holders": dict(holders.most_common(5))})
-    out.sort(key=lambda r: -r["wait_ns"])
+    out.sort(key=lambda r: (r["how"] == "join", -r["wait_ns"]))
     return out
+
+
+class _ExitTimes:
+    """End time of each thread that exited inside the recording (others: far in the future)."""
+
+    def __init__(self, trace: Trace):
+        th = trace.threads
+        self.trace = trace
+        self.end = np.where(th.exited, th.end_ns, np.iinfo(np.int64).max // 2)
+
+    def get_many(self, tids: np.ndarray) -> np.ndarray:
+        rows = self.trace.thread_index(tids, missing=-1)
+        return np.where(rows >= 0, self.end[np.maximum(rows, 0)], np.iinfo(np.int64).max // 2)
+
+
+def _joins(stacks, names, sid: int) -> bool:
+    """A wait inside pthread_join (the futex is the exiting thread's tid word)."""
+    return 0 <= sid < len(stacks) and any("join" in str(names[f]) for f in stacks[sid])
 
 
 def _last_before(fc, mask: np.ndarray, tids: np.ndarray, times: np.ndarray) -> np.ndarray:
