@@ -1,8 +1,9 @@
 /* Two named global mutexes and a heap-allocated one (record --stacks, docs/where.md).
  * Even-numbered threads call update_table, which holds big_lock for ~1 ms of arithmetic, and
  * bump_counter, which holds small_lock for a few instructions: big_lock is their bottleneck.
- * Odd-numbered threads call push_job, which holds the heap-allocated queue lock.
- * Usage: where_locks THREADS ROUNDS */
+ * Odd-numbered threads call push_job, which holds the heap-allocated queue lock; with MODE
+ * "big" every thread takes the update_table path, and big_lock serializes the whole run.
+ * Usage: where_locks THREADS ROUNDS [MODE] */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,11 +40,12 @@ __attribute__((noinline)) void local_work(long n) {
 }
 
 static long rounds;
+static int all_big;
 
 static void *worker(void *arg) {
     long id = (long)arg;
     for (long r = 0; r < rounds; r++) {
-        if (id % 2 == 0) {
+        if (all_big || id % 2 == 0) {
             update_table(1000000);
             bump_counter();
         } else {
@@ -57,6 +59,7 @@ static void *worker(void *arg) {
 int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 3;
     rounds = argc > 2 ? atol(argv[2]) : 200;
+    all_big = argc > 3 && argv[3][0] == 'b';
     queue = calloc(1, sizeof *queue);
     pthread_mutex_init(&queue->lock, NULL);
     pthread_t t[64];

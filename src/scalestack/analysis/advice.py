@@ -82,6 +82,41 @@ def _top_function(code: WhereResult | None, tid: int) -> tuple[str, float] | Non
     return name, w / row["criticality_ns"]
 
 
+def _top_lock(code: WhereResult, span: int) -> dict | None:
+    """The lock the threads wait on longest (two waiters at least: a join is not a lock), if its
+    waits add up to a fifth of the run."""
+    locks = [lk for lk in code.locks if lk["waiters"] >= 2 and lk["how"] != "join"]
+    if not locks:
+        return None
+    top = max(locks, key=lambda lk: lk["wait_ns"])
+    return top if top["wait_ns"] > 0.2 * span else None
+
+
+def _lock_finding(trace: Trace, name: str, wait: float, span: int, sel: np.ndarray, label, factor: float,
+                  addr: int, info: dict | None) -> Finding:
+    st = trace.states
+    releasers = np.unique(st.waker[sel], return_counts=True)
+    ranked = releasers[0][np.argsort(-releasers[1], kind="stable")]
+    who = ", ".join(label(int(x)) for x in ranked[:3]) or "unknown threads"
+    gain, why = 1.0, ""
+    if len(ranked):  # the releaser made faster holds the lock (or reaches the barrier) for less time
+        gain = whatif(trace, int(ranked[0]), factor).replay_speedup
+        why = f" Making {label(int(ranked[0]))} {factor:g}x faster would give {gain:.2f}x (dependency replay)."
+    held = serial = ""
+    if info:
+        serial = f", {info['serial_share'] * 100:.0f}% of the run with a thread waiting"
+        if info["holders"]:
+            fn, n = next(iter(info["holders"].items()))
+            held = f" While they wait, the releasing thread runs `{fn}` ({n} samples)."
+        if info["releasers"]:
+            held += f" It is released in `{next(iter(info['releasers']))}`."
+    return Finding(
+        "lock", f"threads wait {format_ns(int(wait))} in total on {name}{serial}",
+        f"{wait / span:.1f} threads on average are blocked on it; it is released mostly by {who}.{held} "
+        "Shorter critical sections, finer locks or less work between barriers would cut this." + why,
+        gain, None, addr)
+
+
 def alone_time(trace: Trace) -> dict[int, int]:
     """ns each thread was the only RUNNING thread: G(t) = time with exactly one runner so far,
     integrated over each thread's own running intervals (only it runs then)."""
@@ -226,9 +261,17 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
             f"For {format_ns(serial)} only one thread runs (most of it {label(main_t)}). Spread over the "
             f"{n_work} threads that do the work, that time would give at most {gain:.2f}x (Amdahl).", gain, main_t))
 
-    # 3. the most waited-on futex, and who releases it
+    # 3. the most waited-on lock, and who releases it (named, with its holder, from call stacks)
     sync = st.state == State.SYNC_WAIT
-    if np.any(sync):
+    top_lock = _top_lock(code, span) if code else None
+    if top_lock is not None:
+        words = np.array([int(x, 16) for x in top_lock["addrs"]], dtype=np.uint64)
+        addr0 = int(words[0])
+        if not any(f.addr is not None and f.addr in words.tolist() for f in findings):
+            sel = sync & np.isin(st.addr, words) & np.isin(st.waker, trace.threads.tid)
+            findings.append(_lock_finding(trace, top_lock["name"], float(top_lock["wait_ns"]), span, sel, label,
+                                          factor, addr0, top_lock))
+    elif np.any(sync) and code is None:
         addrs, inv = np.unique(st.addr[sync], return_inverse=True)
         per_addr = np.bincount(inv, weights=st.duration_ns[sync])
         per_addr[np.bincount(inv) < 3] = 0  # a join waits once per thread: not a lock or barrier
@@ -236,24 +279,8 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
         wait = float(per_addr[k])
         if addrs[k] != 0 and wait > 0.2 * span and not any(f.addr == int(addrs[k]) for f in findings):
             sel = sync & (st.addr == addrs[k]) & np.isin(st.waker, trace.threads.tid)
-            releasers = np.unique(st.waker[sel], return_counts=True)
-            ranked = releasers[0][np.argsort(-releasers[1], kind="stable")]
-            who = ", ".join(label(int(x)) for x in ranked[:3]) or "unknown threads"
-            gain, why = 1.0, ""
-            if len(ranked):  # the releaser made faster holds the lock (or reaches the barrier) for less time
-                gain = whatif(trace, int(ranked[0]), factor).replay_speedup
-                why = f" Making {label(int(ranked[0]))} {factor:g}x faster would give {gain:.2f}x (dependency replay)."
-            info = lock_info.get(int(addrs[k]))
-            held = ""
-            if info and info["holders"]:
-                fn, n = next(iter(info["holders"].items()))
-                held = f" While they wait, the releasing thread runs `{fn}` ({n} samples)."
-            serial = f", {info['serial_share'] * 100:.0f}% of the run with a thread waiting" if info else ""
-            findings.append(Finding(
-                "lock", f"threads wait {format_ns(int(wait))} in total on {lock_name(int(addrs[k]))}{serial}",
-                f"{wait / span:.1f} threads on average are blocked on it; it is released mostly by {who}.{held} "
-                "Shorter critical sections, finer locks or less work between barriers would cut this." + why,
-                gain, None, int(addrs[k])))
+            findings.append(_lock_finding(trace, lock_name(int(addrs[k])), wait, span, sel, label, factor,
+                                          int(addrs[k]), None))
 
     # 4. CPU contention: runnable time (more runnable threads than cores)
     rq = float(st.duration_ns[st.state == State.RUNNABLE].sum())
@@ -283,6 +310,8 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
             1.0))
     def serializing(f: Finding) -> bool:  # a lock some thread waits on for most of the run comes first
         info = lock_info.get(f.addr) if f.kind == "lock" and f.addr is not None else None
+        info = info or next((x for x in lock_info.values() if f.kind == "lock" and f.addr is not None
+                             and f"{f.addr:#x}" in x.get("addrs", ())), None)
         return bool(info and info["waiters"] >= 2 and info["serial_share"] >= SERIALIZING)
 
     findings.sort(key=lambda f: (not serializing(f), f.kind != "balanced", -f.predicted_speedup))

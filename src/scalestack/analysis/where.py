@@ -199,10 +199,17 @@ def locks(trace, names, own, stacks, s_tid, s_time, s_stack, s_weight, s_sym) ->
     by_tid_sample = np.lexsort((s_time, s_tid))
     st_tid, st_time = s_tid[by_tid_sample], s_time[by_tid_sample]
     out = []
-    for word in np.unique(addr[addr != 0]):  # 0: a wait whose futex word is unknown
-        w = addr == word
+    groups: dict = {}
+    for word in np.unique(addr[addr != 0]).tolist():  # 0: a wait whose futex word is unknown
+        entry = named.get(f"{word:#x}")
+        # the futex words of one runtime lock (the GIL's condition variable and mutex) are one lock
+        key = entry["name"] if entry and entry.get("kind") == "cpython-gil" else word
+        groups.setdefault(key, []).append(word)
+    for words in groups.values():
+        word = words[0]
+        w = np.isin(addr, np.array(words, dtype=np.uint64))
         wa, wb, wt, wk = a[w], b[w], tid[w], waker[w]
-        on_word = fc.addr == word
+        on_word = np.isin(fc.addr, np.array(words, dtype=np.uint64))
         waits_at = _last_before(fc, on_word & is_wait, wt, wa)
         wakes_at = _last_before(fc, on_word & ~is_wait, wk, wb)
         joins = sum(1 for j in waits_at[waits_at >= 0] if _joins(stacks, names, int(fc.stack[j])))
@@ -234,7 +241,7 @@ def locks(trace, names, own, stacks, s_tid, s_time, s_stack, s_weight, s_sym) ->
             name, how = f"lock held in {holders.most_common(1)[0][0]}", "holder"
         else:
             name, how = f"futex {int(word):#x}", "address"
-        out.append({"addr": f"{int(word):#x}", "name": name, "how": how, "wait_ns": int((wb - wa).sum()),
+        out.append({"addr": f"{int(word):#x}", "addrs": [f"{x:#x}" for x in words], "name": name, "how": how, "wait_ns": int((wb - wa).sum()),
                     "waits": int(w.sum()), "waiters": int(len(np.unique(wt))),
                     "serial_share": _union(wa, wb) / trace.wall_ns if trace.wall_ns else 0.0,
                     "wait_sites": dict(wait_sites.most_common(5)), "releasers": dict(releasers.most_common(5)),

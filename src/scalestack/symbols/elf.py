@@ -70,8 +70,10 @@ class ElfSymbols:
                     if kind not in ("STT_OBJECT", "STT_TLS") or sym["st_shndx"] == "SHN_UNDEF":
                         continue
                     value = sym["st_value"]
-                    if value and sym.name and value not in found:
-                        found[value] = (sym.name, max(int(sym["st_size"]), 1), "object" if kind != "STT_FUNC" else "func")
+                    size = max(int(sym["st_size"]), 1)
+                    # several names at one address (``__TMC_END__`` and ``_PyRuntime``): keep the largest
+                    if value and sym.name and (value not in found or found[value][1] < size):
+                        found[value] = (sym.name, size, "object" if kind != "STT_FUNC" else "func")
             for value in sorted(found):
                 starts.append(value)
                 syms.append(found[value])
@@ -93,13 +95,14 @@ class ElfSymbols:
         if self._starts is None:
             self._load()
         i = bisect.bisect_right(self._starts, vaddr) - 1
-        if i < 0:
-            return None
-        name, size, kind = self._syms[i]
-        off = vaddr - self._starts[i]
-        if off >= size:
-            return None
-        return Symbol(demangle(name), off, size, kind)
+        # the nearest symbol below may be a small one that ends before vaddr while a larger one
+        # further down contains it (a struct with other symbols placed after its start)
+        for j in range(i, max(i - 256, -1), -1):
+            name, size, kind = self._syms[j]
+            off = vaddr - self._starts[j]
+            if off < size:
+                return Symbol(demangle(name), off, size, kind)
+        return None
 
 
 @functools.lru_cache(maxsize=64)
