@@ -143,13 +143,13 @@ PERF_TEXT = """\
 \t            1309 worker+0x19 (/tmp/app)
 \tffffffff81000130 entry_SYSCALL_64+0x76 ([kernel.kallsyms])
 
- 100/102   5.000000500: cpu-clock/period=1000000,call-graph=dwarf,stack-size=4096/: 
+ 100/102   5.000000500: cpu-clock/period=1000000,call-graph=dwarf,stack-size=4096/:
 \t            1217 update_table+0x57 (/tmp/app)
 \t            1309 worker+0x19 (/tmp/app)
 
  100/100   5.000000600: PERF_RECORD_MMAP2 100/100: [0x555500000000(0x1000) @ 0x1000 fe:00 1 0]: r-xp /tmp/app
  100/101   5.000000700:   sched:sched_switch: prev_comm=app prev_pid=101 ==> next_comm=x next_pid=0
- 100/102   5.000000900: cpu-clock/period=1000000,call-graph=dwarf,stack-size=4096/: 
+ 100/102   5.000000900: cpu-clock/period=1000000,call-graph=dwarf,stack-size=4096/:
 \t            1217 update_table+0x57 (/tmp/app)
 \t            1309 worker+0x19 (/tmp/app)
 

@@ -60,7 +60,8 @@ class AdviceResult(Result):
         return "\n".join(f"{i + 1}. {f.title}\n   {f.detail}" for i, f in enumerate(self.findings))
 
 
-SERIALIZING = 0.5  # a lock with a waiter for at least this share of the run is the first finding
+# a lock with a waiter for at least this share of the run (or of its criticality) is the first finding
+SERIALIZING = 0.5
 
 
 def _where(trace: Trace) -> WhereResult | None:
@@ -312,7 +313,8 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
         info = lock_info.get(f.addr) if f.kind == "lock" and f.addr is not None else None
         info = info or next((x for x in lock_info.values() if f.kind == "lock" and f.addr is not None
                              and f"{f.addr:#x}" in x.get("addrs", ())), None)
-        return bool(info and info["waiters"] >= 2 and info["serial_share"] >= SERIALIZING)
+        return bool(info and info["waiters"] >= 2 and info["how"] != "join"
+                    and max(info["serial_share"], info["critical_share"]) >= SERIALIZING)
 
     findings.sort(key=lambda f: (not serializing(f), f.kind != "balanced", -f.predicted_speedup))
     return AdviceResult(findings, span, alone, caused)

@@ -48,8 +48,10 @@ class WhereResult(Result):
     threads : per thread: tid, name, criticality_ns (weighted samples), samples, spin_ns
     functions : per function: name, binary, self_ns, total_ns (criticality-weighted), samples
     paths : per call path (root;...;leaf): weight_ns
-    locks : per futex word: addr, name, how (symbol|call-site|address), wait_ns, waits, waiters,
-        serial_share (of the run), releasers {function: waits}, holders {function: samples}
+    locks : per lock: addr (addrs: its futex words), name, how (symbol|call-site|holder|join|address),
+        wait_ns, waits, waiters, serial_share (of the run with a thread waiting there),
+        critical_share (of the run's criticality-weighted samples taken while a thread waits there),
+        wait_sites, releasers {function: waits}, holders {function: samples}
     period_ns : one sample's running time; span_ns : the run
     notes : what could not be resolved
     """
@@ -157,7 +159,7 @@ def where(trace: Trace, *, top: int = 20) -> WhereResult:
         if w > best.get(t, ("", 0.0))[1]:
             best[t] = (f, w)
     return WhereResult(thread_functions=best, threads=threads, functions=functions[:max(top, 50)], paths=top_paths,
-                       locks=locks(trace, names, own, stacks, tid, time, stack, weight, leaf_sym),
+                       locks=locks(trace, names, own, stacks, tid, time, stack, weight, leaf_sym, period),
                        period_ns=period, span_ns=trace.wall_ns, notes=list(trace.meta.get("stack_notes", [])))
 
 
@@ -169,6 +171,20 @@ def _site(stacks, names, own, sid) -> str | None:
         if own[f]:
             return str(names[f])
     return None
+
+
+def _weight_inside(a: np.ndarray, b: np.ndarray, t: np.ndarray, w: np.ndarray) -> float:
+    """Share of the samples' weight (the run's criticality) at instants where some interval [a, b) is open."""
+    total = float(w.sum())
+    if not len(a) or total <= 0:
+        return 0.0
+    times = np.r_[a, b]
+    delta = np.r_[np.ones(len(a), np.int64), -np.ones(len(b), np.int64)]
+    o = np.argsort(times, kind="stable")
+    u, open_ = times[o], np.cumsum(delta[o])
+    k = np.searchsorted(u, t, side="right") - 1
+    inside = (k >= 0) & (open_[np.maximum(k, 0)] > 0)
+    return float(w[inside].sum()) / total
 
 
 def _union(a: np.ndarray, b: np.ndarray) -> int:
@@ -185,7 +201,7 @@ def _union(a: np.ndarray, b: np.ndarray) -> int:
     return int((hi - lo).sum())
 
 
-def locks(trace, names, own, stacks, s_tid, s_time, s_stack, s_weight, s_sym) -> list:
+def locks(trace, names, own, stacks, s_tid, s_time, s_stack, s_weight, s_sym, period: float = 1e6) -> list:
     """Per futex word of the program's SYNC_WAIT intervals, largest total wait first."""
     st = trace.states
     m = (st.state == State.SYNC_WAIT) & np.isin(st.tid, trace.threads.tid)
@@ -196,6 +212,7 @@ def locks(trace, names, own, stacks, s_tid, s_time, s_stack, s_weight, s_sym) ->
     named = trace.meta.get("locks", {}) or {}
     is_wait = np.isin(fc.op, WAIT_OPS)
     exit_at = _ExitTimes(trace)
+    run = _RunningTime(trace)
     by_tid_sample = np.lexsort((s_time, s_tid))
     st_tid, st_time = s_tid[by_tid_sample], s_time[by_tid_sample]
     out = []
@@ -227,8 +244,11 @@ def locks(trace, names, own, stacks, s_tid, s_time, s_stack, s_weight, s_sym) ->
                 continue
             t_lo, t_hi = np.searchsorted(st_tid, [k, k + 1])
             i0, i1 = t_lo + np.searchsorted(st_time[t_lo:t_hi], [x, y])
+            if i1 == i0 and i1 > t_lo and y - st_time[i1 - 1] < 2 * period:
+                i0 = i1 - 1  # no sample inside a short wait: the releaser's last one before the release
             for i in by_tid_sample[i0:i1].tolist():
                 holders[_site(stacks, names, own, int(s_stack[i])) or str(s_sym[i])] += 1
+        blocked = _blocked(wt, wa, wb, run)
         entry = named.get(f"{int(word):#x}")
         if entry:
             name, how = entry["name"], "symbol"
@@ -243,11 +263,54 @@ def locks(trace, names, own, stacks, s_tid, s_time, s_stack, s_weight, s_sym) ->
             name, how = f"futex {int(word):#x}", "address"
         out.append({"addr": f"{int(word):#x}", "addrs": [f"{x:#x}" for x in words], "name": name, "how": how, "wait_ns": int((wb - wa).sum()),
                     "waits": int(w.sum()), "waiters": int(len(np.unique(wt))),
-                    "serial_share": _union(wa, wb) / trace.wall_ns if trace.wall_ns else 0.0,
+                    "serial_share": _union(*blocked) / trace.wall_ns if trace.wall_ns else 0.0,
+                    "critical_share": _weight_inside(*blocked, s_time, s_weight),
                     "wait_sites": dict(wait_sites.most_common(5)), "releasers": dict(releasers.most_common(5)),
                     "holders": dict(holders.most_common(5))})
     out.sort(key=lambda r: (r["how"] == "join", -r["wait_ns"]))
     return out
+
+
+FAILED_ACQUIRE_NS = 50_000  # running between two waits on one lock below which the thread never got it
+
+
+class _RunningTime:
+    """Cumulative RUNNING time of each thread at any instant."""
+
+    def __init__(self, trace: Trace):
+        s = trace.states
+        m = s.state == State.RUNNING
+        self.per: dict = {}
+        for t in np.unique(s.tid[m]).tolist():
+            k = m & (s.tid == t)
+            a, b = s.start_ns[k], s.end_ns[k]
+            self.per[t] = (a, b, np.r_[0, np.cumsum(b - a)])
+
+    def at(self, tids: np.ndarray, t: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(t), dtype=np.int64)
+        for x in np.unique(tids).tolist():
+            if x not in self.per:
+                continue
+            a, b, cum = self.per[x]
+            sel = tids == x
+            i = np.searchsorted(a, t[sel], side="right") - 1
+            ii = np.maximum(i, 0)
+            out[sel] = np.where(i >= 0, cum[ii] + np.clip(t[sel] - a[ii], 0, b[ii] - a[ii]), 0)
+        return out
+
+
+def _blocked(tid: np.ndarray, a: np.ndarray, b: np.ndarray, run: _RunningTime) -> tuple[np.ndarray, np.ndarray]:
+    """Intervals during which threads were kept off by one lock: its waits, and the gap between two
+    waits of a thread on it when the thread ran less than FAILED_ACQUIRE_NS in between (woken, it
+    waited for a CPU, found the lock taken again and went back to sleep)."""
+    o = np.lexsort((a, tid))
+    tid, a, b = tid[o], a[o], b[o]
+    same = tid[1:] == tid[:-1]
+    if not same.any():
+        return a, b
+    ran = run.at(tid[1:], a[1:]) - run.at(tid[:-1], b[:-1])
+    bridge = same & (ran < FAILED_ACQUIRE_NS) & (a[1:] > b[:-1])
+    return np.r_[a, b[:-1][bridge]], np.r_[b, a[1:][bridge]]
 
 
 class _ExitTimes:

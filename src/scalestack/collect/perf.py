@@ -25,15 +25,16 @@ import subprocess
 import tempfile
 import time
 
-FUTEX_ENTER = "syscalls:sys_enter_futex"
-# how `record --stacks` walks user stacks: DWARF CFI from a copy of the stack top (names the direct
-# caller of a C library function, which frame pointers skip), or frame pointers (cheaper)
-CALL_GRAPH = {"dwarf": "call-graph=dwarf,stack-size=4096", "fp": "call-graph=fp"}
 from scalestack.collect.run import WRAPPER, WRAPPER_PLAIN, Run, low_dup, sigint_for_the_program
 from scalestack.errors import UserError
 from scalestack.ingest.perf_data import LOST_RE, read_events
 from scalestack.ingest.perf_stacks import read_stacks
 from scalestack.tools import last_line, perf_version
+
+FUTEX_ENTER = "syscalls:sys_enter_futex"
+# how `record --stacks` walks user stacks: DWARF CFI from a copy of the stack top (names the direct
+# caller of a C library function, which frame pointers skip), or frame pointers (cheaper)
+CALL_GRAPH = {"dwarf": "call-graph=dwarf,stack-size=4096", "fp": "call-graph=fp"}
 
 
 def default_mmap_size() -> str:

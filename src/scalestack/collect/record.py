@@ -20,8 +20,8 @@ from scalestack.collect import ebpf, perf, tracefs
 from scalestack.collect import exit_check as exits
 from scalestack.collect.run import online_cpus, resolve_command, thread_names
 from scalestack.errors import UserError
-from scalestack.tools import perf_binary
 from scalestack.symbols.locks import name_futexes
+from scalestack.tools import perf_binary
 from scalestack.trace import FutexCallTable, SampleTable, Trace
 from scalestack.trace.builder import build_trace
 from scalestack.trace.events import RECORD_TRACEPOINTS, Kind
@@ -223,8 +223,9 @@ def attach_stacks(trace: Trace, st) -> Trace:
     samples (matched by thread and time), its threads' futex calls, and the futex words that lie
     in a mapped binary named by symbol (``meta["locks"]``; `scalestack.symbols.locks`)."""
     samples = trace.samples
-    stack_of = dict(zip(zip(st.sample_tid.tolist(), st.sample_time.tolist()), st.sample_stack.tolist(), strict=True))
-    ids = np.array([stack_of.get(k, -1) for k in zip(samples.tid.tolist(), samples.time_ns.tolist())], np.int32)
+    stack_of = dict(zip(zip(st.sample_tid.tolist(), st.sample_time.tolist(), strict=True), st.sample_stack.tolist(),
+                        strict=True))
+    ids = np.array([stack_of.get(k, -1) for k in zip(samples.tid.tolist(), samples.time_ns.tolist(), strict=True)], np.int32)
     cols = samples.columns()
     cols["stack"] = ids
     fx = st.futex
@@ -232,7 +233,7 @@ def attach_stacks(trace: Trace, st) -> Trace:
     order = np.argsort(fx["time_ns"][keep], kind="stable")
     calls = FutexCallTable(**{k: v[keep][order] for k, v in fx.items()})
     pids = set(trace.threads.pid.tolist())
-    pairs = set(zip(st.futex_pid[keep].tolist(), fx["addr"][keep].tolist()))
+    pairs = set(zip(st.futex_pid[keep].tolist(), fx["addr"][keep].tolist(), strict=True))
     names, notes = name_futexes(pairs, [m for m in st.mappings if m.pid in pids])
     locks = {f"{addr:#x}": entry for addr, entry in names.items()}
     meta_notes = [f"stacks: {n}" for n in notes]

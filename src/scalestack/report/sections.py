@@ -88,4 +88,4 @@ def advice_section(trace: Trace, options: ReportOptions) -> Section:
 
 
 from scalestack.report import phase_section  # noqa: E402,F401  (registers the phases section)
-from scalestack.report import where_section  # noqa: E402,F401  (registers the functions and locks sections)
+from scalestack.report import where_section  # noqa: E402,F401,I001  (registers the functions and locks sections)

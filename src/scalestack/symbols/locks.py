@@ -82,7 +82,7 @@ def _named(symbol: str, offset: int, path: str) -> dict:
             entry.update(name="the CPython GIL", kind="cpython-gil")
         else:
             entry["note"] = (f"inside CPython's runtime state; the GIL's offsets are known for "
-                             f"{', '.join('%d.%d' % v for v in CPYTHON_GIL)} only")
+                             f"{', '.join(f'{v[0]}.{v[1]}' for v in CPYTHON_GIL)} only")
     return entry
 
 

@@ -21,9 +21,9 @@ from scalestack.errors import UserError
 from scalestack.fileio import atomic_output
 from scalestack.trace.model import (
     SCHEMA_VERSION,
-    NameTable,
     FrameTable,
     FutexCallTable,
+    NameTable,
     SampleTable,
     StackTable,
     StateTable,

@@ -1,0 +1,89 @@
+"""Record real programs with call stacks (`record --stacks`) and check that the locks and functions
+come back by name: two global mutexes and a heap lock in a C program compiled here, the CPython
+GIL, and a serializing lock as the first finding of `advise`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import scalestack
+from scalestack.analysis.advice import advise
+from scalestack.analysis.where import collapsed, where
+from scalestack.report import build_report
+
+from ..conftest import ROOT, requires_recording
+
+pytestmark = [requires_recording, pytest.mark.root]
+
+
+@pytest.fixture(scope="module")
+def where_locks(tmp_path_factory):
+    out = tmp_path_factory.mktemp("where")
+    exe = out / "where_locks"
+    subprocess.run(["gcc", "-O1", "-Wall", "-pthread", str(ROOT / "workloads/c/where_locks.c"), "-o", str(exe)],
+                   check=True)
+    return exe
+
+
+def test_global_and_heap_locks_named_with_the_code_holding_them(where_locks, tmp_path):
+    trace = scalestack.record([str(where_locks), "4", "150"], str(tmp_path / "w.trace"), stacks=True)
+    trace.validate()
+    assert len(trace.stacks) and len(trace.futex_calls) and (trace.samples.stack >= 0).mean() > 0.9
+    res = where(trace)
+    locks = {lk["name"]: lk for lk in res.locks}
+    big = locks["big_lock"]
+    assert big["how"] == "symbol" and big["waiters"] == 2
+    assert next(iter(big["holders"])) == "update_table"
+    heap = [lk for lk in res.locks if lk["how"] in ("call-site", "holder")]
+    assert heap and "push_job" in heap[0]["name"], res.locks
+    names = [f["function"] for f in res.functions[:3]]
+    assert "update_table" in names and "push_job" in names
+    # per thread, the weighted samples add up to the thread's criticality within sampling error
+    crit = scalestack.criticality(trace)
+    for row in res.threads:
+        c = float(crit.criticality_ns[list(crit.tids).index(row["tid"])])
+        if c > 50e6:
+            assert abs(row["criticality_ns"] - c) < 0.15 * c + 5 * res.period_ns, (row, c)
+    sections = {s.key: s for s in build_report(trace).sections}
+    assert "big_lock" in [r["lock"] for r in sections["locks"].table]
+    assert sections["functions"].title == "Critical functions"
+    # collapsed stacks through the command line
+    subprocess.run([sys.executable, "-m", "scalestack.cli", "export", "collapsed", str(tmp_path / "w.trace"),
+                    "-o", str(tmp_path / "w.collapsed")], check=True)
+    lines = (tmp_path / "w.collapsed").read_text().splitlines()
+    assert any(line.rsplit(" ", 1)[0].endswith(";update_table") for line in lines)
+    assert (tmp_path / "w.collapsed").read_text() == collapsed(where(scalestack.load(tmp_path / "w.trace"),
+                                                                     top=10**6))
+
+
+def test_serializing_lock_is_the_first_finding(where_locks):
+    trace = scalestack.record([str(where_locks), "3", "150", "big"], None, stacks=True)
+    first = advise(trace).findings[0]
+    assert first.kind == "lock" and "big_lock" in first.title, advise(trace).text()
+    assert "update_table" in first.detail
+
+
+GIL_PROGRAM = """
+import sys, threading
+def spin(n):
+    x = 0
+    for i in range(n):
+        x += i * i
+    return x
+ts = [threading.Thread(target=spin, args=(int(sys.argv[1]),)) for _ in range(4)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+"""
+
+
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="the GIL's offsets are known for CPython 3.11")
+def test_cpython_threads_wait_on_the_gil_by_name(tmp_path):
+    prog = tmp_path / "gil.py"
+    prog.write_text(GIL_PROGRAM)
+    trace = scalestack.record([sys.executable, str(prog), "800000"], None, stacks=True)
+    gil = [lk for lk in where(trace).locks if lk["name"] == "the CPython GIL"]
+    assert gil and gil[0]["waiters"] >= 3 and len(gil[0]["addrs"]) >= 2
+    assert any("the CPython GIL" in f.title for f in advise(trace).findings)
