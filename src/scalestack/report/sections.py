@@ -87,5 +87,5 @@ def advice_section(trace: Trace, options: ReportOptions) -> Section:
                    res.to_dict())
 
 
-from scalestack.report import phase_section  # noqa: E402,F401  (registers the phases section)
-from scalestack.report import where_section  # noqa: E402,F401,I001  (registers the functions and locks sections)
+# registers the phases, critical functions and locks sections
+from scalestack.report import phase_section, where_section  # noqa: E402,F401
