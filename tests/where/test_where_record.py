@@ -87,3 +87,40 @@ def test_cpython_threads_wait_on_the_gil_by_name(tmp_path):
     gil = [lk for lk in where(trace).locks if lk["name"] == "the CPython GIL"]
     assert gil and gil[0]["waiters"] >= 3 and len(gil[0]["addrs"]) >= 2
     assert any("the CPython GIL" in f.title for f in advise(trace).findings)
+
+
+OMP_PROGRAM = r"""
+#include <omp.h>
+#include <stdio.h>
+static volatile double sink;
+__attribute__((noinline)) void step(int id, long n) {
+    double x = 0;
+    for (long i = 0; i < n * (id + 1); i++) x += i * 0.5;
+    sink = x;
+}
+int main(void) {
+    #pragma omp parallel num_threads(2)
+    {
+        int id = omp_get_thread_num();
+        for (int r = 0; r < 200; r++) {
+            step(id, 200000);
+            #pragma omp barrier
+        }
+    }
+    printf("done\n");
+    return 0;
+}
+"""
+
+
+def test_openmp_barrier_spinning_is_reported_as_spinning(tmp_path):
+    src = tmp_path / "omp.c"
+    src.write_text(OMP_PROGRAM)
+    exe = tmp_path / "omp"
+    subprocess.run(["gcc", "-O1", "-fopenmp", str(src), "-o", str(exe)], check=True)
+    trace = scalestack.record([str(exe)], None, stacks=True)
+    res = where(trace)
+    assert res.spin_share > 0.1, res.threads
+    assert "step" in [f["function"] for f in res.functions[:3]]
+    summary = " ".join(next(s for s in build_report(trace).sections if s.key == "functions").summary)
+    assert "spinning" in summary

@@ -14,9 +14,9 @@
   holding the lock). Named by symbol (``meta["locks"]``), else by the call site of its waits:
   the first frame of the program below the C library, libpthread, libgomp and the loader; where
   no wait call's stack could be walked, by the function its releasing thread ran meanwhile.
-* **Spinning.** Samples inside known spin-wait code (libgomp's barrier spin, pthread_spin_lock,
-  HotSpot's SpinPause, Go's procyield) are synchronization, not work; their criticality-weighted
-  share is reported per thread.
+* **Spinning.** Samples inside known spin-wait code (any leaf in libgomp, whose own code is its
+  barrier and lock spin-waits; pthread_spin_lock, HotSpot's SpinPause, Go's procyield) are
+  synchronization, not work; their criticality-weighted share is reported per thread.
 """
 
 from __future__ import annotations
@@ -34,6 +34,9 @@ from scalestack.trace import State, Trace
 
 SYSTEM_BINARY = re.compile(r"(^\[|/ld-linux|/libc[.-]|/libpthread|/libgomp|/libstdc\+\+|/libgcc_s|/libm[.-]|"
                            r"/libpython|/libjvm)")
+# libgomp runs no user work itself (that is in the program's outlined functions): on-CPU time in it
+# is its barrier and lock spin-waits (GOMP_SPINCOUNT), whose internal functions have no symbols
+SPIN_BINARY = re.compile(r"/libgomp\.so")
 WAIT_OPS = (0, 9)  # FUTEX_WAIT, FUTEX_WAIT_BITSET (flags masked off)
 SPIN = re.compile(r"^(do_spin|do_wait|gomp_barrier_wait_end|gomp_team_barrier_wait_end|gomp_spin\w*|"
                   r"pthread_spin_lock|__pthread_spin_lock|SpinPause|runtime\.procyield|runtime\.osyield)$")
@@ -135,12 +138,12 @@ def where(trace: Trace, *, top: int = 20) -> WhereResult:
             for f in set(fn.tolist()):
                 total_w[f] += w
             paths[";".join(fn[::-1].tolist())] += w
-            spin[i] = any(SPIN.match(f) for f in fn.tolist())
+            spin[i] = bool(SPIN_BINARY.search(key[1])) or any(SPIN.match(f) for f in fn.tolist())
         else:
             key = (leaf_sym[i], leaf_bin[i])
             total_w[key[0]] += w
             paths[key[0]] += w
-            spin[i] = bool(SPIN.match(key[0]))
+            spin[i] = bool(SPIN.match(key[0]) or SPIN_BINARY.search(key[1]))
         self_w[key] += w
         count[key] += 1
         per_thread[(int(tid[i]), key[0])] += w
