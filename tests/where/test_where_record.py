@@ -4,6 +4,8 @@ GIL, and a serializing lock as the first finding of `advise`."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 
@@ -124,3 +126,33 @@ def test_openmp_barrier_spinning_is_reported_as_spinning(tmp_path):
     assert "step" in [f["function"] for f in res.functions[:3]]
     summary = " ".join(next(s for s in build_report(trace).sections if s.key == "functions").summary)
     assert "spinning" in summary
+
+
+JAVA_PROGRAM = """
+public class HotLoop {
+    static volatile double sink;
+    static double crunch(int n) {
+        double x = 0;
+        for (int i = 0; i < n; i++) { x += Math.sqrt(i) * 0.5; }
+        return x;
+    }
+    public static void main(String[] args) throws Exception {
+        Thread[] ts = new Thread[2];
+        for (int k = 0; k < 2; k++) {
+            ts[k] = new Thread(() -> { for (int r = 0; r < 250; r++) sink = crunch(200000); });
+            ts[k].start();
+        }
+        for (Thread t : ts) t.join();
+    }
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("javac") is None, reason="java/javac are not installed")
+def test_java_hot_method_among_the_critical_functions(tmp_path):
+    (tmp_path / "HotLoop.java").write_text(JAVA_PROGRAM)
+    subprocess.run(["javac", "-d", str(tmp_path), str(tmp_path / "HotLoop.java")], check=True)
+    trace = scalestack.record(["java", "-Xmx64m", "-cp", str(tmp_path), "HotLoop"], None, stacks=True)
+    top = where(trace).functions[:3]
+    assert any("HotLoop.crunch" in f["function"] and f["binary"].startswith("/tmp/perf-") for f in top), top
+    assert not any(os.path.exists(f"/tmp/perf-{p}.map") for p in set(trace.threads.pid.tolist()))

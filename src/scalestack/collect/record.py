@@ -6,6 +6,7 @@ and every one ends in the same state builder (`scalestack.trace.builder`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import os
@@ -134,8 +135,12 @@ def record(
     if "sched:sched_switch" not in tracepoints:
         raise UserError("this kernel has no sched:sched_switch tracepoint; scalestack cannot record here")
     attach_names = None
+    jvm_map = False
     if command is not None:
         command = resolve_command(command)
+        if stacks:
+            jvm_map = with_jvm_perf_map(command) != command
+            command = with_jvm_perf_map(command)
     else:
         if not os.path.isdir(f"/proc/{pid}"):
             raise UserError(f"no process with pid {pid}")
@@ -205,8 +210,13 @@ def record(
         trace = build_trace(events, root_pids=[pid], meta=meta, role_rules=role_rules,
                             known_names=attach_names)
     if run.stacks is not None:
-        trace = attach_stacks(trace, run.stacks(np.unique(trace.threads.pid)))
+        pids = np.unique(trace.threads.pid)
+        trace = attach_stacks(trace, run.stacks(pids))
         trace = trace.with_meta(stacks=stacks)
+        if command is not None and jvm_map:  # the JVM wrote them because we asked: read, so remove
+            for p in pids.tolist():
+                with contextlib.suppress(OSError):
+                    os.unlink(f"/tmp/perf-{p}.map")
     readings = probe.readings()
     if run.root is not None:  # the root's figures include the wrapper shell's time before the exec
         readings.pop(run.root, None)
@@ -216,6 +226,20 @@ def record(
     if output:
         save(trace, output)
     return trace
+
+
+JVM_PERF_MAP = ["-XX:+UnlockDiagnosticVMOptions", "-XX:+DumpPerfMapAtExit", "-XX:+PreserveFramePointer"]
+
+
+def with_jvm_perf_map(command: list[str]) -> list[str]:
+    """`java`/`javac` with the HotSpot flags that write /tmp/perf-PID.map at exit (perf names JIT
+    frames from it) and keep frame pointers in compiled code; other commands unchanged."""
+    exe = os.path.basename(command[0])
+    if exe == "java":
+        return [command[0], *JVM_PERF_MAP, *command[1:]]
+    if exe == "javac":
+        return [command[0], *(f"-J{flag}" for flag in JVM_PERF_MAP), *command[1:]]
+    return command
 
 
 def attach_stacks(trace: Trace, st) -> Trace:
