@@ -226,3 +226,42 @@ def test_traces_keep_stacks_through_save_and_load(tmp_path):
     # a sample table written before stack ids existed loads with stack -1
     old = SampleTable(**{k: v for k, v in trace.samples.columns().items() if k != "stack"})
     assert old.stack.tolist() == [-1]
+
+
+def test_flame_boxes_merge_shared_prefixes():
+    from scalestack.report.flame_figures import flame_boxes
+
+    boxes = flame_boxes({"main;a;x": 2.0, "main;a;y": 1.0, "main;b": 3.0})
+    assert sorted(boxes) == sorted([(0, 0.0, 6.0, "main"), (1, 0.0, 3.0, "a"), (2, 0.0, 2.0, "x"),
+                                    (2, 2.0, 1.0, "y"), (1, 3.0, 3.0, "b")])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(st.lists(st.sampled_from("abcd"), min_size=1, max_size=5).map(";".join),
+                       st.floats(0.01, 10), min_size=1, max_size=12))
+def test_flame_boxes_nest_inside_their_callers(paths):
+    from scalestack.report.flame_figures import flame_boxes
+
+    boxes = flame_boxes(paths)
+    total = sum(paths.values())
+    assert sum(w for d, _, w, _ in boxes if d == 0) == pytest.approx(total)
+    for d, x0, w, _ in boxes:
+        if d:
+            assert any(pd == d - 1 and px - 1e-9 <= x0 and x0 + w <= px + pw + 1e-9 for pd, px, pw, _ in boxes)
+    for d in {b[0] for b in boxes}:  # no two boxes of one row overlap
+        row = sorted((x0, x0 + w) for dd, x0, w, _ in boxes if dd == d)
+        assert all(a[1] <= b[0] + 1e-9 for a, b in zip(row, row[1:], strict=False))
+
+
+def test_failed_reacquire_gaps_count_as_blocked():
+    # thread 2 waits on the lock [1, 3) ms, is woken but only runnable [3, 4) ms, waits again [4, 6) ms:
+    # the lock keeps it off for [1, 6) ms; thread 3 waits [2, 5) ms
+    frames = [("start", "/bin/app"), ("hold_it", "/bin/app")]
+    waits = [(2, 1 * MS, 3 * MS, 0x1000, 1), (2, 4 * MS, 6 * MS, 0x1000, 1), (3, 2 * MS, 5 * MS, 0x1000, 1)]
+    trace = _trace({1: [(0, 10 * MS)], 2: [(0, 1 * MS), (6 * MS, 7 * MS)], 3: [(0, 1 * MS)]}, 10 * MS,
+                   [(1, int((k + 0.5) * MS), 0) for k in range(10)], frames, [[1, 0]], waits=waits)
+    (lk,) = where(trace).locks
+    assert lk["serial_share"] == pytest.approx(0.5)  # [1, 6) of 10 ms
+    # thread 1's samples weigh 1/3 at 0.5 ms (three threads run), 1 at 1.5 .. 5.5 ms and 7.5 .. 9.5 ms,
+    # 1/2 at 6.5 ms; those at 1.5 .. 5.5 ms fall inside the blocked time
+    assert lk["critical_share"] == pytest.approx(5 / (1 / 3 + 5 + 0.5 + 3))

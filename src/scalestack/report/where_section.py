@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from scalestack.analysis.where import where
 from scalestack.report import ReportOptions, Section, register_section
+from scalestack.report.flame_figures import flame_graph
 from scalestack.trace import Trace
 from scalestack.units import format_ns
 
@@ -35,7 +36,7 @@ def functions_section(trace: Trace, options: ReportOptions) -> Section | None:
     summary += res.notes
     cols = [("function", "function"), ("binary", "binary"), ("self_pct", "self %"), ("total_pct", "total %"),
             ("self_ms", "self ms"), ("samples", "samples")]
-    return Section("functions", "Critical functions", summary, rows, cols, {},
+    return Section("functions", "Critical functions", summary, rows, cols, {"flame": flame_graph(res.paths)},
                    {"threads": res.threads, "functions": res.functions, "spin_share": res.spin_share})
 
 
