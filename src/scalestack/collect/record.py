@@ -155,7 +155,7 @@ def record(
     # in the recording (attaching, perf must start at once and the threads were born before)
     with exits.ExitProbe(enabled=exit_check and command is not None) as probe:
         if collector == "perf":
-            run = perf.collect(perf_path, tracepoints, command, pid, duration, mmap_size or perf.default_mmap_size(), reader,
+            run = perf.collect(perf_path, tracepoints, command, pid, duration, mmap_size or perf.default_mmap_size(stacks), reader,
                                 keep_perf_data, sample_hz, on_ready, stacks)
         elif collector == "ebpf":
             run = ebpf.collect(command, pid, duration, futex, on_ready)
