@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -265,3 +266,20 @@ def test_failed_reacquire_gaps_count_as_blocked():
     # thread 1's samples weigh 1/3 at 0.5 ms (three threads run), 1 at 1.5 .. 5.5 ms and 7.5 .. 9.5 ms,
     # 1/2 at 6.5 ms; those at 1.5 .. 5.5 ms fall inside the blocked time
     assert lk["critical_share"] == pytest.approx(5 / (1 / 3 + 5 + 0.5 + 3))
+
+
+def test_bad_requests_get_one_clear_line(tmp_path):
+    from scalestack.errors import UserError
+
+    with pytest.raises(UserError, match="--no-futex"):
+        scalestack.record(["true"], None, stacks=True, futex=False)
+    with pytest.raises(UserError, match="perf collector"):
+        scalestack.record(["true"], None, stacks=True, collector="tracefs")
+    with pytest.raises(UserError, match="dwarf or fp"):
+        scalestack.record(["true"], None, stacks="lbr")
+    frames = [("main", "/bin/app"), ("alpha", "/bin/app")]
+    plain = _trace({1: [(0, 4 * MS)]}, 4 * MS, [], frames, [[1, 0]])
+    scalestack.save(plain, tmp_path / "plain.trace")
+    out = subprocess.run([sys.executable, "-m", "scalestack.cli", "export", "collapsed", str(tmp_path / "plain.trace")],
+                         capture_output=True, text=True)
+    assert out.returncode != 0 and out.stderr.count("\n") == 1 and "--stacks" in out.stderr
