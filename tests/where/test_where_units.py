@@ -283,3 +283,15 @@ def test_bad_requests_get_one_clear_line(tmp_path):
     out = subprocess.run([sys.executable, "-m", "scalestack.cli", "export", "collapsed", str(tmp_path / "plain.trace")],
                          capture_output=True, text=True)
     assert out.returncode != 0 and out.stderr.count("\n") == 1 and "--stacks" in out.stderr
+
+
+def test_advise_names_the_function_of_the_critical_thread():
+    from scalestack.analysis.advice import advise
+
+    # thread 1 runs 10 ms in `alpha` (8 of them alone), thread 2 runs 2 ms in `beta`
+    frames = [("main", "/bin/app"), ("alpha", "/bin/app"), ("beta", "/bin/app")]
+    samples = sorted([(1, int((k + 0.5) * MS), 0) for k in range(10)] + [(2, int((k + 0.5) * MS), 1) for k in range(2)],
+                     key=lambda s: s[1])
+    trace = _trace({1: [(0, 10 * MS)], 2: [(0, 2 * MS)]}, 10 * MS, samples, frames, [[1, 0], [2, 0]])
+    crit = next(f for f in advise(trace).findings if f.kind == "critical-thread")
+    assert crit.tid == 1 and "100% of its criticality in `alpha`" in crit.detail
