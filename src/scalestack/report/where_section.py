@@ -22,13 +22,13 @@ def functions_section(trace: Trace, options: ReportOptions) -> Section | None:
     if res is None:
         return None
     total = sum(t["criticality_ns"] for t in res.threads) or 1.0
-    rows = [{"function": f["function"], "binary": f["binary"].rsplit("/", 1)[-1],
+    rows = [{"function": f["function"], "binary": f["binary"].rsplit("/", 1)[-1].strip("[]"),
              "self_pct": round(f["self_ns"] / total * 100, 1), "total_pct": round(f["total_ns"] / total * 100, 1),
              "self_ms": f["self_ns"] / 1e6, "samples": f["samples"]} for f in res.functions[:25]]
     summary = ["Each on-CPU sample weighted by 1/(threads running at that instant): a function's share of the "
                "run's criticality. self = the sample's leaf frame, total = anywhere on its stack."]
     if rows:
-        summary.append(f"Most critical: `{rows[0]['function']}` ({rows[0]['binary']}), {rows[0]['self_pct']}% "
+        summary.append(f"Most critical: `{rows[0]['function']}` in {rows[0]['binary']}, {rows[0]['self_pct']}% "
                        "of the criticality.")
     if res.spin_share > 0.01:
         summary.append(f"{res.spin_share * 100:.1f}% of the criticality is spent spinning in synchronization "
