@@ -85,7 +85,7 @@ ts = [threading.Thread(target=spin, args=(int(sys.argv[1]),)) for _ in range(4)]
 def test_cpython_threads_wait_on_the_gil_by_name(tmp_path):
     prog = tmp_path / "gil.py"
     prog.write_text(GIL_PROGRAM)
-    trace = scalestack.record([sys.executable, str(prog), "800000"], None, stacks=True)
+    trace = scalestack.record([sys.executable, str(prog), "1500000"], None, stacks=True)
     gil = [lk for lk in where(trace).locks if lk["name"] == "the CPython GIL"]
     assert gil and gil[0]["waiters"] >= 3 and len(gil[0]["addrs"]) >= 2
     assert any("the CPython GIL" in f.title for f in advise(trace).findings)
