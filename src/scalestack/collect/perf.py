@@ -32,8 +32,8 @@ from scalestack.ingest.perf_stacks import read_stacks
 from scalestack.tools import last_line, perf_version
 
 FUTEX_ENTER = "syscalls:sys_enter_futex"
-# how `record --stacks` walks user stacks: DWARF CFI from a copy of the stack top (names the direct
-# caller of a C library function, which frame pointers skip), or frame pointers (cheaper)
+# how `record --stacks` walks user stacks: DWARF CFI from a 4 KiB copy of the stack top (8 KiB made
+# perf script's unwinding fail here), or frame pointers only (less data per event)
 CALL_GRAPH = {"dwarf": "call-graph=dwarf,stack-size=4096", "fp": "call-graph=fp"}
 
 

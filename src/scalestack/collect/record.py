@@ -98,8 +98,7 @@ def record(
         `scalestack.collect.exit_check`); the result is in ``meta["exit_check"]``.
     stacks : bool or {"dwarf", "fp"}
         Also record user call stacks (True or "dwarf": unwound from a copy of the stack top by its
-        DWARF call-frame info; "fp": frame pointers, cheaper, skips the caller of a C library
-        function built without them) on the samples (1 kHz unless `sample_hz` is
+        DWARF call-frame info; "fp": frame pointers only) on the samples (1 kHz unless `sample_hz` is
         given) and at every futex call; needs the perf collector. The Trace gains `frames`,
         `stacks`, `futex_calls` and ``meta["locks"]`` (futex words named by symbol).
     on_ready : callable, optional

@@ -29,8 +29,8 @@ from scalestack.errors import UserError
               help="Also record call stacks: on the samples (implies --sample) and at every futex wait and wake "
                    "(perf collector; see docs/where.md).")
 @click.option("--unwind", type=click.Choice(["dwarf", "fp"]), default="dwarf", show_default=True,
-              help="With --stacks: walk stacks by DWARF call-frame info (names the caller of every C library "
-                   "function) or by frame pointers (cheaper).")
+              help="With --stacks: walk stacks by DWARF call-frame info from a copy of the stack top, or by "
+                   "frame pointers only (less data per event).")
 @click.option("--sample-hz", type=int, default=1000, show_default=True, help="Samples per second of CPU time.")
 @click.option("--aggregate", is_flag=True,
               help="Keep only per-thread counters per window, in the kernel (eBPF): always-on, kilobytes.")
