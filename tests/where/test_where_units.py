@@ -77,6 +77,10 @@ def test_worked_example_weights_samples_by_running_threads():
     assert fn["alpha"] == pytest.approx((7.5 * MS, 7.5 * MS))
     assert fn["beta"] == pytest.approx((2.5 * MS, 2.5 * MS))
     assert collapsed(res).splitlines() == ["main;alpha 7500", "main;beta 2500"]
+    # per window: the first 5 ms are A's alone (5 ms), the rest shared (2.5 ms each)
+    first, second = where(trace, between=(0, 5 * MS)), where(trace, between=(5 * MS, 10 * MS))
+    assert {t["tid"]: t["criticality_ns"] for t in first.threads} == pytest.approx({1: 5 * MS, 2: 0.0})
+    assert {t["tid"]: t["criticality_ns"] for t in second.threads} == pytest.approx({1: 2.5 * MS, 2: 2.5 * MS})
 
 
 def test_lock_holder_releaser_and_serial_share():

@@ -108,9 +108,12 @@ def running_at(trace: Trace, t: np.ndarray) -> np.ndarray:
     return tl.r[k]
 
 
-def where(trace: Trace, *, top: int = 20) -> WhereResult:
+def where(trace: Trace, *, top: int = 20, between: tuple[int, int] | None = None) -> WhereResult:
     """Critical functions, locks and spinning of a recording made with ``record --stacks``
-    (without stacks: per-function from the samples' own symbols, locks by address)."""
+    (without stacks: per-function from the samples' own symbols, locks by address); `between`
+    (absolute ns) restricts it to one window or phase."""
+    if between is not None:
+        trace = trace.between(*between)
     hz = trace.meta.get("sample_hz")
     s = trace.samples
     if not len(s) or not hz:
