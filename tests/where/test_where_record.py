@@ -5,6 +5,7 @@ GIL, and a serializing lock as the first finding of `advise`."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -161,3 +162,12 @@ def test_java_hot_method_among_the_critical_functions(tmp_path):
     top = where(trace).functions[:3]
     assert any("HotLoop.crunch" in f["function"] and f["binary"].startswith("/tmp/perf-") for f in top), top
     assert not any(os.path.exists(f"/tmp/perf-{p}.map") for p in set(trace.threads.pid.tolist()))
+
+
+@pytest.mark.skipif(shutil.which("bpftrace") is None, reason="bpftrace is not installed")
+def test_side_by_side_benchmark_quick():
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks/validation/where_side_by_side.py"), "--quick"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "perf report" in out and "update_table" in out and "bpftrace" in out
+    waits = re.findall(r"^\s+0x[0-9a-f]+\s+([\d.]+)\s+(\d+)$", out, re.M)
+    assert waits and int(waits[0][1]) > 10, out
