@@ -192,7 +192,8 @@ class SampleTable(_Table):
 class FrameTable(_Table):
     """Distinct code locations seen in call stacks; a frame's id is its row.
 
-    ip: the address in the process (kernel addresses included). symbol: the function (perf's
+    ip: the address as perf prints it in a call chain: relative to its binary for user code,
+    absolute for the kernel. symbol: the function (perf's
     resolution, demangled; "[unknown]" when none). offset: ip's offset in it. binary: the
     executable, library, "[kernel.kallsyms]", a JIT map (/tmp/perf-PID.map) or "[unknown]".
     """
