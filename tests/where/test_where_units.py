@@ -299,3 +299,23 @@ def test_advise_names_the_function_of_the_critical_thread():
     trace = _trace({1: [(0, 10 * MS)], 2: [(0, 2 * MS)]}, 10 * MS, samples, frames, [[1, 0], [2, 0]])
     crit = next(f for f in advise(trace).findings if f.kind == "critical-thread")
     assert crit.tid == 1 and "100% of its criticality in `alpha`" in crit.detail
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.integers(0, 10_000), st.integers(2, 4), st.sampled_from([None, 0]))
+def test_simulated_run_per_thread_sums_match_criticality(seed, threads, serial_phase):
+    """The simulator with planted code regions (`scalestack.sim.samples`): a cpu-clock-like sampler
+    at a random phase, 1 ms period. Each thread's weighted samples estimate its criticality: within
+    sampling error (a few periods, or 5% of a long-running thread's criticality)."""
+    from scalestack.sim.samples import planted_run
+
+    planted = planted_run(threads=threads, n_phases=2, seed=seed, rounds=2, total_cycles=1.2e10,
+                          serial_phase=serial_phase, cores=2)
+    res = where(planted.trace)
+    crit = scalestack.criticality(planted.trace)
+    want = dict(zip(crit.tids.tolist(), crit.criticality_ns.tolist(), strict=True))
+    for row in res.threads:
+        c = want[row["tid"]]
+        assert abs(row["criticality_ns"] - c) <= max(0.05 * c, 4 * res.period_ns), (row, c)
+    # every sample is in one planted region: the regions' weights add up to the threads'
+    assert sum(f["self_ns"] for f in res.functions) == pytest.approx(sum(t["criticality_ns"] for t in res.threads))
