@@ -319,3 +319,22 @@ def test_simulated_run_per_thread_sums_match_criticality(seed, threads, serial_p
         assert abs(row["criticality_ns"] - c) <= max(0.05 * c, 4 * res.period_ns), (row, c)
     # every sample is in one planted region: the regions' weights add up to the threads'
     assert sum(f["self_ns"] for f in res.functions) == pytest.approx(sum(t["criticality_ns"] for t in res.threads))
+
+
+def test_spinning_goes_to_the_speedup_stacks_sync():
+    from scalestack.analysis.speedup import speedup_stack
+    from scalestack.analysis.where import spin_running_ns
+
+    frames = [("main", "/bin/app"), ("work", "/bin/app"), ("[libgomp.so.1+0x1f7da]", "/usr/lib/libgomp.so.1")]
+    stacks = [[1, 0], [2, 0]]
+    single = _trace({1: [(0, 10 * MS)]}, 10 * MS, [(1, int((k + 0.5) * MS), 0) for k in range(10)], frames, stacks)
+    # two threads run 6 ms each; thread 2 spends 1 ms of it in libgomp's barrier spin
+    samples = sorted([(1, int((k + 0.5) * MS), 0) for k in range(6)]
+                     + [(2, int((k + 0.5) * MS), 0 if k < 5 else 1) for k in range(6)], key=lambda s: s[1])
+    multi = _trace({1: [(0, 6 * MS)], 2: [(0, 6 * MS)]}, 6 * MS, samples, frames, stacks)
+    multi = multi.with_roles("w=app")
+    single = single.with_roles("w=app")
+    assert spin_running_ns(multi, multi.threads.tid) == pytest.approx(1 * MS)
+    assert where(multi).spin_share == pytest.approx(1 / 12)
+    stack = speedup_stack(single, multi, 2)
+    assert stack.sync == pytest.approx(1 * MS / (6 * MS))  # no futex wait: all of SYNC is the spin

@@ -8,7 +8,8 @@ addition, ``(Σ Runnable_MT − Runnable_ST) / T_p``: like GC and SEQ it leaves 
 baseline's waiting for a CPU. OTHER is the residual and may be negative.
 
 Whole runs, and per phase (`phase_stacks`: before the fork, the parallel phase, after the join). GC and SEQ use the heights of the GC threads' and the
-main thread's bottle-graph boxes (Σ C_j; spec §1.2 and §2.5); SYNC is app threads' futex-wait time outside the STW-GC and SEQ windows; IMB
+main thread's bottle-graph boxes (Σ C_j; spec §1.2 and §2.5); SYNC is app threads' futex-wait time outside the STW-GC and SEQ windows, plus
+their running time spinning in synchronization code where the trace has samples (`analysis.where`); IMB
 is, per app thread, the time from its end to the last app thread's end.
 
 GIL note: CPython with a GIL serializes bytecode; threads waiting for the GIL block on a
@@ -22,6 +23,7 @@ import dataclasses
 
 import numpy as np
 
+from scalestack.analysis.where import spin_running_ns
 from scalestack.results import Result
 from scalestack.trace import State, Trace
 
@@ -145,12 +147,14 @@ def speedup_stack(single: Trace, multi: Trace, n: int) -> SpeedupStack:
     ends = np.asarray(multi.threads.end_ns)[app]
     imb = float((ends.max() - ends).sum()) if ends.size else 0.0
     sync = tis[app, int(State.SYNC_WAIT)] - gc_seq_window_time(multi)[app]
+    # spinning (samples in spin-wait code, `record --stacks`/`--sample`) is synchronization too
+    spin = spin_running_ns(multi, multi.threads.tid[app])
     return stack_from_times(
         n, float(single.wall_ns), float(multi.wall_ns),
         gc_st=_role_height(single, "gc"), gc_mt=_role_height(multi, "gc"),
         seq_st=_role_height(single, "main", "running+runnable"),
         seq_mt=_role_height(multi, "main", "running+runnable"),
-        sync=float(sync.sum()),
+        sync=float(sync.sum()) + spin,
         imb=imb,
         cont=float(tis[app, int(State.RUNNABLE)].sum()), cont_st=cont_st,
     )

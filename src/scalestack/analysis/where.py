@@ -169,6 +169,33 @@ def where(trace: Trace, *, top: int = 20, between: tuple[int, int] | None = None
                        period_ns=period, span_ns=trace.wall_ns, notes=list(trace.meta.get("stack_notes", [])))
 
 
+def spin_samples(trace: Trace) -> np.ndarray:
+    """Per sample of `trace.samples`: is it inside known spin-wait code (see the module docstring)?"""
+    s = trace.samples
+    if not len(s):
+        return np.zeros(0, dtype=bool)
+    names, _ = frame_names(trace)
+    stacks = stack_lists(trace)
+    binaries = trace.frames.binary
+    per_stack = np.array([bool(len(f)) and (bool(SPIN_BINARY.search(binaries[f[0]]))
+                                            or any(SPIN.match(str(names[x])) for x in f)) for f in stacks], dtype=bool)
+    by_symbol = np.array([bool(SPIN.match(str(sym)) or SPIN_BINARY.search(str(b)))
+                          for sym, b in zip(s.symbol, s.binary, strict=True)], dtype=bool)
+    has = (s.stack >= 0) & (s.stack < len(per_stack))
+    out = by_symbol.copy()
+    out[has] = per_stack[s.stack[has]]
+    return out
+
+
+def spin_running_ns(trace: Trace, tids: np.ndarray) -> float:
+    """Running time of threads `tids` spent spinning, estimated from the samples (one period each)."""
+    hz = trace.meta.get("sample_hz")
+    if not hz or not len(trace.samples):
+        return 0.0
+    mine = np.isin(trace.samples.tid, tids)
+    return float(np.count_nonzero(spin_samples(trace) & mine)) * 1e9 / float(hz)
+
+
 def _site(stacks, names, own, sid) -> str | None:
     """First frame of the program's own code on a stack (leaf first), else None."""
     if sid < 0 or sid >= len(stacks):
