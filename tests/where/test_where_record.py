@@ -94,7 +94,7 @@ def test_cpython_threads_wait_on_the_gil_by_name(tmp_path):
     trace = scalestack.record([sys.executable, str(prog), "1500000"], None, stacks=True)
     gil = [lk for lk in where(trace).locks if lk["name"] == "the CPython GIL"]
     assert gil and gil[0]["waiters"] >= 3 and len(gil[0]["addrs"]) >= 2
-    assert any("the CPython GIL" in f.title for f in advise(trace).findings)
+    assert any("the CPython GIL" in f.title + f.detail for f in advise(trace).findings)
 
 
 OMP_PROGRAM = r"""
@@ -170,4 +170,4 @@ def test_side_by_side_benchmark_quick():
                          capture_output=True, text=True, check=True).stdout
     assert "perf report" in out and "update_table" in out and "bpftrace" in out
     waits = re.findall(r"^\s+0x[0-9a-f]+\s+([\d.]+)\s+(\d+)$", out, re.M)
-    assert waits and int(waits[0][1]) > 10, out
+    assert any(int(n) > 10 for _, n in waits), out
