@@ -93,8 +93,9 @@ def test_cpython_threads_wait_on_the_gil_by_name(tmp_path):
     prog.write_text(GIL_PROGRAM)
     trace = scalestack.record([sys.executable, str(prog), "1500000"], None, stacks=True)
     gil = [lk for lk in where(trace).locks if lk["name"] == "the CPython GIL"]
-    assert gil and gil[0]["waiters"] >= 3 and len(gil[0]["addrs"]) >= 2
-    assert any("the CPython GIL" in f.title + f.detail for f in advise(trace).findings)
+    assert gil and gil[0]["waiters"] >= 3 and len(gil[0]["addrs"]) >= 2, where(trace).locks
+    findings = advise(trace)
+    assert any("the CPython GIL" in f.title + f.detail for f in findings.findings), findings.text()
 
 
 OMP_PROGRAM = r"""
