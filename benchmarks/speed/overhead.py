@@ -6,7 +6,8 @@ command's exec to its last thread's exit), so perf's start-up and the trace proc
 counted; the plain run is timed around fork/exec/wait, which adds about a millisecond.
 
 Configurations: the perf collector (sched + futex + runtime events), the same without the futex
-syscall tracepoints (`--no-futex`), the tracefs collector (the same events in the kernel's ftrace
+syscall tracepoints (`--no-futex`), the perf collector sampling at 1 kHz (`--sample`) and the same with
+call stacks on the samples and the futex calls (`--stacks`, docs/where.md), the tracefs collector (the same events in the kernel's ftrace
 buffer, read after the run), the eBPF collector (BTF tracepoint programs into a BPF ring buffer,
 drained to a file during the run), and the in-kernel aggregation mode where available
 (benchmarks/speed/overhead_aggregate.py). Compare with the thesis's kernel module: 0.68% on average.
@@ -39,7 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     pairs = args.pairs or (1 if args.quick else 5)
     configs = {"perf": {"collector": "perf"}, "perf no-futex": {"collector": "perf", "futex": False},
-               "tracefs": {"collector": "tracefs"}, "ebpf": {"collector": "ebpf"}}
+               "tracefs": {"collector": "tracefs"}, "ebpf": {"collector": "ebpf"},
+               "perf sample": {"collector": "perf", "sample_hz": 1000},
+               "perf stacks": {"collector": "perf", "stacks": True}}
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="scalestack-overhead-") as tmp:
         progs = build(Path(tmp), args.quick)
@@ -51,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'program':34} {'config':13} {'plain s':>9} {'recorded s':>11} {'slowdown':>9} {'events/s':>10} {'lost':>6}")
         for name, prog in progs.items():
             for cname, opts in configs.items():
-                if args.quick and cname == "perf no-futex":
+                if args.quick and cname in ("perf no-futex", "perf sample", "perf stacks"):
                     continue
                 try:
                     r = measure(prog, pairs, opts)

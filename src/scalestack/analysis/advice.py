@@ -21,6 +21,7 @@ import numpy as np
 from scalestack.analysis.bottle import bottle
 from scalestack.analysis.criticality import criticality
 from scalestack.analysis.whatif import whatif
+from scalestack.analysis.where import WhereResult, where
 from scalestack.results import Result
 from scalestack.trace import State, Trace
 from scalestack.units import format_ns
@@ -57,6 +58,64 @@ class AdviceResult(Result):
 
     def text(self) -> str:
         return "\n".join(f"{i + 1}. {f.title}\n   {f.detail}" for i, f in enumerate(self.findings))
+
+
+# a lock with a waiter for at least this share of the run (or of its criticality) is the first finding
+SERIALIZING = 0.5
+
+
+def _where(trace: Trace) -> WhereResult | None:
+    """Critical functions and named locks where the trace has call stacks, else None."""
+    if not len(trace.stacks) or not len(trace.samples) or not trace.meta.get("sample_hz"):
+        return None
+    return where(trace)
+
+
+def _top_function(code: WhereResult | None, tid: int) -> tuple[str, float] | None:
+    """The program function (self weight) holding most of one thread's criticality, and its share."""
+    if code is None:
+        return None
+    row = next((t for t in code.threads if t["tid"] == tid), None)
+    fn = code.thread_functions.get(tid)
+    if not row or not fn or row["criticality_ns"] <= 0:
+        return None
+    name, w = fn
+    return name, w / row["criticality_ns"]
+
+
+def _top_lock(code: WhereResult, span: int) -> dict | None:
+    """The lock the threads wait on longest (two waiters at least: a join is not a lock), if its
+    waits add up to a fifth of the run."""
+    locks = [lk for lk in code.locks if lk["waiters"] >= 2 and lk["how"] != "join"]
+    if not locks:
+        return None
+    top = max(locks, key=lambda lk: lk["wait_ns"])
+    return top if top["wait_ns"] > 0.2 * span else None
+
+
+def _lock_finding(trace: Trace, name: str, wait: float, span: int, sel: np.ndarray, label, factor: float,
+                  addr: int, info: dict | None) -> Finding:
+    st = trace.states
+    releasers = np.unique(st.waker[sel], return_counts=True)
+    ranked = releasers[0][np.argsort(-releasers[1], kind="stable")]
+    who = ", ".join(label(int(x)) for x in ranked[:3]) or "unknown threads"
+    gain, why = 1.0, ""
+    if len(ranked):  # the releaser made faster holds the lock (or reaches the barrier) for less time
+        gain = whatif(trace, int(ranked[0]), factor).replay_speedup
+        why = f" Making {label(int(ranked[0]))} {factor:g}x faster would give {gain:.2f}x (dependency replay)."
+    held = serial = ""
+    if info:
+        serial = f", {info['serial_share'] * 100:.0f}% of the run with a thread waiting"
+        if info["holders"]:
+            fn, n = next(iter(info["holders"].items()))
+            held = f" While they wait, the releasing thread runs `{fn}` ({n} samples)."
+        if info["releasers"]:
+            held += f" It is released in `{next(iter(info['releasers']))}`."
+    return Finding(
+        "lock", f"threads wait {format_ns(int(wait))} in total on {name}{serial}",
+        f"{wait / span:.1f} threads on average are blocked on it; it is released mostly by {who}.{held} "
+        "Shorter critical sections, finer locks or less work between barriers would cut this." + why,
+        gain, None, addr)
 
 
 def alone_time(trace: Trace) -> dict[int, int]:
@@ -138,9 +197,18 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
     ran = cr.running_ns > 0
     n_ran = int(ran.sum())
     findings: list[Finding] = []
+    code = _where(trace)
+    lock_info = {int(x["addr"], 16): x for x in code.locks} if code else {}
 
     def label(t: int) -> str:
         return f"thread {names.get(t, '?')} ({t})"
+
+    def lock_name(addr: int) -> str:
+        entry = (trace.meta.get("locks") or {}).get(f"{addr:#x}")
+        if entry:
+            return entry["name"]
+        info = lock_info.get(addr)
+        return info["name"] if info and info["how"] != "address" else f"futex {addr:#x}"
 
     # 1. critical threads, with the replay's prediction and the waits they cause
     order = [int(i) for i in cr.order if ran[i]][:max_threads]
@@ -170,10 +238,13 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
                 per_addr[once] = 0
             addr = int(addrs[int(np.argmax(per_addr))])
             waiters = [label(int(x)) for x in np.unique(st.tid[mine & (st.addr == addr)])]
-            where = (f"mostly on futex {addr:#x}" if np.count_nonzero(per_addr) == 1 else
-                     f"on {np.count_nonzero(per_addr)} futexes, most on {addr:#x}")
+            where = (f"mostly on {lock_name(addr)}" if np.count_nonzero(per_addr) == 1 else
+                     f"on {np.count_nonzero(per_addr)} futexes, most on {lock_name(addr)}")
             parts.append(f"the others wait {format_ns(caused[t])} for it, {where} "
                          f"(a lock or barrier it releases last; waiting: {', '.join(waiters[:4])})")
+        fn = _top_function(code, t)
+        if fn:
+            parts.append(f"{fn[1] * 100:.0f}% of its criticality in `{fn[0]}`")
         what = ("parallelise its serial part or move work from it to the threads that wait"
                 if alone.get(t, 0) > 0.1 * span else "shorten its work or split it across the waiting threads")
         findings.append(Finding(
@@ -191,9 +262,17 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
             f"For {format_ns(serial)} only one thread runs (most of it {label(main_t)}). Spread over the "
             f"{n_work} threads that do the work, that time would give at most {gain:.2f}x (Amdahl).", gain, main_t))
 
-    # 3. the most waited-on futex, and who releases it
+    # 3. the most waited-on lock, and who releases it (named, with its holder, from call stacks)
     sync = st.state == State.SYNC_WAIT
-    if np.any(sync):
+    top_lock = _top_lock(code, span) if code else None
+    if top_lock is not None:
+        words = np.array([int(x, 16) for x in top_lock["addrs"]], dtype=np.uint64)
+        addr0 = int(words[0])
+        if not any(f.addr is not None and f.addr in words.tolist() for f in findings):
+            sel = sync & np.isin(st.addr, words) & np.isin(st.waker, trace.threads.tid)
+            findings.append(_lock_finding(trace, top_lock["name"], float(top_lock["wait_ns"]), span, sel, label,
+                                          factor, addr0, top_lock))
+    elif np.any(sync) and code is None:
         addrs, inv = np.unique(st.addr[sync], return_inverse=True)
         per_addr = np.bincount(inv, weights=st.duration_ns[sync])
         per_addr[np.bincount(inv) < 3] = 0  # a join waits once per thread: not a lock or barrier
@@ -201,18 +280,8 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
         wait = float(per_addr[k])
         if addrs[k] != 0 and wait > 0.2 * span and not any(f.addr == int(addrs[k]) for f in findings):
             sel = sync & (st.addr == addrs[k]) & np.isin(st.waker, trace.threads.tid)
-            releasers = np.unique(st.waker[sel], return_counts=True)
-            ranked = releasers[0][np.argsort(-releasers[1], kind="stable")]
-            who = ", ".join(label(int(x)) for x in ranked[:3]) or "unknown threads"
-            gain, why = 1.0, ""
-            if len(ranked):  # the releaser made faster holds the lock (or reaches the barrier) for less time
-                gain = whatif(trace, int(ranked[0]), factor).replay_speedup
-                why = f" Making {label(int(ranked[0]))} {factor:g}x faster would give {gain:.2f}x (dependency replay)."
-            findings.append(Finding(
-                "lock", f"threads wait {format_ns(int(wait))} in total on futex {int(addrs[k]):#x}",
-                f"{wait / span:.1f} threads on average are blocked on it; it is released mostly by {who}. "
-                "Shorter critical sections, finer locks or less work between barriers would cut this." + why,
-                gain, None, int(addrs[k])))
+            findings.append(_lock_finding(trace, lock_name(int(addrs[k])), wait, span, sel, label, factor,
+                                          int(addrs[k]), None))
 
     # 4. CPU contention: runnable time (more runnable threads than cores)
     rq = float(st.duration_ns[st.state == State.RUNNABLE].sum())
@@ -240,7 +309,14 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
             f"an even share is {even * 100:.0f}%): speeding up one thread would not help much; look at the work "
             "all threads do.",
             1.0))
-    findings.sort(key=lambda f: (f.kind != "balanced", -f.predicted_speedup))
+    def serializing(f: Finding) -> bool:  # a lock some thread waits on for most of the run comes first
+        info = lock_info.get(f.addr) if f.kind == "lock" and f.addr is not None else None
+        info = info or next((x for x in lock_info.values() if f.kind == "lock" and f.addr is not None
+                             and f"{f.addr:#x}" in x.get("addrs", ())), None)
+        return bool(info and info["waiters"] >= 2 and info["how"] != "join"
+                    and max(info["serial_share"], info["critical_share"]) >= SERIALIZING)
+
+    findings.sort(key=lambda f: (not serializing(f), f.kind != "balanced", -f.predicted_speedup))
     return AdviceResult(findings, span, alone, caused)
 
 

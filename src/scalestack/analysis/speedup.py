@@ -8,7 +8,8 @@ addition, ``(Σ Runnable_MT − Runnable_ST) / T_p``: like GC and SEQ it leaves 
 baseline's waiting for a CPU. OTHER is the residual and may be negative.
 
 Whole runs, and per phase (`phase_stacks`: before the fork, the parallel phase, after the join). GC and SEQ use the heights of the GC threads' and the
-main thread's bottle-graph boxes (Σ C_j; spec §1.2 and §2.5); SYNC is app threads' futex-wait time outside the STW-GC and SEQ windows; IMB
+main thread's bottle-graph boxes (Σ C_j; spec §1.2 and §2.5); SYNC is app threads' futex-wait time outside the STW-GC and SEQ windows, plus
+their running time spinning in synchronization code where the trace has samples (`analysis.where`); IMB
 is, per app thread, the time from its end to the last app thread's end.
 
 Native programs (issue 27; docs/speedup.md): without a driver thread (one that works alone or not at
@@ -30,6 +31,7 @@ import dataclasses
 
 import numpy as np
 
+from scalestack.analysis.where import spin_running_ns
 from scalestack.results import Result
 from scalestack.trace import State, Trace
 
@@ -57,7 +59,7 @@ class SpeedupStack(Result):
     t_seq_mt_ns: float = 0.0
     t_seq_st_ns: float = 0.0
     seq_st_measured: bool = True  # False: the 1-thread run has no separate parallel phase; T_seq,ST := T_seq,MT
-    spin: float = 0.0  # spinning booked into SYNC (a passive-wait twin run, `with_spin`)
+    spin: float = 0.0  # spinning booked into SYNC (samples in spin-wait code, or a passive-wait twin run)
     workers: int = 0  # working threads in the N-thread run (N slots are the sweep's N)
     threads: tuple = ()  # one line per driver or coordinator thread (analysis.serial.ThreadKinds.lines)
 
@@ -249,9 +251,10 @@ def _managed_stack(single: Trace, multi: Trace, n: int, ks, km) -> SpeedupStack:
     # the stack carries the thesis form (eq. 3.12), (N − 1)·T_seq,MT/T_p, as the native form does: the
     # general form moves any difference in the driver's time between the two runs (a JVM start-up
     # slower under other load) into SEQ; it is kept beside it (seq_general), with both inputs
+    spin = spin_running_ns(multi, multi.threads.tid[w])  # samples in spin-wait code: synchronization
     st = stack_from_times(n, float(single.wall_ns), float(multi.wall_ns), seq_st=seq_mt, seq_mt=seq_mt,
-                          sync=max(sync, 0.0), imb=max(imb, 0.0), **common)
-    return dataclasses.replace(st, form="managed", seq_thesis=st.seq, seq_general=(n * seq_mt - seq_st) / multi.wall_ns,
+                          sync=max(sync, 0.0) + spin, imb=max(imb, 0.0), **common)
+    return dataclasses.replace(st, form="managed", spin=spin / multi.wall_ns, seq_thesis=st.seq, seq_general=(n * seq_mt - seq_st) / multi.wall_ns,
                                t_seq_mt_ns=seq_mt, t_seq_st_ns=seq_st, workers=int(w.sum()),
                                threads=tuple(km.lines(multi)))
 
@@ -295,9 +298,10 @@ def _native_stack(single: Trace, multi: Trace, n: int, ks, km) -> SpeedupStack:
         full = np.full(ends.shape, last)
         imb = float(np.sum((last - ends) - sw.serial_in(ends, full) - sw.cont_in(ends, full)))
     common = _common(single, multi, n, ks, km)  # with the contention windows: CONT, not SEQ
-    stack = stack_from_times(n, float(single.wall_ns), t_p, seq_st=t_ser, seq_mt=t_ser, sync=max(sync, 0.0),
+    spin = spin_running_ns(multi, multi.threads.tid[w])  # samples in spin-wait code: synchronization
+    stack = stack_from_times(n, float(single.wall_ns), t_p, seq_st=t_ser, seq_mt=t_ser, sync=max(sync, 0.0) + spin,
                              imb=max(imb, 0.0), **common)
-    return dataclasses.replace(stack, form="native", seq_thesis=stack.seq, seq_general=(n * t_ser - t_ser_st) / t_p,
+    return dataclasses.replace(stack, form="native", spin=spin / t_p, seq_thesis=stack.seq, seq_general=(n * t_ser - t_ser_st) / t_p,
                                t_seq_mt_ns=t_ser, t_seq_st_ns=t_ser_st, seq_st_measured=measured,
                                workers=int(w.sum()), threads=tuple(km.lines(multi)))
 
@@ -327,16 +331,17 @@ def with_spin(stack: SpeedupStack, multi: Trace, multi_passive: Trace, single: T
     if single is not None and single_passive is not None:
         spin -= max(run(single, 1)[0] - run(single_passive, 1)[0], 0.0)
     t_p = float(multi.wall_ns)
-    x = spin / t_p
+    booked = stack.spin  # already in SYNC from samples in spin-wait code (`record --stacks`/`--sample`)
+    x = max(spin / t_p - booked, 0.0)
     if stack.form != "native" or x <= 0:
-        return dataclasses.replace(stack, sync=stack.sync + x, other=stack.other - x, spin=x)
+        return dataclasses.replace(stack, sync=stack.sync + x, other=stack.other - x, spin=booked + x)
     hidden = max(kp.sweep.serial_ns - stack.t_seq_mt_ns, 0.0)
     d_seq = (stack.n - 1) * hidden / t_p
     rest = max(x - d_seq, 0.0)
     t_seq = stack.t_seq_mt_ns + hidden
     t_st = t_seq if not stack.seq_st_measured else stack.t_seq_st_ns
     return dataclasses.replace(stack, seq=stack.seq + d_seq, sync=stack.sync + rest, other=stack.other - d_seq - rest,
-                               spin=rest, seq_thesis=stack.seq + d_seq, t_seq_mt_ns=t_seq, t_seq_st_ns=t_st,
+                               spin=booked + rest, seq_thesis=stack.seq + d_seq, t_seq_mt_ns=t_seq, t_seq_st_ns=t_st,
                                seq_general=(stack.n * t_seq - t_st) / t_p)
 
 

@@ -17,6 +17,7 @@ Designed around what was measured on these machines (shared/DESIGN.md):
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -27,30 +28,46 @@ import time
 from scalestack.collect.run import WRAPPER, WRAPPER_PLAIN, Run, low_dup, sigint_for_the_program
 from scalestack.errors import UserError
 from scalestack.ingest.perf_data import LOST_RE, read_events
+from scalestack.ingest.perf_stacks import read_stacks
 from scalestack.tools import last_line, perf_version
 
+FUTEX_ENTER = "syscalls:sys_enter_futex"
+# how `record --stacks` walks user stacks: DWARF CFI from a 4 KiB copy of the stack top (8 KiB made
+# perf script's unwinding fail here), or frame pointers only (less data per event)
+CALL_GRAPH = {"dwarf": "call-graph=dwarf,stack-size=4096", "fp": "call-graph=fp"}
 
-def default_mmap_size() -> str:
-    """Per-CPU ring buffer: big enough for ~1 s of a switch-storm (≈ 0.5 M events/s/CPU)."""
+
+def default_mmap_size(stacks: bool | str = False) -> str:
+    """Per-CPU ring buffer: big enough for ~1 s of a switch-storm (≈ 0.5 M events/s/CPU); four
+    times that with DWARF stacks (each futex call and sample then carries 4 KiB of stack)."""
     try:
         mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
         mem = 4 << 30
     mb = 64 if mem >= (8 << 30) else 16
+    if stacks == "dwarf":
+        mb *= 4
     return f"{mb}M"
 
 
 def collect(perf, tracepoints, command, pid, duration, size, reader, keep_perf_data, sample_hz,
-                  on_ready=None) -> Run:
+                  on_ready=None, stacks=False) -> Run:
     """`perf record -a` around the command (or for `duration` s), then its perf.data read."""
     warnings: list[str] = []
     with tempfile.TemporaryDirectory(prefix="scalestack-rec-") as tmp:
         data = os.path.join(tmp, "perf.data")
         pidfile = os.path.join(tmp, "pid")
         perf_err = os.path.join(tmp, "perf.stderr")
-        argv = [perf, "record", "-k", "CLOCK_MONOTONIC", "-a", "-m", size, "-o", data, "-e", ",".join(tracepoints)]
+        argv = [perf, "record", "-k", "CLOCK_MONOTONIC", "-a", "-m", size, "-o", data]
+        cg = CALL_GRAPH.get(stacks or "", "")
+        if stacks:
+            # the futex entry first: perf script unwinds (dwarf) only when the first event with a call
+            # graph asks for it; -d records the data mappings (the stack's) that unwinding needs
+            tracepoints = [FUTEX_ENTER + f"/{cg}/"] + [tp for tp in tracepoints if tp != FUTEX_ENTER]
+            argv.append("-d")
+        argv += ["-e", ",".join(tracepoints)]
         if sample_hz:
-            argv += ["-e", f"cpu-clock/period={int(1e9 // sample_hz)}/"]
+            argv += ["-e", f"cpu-clock/period={int(1e9 // sample_hz)}{',' + cg if cg else ''}/"]
         with sigint_for_the_program(), open(perf_err, "wb") as err:
             if command is not None:
                 user_err = low_dup(2)  # sh redirects only single-digit fds
@@ -86,13 +103,26 @@ def collect(perf, tracepoints, command, pid, duration, size, reader, keep_perf_d
         if keep_perf_data:
             shutil.copyfile(data, keep_perf_data)
         events = read_events(data, perf, reader, samples=bool(sample_hz))
+        call_stacks = None
+        if stacks:  # read once the process tree is known (record() calls it with its pids)
+            keep_dir = tempfile.mkdtemp(prefix="scalestack-stacks-")
+            kept = os.path.join(keep_dir, "perf.data")
+            os.replace(data, kept)
+            call_stacks = functools.partial(_stacks_pass, kept, perf)
     meta = {"perf_version": perf_version(perf), "mmap_size": size,
             "reader": "perf-script" if sample_hz or reader == "perf-script" else "perf-data"}
     lost_chunks = LOST_RE.findall(perf_messages.decode("utf-8", "replace"))
     if lost_chunks:
         meta["lost_chunks"] = events.stats["lost_chunks"] = sum(int(x) for x in lost_chunks)
         warnings.append(f"perf reported {meta['lost_chunks']} lost chunks; raise --mmap-size")
-    return Run(events, rc, root, meta, warnings)
+    return Run(events, rc, root, meta, warnings, call_stacks)
+
+
+def _stacks_pass(data: str, perf: str, pids):
+    try:
+        return read_stacks(data, perf, pids)
+    finally:
+        shutil.rmtree(os.path.dirname(data), ignore_errors=True)
 
 
 def attach_wait(proc: subprocess.Popen, pid: int, duration: float, ctl: str, ack: str, on_ready=None) -> int:

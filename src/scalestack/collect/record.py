@@ -6,6 +6,8 @@ and every one ends in the same state builder (`scalestack.trace.builder`).
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import datetime
 import os
 import platform
@@ -19,8 +21,9 @@ from scalestack.collect import ebpf, perf, tracefs
 from scalestack.collect import exit_check as exits
 from scalestack.collect.run import online_cpus, resolve_command, thread_names
 from scalestack.errors import UserError
+from scalestack.symbols.locks import name_futexes
 from scalestack.tools import perf_binary
-from scalestack.trace import Trace
+from scalestack.trace import FutexCallTable, SampleTable, Trace
 from scalestack.trace.builder import build_trace
 from scalestack.trace.events import RECORD_TRACEPOINTS, Kind
 from scalestack.trace.store import save
@@ -59,6 +62,7 @@ def record(
     collector: str = "auto",
     exit_check: bool = True,
     on_ready=None,
+    stacks: bool | str = False,
 ) -> Trace:
     """Record `command` (or attach to `pid` for `duration` seconds) and return its Trace.
 
@@ -92,6 +96,11 @@ def record(
     exit_check : bool
         Compare every thread with the kernel's own figures at its exit (bpftrace probe,
         `scalestack.collect.exit_check`); the result is in ``meta["exit_check"]``.
+    stacks : bool or {"dwarf", "fp"}
+        Also record user call stacks (True or "dwarf": unwound from a copy of the stack top by its
+        DWARF call-frame info; "fp": frame pointers only) on the samples (1 kHz unless `sample_hz` is
+        given) and at every futex call; needs the perf collector. The Trace gains `frames`,
+        `stacks`, `futex_calls` and ``meta["locks"]`` (futex words named by symbol).
     on_ready : callable, optional
         With --pid and perf or ebpf: called once the events are enabled, e.g. to start the load
         the recording should see (perf takes a moment, more on a busy machine).
@@ -101,10 +110,18 @@ def record(
     if collector not in COLLECTORS:
         raise UserError(f"unknown collector {collector!r}; choose {', '.join(COLLECTORS)}")
     chosen = collector == "auto"
+    if stacks is True:
+        stacks = "dwarf"
+    if stacks not in (False, None, "dwarf", "fp"):
+        raise UserError(f"unknown stack unwinding {stacks!r}; choose dwarf or fp")
+    if stacks and sample_hz is None:
+        sample_hz = 1000
+    if stacks and not futex:
+        raise UserError("--stacks records the futex calls; it cannot be combined with --no-futex")
     if chosen:  # auto picks ebpf only where it can run
         collector = auto_collector(sample_hz, mmap_size, keep_perf_data, reader)
-    if collector != "perf" and sample_hz:
-        raise UserError("--sample needs the perf collector")
+    if collector != "perf" and (sample_hz or stacks):
+        raise UserError(f"--{'stacks' if stacks else 'sample'} needs the perf collector")
     if collector == "ebpf" and not chosen:
         reason = ebpf.unavailable()
         if reason:
@@ -117,8 +134,12 @@ def record(
     if "sched:sched_switch" not in tracepoints:
         raise UserError("this kernel has no sched:sched_switch tracepoint; scalestack cannot record here")
     attach_names = None
+    jvm_map = False
     if command is not None:
         command = resolve_command(command)
+        if stacks:
+            jvm_map = with_jvm_perf_map(command) != command
+            command = with_jvm_perf_map(command)
     else:
         if not os.path.isdir(f"/proc/{pid}"):
             raise UserError(f"no process with pid {pid}")
@@ -133,8 +154,8 @@ def record(
     # in the recording (attaching, perf must start at once and the threads were born before)
     with exits.ExitProbe(enabled=exit_check and command is not None) as probe:
         if collector == "perf":
-            run = perf.collect(perf_path, tracepoints, command, pid, duration, mmap_size or perf.default_mmap_size(), reader,
-                                keep_perf_data, sample_hz, on_ready)
+            run = perf.collect(perf_path, tracepoints, command, pid, duration, mmap_size or perf.default_mmap_size(stacks), reader,
+                                keep_perf_data, sample_hz, on_ready, stacks)
         elif collector == "ebpf":
             run = ebpf.collect(command, pid, duration, futex, on_ready)
         else:
@@ -187,6 +208,14 @@ def record(
     else:
         trace = build_trace(events, root_pids=[pid], meta=meta, role_rules=role_rules,
                             known_names=attach_names)
+    if run.stacks is not None:
+        pids = np.unique(trace.threads.pid)
+        trace = attach_stacks(trace, run.stacks(pids))
+        trace = trace.with_meta(stacks=stacks)
+        if command is not None and jvm_map:  # the JVM wrote them because we asked: read, so remove
+            for p in pids.tolist():
+                with contextlib.suppress(OSError):
+                    os.unlink(f"/tmp/perf-{p}.map")
     readings = probe.readings()
     if run.root is not None:  # the root's figures include the wrapper shell's time before the exec
         readings.pop(run.root, None)
@@ -196,6 +225,46 @@ def record(
     if output:
         save(trace, output)
     return trace
+
+
+JVM_PERF_MAP = ["-XX:+UnlockDiagnosticVMOptions", "-XX:+DumpPerfMapAtExit", "-XX:+PreserveFramePointer"]
+
+
+def with_jvm_perf_map(command: list[str]) -> list[str]:
+    """`java`/`javac` with the HotSpot flags that write /tmp/perf-PID.map at exit (perf names JIT
+    frames from it) and keep frame pointers in compiled code; other commands unchanged."""
+    exe = os.path.basename(command[0])
+    if exe == "java":
+        return [command[0], *JVM_PERF_MAP, *command[1:]]
+    if exe == "javac":
+        return [command[0], *(f"-J{flag}" for flag in JVM_PERF_MAP), *command[1:]]
+    return command
+
+
+def attach_stacks(trace: Trace, st) -> Trace:
+    """The Trace with the call stacks of a stacks pass (`ingest.perf_stacks.Stacks`): stack ids on its
+    samples (matched by thread and time), its threads' futex calls, and the futex words that lie
+    in a mapped binary named by symbol (``meta["locks"]``; `scalestack.symbols.locks`)."""
+    samples = trace.samples
+    stack_of = dict(zip(zip(st.sample_tid.tolist(), st.sample_time.tolist(), strict=True), st.sample_stack.tolist(),
+                        strict=True))
+    ids = np.array([stack_of.get(k, -1) for k in zip(samples.tid.tolist(), samples.time_ns.tolist(), strict=True)], np.int32)
+    cols = samples.columns()
+    cols["stack"] = ids
+    fx = st.futex
+    keep = np.isin(fx["tid"], trace.threads.tid)
+    order = np.argsort(fx["time_ns"][keep], kind="stable")
+    calls = FutexCallTable(**{k: v[keep][order] for k, v in fx.items()})
+    pids = set(trace.threads.pid.tolist())
+    pairs = set(zip(st.futex_pid[keep].tolist(), fx["addr"][keep].tolist(), strict=True))
+    names, notes = name_futexes(pairs, [m for m in st.mappings if m.pid in pids])
+    locks = {f"{addr:#x}": entry for addr, entry in names.items()}
+    meta_notes = [f"stacks: {n}" for n in notes]
+    if len(ids) and (ids < 0).all():
+        meta_notes.append("stacks: no sample has a call stack (perf recorded none)")
+    trace = dataclasses.replace(trace, samples=SampleTable(**cols), frames=st.frames, stacks=st.stacks,
+                                futex_calls=calls)
+    return trace.with_meta(locks=locks, stack_notes=meta_notes)
 
 
 def auto_collector(sample_hz=None, mmap_size=None, keep_perf_data=None, reader: str = "auto") -> str:

@@ -30,6 +30,7 @@ class Run:
     root: int | None
     meta: dict
     warnings: list[str]
+    stacks: object = None  # ingest.perf_stacks.Stacks when recorded with call stacks
 
 
 def resolve_command(command: Sequence[str]) -> list[str]:

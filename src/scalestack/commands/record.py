@@ -26,6 +26,12 @@ from scalestack.trace.quality import summary_line
 @click.option("--keep-perf-data", metavar="FILE", help="Also keep perf's raw perf.data here.")
 @click.option("--no-futex", is_flag=True, help="Do not trace futex syscalls (cheaper; no SYNC_WAIT state).")
 @click.option("--sample", "sample", is_flag=True, help="Also sample what each thread executes (for phases).")
+@click.option("--stacks", is_flag=True,
+              help="Also record call stacks: on the samples (implies --sample) and at every futex wait and wake "
+                   "(perf collector; see docs/where.md).")
+@click.option("--unwind", type=click.Choice(["dwarf", "fp"]), default="dwarf", show_default=True,
+              help="With --stacks: walk stacks by DWARF call-frame info from a copy of the stack top, or by "
+                   "frame pointers only (less data per event).")
 @click.option("--sample-hz", type=int, default=1000, show_default=True, help="Samples per second of CPU time.")
 @click.option("--aggregate", is_flag=True,
               help="Keep only per-thread counters per window, in the kernel (eBPF): always-on, kilobytes.")
@@ -33,7 +39,7 @@ from scalestack.trace.quality import summary_line
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 @click.option("--no-exit-check", is_flag=True, help="Skip comparing each thread with the kernel's figures at its exit.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def command(output, pid, duration, roles, mmap_size, collector, reader, keep_perf_data, no_futex, sample, sample_hz,
+def command(output, pid, duration, roles, mmap_size, collector, reader, keep_perf_data, no_futex, sample, stacks, unwind, sample_hz,
             aggregate, window, quiet, no_exit_check, command):
     """Record CMD (after --) with the kernel's scheduler and futex tracepoints.
 
@@ -50,7 +56,7 @@ def command(output, pid, duration, roles, mmap_size, collector, reader, keep_per
     if aggregate:
         from scalestack.commands._aggregate import record_aggregate_command
 
-        if sample or mmap_size or keep_perf_data or no_futex or collector != "auto":
+        if sample or stacks or mmap_size or keep_perf_data or no_futex or collector != "auto":
             raise UserError("--aggregate counts in the kernel; --sample, --mmap-size, --keep-perf-data, --no-futex "
                             "and --collector are for trace recordings")
 
@@ -59,7 +65,8 @@ def command(output, pid, duration, roles, mmap_size, collector, reader, keep_per
     output = output or "scalestack.trace"
     trace = record(list(command) if command else None, output, pid=pid, duration=duration, mmap_size=mmap_size,
                    role_rules=roles, reader=reader, keep_perf_data=keep_perf_data, futex=not no_futex,
-                   sample_hz=sample_hz if sample else None, collector=collector, exit_check=not no_exit_check)
+                   sample_hz=sample_hz if sample or stacks else None, collector=collector,
+                   exit_check=not no_exit_check, stacks=unwind if stacks else False)
     if not quiet:
         m = trace.meta
         click.echo(f"scalestack: recorded {len(trace.threads)} threads, {trace.wall_ns / 1e9:.3f} s "

@@ -538,7 +538,7 @@ def _read_text(perf_data: str, perf: str, samples: bool) -> RawEvents:
         with open(text, "wb") as fh:
             fields = ["-F", "trace:comm,pid,tid,cpu,time,event,trace"]
             if samples:
-                fields += ["-F", "sw:comm,pid,tid,cpu,time,event,ip,sym,symoff,dso"]
+                fields += ["-F", "sw:comm,pid,tid,cpu,time,event,ip,sym,symoff,dso", "-G"]  # -G: callchains elsewhere
             proc = subprocess.run(
                 [perf, "script", "-i", perf_data, "--show-lost-events", *fields, "--ns"],
                 stdout=fh, stderr=subprocess.PIPE,

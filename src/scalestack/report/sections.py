@@ -87,4 +87,5 @@ def advice_section(trace: Trace, options: ReportOptions) -> Section:
                    res.to_dict())
 
 
-from scalestack.report import phase_section  # noqa: E402,F401  (registers the phases section)
+# registers the phases, critical functions and locks sections
+from scalestack.report import phase_section, where_section  # noqa: E402,F401

@@ -10,8 +10,11 @@ and loads it; `roles` names thread roles. This package imports no analysis: anal
 from scalestack.trace.model import (
     SCHEMA_VERSION,
     STATE_NAMES,
+    FrameTable,
+    FutexCallTable,
     NameTable,
     SampleTable,
+    StackTable,
     State,
     StateTable,
     SwitchSpanTable,
@@ -20,5 +23,5 @@ from scalestack.trace.model import (
     make_trace,
 )
 
-__all__ = ["SCHEMA_VERSION", "STATE_NAMES", "NameTable", "SampleTable", "State", "StateTable", "SwitchSpanTable",
-           "ThreadTable", "Trace", "make_trace"]
+__all__ = ["SCHEMA_VERSION", "STATE_NAMES", "FrameTable", "FutexCallTable", "NameTable", "SampleTable", "StackTable",
+           "State", "StateTable", "SwitchSpanTable", "ThreadTable", "Trace", "make_trace"]

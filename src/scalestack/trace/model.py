@@ -45,12 +45,17 @@ class _Table:
     """A fixed-schema set of equal-length columns. Subclasses declare SCHEMA."""
 
     SCHEMA: ClassVar[dict[str, Any]] = {}
+    DEFAULTS: ClassVar[dict[str, Any]] = {}  # columns that may be omitted: filled with this value
 
     def __init__(self, **columns: Any):
         n = None
+        given = [len(c) for k, c in columns.items() if k in self.SCHEMA]
         for name, dtype in self.SCHEMA.items():
             if name not in columns:
-                raise TypeError(f"{type(self).__name__}: missing column {name!r}")
+                if name in self.DEFAULTS and given:
+                    columns[name] = np.full(given[0], self.DEFAULTS[name], dtype=dtype)
+                else:
+                    raise TypeError(f"{type(self).__name__}: missing column {name!r}")
             col = columns.pop(name)
             if dtype is object:
                 arr = np.empty(len(col), dtype=object)
@@ -167,7 +172,8 @@ class SampleTable(_Table):
 
     ip: instruction pointer (kernel addresses included). symbol: the function perf resolved
     (without the +offset; "[unknown]" when perf could not). offset: ip's offset in the symbol.
-    binary: the executable or library (perf's dso). Phase detection reads these.
+    binary: the executable or library (perf's dso). Phase detection reads these. stack: the
+    sample's call stack, a row id of `Trace.stacks` (-1: recorded without ``--stacks``).
     """
 
     SCHEMA: ClassVar[dict[str, Any]] = {
@@ -178,7 +184,49 @@ class SampleTable(_Table):
         "offset": np.int64,
         "symbol": object,
         "binary": object,
+        "stack": np.int32,
     }
+    DEFAULTS: ClassVar[dict[str, Any]] = {"stack": -1}
+
+
+class FrameTable(_Table):
+    """Distinct code locations seen in call stacks; a frame's id is its row.
+
+    ip: the address as perf prints it in a call chain: relative to its binary for user code,
+    absolute for the kernel. symbol: the function (perf's
+    resolution, demangled; "[unknown]" when none). offset: ip's offset in it. binary: the
+    executable, library, "[kernel.kallsyms]", a JIT map (/tmp/perf-PID.map) or "[unknown]".
+    """
+
+    SCHEMA: ClassVar[dict[str, Any]] = {"ip": np.uint64, "symbol": object, "offset": np.int64, "binary": object}
+
+
+class StackTable(_Table):
+    """Distinct call stacks, flattened: one row per frame of a stack, leaf first (depth 0).
+
+    A stack's id is the value in `stack`; ids run 0..n-1 and rows are sorted by (stack, depth).
+    `frame` is a row of `Trace.frames`.
+    """
+
+    SCHEMA: ClassVar[dict[str, Any]] = {"stack": np.int32, "depth": np.int16, "frame": np.int32}
+
+    def frames_of(self, stack_id: int) -> np.ndarray:
+        """Frame ids of one stack, leaf first."""
+        lo, hi = np.searchsorted(self.stack, [stack_id, stack_id + 1])
+        return self.frame[lo:hi]
+
+
+class FutexCallTable(_Table):
+    """Every futex call a thread made, with its call stack (``record --stacks``), sorted by time.
+
+    op: the futex command (FUTEX_WAIT=0, FUTEX_WAKE=1, ... without the private/clock flags).
+    addr: the futex word. stack: row id of `Trace.stacks` (-1 if perf could not walk it).
+    A SYNC_WAIT state starts just after its thread's wait call; the waker's wake call on the
+    same address just before the state ends is where the lock was released.
+    """
+
+    SCHEMA: ClassVar[dict[str, Any]] = {"tid": np.int32, "time_ns": np.int64, "op": np.int16,
+                                        "addr": np.uint64, "stack": np.int32}
 
 
 class SwitchSpanTable(_Table):
@@ -209,6 +257,10 @@ class Trace:
         What each thread was executing, sampled (empty unless recorded with ``--sample``).
     switch_spans : SwitchSpanTable
         On-CPU spans at switch instants, for criticality (recordings only).
+    frames, stacks : FrameTable, StackTable
+        Deduplicated code locations and call stacks (``record --stacks``; empty otherwise).
+    futex_calls : FutexCallTable
+        Futex wait and wake calls with their call stacks (``record --stacks``).
     meta : dict
         JSON-serialisable facts about the run: ``command``, ``exit_status``, ``signal``,
         ``cores``, ``kernel``, ``perf_version``, ``clock``, ``start_ns``, ``end_ns``,
@@ -222,6 +274,9 @@ class Trace:
     meta: Mapping[str, Any]
     samples: SampleTable = dataclasses.field(default_factory=lambda: SampleTable.empty())
     switch_spans: SwitchSpanTable = dataclasses.field(default_factory=lambda: SwitchSpanTable.empty())
+    frames: FrameTable = dataclasses.field(default_factory=lambda: FrameTable.empty())
+    stacks: StackTable = dataclasses.field(default_factory=lambda: StackTable.empty())
+    futex_calls: FutexCallTable = dataclasses.field(default_factory=lambda: FutexCallTable.empty())
 
     def __post_init__(self) -> None:
         meta = dict(self.meta)
@@ -338,6 +393,9 @@ class Trace:
             meta={**self.meta, "start_ns": t0_ns, "end_ns": t1_ns},
             samples=sm.take((sm.time_ns >= t0_ns) & (sm.time_ns < t1_ns)),
             switch_spans=SwitchSpanTable(**sp_cols),
+            frames=self.frames,
+            stacks=self.stacks,
+            futex_calls=self.futex_calls.take((self.futex_calls.time_ns >= t0_ns) & (self.futex_calls.time_ns < t1_ns)),
         )
 
     # ----------------------------------------------------------------- checks
@@ -378,6 +436,9 @@ class Trace:
             and self.names == other.names
             and self.samples == other.samples
             and self.switch_spans == other.switch_spans
+            and self.frames == other.frames
+            and self.stacks == other.stacks
+            and self.futex_calls == other.futex_calls
             and all(self.meta.get(k) == other.meta.get(k) for k in meta_keys)
         )
 

@@ -21,8 +21,11 @@ from scalestack.errors import UserError
 from scalestack.fileio import atomic_output
 from scalestack.trace.model import (
     SCHEMA_VERSION,
+    FrameTable,
+    FutexCallTable,
     NameTable,
     SampleTable,
+    StackTable,
     StateTable,
     SwitchSpanTable,
     ThreadTable,
@@ -31,7 +34,8 @@ from scalestack.trace.model import (
 
 MAGIC_MEMBER = "scalestack-trace"
 TABLES = {"threads": ThreadTable, "states": StateTable, "names": NameTable}
-OPTIONAL_TABLES = {"samples": SampleTable, "switch_spans": SwitchSpanTable}  # written only when not empty
+OPTIONAL_TABLES = {"samples": SampleTable, "switch_spans": SwitchSpanTable, "frames": FrameTable,
+                   "stacks": StackTable, "futex_calls": FutexCallTable}  # written only when not empty
 
 
 def _to_arrow(table) -> pa.Table:
@@ -46,6 +50,9 @@ def _from_arrow(cls, table: pa.Table):
     cols = {}
     for name, dtype in cls.SCHEMA.items():
         if name not in table.column_names:
+            if name in cls.DEFAULTS:  # a column added later: older files lack it
+                cols[name] = np.full(table.num_rows, cls.DEFAULTS[name], dtype=dtype)
+                continue
             raise UserError(f"trace file is missing column {name!r}; was it written by a newer scalestack?")
         col = table.column(name)
         cols[name] = col.to_pylist() if dtype is object else np.asarray(col.to_numpy(), dtype=dtype)
@@ -106,4 +113,5 @@ def load(path: str | os.PathLike) -> Trace:
     except (KeyError, pa.ArrowInvalid, json.JSONDecodeError) as exc:
         raise UserError(f"{path}: damaged trace file ({exc})") from None
     return Trace(threads=tables["threads"], states=tables["states"], names=tables["names"], meta=meta,
-                 samples=tables["samples"], switch_spans=tables["switch_spans"])
+                 samples=tables["samples"], switch_spans=tables["switch_spans"], frames=tables["frames"],
+                 stacks=tables["stacks"], futex_calls=tables["futex_calls"])

@@ -1,0 +1,388 @@
+"""Where in the code: critical functions, locks and wait sites, spinning (``record --stacks``).
+
+* **Critical functions.** Each on-CPU sample stands for one sampling period of its thread's
+  running time; weighted by 1/r(t), r(t) the number of the program's threads running at the
+  sample's instant (the same active intervals as `analysis.criticality`), it is that period's
+  share of criticality. Summed per thread this is the thread's criticality C_j up to sampling
+  error; summed per function it says which code the critical path runs. A function's *self*
+  weight counts samples whose leaf frame is in it; its *total* weight counts samples with it
+  anywhere on the stack (once per sample).
+* **Locks and waits.** SYNC_WAIT intervals grouped by futex word: total wait, waiters, the
+  share of the run during which at least one thread waits there (the lock serializes the run
+  for that long), the code that released it (the waker's wake call's stack) and the code the
+  releasing thread ran while the others waited (its samples inside the waits: the function
+  holding the lock). Named by symbol (``meta["locks"]``), else by the call site of its waits:
+  the first frame of the program below the C library, libpthread, libgomp and the loader; where
+  no wait call's stack could be walked, by the function its releasing thread ran meanwhile.
+* **Spinning.** Samples inside known spin-wait code (any leaf in libgomp, whose own code is its
+  barrier and lock spin-waits; pthread_spin_lock, HotSpot's SpinPause, Go's procyield) are
+  synchronization, not work; their criticality-weighted share is reported per thread.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import Counter, defaultdict
+
+import numpy as np
+
+from scalestack.analysis.criticality import _switch_intervals, active_intervals, timeline
+from scalestack.errors import UserError
+from scalestack.results import Result
+from scalestack.trace import State, Trace
+
+SYSTEM_BINARY = re.compile(r"(^\[|/ld-linux|/libc[.-]|/libpthread|/libgomp|/libstdc\+\+|/libgcc_s|/libm[.-]|"
+                           r"/libpython|/libjvm)")
+# libgomp runs no user work itself (that is in the program's outlined functions): on-CPU time in it
+# is its barrier and lock spin-waits (GOMP_SPINCOUNT), whose internal functions have no symbols
+SPIN_BINARY = re.compile(r"/libgomp\.so")
+WAIT_OPS = (0, 9)  # FUTEX_WAIT, FUTEX_WAIT_BITSET (flags masked off)
+SPIN = re.compile(r"^(do_spin|do_wait|gomp_barrier_wait_end|gomp_team_barrier_wait_end|gomp_spin\w*|"
+                  r"pthread_spin_lock|__pthread_spin_lock|SpinPause|runtime\.procyield|runtime\.osyield)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class WhereResult(Result):
+    """Critical functions and locks of one recording with stacks.
+
+    Attributes
+    ----------
+    threads : per thread: tid, name, criticality_ns (weighted samples), samples, spin_ns
+    functions : per function: name, binary, self_ns, total_ns (criticality-weighted), samples
+    paths : per call path (root;...;leaf): weight_ns
+    locks : per lock: addr (addrs: its futex words), name, how (symbol|call-site|holder|join|address),
+        wait_ns, waits, waiters, serial_share (of the run with a thread waiting there),
+        critical_share (of the run's criticality-weighted samples taken while a thread waits there),
+        wait_sites, releasers {function: waits}, holders {function: samples}
+    period_ns : one sample's running time; span_ns : the run
+    notes : what could not be resolved
+    """
+
+    kind = "where"
+    threads: list
+    functions: list
+    paths: dict
+    locks: list
+    period_ns: float
+    span_ns: int
+    notes: list
+    thread_functions: dict = dataclasses.field(default_factory=dict)  # tid -> (function, weight_ns) most weighted
+
+    def rows(self):
+        return self.functions
+
+    @property
+    def spin_share(self) -> float:
+        total = sum(t["criticality_ns"] for t in self.threads)
+        return sum(t["spin_ns"] for t in self.threads) / total if total else 0.0
+
+
+def frame_names(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Per frame: its function name and whether it is the program's own code (not a system library)."""
+    fr = trace.frames
+    names = np.array([s if s != "[unknown]" else f"[{b.rsplit('/', 1)[-1]}+{ip:#x}]"
+                      for s, b, ip in zip(fr.symbol, fr.binary, fr.ip.tolist(), strict=True)], dtype=object)
+    own = np.array([not SYSTEM_BINARY.search(b) for b in fr.binary], dtype=bool)
+    return names, own
+
+
+def stack_lists(trace: Trace) -> list[np.ndarray]:
+    """Frame ids of every stack, leaf first, indexed by stack id."""
+    st = trace.stacks
+    if not len(st):
+        return []
+    cuts = np.flatnonzero(np.diff(st.stack)) + 1
+    return np.split(st.frame, cuts)
+
+
+def running_at(trace: Trace, t: np.ndarray) -> np.ndarray:
+    """Number of the trace's threads running at each time (switch spans where recorded)."""
+    t0, t1 = trace.start_ns, trace.end_ns
+    if len(trace.switch_spans):
+        _, a, b = _switch_intervals(trace, t0, t1)
+    else:
+        _, a, b = active_intervals(trace, "running", t0, t1)
+    tl, _ = timeline(a, b, t0, t1)
+    k = np.clip(np.searchsorted(tl.u, t, side="right") - 1, 0, len(tl.u) - 1)
+    return tl.r[k]
+
+
+def where(trace: Trace, *, top: int = 20, between: tuple[int, int] | None = None) -> WhereResult:
+    """Critical functions, locks and spinning of a recording made with ``record --stacks``
+    (without stacks: per-function from the samples' own symbols, locks by address); `between`
+    (absolute ns) restricts it to one window or phase."""
+    if between is not None:
+        trace = trace.between(*between)
+    hz = trace.meta.get("sample_hz")
+    s = trace.samples
+    if not len(s) or not hz:
+        raise UserError("this trace has no samples; record it with `scalestack record --stacks`")
+    period = 1e9 / float(hz)
+    keep = np.isin(s.tid, trace.threads.tid) & (s.time_ns >= trace.start_ns) & (s.time_ns < trace.end_ns)
+    tid, time, stack = s.tid[keep], s.time_ns[keep], s.stack[keep]
+    weight = period / np.maximum(running_at(trace, time), 1)
+    names, own = frame_names(trace)
+    stacks = stack_lists(trace)
+    leaf_sym = s.symbol[keep]
+    leaf_bin = s.binary[keep]
+    per_thread: dict = defaultdict(float)
+    self_w: dict = defaultdict(float)
+    total_w: dict = defaultdict(float)
+    count: Counter = Counter()
+    paths: dict = defaultdict(float)
+    spin = np.zeros(len(tid), dtype=bool)
+    for i in range(len(tid)):
+        w = float(weight[i])
+        if stack[i] >= 0 and len(stacks[stack[i]]):
+            fids = stacks[stack[i]]
+            fn = names[fids]
+            key = (fn[0], trace.frames.binary[fids[0]])
+            for f in set(fn.tolist()):
+                total_w[f] += w
+            paths[";".join(fn[::-1].tolist())] += w
+            spin[i] = bool(SPIN_BINARY.search(key[1])) or any(SPIN.match(f) for f in fn.tolist())
+        else:
+            key = (leaf_sym[i], leaf_bin[i])
+            total_w[key[0]] += w
+            paths[key[0]] += w
+            spin[i] = bool(SPIN.match(key[0]) or SPIN_BINARY.search(key[1]))
+        self_w[key] += w
+        count[key] += 1
+        per_thread[(int(tid[i]), key[0])] += w
+    functions = sorted(({"function": k[0], "binary": k[1], "self_ns": v, "total_ns": total_w[k[0]],
+                         "samples": count[k]} for k, v in self_w.items()), key=lambda r: -r["self_ns"])
+    th = trace.threads
+    rows = trace.thread_index(tid) if len(tid) else np.zeros(0, np.int64)
+    crit = np.bincount(rows, weights=weight, minlength=len(th))
+    spin_ns = np.bincount(rows, weights=weight * spin, minlength=len(th))
+    nsamp = np.bincount(rows, minlength=len(th))
+    threads = [{"tid": int(th.tid[j]), "name": str(th.name[j]), "criticality_ns": float(crit[j]),
+                "samples": int(nsamp[j]), "spin_ns": float(spin_ns[j])} for j in np.argsort(-crit)]
+    top_paths = dict(sorted(paths.items(), key=lambda kv: -kv[1])[:max(top * 10, 200)])
+    best: dict = {}
+    for (t, f), w in per_thread.items():
+        if w > best.get(t, ("", 0.0))[1]:
+            best[t] = (f, w)
+    return WhereResult(thread_functions=best, threads=threads, functions=functions[:max(top, 50)], paths=top_paths,
+                       locks=locks(trace, names, own, stacks, tid, time, stack, weight, leaf_sym, period),
+                       period_ns=period, span_ns=trace.wall_ns, notes=list(trace.meta.get("stack_notes", [])))
+
+
+def spin_samples(trace: Trace) -> np.ndarray:
+    """Per sample of `trace.samples`: is it inside known spin-wait code (see the module docstring)?"""
+    s = trace.samples
+    if not len(s):
+        return np.zeros(0, dtype=bool)
+    names, _ = frame_names(trace)
+    stacks = stack_lists(trace)
+    binaries = trace.frames.binary
+    per_stack = np.array([bool(len(f)) and (bool(SPIN_BINARY.search(binaries[f[0]]))
+                                            or any(SPIN.match(str(names[x])) for x in f)) for f in stacks], dtype=bool)
+    by_symbol = np.array([bool(SPIN.match(str(sym)) or SPIN_BINARY.search(str(b)))
+                          for sym, b in zip(s.symbol, s.binary, strict=True)], dtype=bool)
+    has = (s.stack >= 0) & (s.stack < len(per_stack))
+    out = by_symbol.copy()
+    out[has] = per_stack[s.stack[has]]
+    return out
+
+
+def spin_running_ns(trace: Trace, tids: np.ndarray) -> float:
+    """Running time of threads `tids` spent spinning, estimated from the samples (one period each)."""
+    hz = trace.meta.get("sample_hz")
+    if not hz or not len(trace.samples):
+        return 0.0
+    mine = np.isin(trace.samples.tid, tids)
+    return float(np.count_nonzero(spin_samples(trace) & mine)) * 1e9 / float(hz)
+
+
+def _site(stacks, names, own, sid) -> str | None:
+    """First frame of the program's own code on a stack (leaf first), else None."""
+    if sid < 0 or sid >= len(stacks):
+        return None
+    for f in stacks[sid]:
+        if own[f]:
+            return str(names[f])
+    return None
+
+
+def _weight_inside(a: np.ndarray, b: np.ndarray, t: np.ndarray, w: np.ndarray) -> float:
+    """Share of the samples' weight (the run's criticality) at instants where some interval [a, b) is open."""
+    total = float(w.sum())
+    if not len(a) or total <= 0:
+        return 0.0
+    times = np.r_[a, b]
+    delta = np.r_[np.ones(len(a), np.int64), -np.ones(len(b), np.int64)]
+    o = np.argsort(times, kind="stable")
+    u, open_ = times[o], np.cumsum(delta[o])
+    k = np.searchsorted(u, t, side="right") - 1
+    inside = (k >= 0) & (open_[np.maximum(k, 0)] > 0)
+    return float(w[inside].sum()) / total
+
+
+def _union(a: np.ndarray, b: np.ndarray) -> int:
+    if not len(a):
+        return 0
+    o = np.argsort(a, kind="stable")
+    a, b = a[o], b[o]
+    reach = np.maximum.accumulate(b)
+    starts = np.r_[True, a[1:] > reach[:-1]]
+    grp = np.cumsum(starts) - 1
+    lo = a[starts]
+    hi = np.maximum.reduceat(b, np.flatnonzero(starts))
+    del grp
+    return int((hi - lo).sum())
+
+
+def locks(trace, names, own, stacks, s_tid, s_time, s_stack, s_weight, s_sym, period: float = 1e6) -> list:
+    """Per futex word of the program's SYNC_WAIT intervals, largest total wait first."""
+    st = trace.states
+    m = (st.state == State.SYNC_WAIT) & np.isin(st.tid, trace.threads.tid)
+    if not m.any():
+        return []
+    tid, a, b, addr, waker = st.tid[m], st.start_ns[m], st.end_ns[m], st.addr[m], st.waker[m]
+    fc = trace.futex_calls
+    named = trace.meta.get("locks", {}) or {}
+    is_wait = np.isin(fc.op, WAIT_OPS)
+    exit_at = _ExitTimes(trace)
+    run = _RunningTime(trace)
+    by_tid_sample = np.lexsort((s_time, s_tid))
+    st_tid, st_time = s_tid[by_tid_sample], s_time[by_tid_sample]
+    out = []
+    groups: dict = {}
+    for word in np.unique(addr[addr != 0]).tolist():  # 0: a wait whose futex word is unknown
+        entry = named.get(f"{word:#x}")
+        # the futex words of one runtime lock (the GIL's condition variable and mutex) are one lock
+        key = entry["name"] if entry and entry.get("kind") == "cpython-gil" else word
+        groups.setdefault(key, []).append(word)
+    for words in groups.values():
+        word = words[0]
+        w = np.isin(addr, np.array(words, dtype=np.uint64))
+        wa, wb, wt, wk = a[w], b[w], tid[w], waker[w]
+        on_word = np.isin(fc.addr, np.array(words, dtype=np.uint64))
+        waits_at = _last_before(fc, on_word & is_wait, wt, wa)
+        wakes_at = _last_before(fc, on_word & ~is_wait, wk, wb)
+        joins = sum(1 for j in waits_at[waits_at >= 0] if _joins(stacks, names, int(fc.stack[j])))
+        if not joins:  # or: each wait ended by its waker's exit (the kernel wakes a joiner when a thread exits)
+            known = wk >= 0
+            ends = exit_at.get_many(wk[known]) if known.any() else np.zeros(0)
+            joins = int(np.sum(np.abs(ends - wb[known]) < 1_000_000)) if known.any() else 0
+        wait_sites = Counter(x for x in (_site(stacks, names, own, int(fc.stack[j])) for j in waits_at[waits_at >= 0])
+                             if x)
+        releasers = Counter(x for x in (_site(stacks, names, own, int(fc.stack[j])) for j in wakes_at[wakes_at >= 0])
+                            if x)
+        holders: Counter = Counter()
+        for x, y, k in zip(wa.tolist(), wb.tolist(), wk.tolist(), strict=True):
+            if k < 0:
+                continue
+            t_lo, t_hi = np.searchsorted(st_tid, [k, k + 1])
+            i0, i1 = t_lo + np.searchsorted(st_time[t_lo:t_hi], [x, y])
+            if i1 == i0 and i1 > t_lo and y - st_time[i1 - 1] < 2 * period:
+                i0 = i1 - 1  # no sample inside a short wait: the releaser's last one before the release
+            for i in by_tid_sample[i0:i1].tolist():
+                holders[_site(stacks, names, own, int(s_stack[i])) or str(s_sym[i])] += 1
+        blocked = _blocked(wt, wa, wb, run)
+        entry = named.get(f"{int(word):#x}")
+        if entry:
+            name, how = entry["name"], "symbol"
+        elif joins and joins * 2 >= len(wa):
+            name, how = f"thread exit (pthread_join{' in ' + wait_sites.most_common(1)[0][0] if wait_sites else ''})", \
+                "join"
+        elif wait_sites:
+            name, how = f"lock waited at {wait_sites.most_common(1)[0][0]}", "call-site"
+        elif holders and len(wa) >= 2:
+            name, how = f"lock held in {holders.most_common(1)[0][0]}", "holder"
+        else:
+            name, how = f"futex {int(word):#x}", "address"
+        out.append({"addr": f"{int(word):#x}", "addrs": [f"{x:#x}" for x in words], "name": name, "how": how, "wait_ns": int((wb - wa).sum()),
+                    "waits": int(w.sum()), "waiters": int(len(np.unique(wt))),
+                    "serial_share": _union(*blocked) / trace.wall_ns if trace.wall_ns else 0.0,
+                    "critical_share": _weight_inside(*blocked, s_time, s_weight),
+                    "wait_sites": dict(wait_sites.most_common(5)), "releasers": dict(releasers.most_common(5)),
+                    "holders": dict(holders.most_common(5))})
+    out.sort(key=lambda r: (r["how"] == "join", -r["wait_ns"]))
+    return out
+
+
+FAILED_ACQUIRE_NS = 50_000  # running between two waits on one lock below which the thread never got it
+
+
+class _RunningTime:
+    """Cumulative RUNNING time of each thread at any instant."""
+
+    def __init__(self, trace: Trace):
+        s = trace.states
+        m = s.state == State.RUNNING
+        self.per: dict = {}
+        for t in np.unique(s.tid[m]).tolist():
+            k = m & (s.tid == t)
+            a, b = s.start_ns[k], s.end_ns[k]
+            self.per[t] = (a, b, np.r_[0, np.cumsum(b - a)])
+
+    def at(self, tids: np.ndarray, t: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(t), dtype=np.int64)
+        for x in np.unique(tids).tolist():
+            if x not in self.per:
+                continue
+            a, b, cum = self.per[x]
+            sel = tids == x
+            i = np.searchsorted(a, t[sel], side="right") - 1
+            ii = np.maximum(i, 0)
+            out[sel] = np.where(i >= 0, cum[ii] + np.clip(t[sel] - a[ii], 0, b[ii] - a[ii]), 0)
+        return out
+
+
+def _blocked(tid: np.ndarray, a: np.ndarray, b: np.ndarray, run: _RunningTime) -> tuple[np.ndarray, np.ndarray]:
+    """Intervals during which threads were kept off by one lock: its waits, and the gap between two
+    waits of a thread on it when the thread ran less than FAILED_ACQUIRE_NS in between (woken, it
+    waited for a CPU, found the lock taken again and went back to sleep)."""
+    o = np.lexsort((a, tid))
+    tid, a, b = tid[o], a[o], b[o]
+    same = tid[1:] == tid[:-1]
+    if not same.any():
+        return a, b
+    ran = run.at(tid[1:], a[1:]) - run.at(tid[:-1], b[:-1])
+    bridge = same & (ran < FAILED_ACQUIRE_NS) & (a[1:] > b[:-1])
+    return np.r_[a, b[:-1][bridge]], np.r_[b, a[1:][bridge]]
+
+
+class _ExitTimes:
+    """End time of each thread that exited inside the recording (others: far in the future)."""
+
+    def __init__(self, trace: Trace):
+        th = trace.threads
+        self.trace = trace
+        self.end = np.where(th.exited, th.end_ns, np.iinfo(np.int64).max // 2)
+
+    def get_many(self, tids: np.ndarray) -> np.ndarray:
+        rows = self.trace.thread_index(tids, missing=-1)
+        return np.where(rows >= 0, self.end[np.maximum(rows, 0)], np.iinfo(np.int64).max // 2)
+
+
+def _joins(stacks, names, sid: int) -> bool:
+    """A wait inside pthread_join (the futex is the exiting thread's tid word)."""
+    return 0 <= sid < len(stacks) and any("join" in str(names[f]) for f in stacks[sid])
+
+
+def _last_before(fc, mask: np.ndarray, tids: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """Row of `fc` (futex calls) of each (tid, time): the thread's last call in `mask` at or before
+    that time, -1 if none."""
+    rows = np.flatnonzero(mask)
+    out = np.full(len(tids), -1, dtype=np.int64)
+    if not len(rows):
+        return out
+    order = np.lexsort((fc.time_ns[rows], fc.tid[rows]))
+    rows = rows[order]
+    key_tid, key_time = fc.tid[rows].astype(np.int64), fc.time_ns[rows]
+    for i, (t, x) in enumerate(zip(tids.tolist(), times.tolist(), strict=True)):
+        lo, hi = np.searchsorted(key_tid, [t, t + 1])
+        j = lo + np.searchsorted(key_time[lo:hi], x, side="right") - 1
+        if j >= lo:
+            out[i] = rows[j]
+    return out
+
+
+def collapsed(result: WhereResult) -> str:
+    """The criticality-weighted call paths as collapsed stacks (flamegraph.pl, speedscope): one line
+    per path, ``root;...;leaf WEIGHT`` with the weight in microseconds."""
+    return "".join(f"{p} {round(w / 1e3)}\n" for p, w in result.paths.items() if round(w / 1e3) > 0)

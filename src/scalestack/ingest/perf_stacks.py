@@ -1,0 +1,153 @@
+"""Call stacks from a perf.data recorded with callchains (``record --stacks``): the stacks of the
+cpu-clock samples and of every futex call, deduplicated into frame and stack tables, plus the
+executable mappings of every process (perf's MMAP2 records) for naming locks.
+
+Read through ``perf script`` (one extra pass over the file): perf resolves each frame against the
+binary it was mapped from, demangles C++/Rust, and reads JIT perf maps (/tmp/perf-PID.map).
+Kernel frames of the futex calls (the syscall entry path) are dropped: the wait site is user code.
+Inlined pseudo-frames are dropped: the frame keeps the function perf found in the symbol table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import subprocess
+
+import numpy as np
+
+from scalestack.errors import UserError
+from scalestack.symbols.locks import Mapping
+from scalestack.tools import last_line
+from scalestack.trace.model import FrameTable, StackTable
+
+HEAD_RE = re.compile(r"^\s*(-?\d+)/(-?\d+)\s+(\d+)\.(\d{9}):\s+(\S+):(?:\s(.*))?$")
+FRAME_RE = re.compile(r"^\s+([0-9a-f]+) (.*?) \((.*)\)$")
+SYMOFF_RE = re.compile(r"^(.*)\+0x([0-9a-f]+)$")
+MMAP_RE = re.compile(r"PERF_RECORD_MMAP2? (-?\d+)/-?\d+: \[0x([0-9a-f]+)\(0x([0-9a-f]+)\) @ (?:0x)?([0-9a-f]+)"
+                     r"[^\]]*\]: (\S+) (.*)$")
+FUTEX_RE = re.compile(r"uaddr: 0x([0-9a-f]+), op: 0x([0-9a-f]+)")
+KERNEL_MIN = 0xFFFF800000000000
+FUTEX_CMD_MASK = 0x7F  # without FUTEX_PRIVATE_FLAG (128) and FUTEX_CLOCK_REALTIME (256)
+
+
+@dataclasses.dataclass
+class Stacks:
+    """What the stacks pass read: tables and the events that point into them."""
+
+    frames: FrameTable
+    stacks: StackTable
+    sample_tid: np.ndarray
+    sample_time: np.ndarray
+    sample_stack: np.ndarray
+    futex: dict  # columns of FutexCallTable: tid, time_ns, op, addr, stack
+    futex_pid: np.ndarray
+    mappings: list[Mapping]
+
+
+class _Dedup:
+    def __init__(self):
+        self.frames: dict[tuple, int] = {}
+        self.stacks: dict[tuple, int] = {}
+
+    def stack(self, frames: list[tuple]) -> int:
+        if not frames:
+            return -1
+        ids = tuple(self.frames.setdefault(f, len(self.frames)) for f in frames)
+        return self.stacks.setdefault(ids, len(self.stacks))
+
+    def tables(self) -> tuple[FrameTable, StackTable]:
+        fr = list(self.frames)
+        frames = FrameTable(ip=[f[0] for f in fr], symbol=[f[1] for f in fr], offset=[f[2] for f in fr],
+                            binary=[f[3] for f in fr])
+        sid, depth, frame = [], [], []
+        for ids, s in self.stacks.items():  # insertion order = id order
+            sid += [s] * len(ids)
+            depth += range(len(ids))
+            frame += ids
+        return frames, StackTable(stack=np.array(sid, np.int32), depth=np.array(depth, np.int16),
+                                  frame=np.array(frame, np.int32))
+
+
+def parse_stacks(lines) -> Stacks:
+    """Parse `perf script -F pid,tid,time,event,ip,sym,symoff,dso,trace --show-mmap-events` text."""
+    dd = _Dedup()
+    s_tid, s_time, s_stack = [], [], []
+    f_tid, f_pid, f_time, f_op, f_addr, f_stack = [], [], [], [], [], []
+    mappings: list[Mapping] = []
+    current = None  # ("sample"|"futex", fields) of the event whose frames follow
+    frames: list[tuple] = []
+
+    def flush():
+        if current is None:
+            return
+        kind, pid, tid, t, extra = current
+        sid = dd.stack(frames)
+        if kind == "sample":
+            s_tid.append(tid), s_time.append(t), s_stack.append(sid)
+        else:
+            f_tid.append(tid), f_pid.append(pid), f_time.append(t), f_op.append(extra[1])
+            f_addr.append(extra[0]), f_stack.append(sid)
+
+    for line in lines:
+        if line.startswith("\t") or (line.startswith(" ") and current is not None and FRAME_RE.match(line)
+                                     and not HEAD_RE.match(line)):
+            if current is None:
+                continue
+            m = FRAME_RE.match(line)
+            if m is None:
+                continue
+            ip = int(m.group(1), 16)
+            dso = m.group(3)
+            if dso == "inlined" or (current[0] == "futex" and ip >= KERNEL_MIN):
+                continue
+            sym, off = m.group(2), 0
+            so = SYMOFF_RE.match(sym)
+            if so:
+                sym, off = so.group(1), int(so.group(2), 16)
+            frames.append((ip, sym, off, dso))
+            continue
+        if "PERF_RECORD_MMAP" in line:
+            m = MMAP_RE.search(line)
+            if m and "x" in m.group(5):
+                mappings.append(Mapping(int(m.group(1)), int(m.group(2), 16), int(m.group(3), 16),
+                                        int(m.group(4), 16), m.group(6).strip()))
+            continue
+        m = HEAD_RE.match(line)
+        if m is None:
+            continue
+        flush()
+        frames = []
+        current = None
+        event = m.group(5)
+        pid, tid = int(m.group(1)), int(m.group(2))
+        t = int(m.group(3)) * 1_000_000_000 + int(m.group(4))
+        if event.startswith("cpu-clock"):
+            current = ("sample", pid, tid, t, None)
+        elif event == "syscalls:sys_enter_futex":
+            fm = FUTEX_RE.search(m.group(6) or "")
+            if fm:
+                current = ("futex", pid, tid, t, (int(fm.group(1), 16), int(fm.group(2), 16) & FUTEX_CMD_MASK))
+    flush()
+    frames_t, stacks_t = dd.tables()
+    futex = {"tid": np.array(f_tid, np.int32), "time_ns": np.array(f_time, np.int64),
+             "op": np.array(f_op, np.int16), "addr": np.array(f_addr, np.uint64),
+             "stack": np.array(f_stack, np.int32)}
+    return Stacks(frames_t, stacks_t, np.array(s_tid, np.int32), np.array(s_time, np.int64),
+                  np.array(s_stack, np.int32), futex, np.array(f_pid, np.int32), mappings)
+
+
+def read_stacks(perf_data: str, perf: str, pids=None) -> Stacks:
+    """The stacks pass over a perf.data recorded with callchains (only processes `pids` if given:
+    unwinding every process of a system-wide recording costs seconds)."""
+    only = ["--pid", ",".join(str(int(p)) for p in sorted(set(pids)))] if pids is not None and len(pids) else []
+    proc = subprocess.Popen(
+        [perf, "script", "-i", perf_data, "--ns", "--show-mmap-events", *only,
+         "-F", "pid,tid,time,event,ip,sym,symoff,dso,trace"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+    )
+    stacks = parse_stacks(proc.stdout)
+    err = proc.stderr.read()
+    if proc.wait() != 0:
+        raise UserError(f"`perf script` could not read the call stacks of {perf_data}: {last_line(err.encode())}")
+    return stacks

@@ -1,0 +1,62 @@
+"""Report sections for recordings with call stacks (``record --stacks``): "Critical functions" and
+"Locks and waits" (`scalestack.analysis.where`)."""
+
+from __future__ import annotations
+
+from scalestack.analysis.where import where
+from scalestack.report import ReportOptions, Section, register_section
+from scalestack.report.flame_figures import flame_graph
+from scalestack.trace import Trace
+from scalestack.units import format_ns
+
+
+def _result(trace: Trace):
+    if not len(trace.stacks) or not len(trace.samples) or not trace.meta.get("sample_hz"):
+        return None
+    return where(trace)
+
+
+@register_section("functions", order=25)
+def functions_section(trace: Trace, options: ReportOptions) -> Section | None:
+    res = _result(trace)
+    if res is None:
+        return None
+    total = sum(t["criticality_ns"] for t in res.threads) or 1.0
+    rows = [{"function": f["function"], "binary": f["binary"].rsplit("/", 1)[-1].strip("[]"),
+             "self_pct": round(f["self_ns"] / total * 100, 1), "total_pct": round(f["total_ns"] / total * 100, 1),
+             "self_ms": f["self_ns"] / 1e6, "samples": f["samples"]} for f in res.functions[:25]]
+    summary = ["Each on-CPU sample weighted by 1/(threads running at that instant): a function's share of the "
+               "run's criticality. self = the sample's leaf frame, total = anywhere on its stack."]
+    if rows:
+        summary.append(f"Most critical: `{rows[0]['function']}` in {rows[0]['binary']}, {rows[0]['self_pct']}% "
+                       "of the criticality.")
+    if res.spin_share > 0.01:
+        summary.append(f"{res.spin_share * 100:.1f}% of the criticality is spent spinning in synchronization "
+                       "code (barrier or spin-lock waits), not work.")
+    summary += res.notes
+    cols = [("function", "function"), ("binary", "binary"), ("self_pct", "self %"), ("total_pct", "total %"),
+            ("self_ms", "self ms"), ("samples", "samples")]
+    return Section("functions", "Critical functions", summary, rows, cols, {"flame": flame_graph(res.paths)},
+                   {"threads": res.threads, "functions": res.functions, "spin_share": res.spin_share})
+
+
+@register_section("locks", order=26)
+def locks_section(trace: Trace, options: ReportOptions) -> Section | None:
+    res = _result(trace)
+    if res is None or not res.locks:
+        return None
+    rows = []
+    for lk in res.locks[:15]:
+        rows.append({"lock": lk["name"], "wait_ms": lk["wait_ns"] / 1e6, "waits": lk["waits"],
+                     "waiters": lk["waiters"], "serial_pct": round(lk["serial_share"] * 100, 1),
+                     "holder": ", ".join(list(lk["holders"])[:2]), "released_at": ", ".join(list(lk["releasers"])[:2]),
+                     "waited_at": ", ".join(list(lk["wait_sites"])[:2])})
+    top = res.locks[0]
+    summary = [f"Most waited on: {top['name']}, {format_ns(top['wait_ns'])} by {top['waiters']} threads; "
+               f"a thread waits there during {top['serial_share'] * 100:.0f}% of the run.",
+               "holder = what the releasing thread ran while the others waited (its samples); released at / waited "
+               "at = the first frame of the program on the wake and wait call stacks."]
+    cols = [("lock", "lock"), ("wait_ms", "wait ms"), ("waits", "waits"), ("waiters", "waiters"),
+            ("serial_pct", "% of run waited"), ("holder", "holder runs"), ("released_at", "released at"),
+            ("waited_at", "waited at")]
+    return Section("locks", "Locks and waits", summary, rows, cols, {}, {"locks": res.locks})

@@ -1,0 +1,122 @@
+"""ELF symbol tables through pyelftools (maintained, pure Python, reads .symtab/.dynsym and program
+headers of any ELF without running a tool); C++ names demangled through cxxfilt (the C++ runtime's
+own ``abi::__cxa_demangle``).
+
+An address in a process becomes an ELF virtual address through the load bias of its binary: the
+bias is the mapping's start minus the virtual address of the PT_LOAD segment its file offset
+falls in (0 for a non-PIE executable). Data symbols (.data, .bss) then resolve like functions,
+including .bss in the anonymous mapping after the file-backed ones.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import functools
+import os
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.elffile import ELFFile
+
+
+def demangle(name: str) -> str:
+    if not name.startswith("_Z"):
+        return name
+    try:
+        import cxxfilt
+
+        return cxxfilt.demangle(name)
+    except Exception:  # noqa: BLE001 - an undemanglable name stays as it is
+        return name
+
+
+@dataclasses.dataclass(frozen=True)
+class Symbol:
+    name: str
+    offset: int
+    size: int
+    kind: str  # "object" (data) or "func"
+
+
+class ElfSymbols:
+    """The symbols and loadable segments of one ELF file."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.segments: list[tuple[int, int, int, int]] = []  # (p_offset, p_vaddr, p_filesz, p_memsz)
+        self.stripped = True
+        self._starts: list[int] | None = None
+        with open(path, "rb") as fh:
+            elf = ELFFile(fh)
+            self.pie = elf.header["e_type"] == "ET_DYN"
+            for seg in elf.iter_segments():
+                if seg["p_type"] == "PT_LOAD":
+                    self.segments.append((seg["p_offset"], seg["p_vaddr"], seg["p_filesz"], seg["p_memsz"]))
+
+    def _load(self) -> None:
+        """Read the symbol tables (on first lookup: large libraries take seconds)."""
+        starts, syms = [], []
+        with open(self.path, "rb") as fh:
+            elf = ELFFile(fh)
+            found = {}
+            for section_name in (".symtab", ".dynsym"):
+                sec = elf.get_section_by_name(section_name)
+                if sec is None:
+                    continue
+                if section_name == ".symtab":
+                    self.stripped = False
+                for sym in sec.iter_symbols():
+                    kind = sym["st_info"]["type"]
+                    if kind not in ("STT_OBJECT", "STT_TLS") or sym["st_shndx"] == "SHN_UNDEF":
+                        continue
+                    value = sym["st_value"]
+                    size = max(int(sym["st_size"]), 1)
+                    # several names at one address (``__TMC_END__`` and ``_PyRuntime``): keep the largest
+                    if value and sym.name and (value not in found or found[value][1] < size):
+                        found[value] = (sym.name, size, "object" if kind != "STT_FUNC" else "func")
+            for value in sorted(found):
+                starts.append(value)
+                syms.append(found[value])
+        self._starts, self._syms = starts, syms
+
+    def bias(self, map_start: int, pgoff: int) -> int | None:
+        """Load bias of this file given one of its mappings (start address, file offset)."""
+        if not self.pie:
+            return 0
+        for p_offset, p_vaddr, p_filesz, _ in self.segments:
+            if p_offset - (p_offset % 4096) <= pgoff < p_offset + max(p_filesz, 1):
+                return map_start - (p_vaddr - (p_offset - pgoff))
+        return None
+
+    def contains(self, vaddr: int) -> bool:
+        return any(v <= vaddr < v + m for _, v, _, m in self.segments)
+
+    def lookup(self, vaddr: int) -> Symbol | None:
+        if self._starts is None:
+            self._load()
+        i = bisect.bisect_right(self._starts, vaddr) - 1
+        # the nearest symbol below may be a small one that ends before vaddr while a larger one
+        # further down contains it (a struct with other symbols placed after its start)
+        for j in range(i, max(i - 256, -1), -1):
+            name, size, kind = self._syms[j]
+            off = vaddr - self._starts[j]
+            if off < size:
+                return Symbol(demangle(name), off, size, kind)
+        return None
+
+
+@functools.lru_cache(maxsize=64)
+def elf_symbols(path: str, mtime_ns: int) -> ElfSymbols | None:
+    try:
+        return ElfSymbols(path)
+    except (OSError, ELFError, ValueError):
+        return None
+
+
+def symbols_for(path: str) -> ElfSymbols | None:
+    """Cached symbols of the ELF at `path` (None: gone, unreadable or not ELF)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return elf_symbols(path, st.st_mtime_ns)

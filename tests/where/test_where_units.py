@@ -1,0 +1,340 @@
+"""Critical functions, lock naming and the stacks reader on hand-made inputs with known answers."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import scalestack
+from scalestack.analysis.where import collapsed, where
+from scalestack.ingest.perf_stacks import parse_stacks
+from scalestack.symbols.elf import ElfSymbols
+from scalestack.symbols.locks import Mapping, _named, name_futexes
+from scalestack.trace import FrameTable, FutexCallTable, StackTable, State, make_trace
+from scalestack.trace.model import SampleTable
+
+MS = 1_000_000
+
+
+def _trace(running: dict[int, list[tuple[int, int]]], end: int, samples: list[tuple[int, int, int]],
+           frames: list[tuple[str, str]], stacks: list[list[int]], hz: int = 1000, waits=(), calls=None, meta=None):
+    """Threads whose RUNNING intervals are given (SLEEP elsewhere, or SYNC_WAIT for `waits`
+    (tid, start, end, addr, waker)); samples (tid, time, stack id)."""
+    tids = sorted(running)
+    st_rows = []
+    for t in tids:
+        busy = sorted([(a, b, State.RUNNING, 0, -1) for a, b in running[t]]
+                      + [(a, b, State.SYNC_WAIT, addr, wk) for tt, a, b, addr, wk in waits if tt == t])
+        cur = 0
+        for a, b, s, addr, wk in busy:
+            if a > cur:
+                st_rows.append((t, cur, a, State.SLEEP, 0, -1))
+            st_rows.append((t, a, b, s, addr, wk))
+            cur = b
+        if cur < end:
+            st_rows.append((t, cur, end, State.SLEEP, 0, -1))
+    cols = list(zip(*st_rows, strict=True))
+    trace = make_trace(
+        {"tid": tids, "name": [f"w{t}" for t in tids], "start_ns": [0] * len(tids), "end_ns": [end] * len(tids)},
+        {"tid": cols[0], "start_ns": cols[1], "end_ns": cols[2], "state": cols[3], "addr": cols[4], "waker": cols[5]},
+        meta={"sample_hz": hz, **(meta or {})},
+        samples={"tid": [s[0] for s in samples], "time_ns": [s[1] for s in samples], "cpu": [0] * len(samples),
+                 "ip": [0] * len(samples), "offset": [0] * len(samples),
+                 "symbol": [frames[stacks[s[2]][0]][0] for s in samples],
+                 "binary": [frames[stacks[s[2]][0]][1] for s in samples], "stack": [s[2] for s in samples]},
+    )
+    import dataclasses
+
+    fr = FrameTable(ip=np.arange(len(frames), dtype=np.uint64), symbol=[f[0] for f in frames],
+                    offset=[0] * len(frames), binary=[f[1] for f in frames])
+    sid = [i for i, s in enumerate(stacks) for _ in s]
+    depth = [d for s in stacks for d in range(len(s))]
+    stk = StackTable(stack=sid, depth=depth, frame=[f for s in stacks for f in s])
+    fc = FutexCallTable(**calls) if calls else FutexCallTable.empty()
+    return dataclasses.replace(trace, frames=fr, stacks=stk, futex_calls=fc)
+
+
+def test_worked_example_weights_samples_by_running_threads():
+    # A runs [0, 10) ms, B runs [5, 10) ms; one sample per ms of each thread's running time.
+    # A's first 5 samples run alone (1 ms each), its last 5 beside B (0.5 ms), B's 5 likewise:
+    # A 5 + 2.5 = 7.5 ms, B 2.5 ms -- exactly their criticality.
+    frames = [("main", "/bin/app"), ("alpha", "/bin/app"), ("beta", "/bin/app")]
+    stacks = [[1, 0], [2, 0]]  # leaf first
+    samples = [(1, int((k + 0.5) * MS), 0) for k in range(10)] + [(2, int((k + 5.5) * MS), 1) for k in range(5)]
+    trace = _trace({1: [(0, 10 * MS)], 2: [(5 * MS, 10 * MS)]}, 10 * MS, samples, frames, stacks)
+    res = where(trace)
+    got = {t["tid"]: t["criticality_ns"] for t in res.threads}
+    assert got == pytest.approx({1: 7.5 * MS, 2: 2.5 * MS})
+    crit = scalestack.criticality(trace)
+    assert dict(zip(crit.tids.tolist(), crit.criticality_ns.tolist(), strict=True)) == pytest.approx(got)
+    fn = {f["function"]: (f["self_ns"], f["total_ns"]) for f in res.functions}
+    assert fn["alpha"] == pytest.approx((7.5 * MS, 7.5 * MS))
+    assert fn["beta"] == pytest.approx((2.5 * MS, 2.5 * MS))
+    assert collapsed(res).splitlines() == ["main;alpha 7500", "main;beta 2500"]
+    # per window: the first 5 ms are A's alone (5 ms), the rest shared (2.5 ms each)
+    first, second = where(trace, between=(0, 5 * MS)), where(trace, between=(5 * MS, 10 * MS))
+    assert {t["tid"]: t["criticality_ns"] for t in first.threads} == pytest.approx({1: 5 * MS, 2: 0.0})
+    assert {t["tid"]: t["criticality_ns"] for t in second.threads} == pytest.approx({1: 2.5 * MS, 2: 2.5 * MS})
+
+
+def test_lock_holder_releaser_and_serial_share():
+    # threads 2 and 3 wait on futex 0x1000 while thread 1 (their waker) runs `hold_it`
+    frames = [("start", "/bin/app"), ("hold_it", "/bin/app"), ("__lll_lock_wait", "/usr/lib/libc.so.6"),
+              ("wait_here", "/bin/app"), ("__lll_lock_wake", "/usr/lib/libc.so.6"), ("let_go", "/bin/app")]
+    stacks = [[1, 0], [2, 3, 0], [4, 5, 0]]
+    samples = [(1, int((k + 0.5) * MS), 0) for k in range(10)]
+    waits = [(2, 1 * MS, 6 * MS, 0x1000, 1), (3, 2 * MS, 8 * MS, 0x1000, 1)]
+    calls = {"tid": [2, 3, 1, 1], "time_ns": [1 * MS - 10, 2 * MS - 10, 6 * MS - 100, 8 * MS - 100],
+             "op": [0, 0, 1, 1], "addr": [0x1000] * 4, "stack": [1, 1, 2, 2]}
+    trace = _trace({1: [(0, 10 * MS)], 2: [(0, 1 * MS), (6 * MS, 7 * MS)], 3: [(0, 1 * MS)]}, 10 * MS, samples,
+                   frames, stacks, waits=waits, calls=calls, meta={"locks": {"0x1000": {"name": "big_lock"}}})
+    trace.validate()
+    (lk,) = where(trace).locks
+    assert lk["name"] == "big_lock" and lk["how"] == "symbol"
+    assert lk["wait_ns"] == 11 * MS and lk["waits"] == 2 and lk["waiters"] == 2
+    assert lk["serial_share"] == pytest.approx(0.7)  # someone waits during [1, 8) ms of 10
+    assert lk["wait_sites"] == {"wait_here": 2} and lk["releasers"] == {"let_go": 2}
+    assert lk["holders"] == {"hold_it": 5 + 6}  # samples of thread 1 inside [1, 6) and [2, 8)
+    unnamed = _trace({1: [(0, 10 * MS)], 2: [(0, 1 * MS), (6 * MS, 7 * MS)], 3: [(0, 1 * MS)]}, 10 * MS, samples,
+                     frames, stacks, waits=waits, calls=calls)
+    assert where(unnamed).locks[0]["name"] == "lock waited at wait_here"
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 40), st.integers(1, 6)), min_size=1, max_size=5),
+                min_size=1, max_size=4))
+def test_planted_functions_come_back_and_sum_to_criticality(plan):
+    """Threads run on a grid of 1-ms cells, one sample in the middle of every running cell, each
+    thread's samples in its own planted function: per thread the weighted samples equal the
+    thread's criticality (r is constant inside a cell), and each planted function gets exactly
+    its thread's criticality back."""
+    running = {}
+    for k, cells in enumerate(plan):
+        spans, cur = [], 0
+        for gap, length in cells:
+            a = cur + gap
+            spans.append((a * MS, (a + length) * MS))
+            cur = a + length
+        running[k + 1] = spans
+    end = max(b for spans in running.values() for _, b in spans) + MS
+    frames = [("main", "/bin/app")] + [(f"planted_{t}", "/bin/app") for t in running]
+    stacks = [[t, 0] for t in running]
+    samples = [(t, a + c * MS + MS // 2, t - 1) for t, spans in running.items() for a, b in spans
+               for c in range((b - a) // MS)]
+    samples.sort(key=lambda s: s[1])
+    trace = _trace(running, end, samples, frames, stacks)
+    res = where(trace)
+    crit = scalestack.criticality(trace)
+    want = dict(zip(crit.tids.tolist(), crit.criticality_ns.tolist(), strict=True))
+    got = {t["tid"]: t["criticality_ns"] for t in res.threads}
+    assert got == pytest.approx(want, rel=1e-9, abs=1e-3)
+    fn = {f["function"]: f["self_ns"] for f in res.functions}
+    assert fn == pytest.approx({f"planted_{t}": want[t] for t in running}, rel=1e-9, abs=1e-3)
+    assert sum(t["criticality_ns"] for t in res.threads) == pytest.approx(
+        sum(float(w) * 1e3 for w in (line.rsplit(" ", 1)[1] for line in collapsed(res).splitlines())), abs=len(running) * 1e3)
+
+
+PERF_TEXT = """\
+ 100/101   5.000000001:   syscalls:sys_enter_futex: uaddr: 0x55550000a0c0, op: 0x00000080, val: 0x00000002
+\t           8612b futex_wait+0x2b (inlined)
+\t           8612b __GI___lll_lock_wait+0x2b (/usr/lib/x86_64-linux-gnu/libc.so.6)
+\t            1217 update_table+0x57 (/tmp/app)
+\t            1309 worker+0x19 (/tmp/app)
+\tffffffff81000130 entry_SYSCALL_64+0x76 ([kernel.kallsyms])
+
+ 100/102   5.000000500: cpu-clock/period=1000000,call-graph=dwarf,stack-size=4096/:
+\t            1217 update_table+0x57 (/tmp/app)
+\t            1309 worker+0x19 (/tmp/app)
+
+ 100/100   5.000000600: PERF_RECORD_MMAP2 100/100: [0x555500000000(0x1000) @ 0x1000 fe:00 1 0]: r-xp /tmp/app
+ 100/101   5.000000700:   sched:sched_switch: prev_comm=app prev_pid=101 ==> next_comm=x next_pid=0
+ 100/102   5.000000900: cpu-clock/period=1000000,call-graph=dwarf,stack-size=4096/:
+\t            1217 update_table+0x57 (/tmp/app)
+\t            1309 worker+0x19 (/tmp/app)
+
+"""
+
+
+def test_perf_script_stacks_are_deduplicated():
+    s = parse_stacks(PERF_TEXT.splitlines(keepends=True))
+    assert s.futex["op"].tolist() == [0] and s.futex["addr"].tolist() == [0x55550000A0C0]
+    fut = s.stacks.frames_of(int(s.futex["stack"][0]))
+    # the inlined pseudo-frame and the kernel's syscall entry are dropped
+    assert [s.frames.symbol[f] for f in fut] == ["__GI___lll_lock_wait", "update_table", "worker"]
+    assert s.sample_stack.tolist() == [1, 1]  # both samples share one stack
+    assert s.sample_time.tolist() == [5_000_000_500, 5_000_000_900]
+    assert len(s.frames) == 3 and s.frames.offset.tolist() == [0x2B, 0x57, 0x19]
+    assert s.mappings == [Mapping(100, 0x555500000000, 0x1000, 0x1000, "/tmp/app")]
+
+
+needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
+
+LOCKS_C = """
+#include <pthread.h>
+pthread_mutex_t big_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t small_lock = PTHREAD_MUTEX_INITIALIZER;
+int main(void) { pthread_mutex_lock(&big_lock); pthread_mutex_unlock(&big_lock); return 0; }
+"""
+
+
+@needs_gcc
+def test_global_mutex_named_by_symbol_and_stripped_binary_noted(tmp_path):
+    src = tmp_path / "g.c"
+    src.write_text(LOCKS_C)
+    exe = tmp_path / "g"
+    subprocess.run(["gcc", "-O1", "-pthread", str(src), "-o", str(exe)], check=True)
+    syms = ElfSymbols(str(exe))
+    nm = subprocess.run(["nm", str(exe)], capture_output=True, text=True, check=True).stdout
+    vaddr = {line.split()[2]: int(line.split()[0], 16) for line in nm.splitlines() if line.endswith("_lock")}
+    # a PIE mapped at 0x5555_0000_0000: the text mapping at file offset 0x1000 gives the bias
+    text = next(seg for seg in syms.segments if seg[0] <= 0x1000 < seg[0] + seg[2])
+    start = 0x555500000000 + text[1]
+    maps = [Mapping(7, start, 0x1000, text[0], str(exe))]
+    bias = syms.bias(start, text[0])
+    names, notes = name_futexes([(7, bias + vaddr["big_lock"]), (7, bias + vaddr["small_lock"] + 8),
+                                 (7, 0x7F0000000000)], maps)
+    assert names[bias + vaddr["big_lock"]]["name"] == "big_lock"
+    assert names[bias + vaddr["small_lock"] + 8]["name"] == "small_lock+0x8"
+    assert 0x7F0000000000 not in names and notes == []
+    stripped = tmp_path / "g.stripped"
+    subprocess.run(["strip", "-o", str(stripped), str(exe)], check=True)
+    names, notes = name_futexes([(7, bias + vaddr["big_lock"])], [Mapping(7, start, 0x1000, text[0], str(stripped))])
+    assert names[bias + vaddr["big_lock"]]["kind"] == "unnamed-global"
+    assert names[bias + vaddr["big_lock"]]["name"] == f"g.stripped+{vaddr['big_lock']:#x}"
+    assert any("stripped" in n for n in notes)
+    names, notes = name_futexes([(7, 0x1234)], [Mapping(7, 0x1000, 0x1000, 0, str(tmp_path / "gone"))])
+    assert names == {} and any("not readable" in n for n in notes)
+
+
+def test_cpython_gil_named_inside_pyruntime_for_311_only():
+    assert _named("_PyRuntime", 0x1B0, "/usr/lib/libpython3.11.so.1.0")["name"] == "the CPython GIL"
+    assert _named("_PyRuntime", 0x1B8, "/usr/bin/python3.11")["kind"] == "cpython-gil"
+    other = _named("_PyRuntime", 0x10, "/usr/bin/python3.11")
+    assert other["name"] == "_PyRuntime+0x10" and other["kind"] == "global"
+    assert "3.11" in _named("_PyRuntime", 0x1B0, "/usr/bin/python3.13")["note"]
+
+
+def test_traces_keep_stacks_through_save_and_load(tmp_path):
+    frames = [("main", "/bin/app"), ("alpha", "/bin/app")]
+    trace = _trace({1: [(0, 4 * MS)]}, 4 * MS, [(1, MS // 2, 0)], frames, [[1, 0]],
+                   calls={"tid": [1], "time_ns": [10], "op": [0], "addr": [0x10], "stack": [0]})
+    scalestack.save(trace, tmp_path / "t.trace")
+    back = scalestack.load(tmp_path / "t.trace")
+    assert back.equals(trace)
+    assert back.samples.to_frame()["stack"].tolist() == [0]
+    # a sample table written before stack ids existed loads with stack -1
+    old = SampleTable(**{k: v for k, v in trace.samples.columns().items() if k != "stack"})
+    assert old.stack.tolist() == [-1]
+
+
+def test_flame_boxes_merge_shared_prefixes():
+    from scalestack.report.flame_figures import flame_boxes
+
+    boxes = flame_boxes({"main;a;x": 2.0, "main;a;y": 1.0, "main;b": 3.0})
+    assert sorted(boxes) == sorted([(0, 0.0, 6.0, "main"), (1, 0.0, 3.0, "a"), (2, 0.0, 2.0, "x"),
+                                    (2, 2.0, 1.0, "y"), (1, 3.0, 3.0, "b")])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(st.lists(st.sampled_from("abcd"), min_size=1, max_size=5).map(";".join),
+                       st.floats(0.01, 10), min_size=1, max_size=12))
+def test_flame_boxes_nest_inside_their_callers(paths):
+    from scalestack.report.flame_figures import flame_boxes
+
+    boxes = flame_boxes(paths)
+    total = sum(paths.values())
+    assert sum(w for d, _, w, _ in boxes if d == 0) == pytest.approx(total)
+    for d, x0, w, _ in boxes:
+        if d:
+            assert any(pd == d - 1 and px - 1e-9 <= x0 and x0 + w <= px + pw + 1e-9 for pd, px, pw, _ in boxes)
+    for d in {b[0] for b in boxes}:  # no two boxes of one row overlap
+        row = sorted((x0, x0 + w) for dd, x0, w, _ in boxes if dd == d)
+        assert all(a[1] <= b[0] + 1e-9 for a, b in zip(row, row[1:], strict=False))
+
+
+def test_failed_reacquire_gaps_count_as_blocked():
+    # thread 2 waits on the lock [1, 3) ms, is woken but only runnable [3, 4) ms, waits again [4, 6) ms:
+    # the lock keeps it off for [1, 6) ms; thread 3 waits [2, 5) ms
+    frames = [("start", "/bin/app"), ("hold_it", "/bin/app")]
+    waits = [(2, 1 * MS, 3 * MS, 0x1000, 1), (2, 4 * MS, 6 * MS, 0x1000, 1), (3, 2 * MS, 5 * MS, 0x1000, 1)]
+    trace = _trace({1: [(0, 10 * MS)], 2: [(0, 1 * MS), (6 * MS, 7 * MS)], 3: [(0, 1 * MS)]}, 10 * MS,
+                   [(1, int((k + 0.5) * MS), 0) for k in range(10)], frames, [[1, 0]], waits=waits)
+    (lk,) = where(trace).locks
+    assert lk["serial_share"] == pytest.approx(0.5)  # [1, 6) of 10 ms
+    # thread 1's samples weigh 1/3 at 0.5 ms (three threads run), 1 at 1.5 .. 5.5 ms and 7.5 .. 9.5 ms,
+    # 1/2 at 6.5 ms; those at 1.5 .. 5.5 ms fall inside the blocked time
+    assert lk["critical_share"] == pytest.approx(5 / (1 / 3 + 5 + 0.5 + 3))
+
+
+def test_bad_requests_get_one_clear_line(tmp_path):
+    from scalestack.errors import UserError
+
+    with pytest.raises(UserError, match="--no-futex"):
+        scalestack.record(["true"], None, stacks=True, futex=False)
+    with pytest.raises(UserError, match="perf collector"):
+        scalestack.record(["true"], None, stacks=True, collector="tracefs")
+    with pytest.raises(UserError, match="dwarf or fp"):
+        scalestack.record(["true"], None, stacks="lbr")
+    frames = [("main", "/bin/app"), ("alpha", "/bin/app")]
+    plain = _trace({1: [(0, 4 * MS)]}, 4 * MS, [], frames, [[1, 0]])
+    scalestack.save(plain, tmp_path / "plain.trace")
+    out = subprocess.run([sys.executable, "-m", "scalestack.cli", "export", "collapsed", str(tmp_path / "plain.trace")],
+                         capture_output=True, text=True)
+    assert out.returncode != 0 and out.stderr.count("\n") == 1 and "--stacks" in out.stderr
+
+
+def test_advise_names_the_function_of_the_critical_thread():
+    from scalestack.analysis.advice import advise
+
+    # thread 1 runs 10 ms in `alpha` (8 of them alone), thread 2 runs 2 ms in `beta`
+    frames = [("main", "/bin/app"), ("alpha", "/bin/app"), ("beta", "/bin/app")]
+    samples = sorted([(1, int((k + 0.5) * MS), 0) for k in range(10)] + [(2, int((k + 0.5) * MS), 1) for k in range(2)],
+                     key=lambda s: s[1])
+    trace = _trace({1: [(0, 10 * MS)], 2: [(0, 2 * MS)]}, 10 * MS, samples, frames, [[1, 0], [2, 0]])
+    crit = next(f for f in advise(trace).findings if f.kind == "critical-thread")
+    assert crit.tid == 1 and "100% of its criticality in `alpha`" in crit.detail
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.integers(0, 10_000), st.integers(2, 4), st.sampled_from([None, 0]))
+def test_simulated_run_per_thread_sums_match_criticality(seed, threads, serial_phase):
+    """The simulator with planted code regions (`scalestack.sim.samples`): a cpu-clock-like sampler
+    at a random phase, 1 ms period. Each thread's weighted samples estimate its criticality: within
+    sampling error (a few periods, or 5% of a long-running thread's criticality)."""
+    from scalestack.sim.samples import planted_run
+
+    planted = planted_run(threads=threads, n_phases=2, seed=seed, rounds=2, total_cycles=1.2e10,
+                          serial_phase=serial_phase, cores=2)
+    res = where(planted.trace)
+    crit = scalestack.criticality(planted.trace)
+    want = dict(zip(crit.tids.tolist(), crit.criticality_ns.tolist(), strict=True))
+    for row in res.threads:
+        c = want[row["tid"]]
+        assert abs(row["criticality_ns"] - c) <= max(0.05 * c, 4 * res.period_ns), (row, c)
+    # every sample is in one planted region: the regions' weights add up to the threads'
+    assert sum(f["self_ns"] for f in res.functions) == pytest.approx(sum(t["criticality_ns"] for t in res.threads))
+
+
+def test_spinning_goes_to_the_speedup_stacks_sync():
+    from scalestack.analysis.speedup import speedup_stack
+    from scalestack.analysis.where import spin_running_ns
+
+    frames = [("main", "/bin/app"), ("work", "/bin/app"), ("[libgomp.so.1+0x1f7da]", "/usr/lib/libgomp.so.1")]
+    stacks = [[1, 0], [2, 0]]
+    single = _trace({1: [(0, 10 * MS)]}, 10 * MS, [(1, int((k + 0.5) * MS), 0) for k in range(10)], frames, stacks)
+    # two threads run 6 ms each; thread 2 spends 1 ms of it in libgomp's barrier spin
+    samples = sorted([(1, int((k + 0.5) * MS), 0) for k in range(6)]
+                     + [(2, int((k + 0.5) * MS), 0 if k < 5 else 1) for k in range(6)], key=lambda s: s[1])
+    multi = _trace({1: [(0, 6 * MS)], 2: [(0, 6 * MS)]}, 6 * MS, samples, frames, stacks)
+    multi = multi.with_roles("w=app")
+    single = single.with_roles("w=app")
+    assert spin_running_ns(multi, multi.threads.tid) == pytest.approx(1 * MS)
+    assert where(multi).spin_share == pytest.approx(1 / 12)
+    stack = speedup_stack(single, multi, 2)
+    assert stack.sync == pytest.approx(1 * MS / (6 * MS))  # no futex wait: all of SYNC is the spin
