@@ -472,50 +472,155 @@ def reconcile_running(states: StateTable, events: RawEvents, t0: int, t1: int) -
     rep = (events.kind == Kind.STAT_RUNTIME) & (events.arg1 > 0)
     if not np.any(rep) or len(states) == 0:
         return states, {}, {}
+    bounds = np.flatnonzero(np.r_[True, states.tid[1:] != states.tid[:-1], True])
+    th_tid = states.tid[bounds[:-1]].astype(np.int64)
     r_tid, r_end = events.arg0[rep], events.time[rep]
-    r_start = r_end - events.arg1[rep]
-    witness: _CpuWitness | None = None
-    parts: list[StateTable] = []
-    changed: dict[str, list[int]] = {}
-    stolen: dict[str, int] = {}
-    for tid, th in _per_thread(states):
-        mine = r_tid == tid
-        if not np.any(mine):
-            parts.append(th)
+    # each report's thread: a lookup in the (tid-sorted) threads, no pass over the reports per thread
+    pos = np.minimum(np.searchsorted(th_tid, r_tid), len(th_tid) - 1)
+    mine = th_tid[pos] == r_tid
+    seg_th, seg_a, seg_b, row, fallback, add, drop, cand = _reconcile_cut(
+        states.start_ns, states.end_ns, states.state, states.repaired, states.cpu, bounds.astype(np.int64),
+        pos[mine].astype(np.int64), r_end[mine] - events.arg1[rep][mine], r_end[mine], _STEAL_MIN_NS)
+    steal = cand
+    if np.any(cand):
+        idx = np.flatnonzero(cand)
+        steal = cand.copy()
+        steal[idx] = ~_CpuWitness(events).shows(states.cpu[row[idx]], seg_a[idx], seg_b[idx], th_tid[seg_th[idx]])
+    fallback = np.where(steal, int(State.UNKNOWN), fallback)
+    old_state = states.state[row]
+    state = np.where(add, int(State.RUNNING), np.where(drop, fallback, old_state))
+    mod = add | drop
+    dur = seg_b - seg_a
+    n_th = len(th_tid)
+    sums = np.zeros((3, n_th), np.int64)
+    for k, sel in enumerate((add, drop, steal)):
+        i = np.flatnonzero(sel)
+        np.add.at(sums[k], seg_th[i], dur[i])
+    changed = {str(int(th_tid[j])): [int(sums[0, j]), int(sums[1, j])]
+               for j in np.flatnonzero((sums[0] > 0) | (sums[1] > 0))}
+    stolen = {str(int(th_tid[j])): int(sums[2, j]) for j in np.flatnonzero(sums[2] > 0)}
+    out = StateTable(
+        tid=states.tid[row], start_ns=seg_a, end_ns=seg_b, state=state.astype(np.uint8),
+        cpu=np.where(mod, -1, states.cpu[row]), addr=np.where(mod, 0, states.addr[row]).astype(np.uint64),
+        waker=np.where(mod, -1, states.waker[row]), repaired=states.repaired[row] | mod,
+    )
+    return out, changed, stolen
+
+
+@numba.njit(cache=True)
+def _reconcile_cut(start, end, state, repaired, cpu, bounds, r_th, r_a, r_b, steal_min):
+    """The per-thread pass of `reconcile_running`: each thread with runtime reports is cut at its
+    rows' bounds and at the edges of the union of its reports (clipped to its life); a thread
+    without reports keeps its rows. Per segment: its thread, start, end, the row it lies in, the
+    state before the RUNNING stretch it is in (UNKNOWN if none), and whether it becomes RUNNING
+    (add), stops being RUNNING (drop), or is long enough, unrepaired and on a CPU to be asked
+    whether it was stolen (cand). Reports are bucketed by thread in one pass; only each thread's
+    own reports and cuts are sorted."""
+    n_th = bounds.shape[0] - 1
+    n_r = r_th.shape[0]
+    # bucket the reports by thread (stable counting sort)
+    r_off = np.zeros(n_th + 1, np.int64)
+    for i in range(n_r):
+        r_off[r_th[i] + 1] += 1
+    for j in range(n_th):
+        r_off[j + 1] += r_off[j]
+    fill = r_off[:-1].copy()
+    ba = np.empty(n_r, np.int64)
+    bb = np.empty(n_r, np.int64)
+    for i in range(n_r):
+        j = r_th[i]
+        ba[fill[j]] = r_a[i]
+        bb[fill[j]] = r_b[i]
+        fill[j] += 1
+    cap = 2 * start.shape[0] + 2 * n_r + 1  # cuts: both bounds of every row, both edges of every span
+    o_th = np.empty(cap, np.int64)
+    o_a = np.empty(cap, np.int64)
+    o_b = np.empty(cap, np.int64)
+    o_row = np.empty(cap, np.int64)
+    o_fb = np.empty(cap, np.int64)
+    o_add = np.zeros(cap, np.bool_)
+    o_drop = np.zeros(cap, np.bool_)
+    o_cand = np.zeros(cap, np.bool_)
+    m = 0
+    for j in range(n_th):
+        lo = bounds[j]
+        hi = bounds[j + 1]
+        ra = r_off[j]
+        rb = r_off[j + 1]
+        if rb == ra:  # no reports: the thread's rows as they are
+            for r in range(lo, hi):
+                o_th[m] = j
+                o_a[m] = start[r]
+                o_b[m] = end[r]
+                o_row[m] = r
+                m += 1
             continue
-        life0, life1 = int(th.start_ns[0]), int(th.end_ns[-1])
-        sa = np.clip(r_start[mine], life0, life1)
-        sb = np.clip(r_end[mine], life0, life1)
-        spans = _union(sa, sb)
-        seg_a, seg_b, row = _cut(th, *spans)
-        covered = _inside(spans, seg_a)
-        was_running = th.state[row] == int(State.RUNNING)
-        # the state before each RUNNING stretch: forward-fill the last non-running state
-        nonrun = np.where(th.state != int(State.RUNNING), np.arange(len(th)), -1)
-        last_nonrun = np.maximum.accumulate(nonrun)
-        before = last_nonrun[row]
-        fallback = np.where(before >= 0, th.state[np.maximum(before, 0)], int(State.UNKNOWN))
-        state = th.state[row].astype(np.int64)
-        add = covered & ~was_running
-        drop = was_running & ~covered
-        steal = drop & ~th.repaired[row] & (th.cpu[row] >= 0) & (seg_b - seg_a >= _STEAL_MIN_NS)
-        if np.any(steal):
-            witness = witness or _CpuWitness(events)
-            steal[steal] = ~witness.shows(th.cpu[row][steal], seg_a[steal], seg_b[steal], tid)
-        fallback = np.where(steal, int(State.UNKNOWN), fallback)
-        state = np.where(add, int(State.RUNNING), np.where(drop, fallback, state))
-        dur = seg_b - seg_a
-        if np.any(add) or np.any(drop):
-            changed[str(tid)] = [int(dur[add].sum()), int(dur[drop].sum())]
-        if np.any(steal):
-            stolen[str(tid)] = int(dur[steal].sum())
-        mod = add | drop
-        parts.append(StateTable(
-            tid=np.full(len(seg_a), tid, np.int32), start_ns=seg_a, end_ns=seg_b, state=state.astype(np.uint8),
-            cpu=np.where(mod, -1, th.cpu[row]), addr=np.where(mod, 0, th.addr[row]).astype(np.uint64),
-            waker=np.where(mod, -1, th.waker[row]), repaired=th.repaired[row] | mod,
-        ))
-    return StateTable.concat(parts), changed, stolen
+        life0 = start[lo]
+        life1 = end[hi - 1]
+        # the union of the thread's reports, clipped to its life
+        sa = np.empty(rb - ra, np.int64)
+        sb = np.empty(rb - ra, np.int64)
+        k = 0
+        for i in range(ra, rb):
+            a = min(max(ba[i], life0), life1)
+            b = min(max(bb[i], life0), life1)
+            if b > a:
+                sa[k] = a
+                sb[k] = b
+                k += 1
+        o = np.argsort(sa[:k], kind="mergesort")
+        ua = np.empty(k, np.int64)
+        ub = np.empty(k, np.int64)
+        n_sp = 0
+        for q in range(k):
+            a = sa[o[q]]
+            b = sb[o[q]]
+            if n_sp > 0 and a <= ub[n_sp - 1]:
+                if b > ub[n_sp - 1]:
+                    ub[n_sp - 1] = b
+            else:
+                ua[n_sp] = a
+                ub[n_sp] = b
+                n_sp += 1
+        # cuts: the rows' bounds and the spans' edges inside the thread's life
+        cuts = np.empty(2 * (hi - lo) + 2 * n_sp, np.int64)
+        cuts[: hi - lo] = start[lo:hi]
+        cuts[hi - lo: 2 * (hi - lo)] = end[lo:hi]
+        cuts[2 * (hi - lo): 2 * (hi - lo) + n_sp] = ua[:n_sp]
+        cuts[2 * (hi - lo) + n_sp:] = ub[:n_sp]
+        cuts.sort()
+        p = lo  # the row the segment lies in: the last starting at or before it
+        last_nonrun = -1
+        if state[lo] != S_RUNNING:
+            last_nonrun = lo
+        sp = -1  # the last span starting at or before the segment
+        prev = -1
+        have = False
+        for c in cuts:
+            if c < life0 or c > life1 or (have and c == prev):
+                continue
+            if have:
+                a = prev
+                while p + 1 < hi and start[p + 1] <= a:
+                    p += 1
+                    if state[p] != S_RUNNING:
+                        last_nonrun = p
+                while sp + 1 < n_sp and ua[sp + 1] <= a:
+                    sp += 1
+                covered = sp >= 0 and a < ub[sp]
+                running = state[p] == S_RUNNING
+                o_th[m] = j
+                o_a[m] = a
+                o_b[m] = c
+                o_row[m] = p
+                o_fb[m] = state[last_nonrun] if last_nonrun >= 0 else S_UNKNOWN
+                o_add[m] = covered and not running
+                o_drop[m] = running and not covered
+                o_cand[m] = o_drop[m] and not repaired[p] and cpu[p] >= 0 and c - a >= steal_min
+                m += 1
+            prev = c
+            have = True
+    return o_th[:m], o_a[:m], o_b[:m], o_row[:m], o_fb[:m], o_add[:m], o_drop[:m], o_cand[:m]
 
 
 def reconcile_runnable(states: StateTable, run_delay: RawEvents) -> tuple[StateTable, dict]:
@@ -625,7 +730,8 @@ class _CpuWitness:
         starts = np.flatnonzero(new_run)
         self.run_end = np.repeat(np.r_[starts[1:], len(cpu)], np.diff(np.r_[starts, len(cpu)]))
 
-    def shows(self, cpu: np.ndarray, a: np.ndarray, b: np.ndarray, tid: int) -> np.ndarray:
+    def shows(self, cpu: np.ndarray, a: np.ndarray, b: np.ndarray, tid: np.ndarray) -> np.ndarray:
+        """For each stretch [a, b) of thread `tid` on `cpu` (arrays of one length)."""
         out = np.zeros(len(a), bool)
         for c in np.unique(cpu).tolist():
             i = np.searchsorted(self.cpus, c)
@@ -633,14 +739,15 @@ class _CpuWitness:
                 continue
             lo, hi = self.bounds[i], self.bounds[i + 1]
             sel = cpu == c
+            who = tid[sel]
             j0 = lo + np.searchsorted(self.time[lo:hi], a[sel], "right")
             j1 = lo + np.searchsorted(self.time[lo:hi], b[sel], "left")
             some = j1 > j0
             k = np.minimum(j0, hi - 1)
             # events in (a, b) all from `tid` iff the first is and its run of one context reaches b
-            only_own = some & (self.ctx[k] == tid) & (self.run_end[k] >= j1)
+            only_own = some & (self.ctx[k] == who) & (self.run_end[k] >= j1)
             last = np.maximum(j1 - 1, lo)
-            slept = (j1 > lo) & (self.ctx[last] == tid) & self.waits[last]
+            slept = (j1 > lo) & (self.ctx[last] == who) & self.waits[last]
             out[sel] = (some & ~only_own) | slept
         return out
 
@@ -650,29 +757,6 @@ def _unique(x: np.ndarray) -> np.ndarray:
     on the int64 timestamps and tids these passes handle."""
     s = np.sort(x)
     return s[np.r_[True, s[1:] != s[:-1]]] if len(s) else s
-
-
-def _union(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Disjoint sorted spans covering the union of [a, b)."""
-    keep = b > a
-    a, b = a[keep], b[keep]
-    if len(a) == 0:
-        return a, b
-    o = np.argsort(a, kind="stable")
-    a, b = a[o], b[o]
-    run_end = np.maximum.accumulate(b)
-    new = np.r_[True, a[1:] > run_end[:-1]]
-    heads = np.flatnonzero(new)
-    return a[heads], np.maximum.reduceat(b, heads)
-
-
-def _inside(spans: tuple[np.ndarray, np.ndarray], t: np.ndarray) -> np.ndarray:
-    """Whether each time lies inside one of the disjoint sorted spans."""
-    a, b = spans
-    if len(a) == 0:
-        return np.zeros(len(t), bool)
-    i = np.searchsorted(a, t, side="right") - 1
-    return (i >= 0) & (t < b[np.maximum(i, 0)])
 
 
 def _merge_adjacent(s: StateTable) -> StateTable:
