@@ -60,7 +60,13 @@ def _read(zf: zipfile.ZipFile, member: str) -> pa.Table:
 
 
 def save(trace: Trace, path: str | os.PathLike) -> None:
-    with atomic_output(path) as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED) as zf:
+    with atomic_output(path) as fh:
+        write(trace, fh)
+
+
+def write(trace: Trace, fh) -> None:
+    """The trace file's bytes, written to an open binary file (`save` writes them atomically)."""
+    with zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED) as zf:
         zf.writestr(MAGIC_MEMBER, str(SCHEMA_VERSION))
         meta = dict(trace.meta)
         meta["schema_version"] = SCHEMA_VERSION
