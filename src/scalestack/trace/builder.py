@@ -123,12 +123,29 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
     """One pass over time-sorted events; returns the state intervals of traced threads.
 
     Output rows: slot, start, end, state, cpu, addr (uint64 bits), waker, repaired.
+    The same as `_walk_start`, `_walk_chunk` over consecutive pieces of the events, `_walk_end`.
     """
-    n = time.shape[0]
-    out = np.empty((2 * n + 2 * n_slots + 16, 8), np.int64)
-    m = 0
-    n_map = slot_of.shape[0]
+    carry = _walk_start(n_slots, n_cpus, born_at, time[0] if time.shape[0] > 0 else 0)
+    rows = _walk_chunk(time, cpu, ctx, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait_ops_mask, win_start, carry)
+    tail = _walk_end(time[time.shape[0] - 1] if time.shape[0] > 0 else 0, n_slots, carry)
+    out = np.empty((rows.shape[0] + tail.shape[0], 8), np.int64)
+    out[: rows.shape[0]] = rows
+    out[rows.shape[0]:] = tail
+    return _walk_result(out, carry)
 
+
+@numba.njit(cache=True)
+def _walk_result(out, carry):
+    (st, st_start, st_cpu, st_addr, st_rep, st_hint, kernel_rt, futex_addr, in_futex, exiting, exit_time, dead, end_time,
+     uncertain, repairs, pend, p_state, p_start, p_cpu, p_addr, p_rep, p_lo, p_hi, p_unc, chain, cpu_last, rt_at,
+     rt_tid, gaps, cnt) = carry
+    return (out, dead, end_time, gaps, cnt[1], cnt[2], cnt[3], uncertain, repairs, kernel_rt, cnt[0])
+
+
+@numba.njit(cache=True)
+def _walk_start(n_slots, n_cpus, born_at, t0):
+    """The walk's state before the first event (`t0`: its time): per thread slot, per CPU, and the
+    counters [settled, gaps_traced, missing_wakeups, double_running]. `_walk_chunk` carries it on."""
     st = np.full(n_slots, -1, np.int64)  # current State, -1 = not born yet
     st_start = np.zeros(n_slots, np.int64)
     st_cpu = np.full(n_slots, -1, np.int64)
@@ -155,25 +172,40 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
     p_lo = np.zeros(n_slots, np.int64)
     p_hi = np.zeros(n_slots, np.int64)
     p_unc = np.zeros(n_slots, np.int64)
-    settled = 0
-
     chain = np.full(n_cpus, -1, np.int64)  # task believed current on each CPU (-1 unknown)
     cpu_last = np.full(n_cpus, -1, np.int64)  # time of the CPU's previous event
     rt_at = np.full(n_cpus, -2, np.int64)  # time and task of the CPU's last runtime report
     rt_tid = np.full(n_cpus, -1, np.int64)
     gaps = np.zeros(n_cpus, np.int64)
-    gaps_traced = 0
-    missing_wakeups = 0
-    double_running = 0
-
+    cnt = np.zeros(4, np.int64)
     # threads alive before their first event (no fork seen) are UNKNOWN from the first event
-    t0 = time[0] if n > 0 else 0
     for s in range(n_slots):
         if born_at[s] < 0:
             st[s] = S_UNKNOWN
             st_start[s] = t0
+    return (st, st_start, st_cpu, st_addr, st_rep, st_hint, kernel_rt, futex_addr, in_futex, exiting, exit_time, dead,
+            end_time, uncertain, repairs, pend, p_state, p_start, p_cpu, p_addr, p_rep, p_lo, p_hi, p_unc, chain,
+            cpu_last, rt_at, rt_tid, gaps, cnt)
+
+
+@numba.njit(cache=True)
+def _walk_chunk(time, cpu, ctx, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait_ops_mask, win_start, carry):
+    """Walk the next time-sorted events from the state in `carry` (updated in place); the rows of
+    the intervals they ended."""
+    (st, st_start, st_cpu, st_addr, st_rep, st_hint, kernel_rt, futex_addr, in_futex, exiting, exit_time, dead, end_time,
+     uncertain, repairs, pend, p_state, p_start, p_cpu, p_addr, p_rep, p_lo, p_hi, p_unc, chain, cpu_last, rt_at,
+     rt_tid, gaps, cnt) = carry
+    settled, gaps_traced, missing_wakeups, double_running = cnt[0], cnt[1], cnt[2], cnt[3]
+    n = time.shape[0]
+    out = np.empty((n + 2 * n_slots + 64, 8), np.int64)
+    m = 0
+    n_map = slot_of.shape[0]
 
     for i in range(n):
+        if m + 2 * n_slots + 16 > out.shape[0]:
+            grown = np.empty((2 * out.shape[0], 8), np.int64)
+            grown[:m] = out[:m]
+            out = grown
         t = time[i]
         c = cpu[i]
         k = kind[i]
@@ -383,8 +415,18 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
         if cvalid:
             cpu_last[c] = t
 
-    # close what is still open at the last event
-    t_last = time[n - 1] if n > 0 else 0
+    cnt[0], cnt[1], cnt[2], cnt[3] = settled, gaps_traced, missing_wakeups, double_running
+    return out[:m]
+
+
+@numba.njit(cache=True)
+def _walk_end(t_last, n_slots, carry):
+    """Close what is still open at the last event (`t_last`); the rows of those intervals."""
+    (st, st_start, st_cpu, st_addr, st_rep, st_hint, kernel_rt, futex_addr, in_futex, exiting, exit_time, dead, end_time,
+     uncertain, repairs, pend, p_state, p_start, p_cpu, p_addr, p_rep, p_lo, p_hi, p_unc, chain, cpu_last, rt_at,
+     rt_tid, gaps, cnt) = carry
+    out = np.empty((2 * n_slots + 1, 8), np.int64)
+    m = 0
     for s in range(n_slots):
         m = _settle(out, m, s, pend, p_state, p_start, p_cpu, p_addr, p_rep, st_start)
         if st[s] >= 0 and not dead[s]:
@@ -395,8 +437,7 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
             if end > st_start[s]:
                 m = _emit(out, m, s, st_start[s], end, st[s], st_cpu[s], st_addr[s], -1, st_rep[s])
             end_time[s] = max(end, st_start[s])
-    return (out[:m], dead, end_time, gaps, gaps_traced, missing_wakeups, double_running, uncertain, repairs,
-            kernel_rt, settled)
+    return out[:m]
 
 
 def kernel_runtime_check(states: StateTable, tids: np.ndarray, kernel_rt: np.ndarray, available: bool) -> dict:
