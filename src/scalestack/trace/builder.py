@@ -49,6 +49,8 @@ from scalestack.trace.events import (
     PREV_STATE_UNINTERRUPTIBLE,
     Kind,
     RawEvents,
+    member,
+    stable_order_by,
 )
 from scalestack.trace.futex_wakers import attribute_futex_wakers
 from scalestack.trace.kernel_accounting import ABS_TOL_NS, RUNNING_TOL
@@ -758,13 +760,15 @@ class _CpuWitness:
     have no uncharged stretch long enough to ask about."""
 
     def __init__(self, events: RawEvents):
-        by_cpu = np.argsort(events.cpu, kind="stable")  # events are time-sorted, so each CPU's stay so
+        # events are time-sorted, so each CPU's stay so; CPU -1 (no CPU) first, as a sort would put it
+        lo = int(events.cpu.min(initial=0))
+        by_cpu = stable_order_by(events.cpu.astype(np.int64) - lo, int(events.cpu.max(initial=0)) - lo + 1)
         cpu = events.cpu[by_cpu]
         self.cpus, first = np.unique(cpu, return_index=True)
         self.bounds = np.r_[first, len(cpu)]
         self.time = events.time[by_cpu]
         self.ctx = events.context_tid()[by_cpu]
-        self.waits = (((events.kind == Kind.FUTEX_ENTER) & np.isin(events.arg1 & FUTEX_CMD_MASK, FUTEX_WAIT_OPS))
+        self.waits = (((events.kind == Kind.FUTEX_ENTER) & member(events.arg1 & FUTEX_CMD_MASK, FUTEX_WAIT_OPS))
                       | (events.kind == Kind.FUTEX_WAITV))[by_cpu]
         # within a CPU, the index where each event's run of one context ends
         new_run = np.r_[True, (self.ctx[1:] != self.ctx[:-1]) | (cpu[1:] != cpu[:-1])]
@@ -855,7 +859,7 @@ def traced_tids(events: RawEvents, root_pids: list[int] | None = None, comm: str
     known = (events.pid > 0) & (events.tid > 0)
     tg_tid = np.concatenate([events.tid[known], events.arg0[kind == Kind.TASK_COMM], events.arg0[kind == Kind.TASK_FORK]])
     tg_pid = np.concatenate([events.pid[known], events.arg1[kind == Kind.TASK_COMM], events.arg1[kind == Kind.TASK_FORK]])
-    tracked = set(int(t) for t in _unique(tg_tid[np.isin(tg_pid, list(tracked_pids))]))
+    tracked = set(int(t) for t in _unique(tg_tid[member(tg_pid, list(tracked_pids))]))
     tracked |= roots
     parents: dict[int, int] = {}
     forks = np.flatnonzero((kind == Kind.FORK) | (kind == Kind.TASK_FORK))
@@ -911,7 +915,7 @@ def _thread_names(events: RawEvents, tids: np.ndarray, end_of: dict[int, int]) -
     tid = np.concatenate(parts_tid)
     t = np.concatenate(parts_t)
     c = np.concatenate(parts_c)
-    keep = np.isin(tid, tids) & (c >= 0)
+    keep = member(tid, tids) & (c >= 0)
     tid, t, c = tid[keep], t[keep], c[keep]
     order = np.lexsort((t, tid))
     tid, t, c = tid[order], t[order], c[order]
@@ -1112,9 +1116,9 @@ def _thread_pids(events: RawEvents, tids: np.ndarray, slot_of: np.ndarray) -> np
     """Thread-group id of each of `tids` (-1 where nothing says): the pid of its first event that
     has one, else its first side-band record (PERF_RECORD_COMM/FORK)."""
     out = np.full(len(tids), -1, np.int64)
-    sb = np.flatnonzero(np.isin(events.kind, [Kind.TASK_COMM, Kind.TASK_FORK]) & np.isin(events.arg0, tids))[::-1]
+    sb = np.flatnonzero(member(events.kind, [Kind.TASK_COMM, Kind.TASK_FORK]) & member(events.arg0, tids))[::-1]
     out[slot_of[events.arg0[sb]]] = events.arg1[sb]  # reversed, so the first record is written last
-    known = (events.pid > 0) & np.isin(events.tid, tids)
+    known = (events.pid > 0) & member(events.tid, tids)
     if np.any(known):
         u_tid, u_idx = np.unique(events.tid[known], return_index=True)
         out[slot_of[u_tid]] = events.pid[known][u_idx]
@@ -1123,7 +1127,7 @@ def _thread_pids(events: RawEvents, tids: np.ndarray, slot_of: np.ndarray) -> np
 
 def _samples(events: RawEvents, tids: np.ndarray, t0: int, t1: int) -> SampleTable:
     """The traced threads' cpu-clock samples inside the window."""
-    m = (events.kind == Kind.SAMPLE) & np.isin(events.tid, tids) & (events.time >= t0) & (events.time < t1)
+    m = (events.kind == Kind.SAMPLE) & member(events.tid, tids) & (events.time >= t0) & (events.time < t1)
     idx = np.flatnonzero(m)
     if len(idx) == 0:
         return SampleTable.empty()

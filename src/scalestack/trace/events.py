@@ -47,6 +47,7 @@ import dataclasses
 import enum
 from typing import Any
 
+import numba
 import numpy as np
 
 
@@ -195,7 +196,7 @@ class RawEvents:
     def context_tid(self) -> np.ndarray:
         """The task each event fired in (int64). sched_switch fires in prev's context, but perf
         reports tid -1 for a task already dead, so a switch's context is its prev tid."""
-        return np.where(self.kind == Kind.SWITCH, self.arg0, self.tid).astype(np.int64)
+        return np.where(self.kind == Kind.SWITCH, self.arg0, self.tid).astype(np.int64, copy=False)
 
     def comm(self, index: int) -> str:
         return self.comms[index] if 0 <= index < len(self.comms) else ""
@@ -213,3 +214,46 @@ class RawEvents:
             elif not np.array_equal(getattr(self, k), getattr(other, k)):
                 return False
         return True
+
+
+def member(x: np.ndarray, values) -> np.ndarray:
+    """`np.isin(x, values)` for integer columns and a set of small non-negative integers (tids,
+    kinds, futex operations): one lookup table and one compiled pass instead of a sort of `x`."""
+    v = np.asarray(values, dtype=np.int64).ravel()
+    if len(v) == 0:
+        return np.zeros(len(x), bool)
+    if int(v.min()) < 0 or int(v.max()) > 1 << 24 or x.dtype.kind not in "iu":
+        return np.isin(x, v)
+    table = np.zeros(int(v.max()) + 1, np.bool_)
+    table[v] = True
+    return _member(x, table)
+
+
+@numba.njit(cache=True)
+def _member(x, table):
+    out = np.zeros(x.shape[0], np.bool_)
+    n = table.shape[0]
+    for i in range(x.shape[0]):
+        v = x[i]
+        if v >= 0 and v < n:
+            out[i] = table[v]
+    return out
+
+
+def stable_order_by(key: np.ndarray, n_keys: int) -> np.ndarray:
+    """`np.argsort(key, kind="stable")` for keys in [0, n_keys): a counting sort, one pass."""
+    return _counting_order(np.ascontiguousarray(key, dtype=np.int64), n_keys)
+
+
+@numba.njit(cache=True)
+def _counting_order(key, n_keys):
+    off = np.zeros(n_keys + 1, np.int64)
+    for i in range(key.shape[0]):
+        off[key[i] + 1] += 1
+    for k in range(n_keys):
+        off[k + 1] += off[k]
+    out = np.empty(key.shape[0], np.int64)
+    for i in range(key.shape[0]):
+        out[off[key[i]]] = i
+        off[key[i]] += 1
+    return out

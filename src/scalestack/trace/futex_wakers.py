@@ -26,7 +26,7 @@ import numba
 import numpy as np
 
 from scalestack.trace import State, StateTable
-from scalestack.trace.events import FUTEX_CMD_MASK, Kind, RawEvents
+from scalestack.trace.events import FUTEX_CMD_MASK, Kind, RawEvents, member
 
 # futex(2) operations that wake waiters (op & FUTEX_CMD_MASK): WAKE, REQUEUE, CMP_REQUEUE, WAKE_OP,
 # UNLOCK_PI, WAKE_BITSET, CMP_REQUEUE_PI.
@@ -43,8 +43,8 @@ def attribute_futex_wakers(states: StateTable, events: RawEvents, tids: np.ndarr
     waits = np.flatnonzero((st.state == State.SYNC_WAIT) & (st.addr != 0) & ~np.isin(st.waker, tids))
     if len(waits) == 0:
         return states, 0, 0
-    wk = (events.kind == Kind.FUTEX_ENTER) & np.isin(events.arg1 & FUTEX_CMD_MASK, FUTEX_WAKE_OPS) \
-        & np.isin(events.tid, tids)
+    wk = (events.kind == Kind.FUTEX_ENTER) & member(events.arg1 & FUTEX_CMD_MASK, FUTEX_WAKE_OPS) \
+        & member(events.tid, tids)
     if not np.any(wk):
         return states, 0, 0
     w_addr = events.arg0[wk].view(np.uint64)
@@ -150,10 +150,10 @@ def _runnable_from_wake(st: StateTable, events: RawEvents, waits: np.ndarray,
     end[w] = at
     cols["end_ns"] = end
     merged = {k: np.concatenate([cols[k], new[k]]) for k in cols}
-    # a wait woken while its thread was still switching out is run-queue time from its first instant
-    keep = np.flatnonzero(merged["end_ns"] > merged["start_ns"])
-    merged = {k: v[keep] for k, v in merged.items()}
-    order = np.lexsort((merged["start_ns"], merged["tid"]))
+    # each wait's RUNNABLE part follows it at once (the table is in thread and time order); a wait
+    # woken while its thread was still switching out is run-queue time from its first instant
+    order = np.insert(np.arange(n), w + 1, n + np.arange(len(w)))
+    order = order[merged["end_ns"][order] > merged["start_ns"][order]]
     return type(st)(**{k: v[order] for k, v in merged.items()}), int(len(w))
 
 

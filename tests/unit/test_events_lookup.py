@@ -1,0 +1,33 @@
+"""The lookup helpers of the state builder against the NumPy functions they replace."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scalestack.trace.events import member, stable_order_by
+
+ints = st.lists(st.integers(-5, 300), max_size=60)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ints, st.lists(st.integers(0, 250), max_size=8), st.sampled_from([np.int32, np.int64, np.uint8, np.int16]))
+def test_member_is_isin(x, values, dtype):
+    arr = np.array(x, np.int64)
+    if dtype == np.uint8:
+        arr = arr[(arr >= 0) & (arr < 256)]
+    arr = arr.astype(dtype)
+    np.testing.assert_array_equal(member(arr, values), np.isin(arr, values))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 6), max_size=80))
+def test_counting_order_is_the_stable_argsort(keys):
+    k = np.array(keys, np.int64)
+    np.testing.assert_array_equal(stable_order_by(k, 7), np.argsort(k, kind="stable"))
+
+
+def test_worked_examples():
+    assert member(np.array([3, -1, 7, 100]), [3, 7]).tolist() == [True, False, True, False]
+    assert stable_order_by(np.array([1, 0, 1, 0]), 2).tolist() == [1, 3, 0, 2]
