@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalestack.trace.events import member, stable_order_by
+from scalestack.trace.events import member, stable_order_by, unique_first
 
 ints = st.lists(st.integers(-5, 300), max_size=60)
 
@@ -28,6 +28,17 @@ def test_counting_order_is_the_stable_argsort(keys):
     np.testing.assert_array_equal(stable_order_by(k, 7), np.argsort(k, kind="stable"))
 
 
+@settings(max_examples=200, deadline=None)
+@given(ints, st.sampled_from([np.int32, np.int64]))
+def test_unique_first_is_unique_with_first_indices(x, dtype):
+    arr = np.array(x, dtype)
+    got, want = unique_first(arr), np.unique(arr, return_index=True)
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+
+
 def test_worked_examples():
+    assert [a.tolist() for a in unique_first(np.array([5, 3, 5, 0]))] == [[0, 3, 5], [3, 1, 0]]
     assert member(np.array([3, -1, 7, 100]), [3, 7]).tolist() == [True, False, True, False]
     assert stable_order_by(np.array([1, 0, 1, 0]), 2).tolist() == [1, 3, 0, 2]

@@ -51,6 +51,7 @@ from scalestack.trace.events import (
     RawEvents,
     member,
     stable_order_by,
+    unique_first,
 )
 from scalestack.trace.futex_wakers import attribute_futex_wakers
 from scalestack.trace.kernel_accounting import ABS_TOL_NS, RUNNING_TOL
@@ -842,7 +843,7 @@ def traced_tids(events: RawEvents, root_pids: list[int] | None = None, comm: str
         groups = _unique(events.arg1[named & (kind == Kind.TASK_COMM)])
         # threads -> their thread groups, where the source says (perf's sample pid)
         known = (events.pid > 0) & (events.tid > 0)
-        k_tid, first = np.unique(events.tid[known], return_index=True)
+        k_tid, first = unique_first(events.tid[known])
         k_pid = events.pid[known][first]
         pos = np.clip(np.searchsorted(k_tid, candidates), 0, max(len(k_tid) - 1, 0))
         mapped = np.where((len(k_tid) > 0) & (k_tid[pos] == candidates) if len(k_tid) else False,
@@ -1019,7 +1020,7 @@ def build_trace(
     states, futex_wakers, runnable_from_wakes = attribute_futex_wakers(states, events, tids, pids)
     states, runnable_reconciled = reconcile_runnable(states, run_delay)
     states = _merge_adjacent(states)
-    present, first_idx = np.unique(states.tid, return_index=True)
+    present, first_idx = unique_first(states.tid)
     last_idx = np.r_[first_idx[1:] - 1, len(states) - 1] if len(first_idx) else first_idx
     slots = slot_of[present]
     th_start = states.start_ns[first_idx]
@@ -1120,7 +1121,7 @@ def _thread_pids(events: RawEvents, tids: np.ndarray, slot_of: np.ndarray) -> np
     out[slot_of[events.arg0[sb]]] = events.arg1[sb]  # reversed, so the first record is written last
     known = (events.pid > 0) & member(events.tid, tids)
     if np.any(known):
-        u_tid, u_idx = np.unique(events.tid[known], return_index=True)
+        u_tid, u_idx = unique_first(events.tid[known])
         out[slot_of[u_tid]] = events.pid[known][u_idx]
     return out
 
