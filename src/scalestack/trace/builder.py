@@ -49,12 +49,10 @@ from scalestack.trace.events import (
     PREV_STATE_UNINTERRUPTIBLE,
     Kind,
     RawEvents,
-    member,
-    stable_order_by,
-    unique_first,
 )
 from scalestack.trace.futex_wakers import attribute_futex_wakers
 from scalestack.trace.kernel_accounting import ABS_TOL_NS, RUNNING_TOL
+from scalestack.trace.lookup import member, stable_order_by, unique_first
 from scalestack.trace.switch_spans import switch_spans
 
 # The compiled walk uses the enum values as literals; keep them in step.

@@ -26,7 +26,8 @@ import numba
 import numpy as np
 
 from scalestack.trace import State, StateTable
-from scalestack.trace.events import FUTEX_CMD_MASK, Kind, RawEvents, member
+from scalestack.trace.events import FUTEX_CMD_MASK, Kind, RawEvents
+from scalestack.trace.lookup import member
 
 # futex(2) operations that wake waiters (op & FUTEX_CMD_MASK): WAKE, REQUEUE, CMP_REQUEUE, WAKE_OP,
 # UNLOCK_PI, WAKE_BITSET, CMP_REQUEUE_PI.

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalestack.trace.events import member, stable_order_by, unique_first
+from scalestack.trace.lookup import member, stable_order_by, unique_first
 
 ints = st.lists(st.integers(-5, 300), max_size=60)
 
