@@ -6,6 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scalestack.trace.builder import _by_thread_then_start
 from scalestack.trace.lookup import member, stable_order_by, unique_first
 
 ints = st.lists(st.integers(-5, 300), max_size=60)
@@ -42,3 +43,13 @@ def test_worked_examples():
     assert [a.tolist() for a in unique_first(np.array([5, 3, 5, 0]))] == [[0, 3, 5], [3, 1, 0]]
     assert member(np.array([3, -1, 7, 100]), [3, 7]).tolist() == [True, False, True, False]
     assert stable_order_by(np.array([1, 0, 1, 0]), 2).tolist() == [1, 3, 0, 2]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 5)), max_size=40), st.booleans())
+def test_by_thread_then_start_is_the_lexsort(rows, in_time_order):
+    if in_time_order:  # what the walk emits: each thread's rows in time order
+        rows = sorted(rows, key=lambda r: r[1])
+    slot = np.array([r[0] for r in rows], np.int32)
+    start = np.array([r[1] for r in rows], np.int64)
+    np.testing.assert_array_equal(_by_thread_then_start(slot, start, 4), np.lexsort((start, slot)))

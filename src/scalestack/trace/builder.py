@@ -1007,7 +1007,7 @@ def build_trace(
     o_slot, o_start, o_end = o_slot[keep], np.maximum(o_start[keep], t0), np.minimum(o_end[keep], t1)
     o_state, o_cpu, o_addr, o_waker, o_rep = o_state[keep], o_cpu[keep], o_addr[keep], o_waker[keep], o_rep[keep]
     o_tid = tids[o_slot].astype(np.int32)
-    order = np.lexsort((o_start, o_tid))
+    order = _by_thread_then_start(o_slot, o_start, len(tids))
     states = StateTable(
         tid=o_tid[order], start_ns=o_start[order], end_ns=o_end[order], state=o_state[order],
         cpu=o_cpu[order], addr=o_addr[order], waker=o_waker[order], repaired=o_rep[order],
@@ -1109,6 +1109,17 @@ def build_trace(
     trace = Trace(threads=threads, states=states, names=names, meta=meta,
                   samples=_samples(events, present, t0, t1), switch_spans=span_table)
     return trace.with_roles(role_rules)
+
+
+def _by_thread_then_start(slot: np.ndarray, start: np.ndarray, n_slots: int) -> np.ndarray:
+    """The order of `np.lexsort((start, slot))`: the walk emits each thread's rows almost always in
+    time order, so a counting sort by thread (slots follow the sorted tids) is enough unless some
+    thread's rows are out of order, when the full sort is used."""
+    order = stable_order_by(slot, n_slots)
+    s, t = slot[order], start[order]
+    if len(order) < 2 or bool(np.all((t[1:] >= t[:-1]) | (s[1:] != s[:-1]))):
+        return order
+    return np.lexsort((start, slot))
 
 
 def _thread_pids(events: RawEvents, tids: np.ndarray, slot_of: np.ndarray) -> np.ndarray:
