@@ -90,7 +90,8 @@ def scenario(draw):
             gap = draw(st.sampled_from([0, 0, 0, unit]))
             cols["tid"].append(tid)
             cols["start_ns"].append(t + gap)
-            cols["end_ns"].append(t + gap + d)
+            # now and then a row reaching over the next ones (its end out of order)
+            cols["end_ns"].append(t + gap + d + draw(st.sampled_from([0, 0, 0, 0, 0, 3 * unit])))
             cols["state"].append(draw(st.sampled_from([RUN, RUN, int(State.RUNNABLE), int(State.SYNC_WAIT),
                                                        int(State.SLEEP), UNK])))
             cols["cpu"].append(draw(st.integers(-1, 1)))

@@ -550,6 +550,38 @@ def reconcile_running(states: StateTable, events: RawEvents, t0: int, t1: int) -
 
 
 @numba.njit(cache=True)
+def _is_sorted(x):
+    for i in range(1, x.shape[0]):
+        if x[i] < x[i - 1]:
+            return False
+    return True
+
+
+@numba.njit(cache=True)
+def _merge(a, b):
+    """The sorted union (with repeats) of two sorted arrays."""
+    out = np.empty(a.shape[0] + b.shape[0], np.int64)
+    i = j = k = 0
+    while i < a.shape[0] and j < b.shape[0]:
+        if b[j] < a[i]:
+            out[k] = b[j]
+            j += 1
+        else:
+            out[k] = a[i]
+            i += 1
+        k += 1
+    while i < a.shape[0]:
+        out[k] = a[i]
+        i += 1
+        k += 1
+    while j < b.shape[0]:
+        out[k] = b[j]
+        j += 1
+        k += 1
+    return out
+
+
+@numba.njit(cache=True)
 def _reconcile_cut(start, end, state, repaired, cpu, bounds, r_th, r_a, r_b, steal_min):
     """The per-thread pass of `reconcile_running`: each thread with runtime reports is cut at its
     rows' bounds and at the edges of the union of its reports (clipped to its life); a thread
@@ -625,12 +657,16 @@ def _reconcile_cut(start, end, state, repaired, cpu, bounds, r_th, r_a, r_b, ste
                 ub[n_sp] = b
                 n_sp += 1
         # cuts: the rows' bounds and the spans' edges inside the thread's life
-        cuts = np.empty(2 * (hi - lo) + 2 * n_sp, np.int64)
-        cuts[: hi - lo] = start[lo:hi]
-        cuts[hi - lo: 2 * (hi - lo)] = end[lo:hi]
-        cuts[2 * (hi - lo): 2 * (hi - lo) + n_sp] = ua[:n_sp]
-        cuts[2 * (hi - lo) + n_sp:] = ub[:n_sp]
-        cuts.sort()
+        # each of the four lists is sorted (rows tile the thread's time, spans are disjoint): merge
+        if _is_sorted(start[lo:hi]) and _is_sorted(end[lo:hi]):
+            cuts = _merge(_merge(start[lo:hi], end[lo:hi]), _merge(ua[:n_sp], ub[:n_sp]))
+        else:
+            cuts = np.empty(2 * (hi - lo) + 2 * n_sp, np.int64)
+            cuts[: hi - lo] = start[lo:hi]
+            cuts[hi - lo: 2 * (hi - lo)] = end[lo:hi]
+            cuts[2 * (hi - lo): 2 * (hi - lo) + n_sp] = ua[:n_sp]
+            cuts[2 * (hi - lo) + n_sp:] = ub[:n_sp]
+            cuts.sort()
         p = lo  # the row the segment lies in: the last starting at or before it
         last_nonrun = -1
         if state[lo] != S_RUNNING:
