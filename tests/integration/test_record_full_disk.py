@@ -11,7 +11,7 @@ import pytest
 
 import scalestack
 
-from ..conftest import requires_recording
+from ..conftest import ROOT, requires_recording
 
 pytestmark = requires_recording
 
@@ -47,3 +47,19 @@ def test_full_disk_keeps_the_recording_elsewhere_in_one_line(c_programs, tmp_pat
     assert f"needs {size / 1e3:.1f} kB" in lines[0] or f"needs {size / 1e6:.1f} MB" in lines[0]
     trace = scalestack.load(kept[0])
     assert len(trace.threads) == 4 and trace.meta["command"][0] == str(c_programs["prodcons"])
+
+
+def test_import_onto_a_full_device_is_one_line(tmp_path, full_device):
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    (full_device / "filler").write_bytes(b"\0" * (64 * 1024 - 4096))  # leaves less than the trace needs
+    data = ROOT / "tests" / "data" / "barrier.perf.data"
+    proc = subprocess.run([sys.executable, "-m", "scalestack.cli", "import", "perf-data", str(data), "--comm", "bi", "-o",
+                           str(full_device / "bi.trace")], capture_output=True, text=True,
+                          env=dict(os.environ, TMPDIR=str(keep)), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert sorted(os.listdir(full_device)) == ["filler"]
+    (kept,) = keep.glob("scalestack-*.trace")
+    assert f"the trace was kept at {kept}" in proc.stderr
+    assert len(scalestack.load(kept).threads) == 3

@@ -7,13 +7,9 @@ and every one ends in the same state builder (`scalestack.trace.builder`).
 from __future__ import annotations
 
 import datetime
-import errno
-import io
 import os
 import platform
-import shutil
 import signal
-import tempfile
 import time
 from collections.abc import Sequence
 
@@ -23,13 +19,11 @@ from scalestack.collect import ebpf, perf, tracefs
 from scalestack.collect import exit_check as exits
 from scalestack.collect.run import online_cpus, resolve_command, thread_names
 from scalestack.errors import UserError
-from scalestack.fileio import atomic_write
 from scalestack.tools import perf_binary
 from scalestack.trace import Trace
 from scalestack.trace.builder import build_trace
 from scalestack.trace.events import RECORD_TRACEPOINTS, Kind
-from scalestack.trace.store import save
-from scalestack.trace.store import write as write_trace
+from scalestack.trace.store import save_or_keep
 
 DEFAULT_OUTPUT = "scalestack.trace"
 COLLECTORS = ("auto", "perf", "tracefs", "ebpf")
@@ -202,43 +196,6 @@ def record(
     if output:
         save_or_keep(trace, output)
     return trace
-
-
-FULL_DISK = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
-
-
-def save_or_keep(trace: Trace, output: str) -> None:
-    """Save the trace at `output`; where that device is full, keep it in the first other place
-    with room (the temporary directory, the home directory, the working directory) and say so in
-    one line, with the space it needs. The save is atomic: `output` is never left half-written."""
-    try:
-        save(trace, output)
-        return
-    except OSError as exc:
-        if exc.errno not in FULL_DISK:
-            raise UserError(f"cannot write {output}: {exc.strerror}") from None
-    buf = io.BytesIO()
-    write_trace(trace, buf)
-    need = len(buf.getvalue())
-    where = os.path.dirname(os.path.abspath(output))
-    free = shutil.disk_usage(where).free
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    for d in (tempfile.gettempdir(), os.path.expanduser("~"), os.getcwd()):
-        kept = os.path.join(d, f"scalestack-{stamp}-{os.getpid()}.trace")
-        if os.path.dirname(os.path.abspath(kept)) == where:
-            continue
-        try:
-            atomic_write(kept, buf.getvalue())
-        except OSError:
-            continue
-        raise UserError(f"no space on the device of {output} (the trace needs {_mb(need)}, {_mb(free)} free there); "
-                        f"the recording was kept at {kept}")
-    raise UserError(f"no space to save the trace anywhere: it needs {_mb(need)}, the device of {output} has {_mb(free)} "
-                    "free and the temporary, home and working directories are full too")
-
-
-def _mb(n: int) -> str:
-    return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n / 1e3:.1f} kB"
 
 
 def auto_collector(sample_hz=None, mmap_size=None, keep_perf_data=None, reader: str = "auto") -> str:

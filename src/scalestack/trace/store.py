@@ -8,9 +8,13 @@ into place, so an interrupted save never leaves a half-written trace.
 
 from __future__ import annotations
 
+import datetime
+import errno
 import io
 import json
 import os
+import shutil
+import tempfile
 import zipfile
 
 import numpy as np
@@ -18,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from scalestack.errors import UserError
-from scalestack.fileio import atomic_output
+from scalestack.fileio import atomic_output, atomic_write
 from scalestack.trace.model import (
     SCHEMA_VERSION,
     NameTable,
@@ -125,3 +129,40 @@ def load(path: str | os.PathLike) -> Trace:
         raise UserError(f"{path}: damaged trace file ({exc})") from None
     return Trace(threads=tables["threads"], states=tables["states"], names=tables["names"], meta=meta,
                  samples=tables["samples"], switch_spans=tables["switch_spans"])
+
+
+FULL_DISK = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def save_or_keep(trace: Trace, output: str) -> None:
+    """Save the trace at `output`; where that device is full, keep it in the first other place
+    with room (the temporary directory, the home directory, the working directory) and say so in
+    one line, with the space it needs. The save is atomic: `output` is never left half-written."""
+    try:
+        save(trace, output)
+        return
+    except OSError as exc:
+        if exc.errno not in FULL_DISK:
+            raise UserError(f"cannot write {output}: {exc.strerror}") from None
+    buf = io.BytesIO()
+    write(trace, buf)
+    need = len(buf.getvalue())
+    where = os.path.dirname(os.path.abspath(output))
+    free = shutil.disk_usage(where).free
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    for d in (tempfile.gettempdir(), os.path.expanduser("~"), os.getcwd()):
+        kept = os.path.join(d, f"scalestack-{stamp}-{os.getpid()}.trace")
+        if os.path.dirname(os.path.abspath(kept)) == where:
+            continue
+        try:
+            atomic_write(kept, buf.getvalue())
+        except OSError:
+            continue
+        raise UserError(f"no space on the device of {output} (the trace needs {_mb(need)}, {_mb(free)} free there); "
+                        f"the trace was kept at {kept}")
+    raise UserError(f"no space to save the trace anywhere: it needs {_mb(need)}, the device of {output} has {_mb(free)} "
+                    "free and the temporary, home and working directories are full too")
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n / 1e3:.1f} kB"
