@@ -119,7 +119,6 @@ def _settle(out, m, s, pend, p_state, p_start, p_cpu, p_addr, p_rep, st_start):
     return m
 
 
-@numba.njit(cache=True)
 def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, wait_ops_mask, win_start):
     """One pass over time-sorted events; returns the state intervals of traced threads.
 
@@ -135,7 +134,6 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
     return _walk_result(out, carry)
 
 
-@numba.njit(cache=True)
 def _walk_result(out, carry):
     (st, st_start, st_cpu, st_addr, st_rep, st_hint, kernel_rt, futex_addr, in_futex, exiting, exit_time, dead, end_time,
      uncertain, repairs, pend, p_state, p_start, p_cpu, p_addr, p_rep, p_lo, p_hi, p_unc, chain, cpu_last, rt_at,

@@ -18,7 +18,7 @@ def member(x: np.ndarray, values) -> np.ndarray:
         return np.isin(x, v)
     table = np.zeros(int(v.max()) + 1, np.bool_)
     table[v] = True
-    return _member(x, table)
+    return _member(x.astype(np.int64, copy=False), table)  # one compiled signature
 
 
 @numba.njit(cache=True)
@@ -57,7 +57,7 @@ def unique_first(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     over a table instead of a stable sort of `x`."""
     if len(x) == 0 or x.dtype.kind not in "iu" or int(x.min()) < 0 or int(x.max()) > 1 << 24:
         return np.unique(x, return_index=True)
-    first = _first_index(x, int(x.max()) + 1)
+    first = _first_index(x.astype(np.int64, copy=False), int(x.max()) + 1)
     values = np.flatnonzero(first >= 0)
     return values.astype(x.dtype), first[values]
 
