@@ -141,7 +141,6 @@ def _walk_result(out, carry):
     return (out, dead, end_time, gaps, cnt[1], cnt[2], cnt[3], uncertain, repairs, kernel_rt, cnt[0])
 
 
-@numba.njit(cache=True)
 def _walk_start(n_slots, n_cpus, born_at, t0):
     """The walk's state before the first event (`t0`: its time): per thread slot, per CPU, and the
     counters [settled, gaps_traced, missing_wakeups, double_running]. `_walk_chunk` carries it on."""
@@ -178,10 +177,8 @@ def _walk_start(n_slots, n_cpus, born_at, t0):
     gaps = np.zeros(n_cpus, np.int64)
     cnt = np.zeros(4, np.int64)
     # threads alive before their first event (no fork seen) are UNKNOWN from the first event
-    for s in range(n_slots):
-        if born_at[s] < 0:
-            st[s] = S_UNKNOWN
-            st_start[s] = t0
+    st[born_at < 0] = S_UNKNOWN
+    st_start[born_at < 0] = t0
     return (st, st_start, st_cpu, st_addr, st_rep, st_hint, kernel_rt, futex_addr, in_futex, exiting, exit_time, dead,
             end_time, uncertain, repairs, pend, p_state, p_start, p_cpu, p_addr, p_rep, p_lo, p_hi, p_unc, chain,
             cpu_last, rt_at, rt_tid, gaps, cnt)
