@@ -26,7 +26,7 @@ from scalestack.tools import perf_binary
 from scalestack.trace import FutexCallTable, SampleTable, Trace
 from scalestack.trace.builder import build_trace
 from scalestack.trace.events import RECORD_TRACEPOINTS, Kind
-from scalestack.trace.store import save
+from scalestack.trace.store import save_or_keep
 
 DEFAULT_OUTPUT = "scalestack.trace"
 COLLECTORS = ("auto", "perf", "tracefs", "ebpf")
@@ -223,7 +223,7 @@ def record(
     note = exits.warning(result)
     trace = trace.with_meta(exit_check=result, warnings=trace.warnings + ([note] if note else []))
     if output:
-        save(trace, output)
+        save_or_keep(trace, output)
     return trace
 
 

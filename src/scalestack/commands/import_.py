@@ -8,7 +8,7 @@ import click
 
 from scalestack.errors import UserError
 from scalestack.ingest import IMPORTERS, sniff_format
-from scalestack.trace.store import save
+from scalestack.trace.store import save_or_keep
 
 
 @click.command()
@@ -60,7 +60,7 @@ def command(fmt, path, output, pid, comm, roles, list_only):
     out = output or os.path.splitext(path)[0] + ".trace"
     if os.path.abspath(out) == os.path.abspath(path):
         raise UserError(f"refusing to overwrite the input {path}; give -o")
-    save(trace, out)
+    save_or_keep(trace, out)
     click.echo(f"scalestack: imported {len(trace.threads)} threads, {trace.wall_ns / 1e9:.3f} s from {fmt} -> {out}",
                err=True)
 

@@ -52,6 +52,7 @@ from scalestack.trace.events import (
 )
 from scalestack.trace.futex_wakers import attribute_futex_wakers
 from scalestack.trace.kernel_accounting import ABS_TOL_NS, RUNNING_TOL
+from scalestack.trace.lookup import member, stable_order_by, unique_first
 from scalestack.trace.switch_spans import switch_spans
 
 # The compiled walk uses the enum values as literals; keep them in step.
@@ -118,17 +119,31 @@ def _settle(out, m, s, pend, p_state, p_start, p_cpu, p_addr, p_rep, st_start):
     return m
 
 
-@numba.njit(cache=True)
 def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, wait_ops_mask, win_start):
     """One pass over time-sorted events; returns the state intervals of traced threads.
 
     Output rows: slot, start, end, state, cpu, addr (uint64 bits), waker, repaired.
+    The same as `_walk_start`, `_walk_chunk` over consecutive pieces of the events, `_walk_end`.
     """
-    n = time.shape[0]
-    out = np.empty((2 * n + 2 * n_slots + 16, 8), np.int64)
-    m = 0
-    n_map = slot_of.shape[0]
+    carry = _walk_start(n_slots, n_cpus, born_at, time[0] if time.shape[0] > 0 else 0)
+    rows = _walk_chunk(time, cpu, ctx, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait_ops_mask, win_start, carry)
+    tail = _walk_end(time[time.shape[0] - 1] if time.shape[0] > 0 else 0, n_slots, carry)
+    out = np.empty((rows.shape[0] + tail.shape[0], 8), np.int64)
+    out[: rows.shape[0]] = rows
+    out[rows.shape[0]:] = tail
+    return _walk_result(out, carry)
 
+
+def _walk_result(out, carry):
+    (st, st_start, st_cpu, st_addr, st_rep, st_hint, kernel_rt, futex_addr, in_futex, exiting, exit_time, dead, end_time,
+     uncertain, repairs, pend, p_state, p_start, p_cpu, p_addr, p_rep, p_lo, p_hi, p_unc, chain, cpu_last, rt_at,
+     rt_tid, gaps, cnt) = carry
+    return (out, dead, end_time, gaps, cnt[1], cnt[2], cnt[3], uncertain, repairs, kernel_rt, cnt[0])
+
+
+def _walk_start(n_slots, n_cpus, born_at, t0):
+    """The walk's state before the first event (`t0`: its time): per thread slot, per CPU, and the
+    counters [settled, gaps_traced, missing_wakeups, double_running]. `_walk_chunk` carries it on."""
     st = np.full(n_slots, -1, np.int64)  # current State, -1 = not born yet
     st_start = np.zeros(n_slots, np.int64)
     st_cpu = np.full(n_slots, -1, np.int64)
@@ -155,25 +170,38 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
     p_lo = np.zeros(n_slots, np.int64)
     p_hi = np.zeros(n_slots, np.int64)
     p_unc = np.zeros(n_slots, np.int64)
-    settled = 0
-
     chain = np.full(n_cpus, -1, np.int64)  # task believed current on each CPU (-1 unknown)
     cpu_last = np.full(n_cpus, -1, np.int64)  # time of the CPU's previous event
     rt_at = np.full(n_cpus, -2, np.int64)  # time and task of the CPU's last runtime report
     rt_tid = np.full(n_cpus, -1, np.int64)
     gaps = np.zeros(n_cpus, np.int64)
-    gaps_traced = 0
-    missing_wakeups = 0
-    double_running = 0
-
+    cnt = np.zeros(4, np.int64)
     # threads alive before their first event (no fork seen) are UNKNOWN from the first event
-    t0 = time[0] if n > 0 else 0
-    for s in range(n_slots):
-        if born_at[s] < 0:
-            st[s] = S_UNKNOWN
-            st_start[s] = t0
+    st[born_at < 0] = S_UNKNOWN
+    st_start[born_at < 0] = t0
+    return (st, st_start, st_cpu, st_addr, st_rep, st_hint, kernel_rt, futex_addr, in_futex, exiting, exit_time, dead,
+            end_time, uncertain, repairs, pend, p_state, p_start, p_cpu, p_addr, p_rep, p_lo, p_hi, p_unc, chain,
+            cpu_last, rt_at, rt_tid, gaps, cnt)
+
+
+@numba.njit(cache=True)
+def _walk_chunk(time, cpu, ctx, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait_ops_mask, win_start, carry):
+    """Walk the next time-sorted events from the state in `carry` (updated in place); the rows of
+    the intervals they ended."""
+    (st, st_start, st_cpu, st_addr, st_rep, st_hint, kernel_rt, futex_addr, in_futex, exiting, exit_time, dead, end_time,
+     uncertain, repairs, pend, p_state, p_start, p_cpu, p_addr, p_rep, p_lo, p_hi, p_unc, chain, cpu_last, rt_at,
+     rt_tid, gaps, cnt) = carry
+    settled, gaps_traced, missing_wakeups, double_running = cnt[0], cnt[1], cnt[2], cnt[3]
+    n = time.shape[0]
+    out = np.empty((n + 2 * n_slots + 64, 8), np.int64)
+    m = 0
+    n_map = slot_of.shape[0]
 
     for i in range(n):
+        if m + 2 * n_slots + 16 > out.shape[0]:
+            grown = np.empty((2 * out.shape[0], 8), np.int64)
+            grown[:m] = out[:m]
+            out = grown
         t = time[i]
         c = cpu[i]
         k = kind[i]
@@ -383,8 +411,18 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
         if cvalid:
             cpu_last[c] = t
 
-    # close what is still open at the last event
-    t_last = time[n - 1] if n > 0 else 0
+    cnt[0], cnt[1], cnt[2], cnt[3] = settled, gaps_traced, missing_wakeups, double_running
+    return out[:m]
+
+
+@numba.njit(cache=True)
+def _walk_end(t_last, n_slots, carry):
+    """Close what is still open at the last event (`t_last`); the rows of those intervals."""
+    (st, st_start, st_cpu, st_addr, st_rep, st_hint, kernel_rt, futex_addr, in_futex, exiting, exit_time, dead, end_time,
+     uncertain, repairs, pend, p_state, p_start, p_cpu, p_addr, p_rep, p_lo, p_hi, p_unc, chain, cpu_last, rt_at,
+     rt_tid, gaps, cnt) = carry
+    out = np.empty((2 * n_slots + 1, 8), np.int64)
+    m = 0
     for s in range(n_slots):
         m = _settle(out, m, s, pend, p_state, p_start, p_cpu, p_addr, p_rep, st_start)
         if st[s] >= 0 and not dead[s]:
@@ -395,8 +433,7 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
             if end > st_start[s]:
                 m = _emit(out, m, s, st_start[s], end, st[s], st_cpu[s], st_addr[s], -1, st_rep[s])
             end_time[s] = max(end, st_start[s])
-    return (out[:m], dead, end_time, gaps, gaps_traced, missing_wakeups, double_running, uncertain, repairs,
-            kernel_rt, settled)
+    return out[:m]
 
 
 def kernel_runtime_check(states: StateTable, tids: np.ndarray, kernel_rt: np.ndarray, available: bool) -> dict:
@@ -472,50 +509,191 @@ def reconcile_running(states: StateTable, events: RawEvents, t0: int, t1: int) -
     rep = (events.kind == Kind.STAT_RUNTIME) & (events.arg1 > 0)
     if not np.any(rep) or len(states) == 0:
         return states, {}, {}
+    bounds = np.flatnonzero(np.r_[True, states.tid[1:] != states.tid[:-1], True])
+    th_tid = states.tid[bounds[:-1]].astype(np.int64)
     r_tid, r_end = events.arg0[rep], events.time[rep]
-    r_start = r_end - events.arg1[rep]
-    witness: _CpuWitness | None = None
-    parts: list[StateTable] = []
-    changed: dict[str, list[int]] = {}
-    stolen: dict[str, int] = {}
-    for tid, th in _per_thread(states):
-        mine = r_tid == tid
-        if not np.any(mine):
-            parts.append(th)
+    # each report's thread: a lookup in the (tid-sorted) threads, no pass over the reports per thread
+    pos = np.minimum(np.searchsorted(th_tid, r_tid), len(th_tid) - 1)
+    mine = th_tid[pos] == r_tid
+    seg_th, seg_a, seg_b, row, fallback, add, drop, cand = _reconcile_cut(
+        states.start_ns, states.end_ns, states.state, states.repaired, states.cpu, bounds.astype(np.int64),
+        pos[mine].astype(np.int64), r_end[mine] - events.arg1[rep][mine], r_end[mine], _STEAL_MIN_NS)
+    steal = cand
+    if np.any(cand):
+        idx = np.flatnonzero(cand)
+        steal = cand.copy()
+        steal[idx] = ~_CpuWitness(events).shows(states.cpu[row[idx]], seg_a[idx], seg_b[idx], th_tid[seg_th[idx]])
+    fallback = np.where(steal, int(State.UNKNOWN), fallback)
+    old_state = states.state[row]
+    state = np.where(add, int(State.RUNNING), np.where(drop, fallback, old_state))
+    mod = add | drop
+    dur = seg_b - seg_a
+    n_th = len(th_tid)
+    sums = np.zeros((3, n_th), np.int64)
+    for k, sel in enumerate((add, drop, steal)):
+        i = np.flatnonzero(sel)
+        np.add.at(sums[k], seg_th[i], dur[i])
+    changed = {str(int(th_tid[j])): [int(sums[0, j]), int(sums[1, j])]
+               for j in np.flatnonzero((sums[0] > 0) | (sums[1] > 0))}
+    stolen = {str(int(th_tid[j])): int(sums[2, j]) for j in np.flatnonzero(sums[2] > 0)}
+    out = StateTable(
+        tid=states.tid[row], start_ns=seg_a, end_ns=seg_b, state=state.astype(np.uint8),
+        cpu=np.where(mod, -1, states.cpu[row]), addr=np.where(mod, 0, states.addr[row]).astype(np.uint64),
+        waker=np.where(mod, -1, states.waker[row]), repaired=states.repaired[row] | mod,
+    )
+    return out, changed, stolen
+
+
+@numba.njit(cache=True)
+def _is_sorted(x):
+    for i in range(1, x.shape[0]):
+        if x[i] < x[i - 1]:
+            return False
+    return True
+
+
+@numba.njit(cache=True)
+def _merge(a, b):
+    """The sorted union (with repeats) of two sorted arrays."""
+    out = np.empty(a.shape[0] + b.shape[0], np.int64)
+    i = j = k = 0
+    while i < a.shape[0] and j < b.shape[0]:
+        if b[j] < a[i]:
+            out[k] = b[j]
+            j += 1
+        else:
+            out[k] = a[i]
+            i += 1
+        k += 1
+    while i < a.shape[0]:
+        out[k] = a[i]
+        i += 1
+        k += 1
+    while j < b.shape[0]:
+        out[k] = b[j]
+        j += 1
+        k += 1
+    return out
+
+
+@numba.njit(cache=True)
+def _reconcile_cut(start, end, state, repaired, cpu, bounds, r_th, r_a, r_b, steal_min):
+    """The per-thread pass of `reconcile_running`: each thread with runtime reports is cut at its
+    rows' bounds and at the edges of the union of its reports (clipped to its life); a thread
+    without reports keeps its rows. Per segment: its thread, start, end, the row it lies in, the
+    state before the RUNNING stretch it is in (UNKNOWN if none), and whether it becomes RUNNING
+    (add), stops being RUNNING (drop), or is long enough, unrepaired and on a CPU to be asked
+    whether it was stolen (cand). Reports are bucketed by thread in one pass; only each thread's
+    own reports and cuts are sorted."""
+    n_th = bounds.shape[0] - 1
+    n_r = r_th.shape[0]
+    # bucket the reports by thread (stable counting sort)
+    r_off = np.zeros(n_th + 1, np.int64)
+    for i in range(n_r):
+        r_off[r_th[i] + 1] += 1
+    for j in range(n_th):
+        r_off[j + 1] += r_off[j]
+    fill = r_off[:-1].copy()
+    ba = np.empty(n_r, np.int64)
+    bb = np.empty(n_r, np.int64)
+    for i in range(n_r):
+        j = r_th[i]
+        ba[fill[j]] = r_a[i]
+        bb[fill[j]] = r_b[i]
+        fill[j] += 1
+    cap = 2 * start.shape[0] + 2 * n_r + 1  # cuts: both bounds of every row, both edges of every span
+    o_th = np.empty(cap, np.int64)
+    o_a = np.empty(cap, np.int64)
+    o_b = np.empty(cap, np.int64)
+    o_row = np.empty(cap, np.int64)
+    o_fb = np.empty(cap, np.int64)
+    o_add = np.zeros(cap, np.bool_)
+    o_drop = np.zeros(cap, np.bool_)
+    o_cand = np.zeros(cap, np.bool_)
+    m = 0
+    for j in range(n_th):
+        lo = bounds[j]
+        hi = bounds[j + 1]
+        ra = r_off[j]
+        rb = r_off[j + 1]
+        if rb == ra:  # no reports: the thread's rows as they are
+            for r in range(lo, hi):
+                o_th[m] = j
+                o_a[m] = start[r]
+                o_b[m] = end[r]
+                o_row[m] = r
+                m += 1
             continue
-        life0, life1 = int(th.start_ns[0]), int(th.end_ns[-1])
-        sa = np.clip(r_start[mine], life0, life1)
-        sb = np.clip(r_end[mine], life0, life1)
-        spans = _union(sa, sb)
-        seg_a, seg_b, row = _cut(th, *spans)
-        covered = _inside(spans, seg_a)
-        was_running = th.state[row] == int(State.RUNNING)
-        # the state before each RUNNING stretch: forward-fill the last non-running state
-        nonrun = np.where(th.state != int(State.RUNNING), np.arange(len(th)), -1)
-        last_nonrun = np.maximum.accumulate(nonrun)
-        before = last_nonrun[row]
-        fallback = np.where(before >= 0, th.state[np.maximum(before, 0)], int(State.UNKNOWN))
-        state = th.state[row].astype(np.int64)
-        add = covered & ~was_running
-        drop = was_running & ~covered
-        steal = drop & ~th.repaired[row] & (th.cpu[row] >= 0) & (seg_b - seg_a >= _STEAL_MIN_NS)
-        if np.any(steal):
-            witness = witness or _CpuWitness(events)
-            steal[steal] = ~witness.shows(th.cpu[row][steal], seg_a[steal], seg_b[steal], tid)
-        fallback = np.where(steal, int(State.UNKNOWN), fallback)
-        state = np.where(add, int(State.RUNNING), np.where(drop, fallback, state))
-        dur = seg_b - seg_a
-        if np.any(add) or np.any(drop):
-            changed[str(tid)] = [int(dur[add].sum()), int(dur[drop].sum())]
-        if np.any(steal):
-            stolen[str(tid)] = int(dur[steal].sum())
-        mod = add | drop
-        parts.append(StateTable(
-            tid=np.full(len(seg_a), tid, np.int32), start_ns=seg_a, end_ns=seg_b, state=state.astype(np.uint8),
-            cpu=np.where(mod, -1, th.cpu[row]), addr=np.where(mod, 0, th.addr[row]).astype(np.uint64),
-            waker=np.where(mod, -1, th.waker[row]), repaired=th.repaired[row] | mod,
-        ))
-    return StateTable.concat(parts), changed, stolen
+        life0 = start[lo]
+        life1 = end[hi - 1]
+        # the union of the thread's reports, clipped to its life
+        sa = np.empty(rb - ra, np.int64)
+        sb = np.empty(rb - ra, np.int64)
+        k = 0
+        for i in range(ra, rb):
+            a = min(max(ba[i], life0), life1)
+            b = min(max(bb[i], life0), life1)
+            if b > a:
+                sa[k] = a
+                sb[k] = b
+                k += 1
+        o = np.argsort(sa[:k], kind="mergesort")
+        ua = np.empty(k, np.int64)
+        ub = np.empty(k, np.int64)
+        n_sp = 0
+        for q in range(k):
+            a = sa[o[q]]
+            b = sb[o[q]]
+            if n_sp > 0 and a <= ub[n_sp - 1]:
+                if b > ub[n_sp - 1]:
+                    ub[n_sp - 1] = b
+            else:
+                ua[n_sp] = a
+                ub[n_sp] = b
+                n_sp += 1
+        # cuts: the rows' bounds and the spans' edges inside the thread's life
+        # each of the four lists is sorted (rows tile the thread's time, spans are disjoint): merge
+        if _is_sorted(start[lo:hi]) and _is_sorted(end[lo:hi]):
+            cuts = _merge(_merge(start[lo:hi], end[lo:hi]), _merge(ua[:n_sp], ub[:n_sp]))
+        else:
+            cuts = np.empty(2 * (hi - lo) + 2 * n_sp, np.int64)
+            cuts[: hi - lo] = start[lo:hi]
+            cuts[hi - lo: 2 * (hi - lo)] = end[lo:hi]
+            cuts[2 * (hi - lo): 2 * (hi - lo) + n_sp] = ua[:n_sp]
+            cuts[2 * (hi - lo) + n_sp:] = ub[:n_sp]
+            cuts.sort()
+        p = lo  # the row the segment lies in: the last starting at or before it
+        last_nonrun = -1
+        if state[lo] != S_RUNNING:
+            last_nonrun = lo
+        sp = -1  # the last span starting at or before the segment
+        prev = -1
+        have = False
+        for c in cuts:
+            if c < life0 or c > life1 or (have and c == prev):
+                continue
+            if have:
+                a = prev
+                while p + 1 < hi and start[p + 1] <= a:
+                    p += 1
+                    if state[p] != S_RUNNING:
+                        last_nonrun = p
+                while sp + 1 < n_sp and ua[sp + 1] <= a:
+                    sp += 1
+                covered = sp >= 0 and a < ub[sp]
+                running = state[p] == S_RUNNING
+                o_th[m] = j
+                o_a[m] = a
+                o_b[m] = c
+                o_row[m] = p
+                o_fb[m] = state[last_nonrun] if last_nonrun >= 0 else S_UNKNOWN
+                o_add[m] = covered and not running
+                o_drop[m] = running and not covered
+                o_cand[m] = o_drop[m] and not repaired[p] and cpu[p] >= 0 and c - a >= steal_min
+                m += 1
+            prev = c
+            have = True
+    return o_th[:m], o_a[:m], o_b[:m], o_row[:m], o_fb[:m], o_add[:m], o_drop[:m], o_cand[:m]
 
 
 def reconcile_runnable(states: StateTable, run_delay: RawEvents) -> tuple[StateTable, dict]:
@@ -612,20 +790,23 @@ class _CpuWitness:
     have no uncharged stretch long enough to ask about."""
 
     def __init__(self, events: RawEvents):
-        by_cpu = np.argsort(events.cpu, kind="stable")  # events are time-sorted, so each CPU's stay so
+        # events are time-sorted, so each CPU's stay so; CPU -1 (no CPU) first, as a sort would put it
+        lo = int(events.cpu.min(initial=0))
+        by_cpu = stable_order_by(events.cpu.astype(np.int64) - lo, int(events.cpu.max(initial=0)) - lo + 1)
         cpu = events.cpu[by_cpu]
         self.cpus, first = np.unique(cpu, return_index=True)
         self.bounds = np.r_[first, len(cpu)]
         self.time = events.time[by_cpu]
         self.ctx = events.context_tid()[by_cpu]
-        self.waits = (((events.kind == Kind.FUTEX_ENTER) & np.isin(events.arg1 & FUTEX_CMD_MASK, FUTEX_WAIT_OPS))
+        self.waits = (((events.kind == Kind.FUTEX_ENTER) & member(events.arg1 & FUTEX_CMD_MASK, FUTEX_WAIT_OPS))
                       | (events.kind == Kind.FUTEX_WAITV))[by_cpu]
         # within a CPU, the index where each event's run of one context ends
         new_run = np.r_[True, (self.ctx[1:] != self.ctx[:-1]) | (cpu[1:] != cpu[:-1])]
         starts = np.flatnonzero(new_run)
         self.run_end = np.repeat(np.r_[starts[1:], len(cpu)], np.diff(np.r_[starts, len(cpu)]))
 
-    def shows(self, cpu: np.ndarray, a: np.ndarray, b: np.ndarray, tid: int) -> np.ndarray:
+    def shows(self, cpu: np.ndarray, a: np.ndarray, b: np.ndarray, tid: np.ndarray) -> np.ndarray:
+        """For each stretch [a, b) of thread `tid` on `cpu` (arrays of one length)."""
         out = np.zeros(len(a), bool)
         for c in np.unique(cpu).tolist():
             i = np.searchsorted(self.cpus, c)
@@ -633,46 +814,26 @@ class _CpuWitness:
                 continue
             lo, hi = self.bounds[i], self.bounds[i + 1]
             sel = cpu == c
+            who = tid[sel]
             j0 = lo + np.searchsorted(self.time[lo:hi], a[sel], "right")
             j1 = lo + np.searchsorted(self.time[lo:hi], b[sel], "left")
             some = j1 > j0
             k = np.minimum(j0, hi - 1)
             # events in (a, b) all from `tid` iff the first is and its run of one context reaches b
-            only_own = some & (self.ctx[k] == tid) & (self.run_end[k] >= j1)
+            only_own = some & (self.ctx[k] == who) & (self.run_end[k] >= j1)
             last = np.maximum(j1 - 1, lo)
-            slept = (j1 > lo) & (self.ctx[last] == tid) & self.waits[last]
+            slept = (j1 > lo) & (self.ctx[last] == who) & self.waits[last]
             out[sel] = (some & ~only_own) | slept
         return out
 
 
 def _unique(x: np.ndarray) -> np.ndarray:
     """Sorted distinct values. np.unique's hash path (NumPy >= 2.3) is 10-20x slower than a sort
-    on the int64 timestamps and tids these passes handle."""
+    on the int64 timestamps and tids these passes handle; tids (small, non-negative) need no sort."""
+    if len(x) and x.dtype.kind in "iu" and int(x.min()) >= 0 and int(x.max()) <= 1 << 24:
+        return unique_first(x)[0]
     s = np.sort(x)
     return s[np.r_[True, s[1:] != s[:-1]]] if len(s) else s
-
-
-def _union(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Disjoint sorted spans covering the union of [a, b)."""
-    keep = b > a
-    a, b = a[keep], b[keep]
-    if len(a) == 0:
-        return a, b
-    o = np.argsort(a, kind="stable")
-    a, b = a[o], b[o]
-    run_end = np.maximum.accumulate(b)
-    new = np.r_[True, a[1:] > run_end[:-1]]
-    heads = np.flatnonzero(new)
-    return a[heads], np.maximum.reduceat(b, heads)
-
-
-def _inside(spans: tuple[np.ndarray, np.ndarray], t: np.ndarray) -> np.ndarray:
-    """Whether each time lies inside one of the disjoint sorted spans."""
-    a, b = spans
-    if len(a) == 0:
-        return np.zeros(len(t), bool)
-    i = np.searchsorted(a, t, side="right") - 1
-    return (i >= 0) & (t < b[np.maximum(i, 0)])
 
 
 def _merge_adjacent(s: StateTable) -> StateTable:
@@ -713,7 +874,7 @@ def traced_tids(events: RawEvents, root_pids: list[int] | None = None, comm: str
         groups = _unique(events.arg1[named & (kind == Kind.TASK_COMM)])
         # threads -> their thread groups, where the source says (perf's sample pid)
         known = (events.pid > 0) & (events.tid > 0)
-        k_tid, first = np.unique(events.tid[known], return_index=True)
+        k_tid, first = unique_first(events.tid[known])
         k_pid = events.pid[known][first]
         pos = np.clip(np.searchsorted(k_tid, candidates), 0, max(len(k_tid) - 1, 0))
         mapped = np.where((len(k_tid) > 0) & (k_tid[pos] == candidates) if len(k_tid) else False,
@@ -730,7 +891,7 @@ def traced_tids(events: RawEvents, root_pids: list[int] | None = None, comm: str
     known = (events.pid > 0) & (events.tid > 0)
     tg_tid = np.concatenate([events.tid[known], events.arg0[kind == Kind.TASK_COMM], events.arg0[kind == Kind.TASK_FORK]])
     tg_pid = np.concatenate([events.pid[known], events.arg1[kind == Kind.TASK_COMM], events.arg1[kind == Kind.TASK_FORK]])
-    tracked = set(int(t) for t in _unique(tg_tid[np.isin(tg_pid, list(tracked_pids))]))
+    tracked = set(int(t) for t in _unique(tg_tid[member(tg_pid, list(tracked_pids))]))
     tracked |= roots
     parents: dict[int, int] = {}
     forks = np.flatnonzero((kind == Kind.FORK) | (kind == Kind.TASK_FORK))
@@ -786,7 +947,7 @@ def _thread_names(events: RawEvents, tids: np.ndarray, end_of: dict[int, int]) -
     tid = np.concatenate(parts_tid)
     t = np.concatenate(parts_t)
     c = np.concatenate(parts_c)
-    keep = np.isin(tid, tids) & (c >= 0)
+    keep = member(tid, tids) & (c >= 0)
     tid, t, c = tid[keep], t[keep], c[keep]
     order = np.lexsort((t, tid))
     tid, t, c = tid[order], t[order], c[order]
@@ -879,7 +1040,7 @@ def build_trace(
     o_slot, o_start, o_end = o_slot[keep], np.maximum(o_start[keep], t0), np.minimum(o_end[keep], t1)
     o_state, o_cpu, o_addr, o_waker, o_rep = o_state[keep], o_cpu[keep], o_addr[keep], o_waker[keep], o_rep[keep]
     o_tid = tids[o_slot].astype(np.int32)
-    order = np.lexsort((o_start, o_tid))
+    order = _by_thread_then_start(o_slot, o_start, len(tids))
     states = StateTable(
         tid=o_tid[order], start_ns=o_start[order], end_ns=o_end[order], state=o_state[order],
         cpu=o_cpu[order], addr=o_addr[order], waker=o_waker[order], repaired=o_rep[order],
@@ -890,7 +1051,7 @@ def build_trace(
     states, futex_wakers, runnable_from_wakes = attribute_futex_wakers(states, events, tids, pids)
     states, runnable_reconciled = reconcile_runnable(states, run_delay)
     states = _merge_adjacent(states)
-    present, first_idx = np.unique(states.tid, return_index=True)
+    present, first_idx = unique_first(states.tid)
     last_idx = np.r_[first_idx[1:] - 1, len(states) - 1] if len(first_idx) else first_idx
     slots = slot_of[present]
     th_start = states.start_ns[first_idx]
@@ -983,22 +1144,33 @@ def build_trace(
     return trace.with_roles(role_rules)
 
 
+def _by_thread_then_start(slot: np.ndarray, start: np.ndarray, n_slots: int) -> np.ndarray:
+    """The order of `np.lexsort((start, slot))`: the walk emits each thread's rows almost always in
+    time order, so a counting sort by thread (slots follow the sorted tids) is enough unless some
+    thread's rows are out of order, when the full sort is used."""
+    order = stable_order_by(slot, n_slots)
+    s, t = slot[order], start[order]
+    if len(order) < 2 or bool(np.all((t[1:] >= t[:-1]) | (s[1:] != s[:-1]))):
+        return order
+    return np.lexsort((start, slot))
+
+
 def _thread_pids(events: RawEvents, tids: np.ndarray, slot_of: np.ndarray) -> np.ndarray:
     """Thread-group id of each of `tids` (-1 where nothing says): the pid of its first event that
     has one, else its first side-band record (PERF_RECORD_COMM/FORK)."""
     out = np.full(len(tids), -1, np.int64)
-    sb = np.flatnonzero(np.isin(events.kind, [Kind.TASK_COMM, Kind.TASK_FORK]) & np.isin(events.arg0, tids))[::-1]
+    sb = np.flatnonzero(member(events.kind, [Kind.TASK_COMM, Kind.TASK_FORK]) & member(events.arg0, tids))[::-1]
     out[slot_of[events.arg0[sb]]] = events.arg1[sb]  # reversed, so the first record is written last
-    known = (events.pid > 0) & np.isin(events.tid, tids)
+    known = (events.pid > 0) & member(events.tid, tids)
     if np.any(known):
-        u_tid, u_idx = np.unique(events.tid[known], return_index=True)
+        u_tid, u_idx = unique_first(events.tid[known])
         out[slot_of[u_tid]] = events.pid[known][u_idx]
     return out
 
 
 def _samples(events: RawEvents, tids: np.ndarray, t0: int, t1: int) -> SampleTable:
     """The traced threads' cpu-clock samples inside the window."""
-    m = (events.kind == Kind.SAMPLE) & np.isin(events.tid, tids) & (events.time >= t0) & (events.time < t1)
+    m = (events.kind == Kind.SAMPLE) & member(events.tid, tids) & (events.time >= t0) & (events.time < t1)
     idx = np.flatnonzero(m)
     if len(idx) == 0:
         return SampleTable.empty()

@@ -195,7 +195,7 @@ class RawEvents:
     def context_tid(self) -> np.ndarray:
         """The task each event fired in (int64). sched_switch fires in prev's context, but perf
         reports tid -1 for a task already dead, so a switch's context is its prev tid."""
-        return np.where(self.kind == Kind.SWITCH, self.arg0, self.tid).astype(np.int64)
+        return np.where(self.kind == Kind.SWITCH, self.arg0, self.tid).astype(np.int64, copy=False)
 
     def comm(self, index: int) -> str:
         return self.comms[index] if 0 <= index < len(self.comms) else ""
@@ -213,3 +213,4 @@ class RawEvents:
             elif not np.array_equal(getattr(self, k), getattr(other, k)):
                 return False
         return True
+

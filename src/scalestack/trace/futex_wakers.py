@@ -22,10 +22,12 @@ come while the waiter is still switching out, and the waiter then queues from th
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 from scalestack.trace import State, StateTable
 from scalestack.trace.events import FUTEX_CMD_MASK, Kind, RawEvents
+from scalestack.trace.lookup import member
 
 # futex(2) operations that wake waiters (op & FUTEX_CMD_MASK): WAKE, REQUEUE, CMP_REQUEUE, WAKE_OP,
 # UNLOCK_PI, WAKE_BITSET, CMP_REQUEUE_PI.
@@ -42,8 +44,8 @@ def attribute_futex_wakers(states: StateTable, events: RawEvents, tids: np.ndarr
     waits = np.flatnonzero((st.state == State.SYNC_WAIT) & (st.addr != 0) & ~np.isin(st.waker, tids))
     if len(waits) == 0:
         return states, 0, 0
-    wk = (events.kind == Kind.FUTEX_ENTER) & np.isin(events.arg1 & FUTEX_CMD_MASK, FUTEX_WAKE_OPS) \
-        & np.isin(events.tid, tids)
+    wk = (events.kind == Kind.FUTEX_ENTER) & member(events.arg1 & FUTEX_CMD_MASK, FUTEX_WAKE_OPS) \
+        & member(events.tid, tids)
     if not np.any(wk):
         return states, 0, 0
     w_addr = events.arg0[wk].view(np.uint64)
@@ -149,10 +151,10 @@ def _runnable_from_wake(st: StateTable, events: RawEvents, waits: np.ndarray,
     end[w] = at
     cols["end_ns"] = end
     merged = {k: np.concatenate([cols[k], new[k]]) for k in cols}
-    # a wait woken while its thread was still switching out is run-queue time from its first instant
-    keep = np.flatnonzero(merged["end_ns"] > merged["start_ns"])
-    merged = {k: v[keep] for k, v in merged.items()}
-    order = np.lexsort((merged["start_ns"], merged["tid"]))
+    # each wait's RUNNABLE part follows it at once (the table is in thread and time order); a wait
+    # woken while its thread was still switching out is run-queue time from its first instant
+    order = np.insert(np.arange(n), w + 1, n + np.arange(len(w)))
+    order = order[merged["end_ns"][order] > merged["start_ns"][order]]
     return type(st)(**{k: v[order] for k, v in merged.items()}), int(len(w))
 
 
@@ -175,38 +177,78 @@ def _cpu_busy(events: RawEvents, cpu: np.ndarray, at: np.ndarray, until: np.ndar
     """Whether each CPU ran a task other than the waiter between the wake call and the waiter's run:
     by its last switch before the call (it was running something then), or by any event in the
     context of another task on that CPU before the run began (it started something else first, so
-    the waiter queued behind it; the switch out of idle is the event this VM loses most)."""
-    sw = np.flatnonzero(events.kind == Kind.SWITCH)
-    busy_at = np.zeros(len(cpu), bool)
-    lo = int(min(events.time.min(), at.min()))
-    span = int(max(events.time.max(), until.max()) - lo) + 2
-    q = cpu * span + (at - lo)
-    if len(sw):
-        key = events.cpu[sw].astype(np.int64) * span + (events.time[sw] - lo)
-        order = np.argsort(key, kind="stable")
-        key = key[order]
-        k = np.searchsorted(key, q, side="right") - 1
-        ok = (k >= 0) & (cpu >= 0)
-        k = np.maximum(k, 0)
-        same_cpu = events.cpu[sw[order[k]]] == cpu
-        nxt = events.arg1[sw[order[k]]]
-        busy_at = ok & same_cpu & (nxt != 0) & (nxt != waiter)  # the waiter itself, still switching out, is not busy
-    # another task's event on the CPU inside (at, until): all events there minus the waiter's own,
-    # each counted with one searchsorted over keys built from time ranks (no overflow)
-    ctx = events.context_tid()
-    own = (ctx > 0) & (events.cpu >= 0)
-    if not np.any(own):
-        return busy_at
-    t_all = np.sort(events.time[own])
-    m = len(t_all) + 2
-    e_cpu, e_ctx = events.cpu[own].astype(np.int64), ctx[own]
-    e_rank = np.searchsorted(t_all, events.time[own], side="left")
-    r_at = np.searchsorted(t_all, at, side="right")  # first rank strictly after the wake call
-    r_until = np.searchsorted(t_all, until, side="left")  # first rank at or after the run's start
-    n_cpu = int(max(e_cpu.max(), cpu.max(initial=0))) + 1
-    by_cpu = np.sort(e_cpu * m + e_rank)
-    n_in = np.searchsorted(by_cpu, cpu * m + r_until) - np.searchsorted(by_cpu, cpu * m + r_at)
-    by_ctx = np.sort((e_ctx * n_cpu + e_cpu) * m + e_rank)
-    base = (waiter.astype(np.int64) * n_cpu + cpu) * m
-    n_own = np.searchsorted(by_ctx, base + r_until) - np.searchsorted(by_ctx, base + r_at)
-    return busy_at | ((cpu >= 0) & (n_in > n_own))
+    the waiter queued behind it; the switch out of idle is the event this VM loses most).
+    One compiled pass buckets the events by CPU (no sort); each question is a binary search in its
+    CPU's bucket."""
+    ev = events.sorted()
+    if len(ev) == 0 or len(cpu) == 0:
+        return np.zeros(len(cpu), bool)
+    return _cpu_busy_compiled(ev.time, ev.cpu.astype(np.int64), ev.kind == Kind.SWITCH, ev.arg1, ev.context_tid(),
+                              cpu.astype(np.int64), at.astype(np.int64), until.astype(np.int64),
+                              waiter.astype(np.int64))
+
+
+@numba.njit(cache=True)
+def _cpu_busy_compiled(time, ecpu, is_switch, nxt, ctx, cpu, at, until, waiter):
+    n = time.shape[0]
+    n_cpu = 1
+    for i in range(n):
+        if ecpu[i] + 1 > n_cpu:
+            n_cpu = ecpu[i] + 1
+    # events (and switches) of each CPU, in time order: a stable counting sort by CPU
+    off = np.zeros(n_cpu + 1, np.int64)
+    s_off = np.zeros(n_cpu + 1, np.int64)
+    for i in range(n):
+        if ecpu[i] >= 0:
+            off[ecpu[i] + 1] += 1
+            if is_switch[i]:
+                s_off[ecpu[i] + 1] += 1
+    for c in range(n_cpu):
+        off[c + 1] += off[c]
+        s_off[c + 1] += s_off[c]
+    idx = np.empty(off[n_cpu], np.int64)
+    s_idx = np.empty(s_off[n_cpu], np.int64)
+    fill = off[:-1].copy()
+    s_fill = s_off[:-1].copy()
+    for i in range(n):
+        c = ecpu[i]
+        if c >= 0:
+            idx[fill[c]] = i
+            fill[c] += 1
+            if is_switch[i]:
+                s_idx[s_fill[c]] = i
+                s_fill[c] += 1
+    out = np.zeros(cpu.shape[0], np.bool_)
+    for q in range(cpu.shape[0]):
+        c = cpu[q]
+        if c < 0 or c >= n_cpu:
+            continue
+        # the CPU's last switch at or before the call: busy unless it went idle or to the waiter
+        lo, hi = s_off[c], s_off[c + 1]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if time[s_idx[mid]] <= at[q]:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo > s_off[c]:
+            j = s_idx[lo - 1]
+            if nxt[j] != 0 and nxt[j] != waiter[q]:
+                out[q] = True
+                continue
+        # another task's event on the CPU strictly between the call and the run
+        lo, hi = off[c], off[c + 1]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if time[idx[mid]] <= at[q]:
+                lo = mid + 1
+            else:
+                hi = mid
+        k = lo
+        while k < off[c + 1] and time[idx[k]] < until[q]:
+            x = ctx[idx[k]]
+            if x > 0 and x != waiter[q]:
+                out[q] = True
+                break
+            k += 1
+    return out

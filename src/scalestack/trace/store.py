@@ -8,9 +8,13 @@ into place, so an interrupted save never leaves a half-written trace.
 
 from __future__ import annotations
 
+import datetime
+import errno
 import io
 import json
 import os
+import shutil
+import tempfile
 import zipfile
 
 import numpy as np
@@ -18,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from scalestack.errors import UserError
-from scalestack.fileio import atomic_output
+from scalestack.fileio import atomic_output, atomic_write
 from scalestack.trace.model import (
     SCHEMA_VERSION,
     FrameTable,
@@ -39,11 +43,23 @@ OPTIONAL_TABLES = {"samples": SampleTable, "switch_spans": SwitchSpanTable, "fra
 
 
 def _to_arrow(table) -> pa.Table:
-    cols = {}
-    for name, dtype in table.SCHEMA.items():
-        arr = getattr(table, name)
-        cols[name] = pa.array(arr.tolist(), type=pa.string()) if dtype is object else pa.array(arr)
-    return pa.table(cols)
+    names = list(table.SCHEMA)
+    return pa.Table.from_arrays([_column(getattr(table, n), table.SCHEMA[n]) for n in names], names=names)
+
+
+def _column(arr: np.ndarray, dtype) -> pa.Array:
+    """One column as an Arrow array built from its buffers: `pa.array` imports pandas (0.5-0.7 s)
+    to check what it was given, longer than writing a million rows."""
+    n = len(arr)
+    if dtype is object:
+        data = [str(v).encode() for v in arr.tolist()]
+        offsets = np.zeros(n + 1, np.int32)
+        np.cumsum([len(b) for b in data], out=offsets[1:])
+        return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))])
+    if arr.dtype == np.bool_:
+        return pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(np.packbits(arr, bitorder="little"))])
+    arr = np.ascontiguousarray(arr)
+    return pa.Array.from_buffers(pa.from_numpy_dtype(arr.dtype), n, [None, pa.py_buffer(arr)])
 
 
 def _from_arrow(cls, table: pa.Table):
@@ -67,7 +83,13 @@ def _read(zf: zipfile.ZipFile, member: str) -> pa.Table:
 
 
 def save(trace: Trace, path: str | os.PathLike) -> None:
-    with atomic_output(path) as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED) as zf:
+    with atomic_output(path) as fh:
+        write(trace, fh)
+
+
+def write(trace: Trace, fh) -> None:
+    """The trace file's bytes, written to an open binary file (`save` writes them atomically)."""
+    with zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED) as zf:
         zf.writestr(MAGIC_MEMBER, str(SCHEMA_VERSION))
         meta = dict(trace.meta)
         meta["schema_version"] = SCHEMA_VERSION
@@ -115,3 +137,40 @@ def load(path: str | os.PathLike) -> Trace:
     return Trace(threads=tables["threads"], states=tables["states"], names=tables["names"], meta=meta,
                  samples=tables["samples"], switch_spans=tables["switch_spans"], frames=tables["frames"],
                  stacks=tables["stacks"], futex_calls=tables["futex_calls"])
+
+
+FULL_DISK = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def save_or_keep(trace: Trace, output: str) -> None:
+    """Save the trace at `output`; where that device is full, keep it in the first other place
+    with room (the temporary directory, the home directory, the working directory) and say so in
+    one line, with the space it needs. The save is atomic: `output` is never left half-written."""
+    try:
+        save(trace, output)
+        return
+    except OSError as exc:
+        if exc.errno not in FULL_DISK:
+            raise UserError(f"cannot write {output}: {exc.strerror}") from None
+    buf = io.BytesIO()
+    write(trace, buf)
+    need = len(buf.getvalue())
+    where = os.path.dirname(os.path.abspath(output))
+    free = shutil.disk_usage(where).free
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    for d in (tempfile.gettempdir(), os.path.expanduser("~"), os.getcwd()):
+        kept = os.path.join(d, f"scalestack-{stamp}-{os.getpid()}.trace")
+        if os.path.dirname(os.path.abspath(kept)) == where:
+            continue
+        try:
+            atomic_write(kept, buf.getvalue())
+        except OSError:
+            continue
+        raise UserError(f"no space on the device of {output} (the trace needs {_mb(need)}, {_mb(free)} free there); "
+                        f"the trace was kept at {kept}")
+    raise UserError(f"no space to save the trace anywhere: it needs {_mb(need)}, the device of {output} has {_mb(free)} "
+                    "free and the temporary, home and working directories are full too")
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n / 1e3:.1f} kB"

@@ -1,0 +1,65 @@
+"""`record -o` onto a full device: one line saying where the recording was kept and how much space
+it needs, no traceback, nothing half-written."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import scalestack
+
+from ..conftest import ROOT, requires_recording
+
+pytestmark = requires_recording
+
+
+@pytest.fixture
+def full_device(tmp_path):
+    """A 64 KiB tmpfs (root only), unmounted afterwards; prodcons (main, a producer, two consumers) needs more."""
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    yield mnt
+    subprocess.run(["umount", str(mnt)], check=True)
+
+
+def test_full_disk_keeps_the_recording_elsewhere_in_one_line(c_programs, tmp_path, full_device):
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    out = full_device / "run.trace"
+    env = dict(os.environ, TMPDIR=str(keep))
+    proc = subprocess.run([sys.executable, "-m", "scalestack.cli", "record", "-q", "--collector", "perf", "-o",
+                           str(out), "--", str(c_programs["prodcons"]), "20000", "2", "200"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert os.listdir(full_device) == []  # neither the trace nor a temporary part of it
+    kept = list(keep.glob("scalestack-*.trace"))
+    assert len(kept) == 1
+    size = kept[0].stat().st_size
+    assert size > 64 * 1024
+    assert f"kept at {kept[0]}" in lines[0]
+    assert f"needs {size / 1e3:.1f} kB" in lines[0] or f"needs {size / 1e6:.1f} MB" in lines[0]
+    trace = scalestack.load(kept[0])
+    assert len(trace.threads) == 4 and trace.meta["command"][0] == str(c_programs["prodcons"])
+
+
+def test_import_onto_a_full_device_is_one_line(tmp_path, full_device):
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    (full_device / "filler").write_bytes(b"\0" * (64 * 1024 - 4096))  # leaves less than the trace needs
+    data = ROOT / "tests" / "data" / "barrier.perf.data"
+    proc = subprocess.run([sys.executable, "-m", "scalestack.cli", "import", "perf-data", str(data), "--comm", "bi", "-o",
+                           str(full_device / "bi.trace")], capture_output=True, text=True,
+                          env=dict(os.environ, TMPDIR=str(keep)), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert sorted(os.listdir(full_device)) == ["filler"]
+    (kept,) = keep.glob("scalestack-*.trace")
+    assert f"the trace was kept at {kept}" in proc.stderr
+    assert len(scalestack.load(kept).threads) == 3

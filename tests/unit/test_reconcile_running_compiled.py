@@ -1,0 +1,144 @@
+"""The compiled `reconcile_running` against a NumPy statement of the same rule, on random threads,
+runtime reports and CPU events: the same table (bit for bit, dtypes included) and the same
+per-thread sums."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scalestack.trace import State, StateTable
+from scalestack.trace.builder import _STEAL_MIN_NS, _CpuWitness, reconcile_running
+from scalestack.trace.events import Kind, RawEvents
+
+RUN, UNK = int(State.RUNNING), int(State.UNKNOWN)
+
+
+def _union(a, b):
+    keep = b > a
+    a, b = a[keep], b[keep]
+    if len(a) == 0:
+        return a, b
+    o = np.argsort(a, kind="stable")
+    a, b = a[o], b[o]
+    run_end = np.maximum.accumulate(b)
+    heads = np.flatnonzero(np.r_[True, a[1:] > run_end[:-1]])
+    return a[heads], np.maximum.reduceat(b, heads)
+
+
+def reference(states: StateTable, events: RawEvents):
+    """Thread by thread, in NumPy: cut at the rows' bounds and the report union's edges, then
+    RUNNING where a report covers, the state before the run where none does (UNKNOWN if stolen)."""
+    rep = (events.kind == Kind.STAT_RUNTIME) & (events.arg1 > 0)
+    if not np.any(rep) or len(states) == 0:
+        return states, {}, {}
+    r_tid, r_end = events.arg0[rep], events.time[rep]
+    r_start = r_end - events.arg1[rep]
+    witness = None
+    parts, changed, stolen = [], {}, {}
+    bounds = np.flatnonzero(np.r_[True, states.tid[1:] != states.tid[:-1], True])
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        th = states.take(np.arange(lo, hi))
+        tid = int(th.tid[0])
+        mine = r_tid == tid
+        if not np.any(mine):
+            parts.append(th)
+            continue
+        life0, life1 = int(th.start_ns[0]), int(th.end_ns[-1])
+        sa, sb = _union(np.clip(r_start[mine], life0, life1), np.clip(r_end[mine], life0, life1))
+        cuts = np.unique(np.concatenate([th.start_ns, th.end_ns, sa, sb]))
+        cuts = cuts[(cuts >= life0) & (cuts <= life1)]
+        seg_a, seg_b = cuts[:-1], cuts[1:]
+        row = np.searchsorted(th.start_ns, seg_a, side="right") - 1
+        i = np.searchsorted(sa, seg_a, side="right") - 1
+        covered = (i >= 0) & (seg_a < sb[np.maximum(i, 0)]) if len(sa) else np.zeros(len(seg_a), bool)
+        was_running = th.state[row] == RUN
+        last_nonrun = np.maximum.accumulate(np.where(th.state != RUN, np.arange(len(th)), -1))[row]
+        fallback = np.where(last_nonrun >= 0, th.state[np.maximum(last_nonrun, 0)], UNK)
+        add, drop = covered & ~was_running, was_running & ~covered
+        steal = drop & ~th.repaired[row] & (th.cpu[row] >= 0) & (seg_b - seg_a >= _STEAL_MIN_NS)
+        if np.any(steal):
+            witness = witness or _CpuWitness(events)
+            steal[steal] = ~witness.shows(th.cpu[row][steal], seg_a[steal], seg_b[steal],
+                                          np.full(int(steal.sum()), tid))
+        state = np.where(add, RUN, np.where(drop, np.where(steal, UNK, fallback), th.state[row]))
+        dur = seg_b - seg_a
+        if np.any(add | drop):
+            changed[str(tid)] = [int(dur[add].sum()), int(dur[drop].sum())]
+        if np.any(steal):
+            stolen[str(tid)] = int(dur[steal].sum())
+        mod = add | drop
+        parts.append(StateTable(
+            tid=np.full(len(seg_a), tid, np.int32), start_ns=seg_a, end_ns=seg_b, state=state.astype(np.uint8),
+            cpu=np.where(mod, -1, th.cpu[row]), addr=np.where(mod, 0, th.addr[row]).astype(np.uint64),
+            waker=np.where(mod, -1, th.waker[row]), repaired=th.repaired[row] | mod,
+        ))
+    return StateTable.concat(parts), changed, stolen
+
+
+@st.composite
+def scenario(draw):
+    n_th = draw(st.integers(1, 4))
+    tids = sorted(draw(st.sets(st.integers(100, 110), min_size=n_th, max_size=n_th)))
+    unit = draw(st.sampled_from([1, 40_000]))  # 40 us units reach the steal threshold
+    cols = {k: [] for k in StateTable.SCHEMA}
+    for tid in tids:
+        t = draw(st.integers(0, 20)) * unit
+        for _ in range(draw(st.integers(1, 8))):
+            d = draw(st.integers(0, 12)) * unit  # zero-length rows and gaps included
+            gap = draw(st.sampled_from([0, 0, 0, unit]))
+            cols["tid"].append(tid)
+            cols["start_ns"].append(t + gap)
+            # now and then a row reaching over the next ones (its end out of order)
+            cols["end_ns"].append(t + gap + d + draw(st.sampled_from([0, 0, 0, 0, 0, 3 * unit])))
+            cols["state"].append(draw(st.sampled_from([RUN, RUN, int(State.RUNNABLE), int(State.SYNC_WAIT),
+                                                       int(State.SLEEP), UNK])))
+            cols["cpu"].append(draw(st.integers(-1, 1)))
+            cols["addr"].append(draw(st.sampled_from([0, 0xABC])))
+            cols["waker"].append(draw(st.sampled_from([-1, 7])))
+            cols["repaired"].append(draw(st.booleans()))
+            t += gap + d
+    states = StateTable(**cols)
+    rows = []
+    for _ in range(draw(st.integers(0, 14))):
+        end = draw(st.integers(0, 120)) * unit
+        who = draw(st.sampled_from([*tids, 999]))
+        rows.append((end, draw(st.integers(0, 1)), who, 1, int(Kind.STAT_RUNTIME), who,
+                     draw(st.integers(-1, 15)) * unit, 0, -1, -1))
+    for _ in range(draw(st.integers(0, 10))):  # other tasks' events and futex waits on the CPUs
+        t = draw(st.integers(0, 120)) * unit
+        who = draw(st.sampled_from([*tids, 0, 555]))
+        kind = draw(st.sampled_from([Kind.SWITCH, Kind.FUTEX_ENTER]))
+        a1 = 0 if kind == Kind.FUTEX_ENTER else 0
+        rows.append((t, draw(st.integers(0, 1)), who, 1, int(kind), who, a1, 0, -1, -1))
+    rows.sort(key=lambda r: r[0])
+    return states, RawEvents.from_rows(rows, comms=[])
+
+
+@settings(max_examples=300, deadline=None)
+@given(scenario())
+def test_compiled_reconcile_matches_numpy_statement(case):
+    states, events = case
+    want, want_changed, want_stolen = reference(states, events)
+    got, got_changed, got_stolen = reconcile_running(states, events, 0, 0)
+    for k in StateTable.SCHEMA:
+        assert getattr(got, k).dtype == getattr(want, k).dtype, k
+        np.testing.assert_array_equal(getattr(got, k), getattr(want, k), err_msg=k)
+    assert got_changed == want_changed
+    assert got_stolen == want_stolen
+
+
+def test_worked_example_report_moves_running_start_and_drops_uncovered_tail():
+    """Thread 100: SLEEP [0, 10), RUNNING [10, 30), SLEEP [30, 40). One report at 28 of 23 ns proves
+    it ran [5, 28): [5, 10) becomes RUNNING, [28, 30) returns to SLEEP (the state before the run)."""
+    states = StateTable(tid=[100] * 3, start_ns=[0, 10, 30], end_ns=[10, 30, 40],
+                        state=[int(State.SLEEP), RUN, int(State.SLEEP)], cpu=[-1, 0, -1], addr=[0, 0, 0],
+                        waker=[-1, -1, -1], repaired=[False] * 3)
+    events = RawEvents.from_rows([(28, 0, 100, 1, int(Kind.STAT_RUNTIME), 100, 23, 0, -1, -1)], comms=[])
+    got, changed, stolen = reconcile_running(states, events, 0, 40)
+    assert got.start_ns.tolist() == [0, 5, 10, 28, 30]
+    assert got.end_ns.tolist() == [5, 10, 28, 30, 40]
+    assert got.state.tolist() == [int(State.SLEEP), RUN, RUN, int(State.SLEEP), int(State.SLEEP)]
+    assert got.repaired.tolist() == [False, True, False, True, False]
+    assert changed == {"100": [5, 2]} and stolen == {}
