@@ -5,6 +5,7 @@ the call instruction (`scalestack.symbols.frames`)."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -24,8 +25,9 @@ needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("objd
 
 def _build(tmp_path, name="where_locks", strip=False):
     exe = tmp_path / name
-    subprocess.run(["gcc", "-O1", "-fno-omit-frame-pointer", "-pthread", str(ROOT / "workloads/c/where_locks.c"),
-                    "-o", str(exe)], check=True)
+    # a build-id of its own: perf's build-id cache (~/.debug) must hold no unstripped copy of it
+    subprocess.run(["gcc", "-O1", "-fno-omit-frame-pointer", "-pthread", f"-Wl,--build-id=0x{os.urandom(20).hex()}",
+                    str(ROOT / "workloads/c/where_locks.c"), "-o", str(exe)], check=True)
     if strip:
         subprocess.run(["strip", str(exe)], check=True)
     return exe

@@ -62,27 +62,27 @@ def unnamed_frame_notes(frames) -> list[str]:
             counts[binary] = counts.get(binary, 0) + 1
     notes = []
     for binary, n in sorted(counts.items()):
-        frames_txt = f"{n} frame{'s' if n != 1 else ''}"
+        frames_txt, stay = (f"{n} frames", "stay") if n != 1 else ("1 frame", "stays")
         jit = JIT_MAP.match(binary)
         if jit:
             if not os.path.exists(binary):
                 notes.append(f"process {jit.group(1)}: JIT-compiled code without a perf map ({binary} was not "
-                             f"written or is gone): {frames_txt} stay raw addresses")
+                             f"written or is gone): {frames_txt} {stay} raw addresses")
             continue  # a map that covers most JIT code leaves its stubs unnamed: not worth a note
-        if not binary.startswith("/"):
-            notes.append(f"{frames_txt} in {binary} (anonymous memory perf could not map, e.g. JIT code) stay raw "
+        if not binary.startswith("/") or binary.startswith("//"):
+            notes.append(f"{frames_txt} in {binary} (anonymous memory perf could not map, e.g. JIT code) {stay} raw "
                          "addresses")
             continue
         syms = symbols_for(binary)
         if syms is None:
             notes.append(f"{binary}: not readable any more (deleted or replaced) when the symbols were read: "
-                         f"{frames_txt} stay raw addresses")
+                         f"{frames_txt} {stay} raw addresses")
             continue
         if not _has_symtab(binary) and not _has_debug_file(binary):
-            notes.append(f"{binary}: stripped (no .symtab) and no debug file by build-id: {frames_txt} stay "
+            notes.append(f"{binary}: stripped (no .symtab) and no debug file by build-id: {frames_txt} {stay} "
                          f"raw addresses [{binary.rsplit('/', 1)[-1]}+0xADDR]")
         else:
-            notes.append(f"{binary}: {frames_txt} at addresses no symbol covers stay raw addresses")
+            notes.append(f"{binary}: {frames_txt} at addresses no symbol covers {stay} raw addresses")
     return notes
 
 
