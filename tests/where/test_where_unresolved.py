@@ -144,3 +144,14 @@ def test_jit_without_perf_map_keeps_raw_addresses_with_a_note(tmp_path):
     assert any("JIT-compiled code without a perf map" in n for n in res.notes), res.notes
     jit = [f for f in res.functions if f["binary"].startswith("/tmp/perf-")]
     assert jit and all(re.fullmatch(r"\[perf-\d+\.map\+0x[0-9a-f]+\]", f["function"]) for f in jit), jit
+
+
+@requires_recording
+@pytest.mark.root
+def test_heap_lock_named_by_its_wait_call_site_through_frame_pointers(tmp_path):
+    exe = _build(tmp_path)
+    trace = scalestack.record([str(exe), "4", "60"], None, stacks="fp")
+    res = where(trace)
+    heap = [lk for lk in res.locks if lk["how"] == "call-site" and lk["waiters"] >= 2]
+    assert heap and heap[0]["name"] == "lock waited at push_job", res.locks
+    assert any("put back from the call instruction" in n for n in res.notes), res.notes
