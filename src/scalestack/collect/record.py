@@ -21,6 +21,7 @@ from scalestack.collect import ebpf, perf, tracefs
 from scalestack.collect import exit_check as exits
 from scalestack.collect.run import online_cpus, resolve_command, thread_names
 from scalestack.errors import UserError
+from scalestack.symbols.frames import unnamed_frame_notes
 from scalestack.symbols.locks import name_futexes
 from scalestack.tools import perf_binary
 from scalestack.trace import FutexCallTable, SampleTable, Trace
@@ -259,7 +260,8 @@ def attach_stacks(trace: Trace, st) -> Trace:
     pairs = set(zip(st.futex_pid[keep].tolist(), fx["addr"][keep].tolist(), strict=True))
     names, notes = name_futexes(pairs, [m for m in st.mappings if m.pid in pids])
     locks = {f"{addr:#x}": entry for addr, entry in names.items()}
-    meta_notes = [f"stacks: {n}" for n in notes]
+    meta_notes = [f"stacks: {n}" for n in [*notes, *unnamed_frame_notes(zip(st.frames.symbol, st.frames.binary,
+                                                                              strict=True)), *st.notes]]
     if len(ids) and (ids < 0).all():
         meta_notes.append("stacks: no sample has a call stack (perf recorded none)")
     trace = dataclasses.replace(trace, samples=SampleTable(**cols), frames=st.frames, stacks=st.stacks,

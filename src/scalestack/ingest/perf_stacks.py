@@ -6,6 +6,8 @@ Read through ``perf script`` (one extra pass over the file): perf resolves each 
 binary it was mapped from, demangles C++/Rust, and reads JIT perf maps (/tmp/perf-PID.map).
 Kernel frames of the futex calls (the syscall entry path) are dropped: the wait site is user code.
 Inlined pseudo-frames are dropped: the frame keeps the function perf found in the symbol table.
+The function that called the C library's lock functions, which a frame-pointer walk skips, is put
+back where the call instruction names it (`scalestack.symbols.frames`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import subprocess
 import numpy as np
 
 from scalestack.errors import UserError
+from scalestack.symbols.frames import restore_skipped_callers
 from scalestack.symbols.locks import Mapping
 from scalestack.tools import last_line
 from scalestack.trace.model import FrameTable, StackTable
@@ -43,6 +46,7 @@ class Stacks:
     futex: dict  # columns of FutexCallTable: tid, time_ns, op, addr, stack
     futex_pid: np.ndarray
     mappings: list[Mapping]
+    notes: list = dataclasses.field(default_factory=list)
 
 
 class _Dedup:
@@ -77,12 +81,15 @@ def parse_stacks(lines) -> Stacks:
     mappings: list[Mapping] = []
     current = None  # ("sample"|"futex", fields) of the event whose frames follow
     frames: list[tuple] = []
+    restored = [0, 0]  # stacks with a skipped caller put back: futex calls, samples
 
     def flush():
         if current is None:
             return
         kind, pid, tid, t, extra = current
-        sid = dd.stack(frames)
+        walked, fixed = restore_skipped_callers(frames)
+        restored[kind == "sample"] += fixed
+        sid = dd.stack(walked)
         if kind == "sample":
             s_tid.append(tid), s_time.append(t), s_stack.append(sid)
         else:
@@ -133,8 +140,13 @@ def parse_stacks(lines) -> Stacks:
     futex = {"tid": np.array(f_tid, np.int32), "time_ns": np.array(f_time, np.int64),
              "op": np.array(f_op, np.int16), "addr": np.array(f_addr, np.uint64),
              "stack": np.array(f_stack, np.int32)}
+    notes = []
+    if any(restored):
+        notes.append(f"{restored[0]} futex-call and {restored[1]} sample stacks went from the C library to the "
+                     "caller's caller (no frame pointer in its lock functions): the function that called it was "
+                     "put back from the call instruction")
     return Stacks(frames_t, stacks_t, np.array(s_tid, np.int32), np.array(s_time, np.int64),
-                  np.array(s_stack, np.int32), futex, np.array(f_pid, np.int32), mappings)
+                  np.array(s_stack, np.int32), futex, np.array(f_pid, np.int32), mappings, notes)
 
 
 def read_stacks(perf_data: str, perf: str, pids=None) -> Stacks:

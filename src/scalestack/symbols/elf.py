@@ -46,6 +46,8 @@ class ElfSymbols:
         self.segments: list[tuple[int, int, int, int]] = []  # (p_offset, p_vaddr, p_filesz, p_memsz)
         self.stripped = True
         self._starts: list[int] | None = None
+        self._funcs: dict[str, list[int]] | None = None
+        self._func_at: dict[int, str] = {}
         with open(path, "rb") as fh:
             elf = ELFFile(fh)
             self.pie = elf.header["e_type"] == "ET_DYN"
@@ -88,6 +90,46 @@ class ElfSymbols:
                 return map_start - (p_vaddr - (p_offset - pgoff))
         return None
 
+    def _load_functions(self) -> None:
+        funcs: dict[str, list[int]] = {}
+        at: dict[int, str] = {}
+        with open(self.path, "rb") as fh:
+            elf = ELFFile(fh)
+            for section_name in (".symtab", ".dynsym"):
+                sec = elf.get_section_by_name(section_name)
+                if sec is None:
+                    continue
+                for sym in sec.iter_symbols():
+                    if sym["st_info"]["type"] != "STT_FUNC" or sym["st_shndx"] == "SHN_UNDEF" or not sym.name:
+                        continue
+                    funcs.setdefault(sym.name, []).append(int(sym["st_value"]))
+                    if sym.name.startswith("_Z"):  # perf prints frames demangled
+                        funcs.setdefault(demangle(sym.name), []).append(int(sym["st_value"]))
+                    at.setdefault(int(sym["st_value"]), sym.name)
+        self._funcs, self._func_at = funcs, at
+
+    def function_starts(self, name: str) -> list[int]:
+        """Virtual addresses of the functions called `name` (several for static functions of one name)."""
+        if self._funcs is None:
+            self._load_functions()
+        return self._funcs.get(name, [])
+
+    def function_at(self, vaddr: int) -> str | None:
+        """The function starting exactly at `vaddr`, if any."""
+        if self._funcs is None:
+            self._load_functions()
+        return self._func_at.get(vaddr)
+
+    def read(self, vaddr: int, n: int) -> bytes | None:
+        """`n` bytes of the file's loaded image at virtual address `vaddr` (None outside its file data)."""
+        for p_offset, p_vaddr, p_filesz, _ in self.segments:
+            if p_vaddr <= vaddr and vaddr + n <= p_vaddr + p_filesz:
+                with open(self.path, "rb") as fh:
+                    fh.seek(p_offset + vaddr - p_vaddr)
+                    data = fh.read(n)
+                return data if len(data) == n else None
+        return None
+
     def contains(self, vaddr: int) -> bool:
         return any(v <= vaddr < v + m for _, v, _, m in self.segments)
 
@@ -120,3 +162,32 @@ def symbols_for(path: str) -> ElfSymbols | None:
     except OSError:
         return None
     return elf_symbols(path, st.st_mtime_ns)
+
+
+CALL_REL32 = 0xE8  # x86-64 `call rel32`: 5 bytes, the target relative to the next instruction
+
+
+def direct_callee(path: str, symbol: str, offset: int) -> tuple[str, int] | None:
+    """The function of `path` called by a direct ``call rel32`` that returns to ``symbol+offset``
+    (a return address as the frame-pointer walk gives it, or one less as the DWARF walk gives it),
+    with its distance from that address: (name, target - (symbol start + offset)). None when the
+    instruction there is no direct call, or its target is no function start of the same file (a PLT
+    stub, another library): checked at every start of `symbol` in the file."""
+    syms = symbols_for(path)
+    if syms is None:
+        return None
+    try:
+        starts = syms.function_starts(symbol)
+        for start in starts:
+            at = start + offset
+            for ret in (at, at + 1):
+                code = syms.read(ret - 5, 5)
+                if code is None or code[0] != CALL_REL32:
+                    continue
+                target = ret + int.from_bytes(code[1:], "little", signed=True)
+                name = syms.function_at(target)
+                if name is not None:
+                    return demangle(name), target - at
+    except (OSError, ELFError, ValueError):
+        return None
+    return None
