@@ -129,7 +129,7 @@ def _functions(trace: Trace, cr, active: str) -> dict[str, dict[str, float]]:
     'symbol (binary's file name)'."""
     import os
 
-    from scalestack.analysis.criticality import active_intervals
+    from scalestack.analysis.criticality import sweep
 
     sm = trace.samples
     if len(sm) == 0:
@@ -138,8 +138,7 @@ def _functions(trace: Trace, cr, active: str) -> dict[str, dict[str, float]]:
     if not np.any(known):
         return {}
     tid, t = sm.tid[known], sm.time_ns[known]
-    _, a, b = active_intervals(trace, active, trace.start_ns, trace.end_ns)
-    tl, _ = timeline(a, b, trace.start_ns, trace.end_ns)
+    tl = sweep(trace, active, trace.start_ns, trace.end_ns)[3]
     k = np.clip(np.searchsorted(tl.u, t, side="right") - 1, 0, max(len(tl.u) - 1, 0))
     w = 1.0 / np.maximum(tl.r[k], 1) if len(tl.u) else np.ones(len(t))
     rows = trace.thread_index(tid)

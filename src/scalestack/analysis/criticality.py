@@ -139,6 +139,23 @@ def sweep(trace: Trace, active: str, t0: int, t1: int) -> tuple[np.ndarray, np.n
     return shared(trace, ("sweep", active, int(t0), int(t1)), make)
 
 
+def critical_sweep(trace: Trace, active: str, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, Timeline,
+                                                                         np.ndarray]:
+    """As `sweep`, over the intervals the criticality stack divides time among: for "running", the
+    switch-instant spans where the recording has them (where each slice lies in time), else the
+    active intervals. Shared, read-only, like `sweep`."""
+    if not (active == "running" and len(trace.switch_spans)):
+        return sweep(trace, active, t0, t1)
+
+    def make():
+        rows, a, b = _switch_intervals(trace, t0, t1)
+        tl, where = timeline(a, b, t0, t1)
+        _frozen(rows, a, b, where, tl.u, tl.r, tl.F, tl.idle_cum)
+        return rows, a, b, tl, where
+
+    return shared(trace, ("switch-sweep", int(t0), int(t1)), make)
+
+
 @dataclasses.dataclass(frozen=True)
 class CriticalityResult(Result):
     """Per-thread criticality (thesis eq. 3.1) over a time span.
@@ -249,13 +266,10 @@ def criticality(trace: Trace | AggregateRecording, *, active: str = "running",
 
 
 def _criticality(trace: Trace, active: str, t0: int, t1: int) -> CriticalityResult:
-    rows, a, b, tl, where = sweep(trace, active, t0, t1)
+    rows, a, b, _, _ = sweep(trace, active, t0, t1)
     n = len(trace.threads)
-    run = np.bincount(rows, weights=(b - a).astype(np.float64), minlength=n)
-    if active == "running" and len(trace.switch_spans):
-        # where each slice lies in time comes from the switch instants; Run_j stays the kernel's charge
-        rows, a, b = _switch_intervals(trace, t0, t1)
-        tl, where = timeline(a, b, t0, t1)
+    run = np.bincount(rows, weights=(b - a).astype(np.float64), minlength=n)  # Run_j: the kernel's charge
+    rows, a, b, tl, where = critical_sweep(trace, active, t0, t1)
     m = len(a)
     crit = np.bincount(rows, weights=tl.F[where[1:2 * m:2]] - tl.F[where[0:2 * m:2]], minlength=n).astype(np.float64)
     idle = float(tl.idle_cum[where[2 * m + 1]] - tl.idle_cum[where[2 * m]])

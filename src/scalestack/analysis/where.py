@@ -27,7 +27,7 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
-from scalestack.analysis.criticality import _switch_intervals, active_intervals, timeline
+from scalestack.analysis.criticality import critical_sweep
 from scalestack.errors import UserError
 from scalestack.results import Result
 from scalestack.trace import State, Trace
@@ -98,12 +98,7 @@ def stack_lists(trace: Trace) -> list[np.ndarray]:
 
 def running_at(trace: Trace, t: np.ndarray) -> np.ndarray:
     """Number of the trace's threads running at each time (switch spans where recorded)."""
-    t0, t1 = trace.start_ns, trace.end_ns
-    if len(trace.switch_spans):
-        _, a, b = _switch_intervals(trace, t0, t1)
-    else:
-        _, a, b = active_intervals(trace, "running", t0, t1)
-    tl, _ = timeline(a, b, t0, t1)
+    tl = critical_sweep(trace, "running", trace.start_ns, trace.end_ns)[3]
     k = np.clip(np.searchsorted(tl.u, t, side="right") - 1, 0, len(tl.u) - 1)
     return tl.r[k]
 

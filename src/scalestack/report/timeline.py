@@ -74,12 +74,10 @@ def critical_segments(trace: Trace, lane_of_row: np.ndarray, active: str = "runn
     when r == 1, the same lone thread. Returns (start_ns, end_ns, r, lane) arrays, times absolute,
     lane -1 unless exactly one thread ran. Uses the same active intervals as `criticality` (the
     switch-instant spans of recordings, else RUNNING)."""
-    from scalestack.analysis.criticality import _switch_intervals, active_intervals
+    from scalestack.analysis.criticality import critical_sweep
 
     t0, t1 = trace.start_ns, trace.end_ns
-    rows, a, b = active_intervals(trace, active, t0, t1)
-    if active == "running" and len(trace.switch_spans):
-        rows, a, b = _switch_intervals(trace, t0, t1)
+    rows, a, b, _, _ = critical_sweep(trace, active, t0, t1)
     lanes = lane_of_row[rows].astype(np.int64)
     times = np.concatenate([a, b, [t0, t1]]).astype(np.int64)
     delta = np.concatenate([np.ones(len(a), np.int64), -np.ones(len(b), np.int64), [0, 0]])
