@@ -22,7 +22,7 @@ from scalestack.analysis.criticality import _span, criticality, sweep
 from scalestack.errors import UserError
 from scalestack.results import Result
 from scalestack.trace import Trace
-from scalestack.trace.aggregate import AggregateRecording
+from scalestack.trace.aggregate import AggregateRecording, refuse_trace_options
 from scalestack.units import parse_duration_ns
 
 
@@ -213,7 +213,7 @@ def bottle(
 def _from_counters(rec: AggregateRecording, group_by, active: str, between, window) -> BottleResult | WindowedBottleResult:
     """Bottle graph of an aggregate recording, or one per `window` (a multiple of the recorded
     window; rounded to the nearest): sums of its rows, no sweep."""
-    criticality(rec, active=active, between=between)  # the same refusals as the stack
+    refuse_trace_options(active, between)
     tids, names, roles = rec.threads()
     group, labels, groles = group_threads(tids, names, roles, group_by)
     start, end, busy = rec.windows()

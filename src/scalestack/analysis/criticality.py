@@ -22,7 +22,7 @@ import numpy as np
 from scalestack.errors import UserError
 from scalestack.results import Result
 from scalestack.trace import State, Trace
-from scalestack.trace.aggregate import AggregateRecording
+from scalestack.trace.aggregate import AggregateRecording, refuse_trace_options
 
 ACTIVE = {"running": (State.RUNNING,), "running+runnable": (State.RUNNING, State.RUNNABLE)}
 
@@ -289,10 +289,7 @@ def criticality_from_spans(trace: Trace, spans) -> CriticalityResult:
 def _from_counters(rec: AggregateRecording, active: str, between) -> CriticalityResult:
     """The criticality stack of a whole aggregate recording: its per-thread sums (the kernel kept
     C_j and Run_j; no sweep)."""
-    if between:
-        raise UserError("--between needs a trace; an aggregate recording has whole windows only")
-    if active != "running":
-        raise UserError("an aggregate recording counts running threads only (--active running)")
+    refuse_trace_options(active, between)
     tids, names, roles = rec.threads()
     sums = rec.per_thread()
     start, end, busy = rec.windows()

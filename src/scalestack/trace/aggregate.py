@@ -174,8 +174,14 @@ def load_if_aggregate(path: str, active: str = "running", between=None) -> Aggre
     """The aggregate recording at `path`, or None when it is a trace; refuses trace-only options."""
     if not is_aggregate(path):
         return None
+    refuse_trace_options(active, between)
+    return AggregateRecording.load(path)
+
+
+def refuse_trace_options(active: str = "running", between=None) -> None:
+    """An aggregate recording has whole windows of running-thread counters: one clear error for an
+    option only a trace can answer."""
     if between:
         raise UserError("--between needs a trace; an aggregate recording has whole windows only")
     if active != "running":
         raise UserError("an aggregate recording counts running threads only (--active running)")
-    return AggregateRecording.load(path)
