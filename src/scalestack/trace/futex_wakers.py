@@ -188,6 +188,18 @@ def _cpu_busy(events: RawEvents, cpu: np.ndarray, at: np.ndarray, until: np.ndar
                               waiter.astype(np.int64))
 
 
+@numba.njit(cache=True, inline="always")
+def _first_after(time, order, lo, hi, t):
+    """The first position in order[lo:hi] (indices of events in time order) whose time is after t."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if time[order[mid]] <= t:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 @numba.njit(cache=True)
 def _cpu_busy_compiled(time, ecpu, is_switch, nxt, ctx, cpu, at, until, waiter):
     n = time.shape[0]
@@ -224,27 +236,14 @@ def _cpu_busy_compiled(time, ecpu, is_switch, nxt, ctx, cpu, at, until, waiter):
         if c < 0 or c >= n_cpu:
             continue
         # the CPU's last switch at or before the call: busy unless it went idle or to the waiter
-        lo, hi = s_off[c], s_off[c + 1]
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if time[s_idx[mid]] <= at[q]:
-                lo = mid + 1
-            else:
-                hi = mid
+        lo = _first_after(time, s_idx, s_off[c], s_off[c + 1], at[q])
         if lo > s_off[c]:
             j = s_idx[lo - 1]
             if nxt[j] != 0 and nxt[j] != waiter[q]:
                 out[q] = True
                 continue
         # another task's event on the CPU strictly between the call and the run
-        lo, hi = off[c], off[c + 1]
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if time[idx[mid]] <= at[q]:
-                lo = mid + 1
-            else:
-                hi = mid
-        k = lo
+        k = _first_after(time, idx, off[c], off[c + 1], at[q])
         while k < off[c + 1] and time[idx[k]] < until[q]:
             x = ctx[idx[k]]
             if x > 0 and x != waiter[q]:
