@@ -8,12 +8,13 @@ from scalestack.analysis.speedup import speedup_stack, with_spin
 from scalestack.trace import Trace
 
 
-def gc_checks(traces: dict[int, Trace], logs: dict[int, str]) -> list[dict]:
-    """Per N: the GC component from the trace beside the same term from the JVM's pause log."""
+def gc_checks(traces: dict[int, Trace], logs: dict[int, str], res: list | None = None) -> list[dict]:
+    """Per N: the GC component from the trace beside the same term from the JVM's pause log.
+    res: the sweep's `stacks`, when the caller has them (spin booking leaves the GC term alone)."""
     base = min(traces)
     if base not in logs:
         return []
-    by_n = {s.n: s for s in stacks(traces)}
+    by_n = {s.n: s for s in (res if res is not None else stacks(traces))}
     p1 = gc_check(traces[base], logs[base], 1).log_pause_ns
     rows = []
     for n in sorted(logs):

@@ -90,9 +90,9 @@ def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log
     res = stacks(traces, passive)
     logs = load_gc_logs(from_dir)
     if report_dir:
-        sweep_report(traces, report_dir, logs, pirate=pirate_res, passive=passive)
+        sweep_report(traces, report_dir, logs, pirate=pirate_res, passive=passive, res=res)
         click.echo(f"scalestack: wrote {report_dir}/report.html", err=True)
-    checks = gc_checks(traces, logs)
+    checks = gc_checks(traces, logs, res)
     if as_json:
         out = [r.to_dict() for r in res]
         if checks or pirate_res is not None:

@@ -12,13 +12,14 @@ from scalestack.trace import Trace
 
 
 def sweep_report(traces: dict[int, Trace], out_dir: str, gc_logs: dict[int, str] | None = None,
-                 pirate=None, passive: dict[int, Trace] | None = None) -> dict[str, str]:
+                 pirate=None, passive: dict[int, Trace] | None = None, res: list | None = None) -> dict[str, str]:
     """report.html etc. for the sweep: the speedup stacks first, then the largest N's own report.
 
     gc_logs (`load_gc_logs`): the JVM's -Xlog:gc pause totals are stated beside the GC term.
     pirate: a pirate-stack result (`eklov.report.load`): its section follows the speedup stacks, with
-    the two methods' figures side by side for the thread counts both measured."""
-    res = stacks(traces, passive)
+    the two methods' figures side by side for the thread counts both measured.
+    res: the sweep's `stacks(traces, passive)`, when the caller has them."""
+    res = res if res is not None else stacks(traces, passive)
     top = max(traces)
     report = build_report(traces[top], title=f"Thread-count sweep; the N = {top} run below")
     rows = [{**r.rows()[0], "total": r.total()} for r in res]
@@ -37,7 +38,7 @@ def sweep_report(traces: dict[int, Trace], out_dir: str, gc_logs: dict[int, str]
     summary.append("Rows 'N (phase)': the same stack for the part of the run before the first worker starts, "
                    "the parallel phase, and after the last one ends.")
     summary += stack_notes(res)
-    checks = gc_checks(traces, gc_logs or {})
+    checks = gc_checks(traces, gc_logs or {}, res)
     for c in checks:
         summary.append(f"N = {c['n']}: -Xlog:gc logged {c['pauses']} pauses, {c['log_pause_ms']:.1f} ms; the GC "
                        f"threads' boxes are {c['gc_height_ms']:.1f} ms tall (running {c['gc_running_ms']:.1f} ms); "
