@@ -200,18 +200,171 @@ def _mix(w0, w1, m):
     return h ^ (h >> np.uint64(32))
 
 
+class Strings:
+    """The comm strings met so far, interned in an open-addressing hash table that compiled code
+    fills (`intern_at`). Strings longer than 16 bytes are copied into `arena`, so the table does
+    not point into the input: a file read in windows reuses its buffer."""
+
+    def __init__(self, cap: int = 1024):
+        self.h_key, self.h_id = np.zeros(cap, np.uint64), np.full(cap, -1, np.int64)
+        # per string: arena offset (long strings only), length, first and second 8 bytes
+        self.start, self.length = np.empty(cap // 2, np.int64), np.empty(cap // 2, np.int64)
+        self.w0, self.w1 = np.empty(cap // 2, np.uint64), np.empty(cap // 2, np.uint64)
+        self.arena = np.empty(1 << 16, np.uint8)
+        self.used = np.zeros(2, np.int64)  # strings so far, arena bytes so far
+
+    def arrays(self) -> tuple:
+        return self.h_key, self.h_id, self.start, self.length, self.w0, self.w1, self.arena, self.used
+
+    def grow(self) -> None:
+        """Room for at least one more record's strings (the compiled code asked for it)."""
+        if 2 * (int(self.used[0]) + 2) > len(self.h_id):
+            cap = 2 * len(self.h_id)
+            key, ids = np.zeros(cap, np.uint64), np.full(cap, -1, np.int64)
+            _rehash(self.h_key, self.h_id, key, ids)
+            self.h_key, self.h_id = key, ids
+            self.start, self.length, self.w0, self.w1 = (
+                np.concatenate((a, np.empty(cap // 2 - len(a), a.dtype)))
+                for a in (self.start, self.length, self.w0, self.w1))
+        if int(self.used[1]) + ROOM > len(self.arena):
+            self.arena = np.concatenate((self.arena, np.empty(max(len(self.arena), ROOM), np.uint8)))
+
+    def decoded(self) -> list[str]:
+        out = []
+        for i in range(int(self.used[0])):
+            m = int(self.length[i])
+            if m > 16:
+                raw = self.arena[self.start[i]:self.start[i] + m].tobytes()
+            else:
+                raw = (int(self.w0[i]).to_bytes(8, "little") + int(self.w1[i]).to_bytes(8, "little"))[:m]
+            out.append(raw.decode("utf-8", "replace"))
+        return out
+
+
+ROOM = 1 << 16  # no string in a record is longer than a record (u16 size)
+
+
+@numba.njit(cache=True, inline="always")
+def strings_full(h_id, arena, used):
+    """Whether a record's strings might not fit: the caller returns and asks for Strings.grow()."""
+    return 2 * (used[0] + 2) > h_id.shape[0] or used[1] + ROOM > arena.shape[0]
+
+
+@numba.njit(cache=True, inline="always")
+def _first_zero_byte(w):
+    """Index (0-7) of the lowest zero byte of the little-endian word w, 8 if none. The lowest flag
+    of (w - 0x01..) & ~w & 0x80.. is exact (only flags above a zero byte can be borrows)."""
+    y = (w - np.uint64(0x0101010101010101)) & ~w & np.uint64(0x8080808080808080)
+    if y == 0:
+        return 8
+    z = 0
+    while not (y >> np.uint64(8 * z + 7)) & np.uint64(1):
+        z += 1
+    return z
+
+
+@numba.njit(cache=True, inline="always")
+def intern_at(buf, start, n, h_key, h_id, s_start, s_len, s_w0, s_w1, arena, used):
+    """Id of the NUL-terminated string in buf[start:start + n] (at most n bytes), added if new."""
+    cap = h_id.shape[0]
+    if n >= 16:  # a comm (char[16]): two word loads, the NUL found by a bit trick, not byte by byte
+        w0 = le_u32(buf, start) | le_u32(buf, start + 4) << np.uint64(32)
+        w1 = le_u32(buf, start + 8) | le_u32(buf, start + 12) << np.uint64(32)
+        z0 = _first_zero_byte(w0)
+        if z0 < 8:
+            m = z0
+            w0 &= (np.uint64(1) << np.uint64(8 * z0)) - np.uint64(1)
+            w1 = np.uint64(0)
+        else:
+            z1 = _first_zero_byte(w1)
+            m = 8 + z1
+            if z1 < 8:
+                w1 &= (np.uint64(1) << np.uint64(8 * z1)) - np.uint64(1)
+            else:
+                while m < n and buf[start + m] != 0:
+                    m += 1
+    else:
+        m = 0  # length up to the NUL; the first 16 bytes also as two words (comms fit)
+        w0 = np.uint64(0)
+        w1 = np.uint64(0)
+        while m < n and buf[start + m] != 0:
+            if m < 8:
+                w0 |= np.uint64(buf[start + m]) << np.uint64(8 * m)
+            elif m < 16:
+                w1 |= np.uint64(buf[start + m]) << np.uint64(8 * (m - 8))
+            m += 1
+    h = _hash(buf, start, m) if m > 16 else _mix(w0, w1, m)
+    j = np.int64(h & np.uint64(cap - 1))
+    while True:
+        e = h_id[j]
+        if e < 0:
+            ns = used[0]
+            s_len[ns] = m
+            s_w0[ns] = w0
+            s_w1[ns] = w1
+            s_start[ns] = -1
+            if m > 16:
+                a = used[1]
+                s_start[ns] = a
+                for b in range(m):
+                    arena[a + b] = buf[start + b]
+                used[1] = a + m
+            h_key[j] = h
+            h_id[j] = ns
+            used[0] = ns + 1
+            return ns
+        if h_key[j] == h and s_len[e] == m and s_w0[e] == w0 and s_w1[e] == w1:
+            same = True
+            for b in range(16, m):
+                if arena[s_start[e] + b] != buf[start + b]:
+                    same = False
+                    break
+            if same:
+                return e
+        j = (j + 1) & (cap - 1)
+
+
+@numba.njit(cache=True, inline="always")
+def decode_one(buf, base, ln, t, ints, strs, preempt, h_key, h_id, s_start, s_len, s_w0, s_w1, arena, used):
+    """Fields of the record of type t at buf[base:base + ln]: (arg0, arg1, arg2, common_pid,
+    comm0 id, comm1 id). The caller checked ln >= min_len[t] and not strings_full."""
+    a0 = _int_at(buf, base + ints[t, 0, 0], ints[t, 0, 1], ints[t, 0, 2]) if ints[t, 0, 1] else 0
+    a1 = _int_at(buf, base + ints[t, 1, 0], ints[t, 1, 1], ints[t, 1, 2]) if ints[t, 1, 1] else 0
+    a2 = _int_at(buf, base + ints[t, 2, 0], ints[t, 2, 1], ints[t, 2, 2]) if ints[t, 2, 1] else 0
+    pid = _int_at(buf, base + ints[t, 3, 0], ints[t, 3, 1], ints[t, 3, 2]) if ints[t, 3, 1] else -1
+    if preempt[t]:
+        flag = preempt[t]
+        a2 = 0 if a2 & flag else a2 & (flag - 1)
+    c0 = -1
+    c1 = -1
+    for slot in range(2):
+        size = strs[t, slot, 1]
+        if size:
+            if strs[t, slot, 2]:  # __data_loc: u32 (offset | length << 16) into the record
+                loc = np.int64(le_u32(buf, base + strs[t, slot, 0]))
+                start = base + (loc & 0xFFFF)
+                n = (loc >> 16) & 0xFFFF
+            else:
+                start = base + strs[t, slot, 0]
+                n = size
+            n = max(min(n, base + ln - start), 0)
+            cid = intern_at(buf, start, n, h_key, h_id, s_start, s_len, s_w0, s_w1, arena, used)
+            if slot == 0:
+                c0 = cid
+            else:
+                c1 = cid
+    return a0, a1, a2, pid, c0, c1
+
+
 @numba.njit(cache=True)
 def _decode(buf, off, ln, typ, order, first, kind_tab, ints, strs, preempt, min_len,
-            o_kind, o_a0, o_a1, o_a2, o_pid, o_c0, o_c1, h_key, h_id, s_start, s_len, s_w0, s_w1, nsa):
-    """Decode records order[first], order[first + 1], ... into the same output rows, interning
-    strings in the open-addressing table (h_key, h_id -> s_*; nsa[0] strings so far).
+            o_kind, o_a0, o_a1, o_a2, o_pid, o_c0, o_c1, h_key, h_id, s_start, s_len, s_w0, s_w1, arena, used):
+    """Decode records order[first], order[first + 1], ... into the same output rows.
 
-    Returns (row, code): code 0 = all done; 1 = the string table is half full, grow it and call
+    Returns (row, code): code 0 = all done; 1 = the string table may be full, grow it and call
     again from `row`; 2 = record order[row] is too short for its format. The tables are never
     replaced in here, so the loop compiles without reference counting.
     """
-    cap = h_id.shape[0]
-    ns = nsa[0]
     for out in range(first, order.shape[0]):
         r = order[out]
         t = typ[r]
@@ -219,73 +372,18 @@ def _decode(buf, off, ln, typ, order, first, kind_tab, ints, strs, preempt, min_
         o_kind[out] = k
         if k == 0:
             continue
-        base = off[r]
         if ln[r] < min_len[t]:
-            nsa[0] = ns
             return out, 2
-        if 2 * (ns + 2) > cap:  # room for this record's strings, or grow first
-            nsa[0] = ns
+        if strings_full(h_id, arena, used):
             return out, 1
-        a0 = _int_at(buf, base + ints[t, 0, 0], ints[t, 0, 1], ints[t, 0, 2]) if ints[t, 0, 1] else 0
-        a1 = _int_at(buf, base + ints[t, 1, 0], ints[t, 1, 1], ints[t, 1, 2]) if ints[t, 1, 1] else 0
-        a2 = _int_at(buf, base + ints[t, 2, 0], ints[t, 2, 1], ints[t, 2, 2]) if ints[t, 2, 1] else 0
-        o_pid[out] = _int_at(buf, base + ints[t, 3, 0], ints[t, 3, 1], ints[t, 3, 2]) if ints[t, 3, 1] else -1
-        if preempt[t]:
-            flag = preempt[t]
-            a2 = 0 if a2 & flag else a2 & (flag - 1)
+        a0, a1, a2, pid, c0, c1 = decode_one(buf, off[r], ln[r], t, ints, strs, preempt,
+                                             h_key, h_id, s_start, s_len, s_w0, s_w1, arena, used)
         o_a0[out] = a0
         o_a1[out] = a1
         o_a2[out] = a2
-        for slot in range(2):
-            cid = -1
-            size = strs[t, slot, 1]
-            if size:
-                if strs[t, slot, 2]:  # __data_loc: u32 (offset | length << 16) into the record
-                    loc = np.int64(le_u32(buf, base + strs[t, slot, 0]))
-                    start = base + (loc & 0xFFFF)
-                    n = (loc >> 16) & 0xFFFF
-                else:
-                    start = base + strs[t, slot, 0]
-                    n = size
-                n = max(min(n, base + ln[r] - start), 0)
-                m = 0  # length up to the NUL; the first 16 bytes also as two words (comms fit)
-                w0 = np.uint64(0)
-                w1 = np.uint64(0)
-                while m < n and buf[start + m] != 0:
-                    if m < 8:
-                        w0 |= np.uint64(buf[start + m]) << np.uint64(8 * m)
-                    elif m < 16:
-                        w1 |= np.uint64(buf[start + m]) << np.uint64(8 * (m - 8))
-                    m += 1
-                h = _hash(buf, start, m) if m > 16 else _mix(w0, w1, m)
-                j = np.int64(h & np.uint64(cap - 1))
-                while True:
-                    e = h_id[j]
-                    if e < 0:
-                        s_start[ns] = start
-                        s_len[ns] = m
-                        s_w0[ns] = w0
-                        s_w1[ns] = w1
-                        h_key[j] = h
-                        h_id[j] = ns
-                        cid = ns
-                        ns += 1
-                        break
-                    if h_key[j] == h and s_len[e] == m and s_w0[e] == w0 and s_w1[e] == w1:
-                        same = True
-                        for b in range(16, m):
-                            if buf[s_start[e] + b] != buf[start + b]:
-                                same = False
-                                break
-                        if same:
-                            cid = e
-                            break
-                    j = (j + 1) & (cap - 1)
-            if slot == 0:
-                o_c0[out] = cid
-            else:
-                o_c1[out] = cid
-    nsa[0] = ns
+        o_pid[out] = pid
+        o_c0[out] = c0
+        o_c1[out] = c1
     return order.shape[0], 0
 
 
@@ -313,30 +411,20 @@ def decode_records(buf: np.ndarray, off: np.ndarray, length: np.ndarray, typ: np
     """
     order = np.arange(len(off), dtype=np.int64) if order is None else order.astype(np.int64, copy=False)
     n = len(order)
-    cols = {"kind": np.empty(n, np.uint8), "arg0": np.empty(n, np.int64), "arg1": np.empty(n, np.int64),
-            "arg2": np.empty(n, np.int64), "pid": np.empty(n, np.int32), "comm0": np.full(n, -1, np.int32),
+    cols = {"kind": np.empty(n, np.uint8), "arg0": np.zeros(n, np.int64), "arg1": np.zeros(n, np.int64),
+            "arg2": np.zeros(n, np.int64), "pid": np.full(n, -1, np.int32), "comm0": np.full(n, -1, np.int32),
             "comm1": np.full(n, -1, np.int32)}
     off, length, typ = (x.astype(np.int64, copy=False) for x in (off, length, typ))
-    cap = 1024
-    h_key, h_id = np.zeros(cap, np.uint64), np.full(cap, -1, np.int64)
-    strings = [np.empty(cap // 2, np.int64), np.empty(cap // 2, np.int64), np.empty(cap // 2, np.uint64),
-               np.empty(cap // 2, np.uint64)]  # start, length, first and second 8 bytes
-    nsa = np.zeros(1, np.int64)
+    strings = Strings()
     row, bad = 0, -1
     while True:
         row, code = _decode(buf, off, length, typ, order, row, table.kind, table.ints, table.strs, table.preempt,
                             table.min_len, cols["kind"], cols["arg0"], cols["arg1"], cols["arg2"], cols["pid"],
-                            cols["comm0"], cols["comm1"], h_key, h_id, *strings, nsa)
-        if code == 1:  # double the string table and go on
-            cap *= 2
-            new_key, new_id = np.zeros(cap, np.uint64), np.full(cap, -1, np.int64)
-            _rehash(h_key, h_id, new_key, new_id)
-            h_key, h_id = new_key, new_id
-            strings = [np.concatenate((a, np.empty(cap // 2 - len(a), a.dtype))) for a in strings]
+                            cols["comm0"], cols["comm1"], *strings.arrays())
+        if code == 1:
+            strings.grow()
             continue
         if code == 2:
             bad = int(order[row])
         break
-    s_start, s_len = strings[0], strings[1]
-    comms = [bytes(buf[s_start[i]:s_start[i] + s_len[i]]).decode("utf-8", "replace") for i in range(int(nsa[0]))]
-    return cols, comms, bad
+    return cols, strings.decoded(), bad

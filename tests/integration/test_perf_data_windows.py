@@ -1,0 +1,59 @@
+"""The perf.data reader reads the data section in windows, on several threads: every window size
+and thread count gives the same events as one window on one thread, and as perf script's text,
+on a real recording that spans many windows (a switch storm of workloads/c/prodcons.c), plain
+and compressed (`perf record -z`)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scalestack.ingest.perf_data import parse_perf_data, read_events, read_perf_data
+from scalestack.trace.events import RECORD_TRACEPOINTS
+
+from ..conftest import requires_recording
+
+pytestmark = requires_recording
+
+
+@pytest.fixture(scope="module", params=["plain", "compressed"])
+def storm(request, c_programs, tmp_path_factory):
+    data = tmp_path_factory.mktemp("storm") / "perf.data"
+    subprocess.run(["perf", "record", "-q", "-a", "-k", "CLOCK_MONOTONIC", "-m", "16M", "-o", str(data),
+                    *(["-z"] if request.param == "compressed" else []), "-e", ",".join(RECORD_TRACEPOINTS), "--",
+                    str(c_programs["prodcons"]), "100000", "2", "200"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    one = read_perf_data(data, threads=1, window=1 << 40)
+    return data, one
+
+
+def _same(a, b):
+    assert len(a) == len(b)
+    for k in ("time", "cpu", "tid", "pid", "kind", "arg0", "arg1", "arg2"):
+        assert np.array_equal(getattr(a, k), getattr(b, k)), k
+    for k in ("comm0", "comm1"):  # string tables may number the strings differently
+        sa = np.array(a.comms + [""], dtype=object)[getattr(a, k)]
+        sb = np.array(b.comms + [""], dtype=object)[getattr(b, k)]
+        assert np.array_equal(sa, sb), k
+    assert a.stats == b.stats
+
+
+def test_many_windows_on_threads_equal_perf_script(storm):
+    data, one = storm
+    assert len(one) > 50_000 and np.all(one.time[1:] >= one.time[:-1])
+    many = read_perf_data(data, threads=3, window=1 << 16)
+    assert data.stat().st_size > 8 * (1 << 16) or "compressed" in str(data)
+    _same(one, many)
+    assert many.equals(read_events(str(data), "perf", reader="perf-script"))
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(window=st.integers(1 << 16, 1 << 20), threads=st.integers(1, 4))
+def test_any_window_and_thread_count_gives_the_same_events(storm, window, threads):
+    data, one = storm
+    _same(one, read_perf_data(data, threads=threads, window=window))
+    _same(one, parse_perf_data(data.read_bytes(), "f.data", threads=threads, window=window))
