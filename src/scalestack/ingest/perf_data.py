@@ -42,7 +42,6 @@ import re
 import struct
 import subprocess
 import tempfile
-import threading
 
 import numba
 import numpy as np
@@ -57,6 +56,7 @@ from scalestack.ingest.tracepoint import (
     parse_format,
     strings_full,
 )
+from scalestack.ingest.windows import on_threads, rank_by_time, shared_strings, thread_count
 from scalestack.tools import last_line, which
 from scalestack.trace import Trace
 from scalestack.trace.events import MAX_CPUS, RawEvents
@@ -419,7 +419,7 @@ def _decode_window(buf, i, end, j, rank, ids, id_attr, sample_types, read_format
                     return i, j, _GROW, i, 0, 0
                 a0, a1, a2, _pid, c0, c1 = decode_one(buf, r_off, r_len, a, ints, strs, preempt,
                                                       h_key, h_id, s_start, s_len, s_w0, s_w1, arena, used)
-                row = rank[j]
+                row = rank[j] if rank.shape[0] else j  # empty rank: already in time order
                 o_t[row] = s_time
                 o_cpu[row] = s_cpu
                 o_pid[row] = s_pid
@@ -433,22 +433,6 @@ def _decode_window(buf, i, end, j, rank, ids, id_attr, sample_types, read_format
                 j += 1
         i += size
     return i, j, 0, -1, 0, 0
-
-
-@numba.njit(cache=True, nogil=True)
-def _rank_of(order, rank):
-    """rank[order[i]] = i: where the j-th decoded sample of the file goes in time order."""
-    for i in range(order.shape[0]):
-        rank[order[i]] = i
-
-
-@numba.njit(cache=True, nogil=True)
-def _relabel(col, lut):
-    """Comm ids from the threads' own string tables (id * threads + thread) to the shared one."""
-    for r in range(col.shape[0]):
-        c = col[r]
-        if c >= 0:
-            col[r] = lut[c]
 
 
 def _decompress(buf: np.ndarray, start: int, end: int, path: str) -> np.ndarray:
@@ -563,17 +547,10 @@ def _read(info: PerfData, path: str, window, whole, threads: int | None, window_
         start, end, inside = 0, len(data), " (offset inside the decompressed data)"
         window = lambda pos, n, scratch, data=data: data[pos:pos + n]  # noqa: E731
     del scratch
-    t = t[:n]
-    if n > 1 and not bool(np.all(t[1:] >= t[:-1])):
-        order = np.argsort(t, kind="stable")  # per-CPU buffers interleave; ties keep file order
-        _rank_of(order, t)  # t's memory now holds each sample's row
-        rank = t
-        del order
-    else:
-        rank = np.empty(0, np.int64)  # already in order: row j is sample j
+    rank = rank_by_time(t[:n])  # t's memory now holds each sample's row
     cols = [np.empty(n, dt) for dt in (np.int64, np.int32, np.int32, np.int32, np.uint8, np.int64, np.int64,
                                        np.int64, np.int32, np.int32)]
-    n_threads = max(1, min(threads or len(os.sched_getaffinity(0)), len(spans), 16))
+    n_threads = thread_count(len(spans), threads)
     tables = [Strings() for _ in range(n_threads)]
     errors: list[tuple[int, str]] = []
 
@@ -598,39 +575,17 @@ def _read(info: PerfData, path: str, window, whole, threads: int | None, window_
                 errors.append((pos + at, f"a {table.names[a]} sample names CPU {value}, but {limit}{inside}"))
                 return
 
-    if n_threads == 1:
-        decode(0)
-    else:
-        workers = [threading.Thread(target=decode, args=(k,)) for k in range(n_threads)]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
+    on_threads(n_threads, decode)
     if errors:
         at, what = min(errors)
         raise _err(path, at, what)
-    comms = _shared_strings(tables, cols[8], cols[9])
+    comms = shared_strings(tables, cols[8], cols[9])
     names = ("time", "cpu", "pid", "tid", "kind", "arg0", "arg1", "arg2", "comm0", "comm1")
     ev = RawEvents(**dict(zip(names, cols, strict=True)))
     ev.comms = comms
     ev.stats = {"lost_events": int(counts[0]), "lost_samples": int(counts[1]), "unknown_events": int(counts[4]),
                 "sideband_records": int(counts[2]), "source_format": "perf-data", **info.features}
     return ev
-
-
-def _shared_strings(tables: list[Strings], *cols: np.ndarray) -> list[str]:
-    """One string table from the decoding threads' own: ids in cols mapped in place."""
-    if len(tables) == 1:
-        return tables[0].decoded()
-    shared: dict[str, int] = {}
-    own = [table.decoded() for table in tables]
-    lut = np.full(max(len(s) for s in own) * len(tables), -1, np.int32)
-    for k, strings in enumerate(own):
-        for i, s in enumerate(strings):
-            lut[i * len(tables) + k] = shared.setdefault(s, len(shared))
-    for col in cols:
-        _relabel(col, lut)
-    return list(shared)
 
 
 def load(path: str, *, pid: int | None = None, comm: str | None = None, progress=None) -> Trace:
