@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scalestack.collect.ebpf import RECORD, read_records
 from scalestack.errors import UserError
@@ -43,3 +45,39 @@ def test_a_file_cut_mid_record_is_one_clear_error(tmp_path):
     f.write_bytes(f.read_bytes() + b"\0" * 7)
     with pytest.raises(UserError, match="not a whole number of 80-byte eBPF records"):
         read_records(str(f))
+
+
+def _reference(path):
+    """The records read the plain NumPy way: one fromfile, one np.unique of the names, one sort."""
+    rec = np.fromfile(path, dtype=RECORD)
+    n = len(rec)
+    no_comm = np.isin(rec["kind"], [Kind.FUTEX_ENTER, Kind.FUTEX_EXIT, Kind.FUTEX_WAITV, Kind.RUN_DELAY])
+    two = np.isin(rec["kind"], [Kind.SWITCH, Kind.FORK, Kind.RENAME])
+    names = [c.split(b"\0", 1)[0].decode("utf-8", "replace") for c in rec["c0"].tolist()]
+    names1 = [c.split(b"\0", 1)[0].decode("utf-8", "replace") for c in rec["c1"].tolist()]
+    order = np.argsort(rec["time"].astype(np.int64), kind="stable")
+    rows = []
+    for i in order.tolist():
+        rows.append((int(rec["time"][i]), int(rec["cpu"][i]), int(rec["tid"][i]), int(rec["pid"][i]),
+                     int(rec["kind"][i]) & 0xFF, int(rec["a0"][i]), int(rec["a1"][i]), int(rec["a2"][i]),
+                     None if no_comm[i] else names[i], names1[i] if two[i] else None))
+    assert len(rows) == n
+    return rows
+
+
+_name = st.binary(max_size=16).map(lambda b: b.replace(b"\0", b"a") if len(b) < 4 else b)
+
+
+@settings(max_examples=60, deadline=None)  # the first example compiles the decoder
+@given(rows=st.lists(st.tuples(st.integers(0, 50), st.integers(0, 3), st.integers(1, 9), st.integers(1, 9),
+                               st.sampled_from([int(k) for k in Kind] + [300]), st.integers(-2**63, 2**63 - 1),
+                               st.integers(0, 9), st.integers(0, 9), _name, _name), max_size=40),
+       window=st.integers(1, 7), threads=st.integers(1, 3))
+def test_windows_and_threads_give_the_plain_reading(tmp_path_factory, rows, window, threads):
+    f = tmp_path_factory.mktemp("rec") / "events.bin"
+    _write(f, rows)
+    ev = read_records(str(f), threads=threads, window=window)
+    got = [(int(ev.time[i]), int(ev.cpu[i]), int(ev.tid[i]), int(ev.pid[i]), int(ev.kind[i]), int(ev.arg0[i]),
+            int(ev.arg1[i]), int(ev.arg2[i]), None if ev.comm0[i] < 0 else ev.comm(int(ev.comm0[i])),
+            None if ev.comm1[i] < 0 else ev.comm(int(ev.comm1[i]))) for i in range(len(ev))]
+    assert got == _reference(f)

@@ -5,8 +5,9 @@ system-wide, taken by BTF tracepoint programs (`bpf/trace.bpf.c`) into a BPF rin
 written to a file by a small loader (`bpf/trace_loader.c`). Why: on these VMs perf and ftrace
 lose switches out of idle with no LOST record, which a BPF program on the same tracepoint
 receives (docs/top.md, "Missed switch-ins"); the state builder repairs such gaps, within bounds,
-but a collector that does not lose them needs no repair. Records are fixed 80-byte structs, read
-here with one `np.fromfile`: no per-event Python.
+but a collector that does not lose them needs no repair. The loader writes the records to a file
+as they arrive (memory does not grow with the recording's length); they are fixed 80-byte structs,
+read back a window at a time by compiled code: no per-event Python.
 """
 
 from __future__ import annotations
@@ -15,11 +16,14 @@ import os
 import subprocess
 import tempfile
 
+import numba
 import numpy as np
 
 from scalestack.collect import bpf_build
 from scalestack.collect.run import Run, root_pid, run_or_watch, sigint_for_the_program
 from scalestack.errors import UserError
+from scalestack.ingest.tracepoint import Strings, intern_at, le_u32, strings_full
+from scalestack.ingest.windows import on_threads, rank_by_time, shared_strings, thread_count
 from scalestack.trace.events import Kind, RawEvents
 
 # trace.bpf.c's struct rec
@@ -37,23 +41,94 @@ def unavailable() -> str | None:
     return bpf_build.unavailable(NAME, HINT)
 
 
-def read_records(path: str) -> RawEvents:
+WINDOW_RECORDS = 1 << 18  # records read at a time per thread (20 MiB)
+
+
+@numba.njit(cache=True, nogil=True)
+def _decode(buf, first, m, j, rank, no_comm, two_comms, o_t, o_cpu, o_pid, o_tid, o_kind, o_a0, o_a1, o_a2, o_c0,
+            o_c1, h_key, h_id, s_start, s_len, s_w0, s_w1, arena, used, tag, n_tags):
+    """Records first .. m-1 of buf (RECORD layout) into rows rank[j], rank[j + 1], ... (row j
+    itself when rank is empty). Returns the records done: fewer than m when the string table
+    may be full (grow it and call again from there)."""
+    for r in range(first, m):
+        if strings_full(h_id, arena, used):
+            return r
+        b = r * 80
+        row = rank[j] if rank.shape[0] else j
+        o_t[row] = np.int64(_u64(buf, b))
+        o_a0[row] = np.int64(_u64(buf, b + 8))
+        o_a1[row] = np.int64(_u64(buf, b + 16))
+        o_a2[row] = np.int64(_u64(buf, b + 24))
+        o_cpu[row] = np.int32(np.uint32(le_u32(buf, b + 32)))
+        o_tid[row] = np.int32(np.uint32(le_u32(buf, b + 36)))
+        o_pid[row] = np.int32(np.uint32(le_u32(buf, b + 40)))
+        kind = le_u32(buf, b + 44)
+        o_kind[row] = np.uint8(kind & np.uint64(0xFF))
+        c0 = -1
+        c1 = -1
+        if not (kind < 256 and no_comm[kind]):
+            c0 = intern_at(buf, b + 48, 16, h_key, h_id, s_start, s_len, s_w0, s_w1, arena, used) * n_tags + tag
+        if kind < 256 and two_comms[kind]:
+            c1 = intern_at(buf, b + 64, 16, h_key, h_id, s_start, s_len, s_w0, s_w1, arena, used) * n_tags + tag
+        o_c0[row] = c0
+        o_c1[row] = c1
+        j += 1
+    return m
+
+
+@numba.njit(cache=True, inline="always")
+def _u64(buf, i):
+    return le_u32(buf, i) | le_u32(buf, i + 4) << np.uint64(32)
+
+
+def read_records(path: str, threads: int | None = None, window: int = WINDOW_RECORDS) -> RawEvents:
     """The loader's file as RawEvents, sorted by time (each CPU submits in order; the ring buffer
-    interleaves CPUs)."""
+    interleaves CPUs): read a window at a time, in rows by time, on every core (ingest.windows)."""
     size = os.path.getsize(path)
     if size % RECORD.itemsize:
         raise UserError(f"{path}: {size} bytes is not a whole number of {RECORD.itemsize}-byte eBPF records; "
                         "the recording was cut short")
-    rec = np.fromfile(path, dtype=RECORD)
-    n = len(rec)
-    uniq, inv = np.unique(np.concatenate([rec["c0"], rec["c1"]]), return_inverse=True)
-    comms = [u.split(b"\0", 1)[0].decode("utf-8", "replace") for u in uniq.tolist()]
-    kind = rec["kind"]
-    comm0 = np.where(np.isin(kind, _NO_COMM), -1, inv[:n])
-    comm1 = np.where(np.isin(kind, _TWO_COMMS), inv[n:], -1)
-    ev = RawEvents(time=rec["time"].astype(np.int64), cpu=rec["cpu"], tid=rec["tid"], pid=rec["pid"], kind=kind,
-                   arg0=rec["a0"], arg1=rec["a1"], arg2=rec["a2"], comm0=comm0, comm1=comm1, comms=comms)
-    return ev.sorted()
+    n = size // RECORD.itemsize
+    window = max(1, min(int(window), n))
+    spans = [(j, min(window, n - j)) for j in range(0, n, window)]
+    no_comm, two_comms = np.zeros(256, np.bool_), np.zeros(256, np.bool_)
+    no_comm[_NO_COMM] = True
+    two_comms[_TWO_COMMS] = True
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        def read(j: int, m: int, scratch: np.ndarray) -> np.ndarray:
+            want = m * RECORD.itemsize
+            got = os.preadv(fd, [memoryview(scratch)[:want]], j * RECORD.itemsize)
+            if got != want:
+                raise UserError(f"{path} changed while it was read; record again")
+            return scratch[:want]
+
+        t = np.empty(n, np.int64)
+        scratch = np.empty(window * RECORD.itemsize, np.uint8)
+        for j, m in spans:
+            t[j:j + m] = read(j, m, scratch).view(RECORD)["time"]
+        del scratch
+        rank = rank_by_time(t)  # t's memory now holds each record's row
+        cols = [np.empty(n, dt) for dt in (np.int64, np.int32, np.int32, np.int32, np.uint8, np.int64, np.int64,
+                                           np.int64, np.int32, np.int32)]
+        n_threads = thread_count(len(spans), threads)
+        tables = [Strings() for _ in range(n_threads)]
+
+        def decode(k: int) -> None:
+            own = np.empty(window * RECORD.itemsize, np.uint8)
+            for j, m in spans[k::n_threads]:
+                buf, r = read(j, m, own), 0
+                while r < m:
+                    r = _decode(buf, r, m, j + r, rank, no_comm, two_comms, *cols, *tables[k].arrays(), k, n_threads)
+                    if r < m:
+                        tables[k].grow()
+
+        on_threads(n_threads, decode)
+    finally:
+        os.close(fd)
+    comms = shared_strings(tables, cols[8], cols[9])
+    names = ("time", "cpu", "pid", "tid", "kind", "arg0", "arg1", "arg2", "comm0", "comm1")
+    return RawEvents(**dict(zip(names, cols, strict=True)), comms=comms)
 
 
 class TraceSession:
