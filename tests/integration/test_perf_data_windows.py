@@ -57,3 +57,13 @@ def test_any_window_and_thread_count_gives_the_same_events(storm, window, thread
     data, one = storm
     _same(one, read_perf_data(data, threads=threads, window=window))
     _same(one, parse_perf_data(data.read_bytes(), "f.data", threads=threads, window=window))
+
+
+def test_progress_follows_both_passes_to_the_end(storm):
+    data, one = storm
+    calls = []
+    read_perf_data(data, threads=2, window=1 << 16, progress=lambda done, total, stage: calls.append((stage, done, total)))
+    for stage in ("checking records", "decoding events"):
+        mine = [(d, t) for s, d, t in calls if s == stage]
+        assert len(mine) > 1 and mine[-1][0] == mine[-1][1]  # many windows, the last one completes
+        assert all(b[0] > a[0] for a, b in zip(mine, mine[1:]))  # each window adds to what is done

@@ -42,6 +42,7 @@ import re
 import struct
 import subprocess
 import tempfile
+import threading
 
 import numba
 import numpy as np
@@ -461,10 +462,11 @@ def _decompress(buf: np.ndarray, start: int, end: int, path: str) -> np.ndarray:
 WINDOW = 32 << 20  # bytes of the data section read at a time, per thread
 
 
-def read_perf_data(path: str | os.PathLike, threads: int | None = None, window: int = WINDOW) -> RawEvents:
+def read_perf_data(path: str | os.PathLike, threads: int | None = None, window: int = WINDOW,
+                   progress=None) -> RawEvents:
     """RawEvents from a perf.data file of tracepoint samples (see the module docstring), read
     `window` bytes at a time (at least 64 KiB, the largest record) by `threads` threads (default:
-    one per CPU this process may use)."""
+    one per CPU this process may use). `progress(done_bytes, total_bytes, stage)` follows each pass."""
     path = os.fspath(path)
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -480,7 +482,7 @@ def read_perf_data(path: str | os.PathLike, threads: int | None = None, window: 
             return scratch[:os.preadv(fd, [memoryview(scratch)[:n]], pos)]
 
         return _read(info, path, read, lambda: np.fromfile(path, np.uint8, info.data_size, offset=info.data_offset),
-                     threads, window)
+                     threads, window, progress)
     finally:
         os.close(fd)
 
@@ -493,7 +495,8 @@ def parse_perf_data(data: bytes, name: str = "<bytes>", threads: int | None = No
                  lambda: buf[info.data_offset:info.data_offset + info.data_size], threads, window)
 
 
-def _read(info: PerfData, path: str, window, whole, threads: int | None, window_bytes: int) -> RawEvents:
+def _read(info: PerfData, path: str, window, whole, threads: int | None, window_bytes: int,
+          progress=None) -> RawEvents:
     """Two passes over the data section, `window(pos, n, scratch)` bytes at a time: the first
     checks every record and notes the decoded samples' times, so each sample's row in time order
     is known before the second pass decodes it there, window by window, on every core. For
@@ -541,6 +544,8 @@ def _read(info: PerfData, path: str, window, whole, threads: int | None, window_
                 raise _err(path, pos + at, _ERR[code] + inside)
             spans.append((pos, used, first))
             pos += used
+            if progress is not None:
+                progress(pos - start, end - start, "checking records")
         if not counts[3] or inside:
             break
         data = _decompress(whole(), 0, info.data_size, path)  # `perf record -z`: the records are inside
@@ -553,6 +558,7 @@ def _read(info: PerfData, path: str, window, whole, threads: int | None, window_
     n_threads = thread_count(len(spans), threads)
     tables = [Strings() for _ in range(n_threads)]
     errors: list[tuple[int, str]] = []
+    done, lock = [0], threading.Lock()
 
     def decode(k: int) -> None:
         own = np.empty(min(window_bytes, max(end - start, 1)), np.uint8) if spans else None
@@ -574,6 +580,10 @@ def _read(info: PerfData, path: str, window, whole, threads: int | None, window_
                 limit = f"the machine had {cpus} CPUs" if cpus > 0 else f"no Linux machine has more than {MAX_CPUS}"
                 errors.append((pos + at, f"a {table.names[a]} sample names CPU {value}, but {limit}{inside}"))
                 return
+            if progress is not None:
+                with lock:
+                    done[0] += nbytes
+                    progress(done[0], end - start, "decoding events")
 
     on_threads(n_threads, decode)
     if errors:
@@ -595,10 +605,8 @@ def load(path: str, *, pid: int | None = None, comm: str | None = None, progress
     from scalestack.trace.builder import build_trace
 
     size = os.path.getsize(path)
-    if progress is not None:
-        progress(0, size, "reading")
-    events = read_events(path, which("perf") or "perf", reader="perf-data")  # perf only to cross-check
-    if progress is not None:  # the read is one compiled pass; the state builder follows
+    events = read_events(path, which("perf") or "perf", reader="perf-data", progress=progress)  # perf: cross-check
+    if progress is not None:  # the state builder follows
         progress(size, size, f"building the trace from {len(events):,} events")
     st = events.stats
     meta = {"source": "perf-data", "input": os.path.abspath(path), "reader": "perf-data",
@@ -611,7 +619,7 @@ def load(path: str, *, pid: int | None = None, comm: str | None = None, progress
 LOST_RE = re.compile(r"lost (\d+) chunks", re.I)
 
 
-def read_events(perf_data: str, perf: str, reader: str = "auto", samples: bool = False) -> RawEvents:
+def read_events(perf_data: str, perf: str, reader: str = "auto", samples: bool = False, progress=None) -> RawEvents:
     """RawEvents from a perf.data file, by the direct reader (default) or via `perf script` text.
 
     Samples need perf's symbol resolution, so a recording with samples is read as text. With
@@ -627,7 +635,7 @@ def read_events(perf_data: str, perf: str, reader: str = "auto", samples: bool =
         return _read_text(perf_data, perf, samples)
     from scalestack.ingest.perf_data import read_perf_data
 
-    events = read_perf_data(perf_data)
+    events = read_perf_data(perf_data, progress=progress)
     if os.environ.get("SCALESTACK_CHECK_READERS") == "1":
         text = _read_text(perf_data, perf, False)
         if not events.equals(text) or events.stats["lost_events"] != text.stats["lost_events"]:
