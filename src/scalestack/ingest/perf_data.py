@@ -545,7 +545,7 @@ def _read(info: PerfData, path: str, window, whole, threads: int | None, window_
             spans.append((pos, used, first))
             pos += used
             if progress is not None:
-                progress(pos - start, end - start, "checking records")
+                progress(pos - start, end - start, "checking records" + (" (decompressed)" if inside else ""))
         if not counts[3] or inside:
             break
         data = _decompress(whole(), 0, info.data_size, path)  # `perf record -z`: the records are inside
