@@ -109,3 +109,32 @@ def test_errors():
         bottle(tr, group_by="no-equals-sign")
     with pytest.raises(UserError):
         criticality(tr, between=(50, 60))
+
+
+def _timeline_reference(start, end, t0, t1):
+    """F(t) by whole-array cumulative sums (the sweep's definition, as first written)."""
+    n = len(start)
+    times = np.empty(2 * n + 2, dtype=np.int64)
+    times[0:2 * n:2], times[1:2 * n:2], times[2 * n], times[2 * n + 1] = start, end, t0, t1
+    delta = np.zeros(2 * n + 2, dtype=np.int64)
+    delta[0:2 * n:2], delta[1:2 * n:2] = 1, -1
+    order = np.argsort(times, kind="stable")
+    u, r = times[order], np.cumsum(delta[order])
+    dt, rk = np.diff(u), r[:-1]
+    F = np.concatenate([[0.0], np.cumsum(np.where(rk > 0, dt / np.maximum(rk, 1), 0.0))])
+    idle = np.concatenate([[0], np.cumsum(np.where(rk == 0, dt, 0))])
+    where = np.empty(len(order), dtype=np.int64)
+    where[order] = np.arange(len(order))
+    return u, r, F, idle, where
+
+
+@given(st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 3_000)), max_size=80), st.integers(0, 2_000))
+def test_compiled_timeline_equals_the_cumulative_sums_bit_for_bit(spans, t0):
+    from scalestack.analysis.criticality import timeline
+
+    a = np.array([s for s, _ in spans], np.int64)
+    b = a + np.array([d for _, d in spans], np.int64)
+    tl, where = timeline(a, b, t0, 13_000)
+    got = (tl.u, tl.r, tl.F, tl.idle_cum, where)
+    for x, y in zip(got, _timeline_reference(a, b, t0, 13_000), strict=True):
+        assert np.array_equal(x, y)

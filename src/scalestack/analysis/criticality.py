@@ -17,6 +17,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+import numba
 import numpy as np
 
 from scalestack.errors import UserError
@@ -81,24 +82,37 @@ def timeline(start: np.ndarray, end: np.ndarray, t0: int, t1: int) -> tuple[Time
     times[0:2 * n:2] = start
     times[1:2 * n:2] = end
     times[2 * n], times[2 * n + 1] = t0, t1
-    delta = np.zeros(2 * n + 2, dtype=np.int64)
-    delta[0:2 * n:2] = 1
-    delta[1:2 * n:2] = -1
     order = np.argsort(times, kind="stable")
-    u = times[order]
-    r = np.cumsum(delta[order])
-    dt = np.diff(u)
-    rk = r[:-1]
-    inc = np.where(rk > 0, dt / np.maximum(rk, 1), 0.0)
-    F = np.empty(len(u))
-    F[0] = 0.0
-    np.cumsum(inc, out=F[1:])
-    idle = np.empty(len(u), dtype=np.int64)
-    idle[0] = 0
-    np.cumsum(np.where(rk == 0, dt, 0), out=idle[1:])
-    where = np.empty(len(order), dtype=np.int64)
-    where[order] = np.arange(len(order))
+    u, r, F, idle, where = (np.empty(len(order), dt) for dt in (np.int64, np.int64, np.float64, np.int64, np.int64))
+    _sweep(times, order, n, u, r, F, idle, where)
     return Timeline(u, r, F, idle), where
+
+
+@numba.njit(cache=True)
+def _sweep(times, order, n, u, r, F, idle, where):
+    """One pass over the sorted endpoints: the active count after each, F and the idle time
+    before each (the same sums, in the same order, as cumulative sums over the whole arrays;
+    without their seven whole-length temporaries). Endpoint 2i starts interval i, 2i + 1 ends it;
+    the last two are the window's bounds."""
+    count = 0
+    f = 0.0
+    gone = 0
+    for k in range(order.shape[0]):
+        e = order[k]
+        t = times[e]
+        if k > 0:
+            dt = t - u[k - 1]
+            if count > 0:
+                f += dt / count
+            else:
+                gone += dt
+        u[k] = t
+        F[k] = f
+        idle[k] = gone
+        if e < 2 * n:
+            count += 1 if e % 2 == 0 else -1
+        r[k] = count
+        where[e] = k
 
 
 # Per-trace memo of the costly steps (a Trace never changes after it is made). The sweep over a
