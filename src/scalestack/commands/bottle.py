@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import click
 
-import scalestack
-from scalestack.commands._analysis_options import analysis_options, between_ns
+from scalestack.commands._analysis_options import analysis_options, load_between
 
 
 @click.command()
@@ -26,6 +25,6 @@ def command(path, as_json, output, group_by, window, active, between):
     if rec is not None:
         w = parse_duration_ns(window, what="--window") if window is not None else None
         return emit(bottle(rec, group_by=group_by, window=w), as_json, output, "bottle")
-    trace = scalestack.load(path)
-    res = bottle(trace, group_by=group_by, active=active, between=between_ns(trace, between), window=window)
+    trace, between = load_between(path, between)
+    res = bottle(trace, group_by=group_by, active=active, between=between, window=window)
     emit(res, as_json, output, "bottle")

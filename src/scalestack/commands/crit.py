@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import click
 
-import scalestack
-from scalestack.commands._analysis_options import analysis_options, between_ns
+from scalestack.commands._analysis_options import analysis_options, load_between
 
 
 @click.command()
@@ -21,8 +20,8 @@ def command(path, as_json, output, active, between):
     rec = load_if_aggregate(path, active, between)  # `record --aggregate` counters
     if rec is not None:
         return _emit(criticality(rec), as_json, output, "criticality")
-    trace = scalestack.load(path)
-    res = criticality(trace, active=active, between=between_ns(trace, between))
+    trace, between = load_between(path, between)
+    res = criticality(trace, active=active, between=between)
     _emit(res, as_json, output, "criticality")
 
 

@@ -7,7 +7,7 @@ import os
 import click
 
 import scalestack
-from scalestack.commands._analysis_options import analysis_options, between_ns
+from scalestack.commands._analysis_options import analysis_options, load_between
 
 
 @click.command()
@@ -43,10 +43,10 @@ def command(path, out_dir, window, group_by, baseline, active, between, no_timel
             print_report(report)
             click.echo(f"\nscalestack: wrote {len(written)} files to {out_dir}/ (open {written['report.html']})", err=True)
         return
-    trace = scalestack.load(path)
+    trace, between = load_between(path, between)
     if window is not None:
         window = parse_duration_ns(window, what="--window")
-    options = ReportOptions(window=window, group_by=group_by, active=active, between=between_ns(trace, between),
+    options = ReportOptions(window=window, group_by=group_by, active=active, between=between,
                             timeline=not no_timeline)
     report = build_report(trace, options)
     if baseline:

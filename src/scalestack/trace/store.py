@@ -8,6 +8,7 @@ into place, so an interrupted save never leaves a half-written trace.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import errno
 import io
@@ -75,11 +76,45 @@ def _from_arrow(cls, table: pa.Table):
     return cls(**cols)
 
 
-def _read(zf: zipfile.ZipFile, member: str) -> pa.Table:
+def _read(zf: zipfile.ZipFile, member: str, mapped: pa.MemoryMappedFile | None = None,
+          window: tuple[int, int] | None = None) -> pa.Table:
+    """One table. Members are stored uncompressed in the ZIP, so a memory-mapped trace file is read
+    in place; with `window`, only the row groups whose time range overlaps it (their Parquet
+    statistics say so) are read."""
+    info = zf.getinfo(f"{member}.parquet")
+    if mapped is not None and info.compress_type == zipfile.ZIP_STORED:
+        head = mapped.read_at(30, info.header_offset)  # the member's local header: its data follows
+        start = info.header_offset + 30 + int.from_bytes(head[26:28], "little") + int.from_bytes(head[28:30], "little")
+        source = pa.BufferReader(mapped.read_at(info.file_size, start))
+    else:
+        source = io.BytesIO(zf.read(info))
+    pf = pq.ParquetFile(source)
+    groups = range(pf.num_row_groups)
+    if window is not None:
+        groups = [g for g in groups if _overlaps(pf.metadata.row_group(g), *window)]
     # Arrow's thread pool can abort the interpreter at exit (pyarrow 26: "terminate called
-    # without an active exception" in about 1 run in 5); these tables are small, read them
-    # on this thread.
-    return pq.read_table(io.BytesIO(zf.read(f"{member}.parquet")), use_threads=False)
+    # without an active exception" in about 1 run in 5): read on this thread.
+    return pf.read_row_groups(list(groups), use_threads=False)
+
+
+def _overlaps(group, t0: int, t1: int) -> bool:
+    """Whether a row group may hold rows inside [t0, t1): by the min/max statistics of its time
+    columns (end_ns > t0 and start_ns < t1, or t0 <= time_ns < t1); without them, yes."""
+    stats = {}
+    for c in range(group.num_columns):
+        col = group.column(c)
+        if col.path_in_schema in ("start_ns", "end_ns", "time_ns") and col.statistics is not None \
+                and col.statistics.has_min_max:
+            stats[col.path_in_schema] = (col.statistics.min, col.statistics.max)
+    if "time_ns" in stats:
+        lo, hi = stats["time_ns"]
+        return hi >= t0 and lo < t1
+    if "start_ns" in stats and "end_ns" in stats:
+        return stats["end_ns"][1] > t0 and stats["start_ns"][0] < t1
+    return True
+
+
+ROW_GROUP = 1 << 19  # rows per Parquet row group: the unit a windowed load reads or skips
 
 
 def save(trace: Trace, path: str | os.PathLike) -> None:
@@ -96,7 +131,7 @@ def write(trace: Trace, fh) -> None:
         zf.writestr("meta.json", json.dumps(meta, indent=1, sort_keys=True, default=_json_default))
         for member in [*TABLES, *(m for m in OPTIONAL_TABLES if len(getattr(trace, m)))]:
             buf = io.BytesIO()
-            pq.write_table(_to_arrow(getattr(trace, member)), buf, compression="zstd")
+            pq.write_table(_to_arrow(getattr(trace, member)), buf, compression="zstd", row_group_size=ROW_GROUP)
             zf.writestr(f"{member}.parquet", buf.getvalue())
 
 
@@ -108,8 +143,36 @@ def _json_default(value):
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-def load(path: str | os.PathLike) -> Trace:
+def read_meta(path: str | os.PathLike) -> dict:
+    """A trace file's meta.json alone (its time range, say, before choosing a window to load)."""
+    with _opened(os.fspath(path)) as (zf, _names):
+        return _meta(zf, os.fspath(path))
+
+
+def load(path: str | os.PathLike, window: tuple[int, int] | None = None) -> Trace:
+    """The trace in `path`. With `window` = (t0_ns, t1_ns), only the rows that may overlap it are
+    read (whole Parquet row groups: the caller still cuts with `Trace.between`), so a part of a big
+    trace loads in memory that follows the part."""
     path = os.fspath(path)
+    with _opened(path) as (zf, names):
+        meta = _meta(zf, path)
+        mapped = pa.memory_map(path)
+        try:
+            tables = {m: _from_arrow(cls, _read(zf, m, mapped, window if m == "states" else None))
+                      for m, cls in TABLES.items()}
+            for m, cls in OPTIONAL_TABLES.items():
+                timed = window if m in ("samples", "switch_spans", "futex_calls") else None
+                tables[m] = _from_arrow(cls, _read(zf, m, mapped, timed)) if f"{m}.parquet" in names else cls.empty()
+        finally:
+            mapped.close()
+    return Trace(threads=tables["threads"], states=tables["states"], names=tables["names"], meta=meta,
+                 samples=tables["samples"], switch_spans=tables["switch_spans"], frames=tables["frames"],
+                 stacks=tables["stacks"], futex_calls=tables["futex_calls"])
+
+
+@contextlib.contextmanager
+def _opened(path: str):
+    """The trace file as an open ZipFile and its member names; its errors as one line each."""
     if not os.path.exists(path):
         raise UserError(f"{path}: no such file")
     if os.path.isdir(path):
@@ -119,24 +182,24 @@ def load(path: str | os.PathLike) -> Trace:
             names = zf.namelist()
             if MAGIC_MEMBER not in names:
                 raise UserError(f"{path} is a ZIP file but not a scalestack trace")
-            meta = json.loads(zf.read("meta.json"))
-            version = int(meta.get("schema_version", 0))
-            if version > SCHEMA_VERSION:
-                raise UserError(
-                    f"{path} uses trace schema {version}, newer than this scalestack's {SCHEMA_VERSION}; upgrade scalestack"
-                )
-            tables = {m: _from_arrow(cls, _read(zf, m)) for m, cls in TABLES.items()}
-            for m, cls in OPTIONAL_TABLES.items():
-                tables[m] = _from_arrow(cls, _read(zf, m)) if f"{m}.parquet" in names else cls.empty()
+            yield zf, names
     except zipfile.BadZipFile:
         raise UserError(
             f"{path} is not a scalestack trace (use `scalestack import` for perf.data, perf script text or Chrome JSON)"
         ) from None
-    except (KeyError, pa.ArrowInvalid, json.JSONDecodeError) as exc:
+    except (KeyError, pa.ArrowInvalid, OSError, json.JSONDecodeError) as exc:
+        if isinstance(exc, OSError) and not isinstance(exc, pa.ArrowInvalid) and exc.errno is not None:
+            raise UserError(f"{path}: {exc.strerror}") from None
         raise UserError(f"{path}: damaged trace file ({exc})") from None
-    return Trace(threads=tables["threads"], states=tables["states"], names=tables["names"], meta=meta,
-                 samples=tables["samples"], switch_spans=tables["switch_spans"], frames=tables["frames"],
-                 stacks=tables["stacks"], futex_calls=tables["futex_calls"])
+
+
+def _meta(zf: zipfile.ZipFile, path: str) -> dict:
+    meta = json.loads(zf.read("meta.json"))
+    version = int(meta.get("schema_version", 0))
+    if version > SCHEMA_VERSION:
+        raise UserError(f"{path} uses trace schema {version}, newer than this scalestack's {SCHEMA_VERSION}; "
+                        "upgrade scalestack")
+    return meta
 
 
 FULL_DISK = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)

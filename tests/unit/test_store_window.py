@@ -1,0 +1,81 @@
+"""A window of a saved trace is read without the rest (Parquet row groups skipped by their time
+statistics) and cuts to exactly what the whole trace cut to the same window gives."""
+
+from __future__ import annotations
+
+import zipfile
+
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scalestack.errors import UserError
+from scalestack.trace import store
+
+from .test_trace import tiled_traces
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(trace=tiled_traces(), t0=st.integers(0, 10_000), width=st.integers(1, 10_000))
+def test_a_window_loads_what_the_whole_trace_cut_there_holds(tmp_path_factory, monkeypatch, trace, t0, width):
+    monkeypatch.setattr(store, "ROW_GROUP", 3)  # many row groups, so most are skipped
+    path = tmp_path_factory.mktemp("w") / "t.trace"
+    store.save(trace, path)
+    lo, hi = max(t0, trace.start_ns), min(t0 + width, trace.end_ns)
+    if hi <= lo:
+        return
+    part = store.load(path, window=(lo, hi))
+    assert part.between(lo, hi).equals(store.load(path).between(lo, hi))
+    assert len(part.states) <= len(trace.states)
+
+
+def test_row_groups_outside_the_window_are_not_read(tmp_path, monkeypatch):
+    from .test_trace import make_trace
+
+    monkeypatch.setattr(store, "ROW_GROUP", 10)
+    n = 1000  # one thread, 1000 states of 1 us
+    trace = make_trace({"tid": [7], "name": ["t"], "start_ns": [0], "end_ns": [n * 1000]},
+                       {"tid": [7] * n, "start_ns": [i * 1000 for i in range(n)],
+                        "end_ns": [(i + 1) * 1000 for i in range(n)], "state": [i % 3 for i in range(n)]})
+    path = tmp_path / "t.trace"
+    store.save(trace, path)
+    with zipfile.ZipFile(path) as zf, zf.open("states.parquet") as fh:
+        assert pq.ParquetFile(fh).num_row_groups == 100
+    part = store.load(path, window=(500_000, 505_000))
+    assert len(part.states) == 10  # the one row group that holds 500-505 us, not the other 990 rows
+    assert store.read_meta(path)["start_ns"] == 0
+
+
+def test_meta_of_a_file_that_is_not_a_trace(tmp_path):
+    bad = tmp_path / "x.trace"
+    bad.write_bytes(b"not a zip")
+    with pytest.raises(UserError, match="not a scalestack trace"):
+        store.read_meta(bad)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(trace=tiled_traces(), t0=st.integers(0, 10_000), width=st.integers(1, 10_000))
+def test_crit_and_bottle_between_read_only_the_window_and_agree(tmp_path_factory, monkeypatch, trace, t0, width):
+    """What `scalestack crit/bottle --between` compute from the rows they read."""
+    import numpy as np
+
+    from scalestack.analysis.bottle import bottle
+    from scalestack.analysis.criticality import criticality
+
+    monkeypatch.setattr(store, "ROW_GROUP", 2)
+    path = tmp_path_factory.mktemp("w") / "t.trace"
+    store.save(trace, path)
+    lo, hi = max(t0, trace.start_ns), min(t0 + width, trace.end_ns)
+    if hi <= lo:
+        return
+    whole, part = store.load(path), store.load(path, window=(lo, hi))
+    try:
+        a = criticality(whole, between=(lo, hi))
+    except UserError:
+        with pytest.raises(UserError):
+            criticality(part, between=(lo, hi))
+        return
+    b = criticality(part, between=(lo, hi))
+    assert np.array_equal(a.criticality_ns, b.criticality_ns) and a.idle_ns == b.idle_ns
+    assert bottle(whole, between=(lo, hi)).to_dict() == bottle(part, between=(lo, hi)).to_dict()
