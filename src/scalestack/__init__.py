@@ -25,11 +25,14 @@ if "NUMBA_CACHE_DIR" not in _os.environ and not _os.access(_os.path.dirname(__fi
 from scalestack.trace import State, Trace  # noqa: E402
 
 
-def load(path: str) -> Trace:
-    """Read a Trace saved by `scalestack record` / `Trace.save`."""
+def load(path: str, between: tuple[int, int] | None = None) -> Trace:
+    """Read a Trace saved by `scalestack record` / `scalestack.save`; with `between` = (t0_ns, t1_ns)
+    only that part, reading only the rows that may overlap it (big traces)."""
     from scalestack.trace.store import load as _load
 
-    return _load(path)
+    if between is None:
+        return _load(path)
+    return _load(path, window=(int(between[0]), int(between[1]))).between(int(between[0]), int(between[1]))
 
 
 def save(trace: Trace, path: str) -> None:
