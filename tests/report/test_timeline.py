@@ -14,9 +14,12 @@ from hypothesis import strategies as st
 
 from scalestack.analysis.criticality import criticality
 from scalestack.report import ReportOptions, build_report, write_report
+from scalestack.report import timeline as timeline_module
 from scalestack.report.browser import browser_page, open_report, why_not
 from scalestack.report.timeline import (
+    coarsen,
     critical_segments,
+    detail_width,
     lane_order,
     pool_name,
     timeline_data,
@@ -171,3 +174,98 @@ def test_benchmark_quick_prints_paint_and_zoom_times():
     assert re.search(r"^100,000 intervals", proc.stdout, re.M)
     assert re.search(r"first paint: \d+ ms", proc.stdout) and re.search(r"zoom, whole run in view: median [\d.]+ ms",
                                                                         proc.stdout)
+
+
+def _lanes(draw_lists):
+    """(lane_off, starts, ends, keys) of lanes given as lists of (duration, key), tiling from 0."""
+    off, starts, ends, keys = [0], [], [], []
+    for lane in draw_lists:
+        t = 0
+        for d, k in lane:
+            starts.append(t)
+            ends.append(t + d)
+            keys.append(k)
+            t += d
+        off.append(len(starts))
+    return tuple(np.array(x, np.int64) for x in (off, starts, ends, keys))
+
+
+lanes_st = st.lists(st.lists(st.tuples(st.integers(1, 500), st.integers(0, 5)), max_size=30), min_size=1, max_size=4)
+
+
+def test_coarsen_worked_example():
+    # one lane: 0-30 state 1, 30-35 state 2, 35-100 state 3; buckets of 20 ns
+    off, s, e, k = coarsen(np.array([0, 3]), np.array([0, 30, 35]), np.array([30, 35, 100]), np.array([1, 2, 3]), 0, 20)
+    # [0,20) wholly state 1; [20,40): 10 ns of 1, 5 of 2, 5 of 3 -> 1; [40,100) wholly state 3
+    assert off.tolist() == [0, 2] and s.tolist() == [0, 40] and e.tolist() == [40, 100] and k.tolist() == [1, 3]
+
+
+@settings(max_examples=100, deadline=None)
+@given(lanes_st, st.integers(1, 300))
+def test_coarsen_tiles_each_lane_with_a_key_that_covered_most_of_each_bucket(lanes, width):
+    off, s, e, k = _lanes(lanes)
+    o_off, o_s, o_e, o_k = coarsen(off, s, e, k, 0, width)
+    for lane in range(len(off) - 1):
+        a, b = off[lane], off[lane + 1]
+        oa, ob = o_off[lane], o_off[lane + 1]
+        if a == b:
+            assert oa == ob
+            continue
+        assert o_s[oa] == s[a] and o_e[ob - 1] == e[b - 1]  # the same lifetime, tiled
+        assert np.all(o_s[oa + 1:ob] == o_e[oa:ob - 1]) and np.all(o_e[oa:ob] > o_s[oa:ob])
+        assert np.all(o_k[oa + 1:ob] != o_k[oa:ob - 1])  # equal neighbours merged
+        assert ob - oa <= (e[b - 1] // width + 1)  # at most one segment per bucket
+        for t in range(int(s[a]), int(e[b - 1]), max(1, width // 3)):  # each bucket: the dominant key
+            bs, be = (t // width) * width, (t // width + 1) * width
+            cover = {}
+            for i in range(a, b):
+                d = min(e[i], be) - max(s[i], bs)
+                if d > 0:
+                    cover[int(k[i])] = cover.get(int(k[i]), 0) + int(d)
+            j = oa + np.searchsorted(o_s[oa:ob], t, side="right") - 1
+            assert cover[int(o_k[j])] == max(cover.values())
+
+
+@given(lanes_st)
+def test_coarsen_by_one_ns_keeps_every_interval(lanes):
+    off, s, e, k = _lanes(lanes)
+    o_off, o_s, o_e, o_k = coarsen(off, s, e, k, 0, 1)
+    merged = []
+    for lane in range(len(off) - 1):
+        rows = []
+        for i in range(off[lane], off[lane + 1]):
+            if rows and rows[-1][2] == k[i]:
+                rows[-1][1] = e[i]
+            else:
+                rows.append([s[i], e[i], k[i]])
+        merged += rows
+    assert [list(x) for x in zip(o_s.tolist(), o_e.tolist(), o_k.tolist(), strict=True)] == [
+        [int(v) for v in r] for r in merged]
+
+
+@settings(max_examples=30, deadline=None)
+@given(traces())
+def test_a_run_with_too_many_intervals_is_summarised_within_the_limit(trace):
+    limit = 6
+    width = detail_width(trace.wall_ns, 10**9, len(trace.threads), limit)
+    assert width >= trace.wall_ns * len(trace.threads) / limit
+    orig = timeline_module.MAX_DETAIL
+    timeline_module.MAX_DETAIL = limit
+    try:
+        data = timeline_data(trace, ReportOptions())
+    finally:
+        timeline_module.MAX_DETAIL = orig
+    p = data["payload"]
+    arr = unpack(p)
+    if len(trace.states) + p["critSegments"] <= limit:
+        return
+    assert p["summaryNs"] > 0 and p["traceIntervals"] == len(trace.states)
+    n_lanes = len(p["lanes"])
+    assert len(arr["dur"]) <= n_lanes * (trace.wall_ns // p["summaryNs"] + 2)
+    # every lane still spans its thread's lifetime; the strip still spans the run
+    for k, ln in enumerate(p["lanes"]):
+        i = trace.thread_index(np.array([ln["tid"]]))[0]
+        a, b = arr["lane_off"][k], arr["lane_off"][k + 1]
+        assert arr["start"][a] + trace.start_ns == trace.threads.start_ns[i]
+        assert arr["end"][b - 1] + trace.start_ns == trace.threads.end_ns[i]
+    assert np.isclose(arr["crit_end"][-1] - arr["crit_start"][0], trace.wall_ns)

@@ -21,6 +21,7 @@ import re
 from importlib import resources
 from typing import Any
 
+import numba
 import numpy as np
 
 from scalestack.trace import STATE_NAMES, Trace
@@ -67,6 +68,106 @@ def _durations(d: np.ndarray) -> tuple[np.ndarray, str]:
     if len(d) == 0 or int(d.max()) < 2**32:
         return d.astype("<u4"), "u32"
     return d.astype("<f8"), "f64"
+
+
+MAX_DETAIL = 4_000_000  # intervals and strip segments a page carries one by one (about 30 MB); beyond, summarised
+
+
+@numba.njit(cache=True)
+def _coarsen(starts, ends, keys, lo, width, out_s, out_e, out_k, n_out):
+    """One lane's segments (sorted, not overlapping) summarised per bucket [lo + b * width, ...):
+    each bucket shows the key that covered most of it; runs of buckets wholly inside one segment
+    stay one segment, and equal neighbours merge. Appends to out_* from n_out; returns the new
+    count. Up to 64 distinct keys per bucket are weighed (a lane has at most 8 states)."""
+    acc_k = np.empty(64, np.int64)
+    acc_d = np.zeros(64, np.int64)
+    n_acc = 0
+    cur = -1
+    cov_s = 0
+    cov_e = 0
+    for i in range(starts.shape[0]):
+        s = starts[i]
+        e = ends[i]
+        k = keys[i]
+        while s < e:
+            b = (s - lo) // width
+            bs = lo + b * width
+            be = bs + width
+            if b != cur and n_acc > 0:  # a gap since the last bucket: close it
+                n_out = _emit(out_s, out_e, out_k, n_out, cov_s, cov_e, acc_k, acc_d, n_acc)
+                n_acc = 0
+            cur = b
+            if s == bs and e >= be and n_acc == 0:  # whole buckets in this one segment
+                full = (e - bs) // width
+                n_out = _put(out_s, out_e, out_k, n_out, bs, bs + full * width, k)
+                s = bs + full * width
+                continue
+            stop = min(e, be)
+            if n_acc == 0:
+                cov_s = s
+            cov_e = stop
+            j = 0
+            while j < n_acc and acc_k[j] != k:
+                j += 1
+            if j == n_acc and n_acc < 64:
+                acc_k[j] = k
+                acc_d[j] = 0
+                n_acc += 1
+            if j < n_acc:
+                acc_d[j] += stop - s
+            s = stop
+            if s == be:
+                n_out = _emit(out_s, out_e, out_k, n_out, cov_s, cov_e, acc_k, acc_d, n_acc)
+                n_acc = 0
+    if n_acc > 0:
+        n_out = _emit(out_s, out_e, out_k, n_out, cov_s, cov_e, acc_k, acc_d, n_acc)
+    return n_out
+
+
+@numba.njit(cache=True, inline="always")
+def _emit(out_s, out_e, out_k, n_out, s, e, acc_k, acc_d, n_acc):
+    best = 0
+    for j in range(1, n_acc):
+        if acc_d[j] > acc_d[best]:
+            best = j
+    return _put(out_s, out_e, out_k, n_out, s, e, acc_k[best])
+
+
+@numba.njit(cache=True, inline="always")
+def _put(out_s, out_e, out_k, n_out, s, e, k):
+    if n_out > 0 and out_k[n_out - 1] == k and out_e[n_out - 1] == s:
+        out_e[n_out - 1] = e
+        return n_out
+    out_s[n_out] = s
+    out_e[n_out] = e
+    out_k[n_out] = k
+    return n_out + 1
+
+
+def coarsen(lane_off: np.ndarray, starts: np.ndarray, ends: np.ndarray, keys: np.ndarray, lo: int, width: int
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every lane (rows lane_off[k]:lane_off[k + 1]) summarised by `_coarsen` with buckets of
+    `width` ns from `lo`: (lane_off, starts, ends, keys) of the summary."""
+    n_buckets = int((int(ends.max(initial=lo)) - lo) // width) + 2
+    cap = min(len(starts), (len(lane_off) - 1) * n_buckets) + len(lane_off) + 2
+    out_s, out_e, out_k = np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int64)
+    off = np.zeros(len(lane_off), np.int64)
+    n = 0
+    for k in range(len(lane_off) - 1):
+        a, b = int(lane_off[k]), int(lane_off[k + 1])
+        n = _coarsen(starts[a:b], ends[a:b], keys[a:b].astype(np.int64), lo, width, out_s, out_e, out_k, n)
+        off[k + 1] = n
+    return off, out_s[:n], out_e[:n], out_k[:n]
+
+
+def detail_width(span_ns: int, intervals: int, lanes: int, limit: int = MAX_DETAIL) -> int:
+    """0 when the page can carry every interval, else the bucket width (a 1-2-5 step of ns) that
+    keeps the summary within `limit` intervals."""
+    if intervals <= limit or span_ns <= 0:
+        return 0
+    raw = span_ns * max(lanes, 1) / limit
+    mag = 10 ** int(np.floor(np.log10(max(raw, 1))))
+    return int(next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw))
 
 
 def critical_segments(trace: Trace, lane_of_row: np.ndarray, active: str = "running") -> tuple[np.ndarray, ...]:
@@ -128,28 +229,37 @@ def timeline_data(trace: Trace, options: Any = None, marks: list[dict] | None = 
     idx = np.lexsort((st.start_ns, lane))
     lane = lane[idx]
     counts = np.bincount(lane, minlength=n_lanes)
-    lane_off = np.r_[0, np.cumsum(counts)].astype("<u4")
-    starts = st.start_ns[idx]
+    lane_off = np.r_[0, np.cumsum(counts)].astype(np.int64)
+    starts, ends, state = st.start_ns[idx], st.end_ns[idx], st.state[idx]
+    cpu, addr, waker = st.cpu[idx], st.addr[idx], st.waker[idx].astype("<i4")
+    cs, ce, cr, cl = critical_segments(trace, lane_of_row, active)
+    width = detail_width(trace.wall_ns, len(st) + len(cs), n_lanes, MAX_DETAIL)
+    if width:  # too many to carry one by one: each lane's dominant state per `width` ns
+        lane_off, starts, ends, state = coarsen(lane_off, starts, ends, state, t0, width)
+        counts = np.diff(lane_off)
+        cpu, addr, waker = np.full(len(starts), -1), np.zeros(len(starts), np.uint64), np.full(len(starts), -1, "<i4")
+        key = (cl.astype(np.int64) + 1) * 256 + np.minimum(cr, 255)  # the strip: lone lane and count together
+        _, cs, ce, key = coarsen(np.array([0, len(cs)]), cs, ce, key, t0, width)
+        cl, cr = key // 256 - 1, key % 256
+    lane_off = lane_off.astype("<u4")
     first = lane_off[:-1][counts > 0]
     lane_start = np.zeros(n_lanes)
     lane_start[counts > 0] = starts[first] - t0
     # intervals tile each lifetime, so a lane is its start plus durations; a gap (none in a
     # validated trace) is kept exact by folding it into the previous duration's successor's start
-    dur, dur_kind = _durations(st.end_ns[idx] - starts)
+    dur, dur_kind = _durations(ends - starts)
     gaps = np.zeros(len(starts), dtype=bool)
     if len(starts) > 1:
-        prev_end = np.r_[0, st.end_ns[idx][:-1]]
+        prev_end = np.r_[0, ends[:-1]]
         gaps = (starts != prev_end)
         gaps[first] = False
-    addrs, obj = np.unique(st.addr[idx], return_inverse=True)
+    addrs, obj = np.unique(addr, return_inverse=True)
     if len(addrs) and addrs[0] == 0:
         names_addr = [f"0x{int(a):x}" for a in addrs]
         names_addr[0] = ""
     else:
         names_addr = [""] + [f"0x{int(a):x}" for a in addrs]
         obj = obj + 1
-    waker = st.waker[idx].astype("<i4")
-    cs, ce, cr, cl = critical_segments(trace, lane_of_row, active)
     cdur, cdur_kind = _durations(ce - cs)
     crit_start = float(cs[0] - t0) if len(cs) else 0.0
     # intervals that do not follow the previous one of their lane (not in a valid trace): their starts
@@ -157,7 +267,7 @@ def timeline_data(trace: Trace, options: Any = None, marks: list[dict] | None = 
 
     arrays: list[tuple[str, np.ndarray]] = [
         ("lane_off", lane_off), ("lane_start", lane_start.astype("<f8")), ("dur", dur),
-        ("state", st.state[idx].astype("u1")), ("cpu", st.cpu[idx].astype("<i2")),
+        ("state", state.astype("u1")), ("cpu", cpu.astype("<i2")),
         ("obj", obj.astype("<u4")), ("waker", waker),
         ("gap_row", gap_rows.astype("<u4")), ("gap_start", (starts[gap_rows] - t0).astype("<f8")),
         ("crit_dur", cdur), ("crit_r", np.minimum(cr, 255).astype("u1")), ("crit_lane", cl.astype("<i4")),
@@ -187,11 +297,13 @@ def timeline_data(trace: Trace, options: Any = None, marks: list[dict] | None = 
         "span": trace.wall_ns, "lanes": lanes,
         "states": [{"name": n, "colour": STATE_COLOURS[n]} for n in STATE_NAMES],
         "addrs": names_addr, "marks": page_marks, "durKind": dur_kind, "critDurKind": cdur_kind,
-        "critStart": crit_start, "intervals": int(len(st)), "critSegments": int(len(cs)),
+        "critStart": crit_start, "intervals": int(len(starts)), "critSegments": int(len(cs)), "summaryNs": width,
+        "traceIntervals": int(len(st)),
         "layout": layout, "blob": packed,
     }
     summary = {"lanes": [{k: v for k, v in ln.items() if k != "colour"} for ln in lanes],
-               "intervals": int(len(st)), "critical_segments": int(len(cs)), "marks": len(page_marks),
+               "intervals": int(len(starts)), "critical_segments": int(len(cs)), "marks": len(page_marks),
+               "trace_intervals": int(len(st)), "summary_ns": width,
                "packed_bytes": len(packed)}
     return {"payload": payload, "summary": summary}
 
@@ -219,6 +331,13 @@ def unpack(payload: dict[str, Any]) -> dict[str, np.ndarray]:
     return out
 
 
+def _fmt_ns(ns: int) -> str:
+    for unit, scale in (("s", 10**9), ("ms", 10**6), ("µs", 10**3)):
+        if ns >= scale:
+            return f"{ns / scale:g} {unit}"
+    return f"{ns} ns"
+
+
 def timeline_html(data: dict[str, Any]) -> str:
     """The timeline's section of report.html: toolbar, canvas, the packed data and the script."""
     p = data["payload"]
@@ -234,6 +353,11 @@ def timeline_html(data: dict[str, Any]) -> str:
         "or, grey, how many shared the CPUs (the lower, the more). Wheel: zoom at the pointer; drag: pan; "
         "shift+wheel: scroll the lanes; double-click: the whole run; hover: the interval; click a wait: jump to "
         "the thread that ended it.</p>"
+        + (f"<p class='help'>This run has {p['traceIntervals']:,} intervals, too many to carry one by one: each lane "
+           f"shows the state that covered most of every {_fmt_ns(p['summaryNs'])} (waits are not linked to their "
+           "wakers here). <code>scalestack report TRACE --between T0 T1</code> shows every interval of a part.</p>"
+           if p.get("summaryNs") else "")
+        +
         f"<div class='sst-tl' id='sst-tl' data-lanes='{len(p['lanes'])}' data-intervals='{p['intervals']}' "
         f"data-mark-kinds='{html.escape(' '.join(kinds))}'>"
         "<div class='sst-bar'><label>show <select class='sst-sel'><option value=''>whole run</option></select></label>"
