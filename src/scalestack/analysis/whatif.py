@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from scalestack.analysis.criticality import shared
 from scalestack.results import Result
 from scalestack.trace import State, Trace
 
@@ -61,33 +62,47 @@ class WhatIfResult(Result):
 
 def replay_runtime(trace: Trace, scale: dict[int, float]) -> float:
     """Span of the re-timed schedule with thread tid's RUNNING segments divided by scale[tid]."""
-    st = trace.states
     tids = trace.threads.tid
     n = len(tids)
     if not n:
         return 0.0
+    st = trace.states
     root_k = int(trace.thread_index(trace.meta.get("root_tid", int(tids[0])), missing=-1)[0])
     inv = 1.0 / np.array([scale.get(int(t), 1.0) for t in tids], dtype=np.float64)
-    k_of = trace.thread_index(st.tid).astype(np.int64)
-    waker_k = trace.thread_index(st.waker, missing=-1).astype(np.int64)
-    # events: births (kind 0), then per instant segment ends, RUNNING (kind 1) before waits (kind 2)
+    kinds, idxs, k_of, waker_k, first_row, first_of = shared(trace, ("replay-events",), lambda: _replay_events(trace))
+    return _replay(kinds, idxs, trace.threads.start_ns.astype(np.int64, copy=False),
+                   st.start_ns.astype(np.int64, copy=False), st.end_ns.astype(np.int64, copy=False), st.state, k_of,
+                   waker_k, first_row, first_of, inv, root_k, float(trace.start_ns))
+
+
+def _replay_events(trace: Trace) -> tuple[np.ndarray, ...]:
+    """The replay's events in time order, the same for every thread and factor asked about (one
+    report asks for several): births (kind 0), then per instant segment ends, RUNNING (kind 1)
+    before waits (kind 2); with each state's thread, its waker's thread and each thread's first row."""
+    st = trace.states
+    n = len(trace.threads)
+    k_of = trace.thread_index(st.tid).astype(np.int64, copy=False)
+    waker_k = trace.thread_index(st.waker, missing=-1).astype(np.int64, copy=False)
     ev_t = np.concatenate([trace.threads.start_ns, st.end_ns])
-    ev_kind = np.concatenate([np.zeros(n, np.int64), np.where(st.state == State.RUNNING, 1, 2)])
-    ev_idx = np.concatenate([np.arange(n), np.arange(len(st))])
+    ev_kind = np.concatenate([np.zeros(n, np.int8), np.where(st.state == State.RUNNING, 1, 2).astype(np.int8)])
     order = np.lexsort((ev_kind, ev_t))
+    del ev_t
+    kinds = ev_kind[order]
+    idxs = np.where(order < n, order, order - n)  # the thread (births) or the state row
+    del order, ev_kind
     first_row = np.ones(len(st), dtype=np.bool_)
     first_row[1:] = st.tid[1:] != st.tid[:-1]
     first_of = np.full(n, -1, np.int64)
     rows = np.flatnonzero(first_row)
     first_of[k_of[rows]] = rows
-    return _replay(order, ev_kind[order], ev_idx[order], trace.threads.start_ns.astype(np.int64),
-                   st.start_ns.astype(np.int64), st.end_ns.astype(np.int64), st.state.astype(np.int64), k_of,
-                   waker_k, first_row, first_of, inv, root_k, float(trace.start_ns))
+    out = (kinds, idxs, k_of, waker_k, first_row, first_of)
+    for x in out:
+        x.flags.writeable = False  # shared between the calls
+    return out
 
 
 @numba.njit(cache=True)
-def _replay(order, kinds, idxs, birth_ns, starts, ends, states, k_of, waker_k, first_row, first_of, inv, root_k,
-            t0):
+def _replay(kinds, idxs, birth_ns, starts, ends, states, k_of, waker_k, first_row, first_of, inv, root_k, t0):
     """The replay's walk over events in time order: each thread's cursor in the re-timed schedule.
 
     cursor[k]: where thread k's re-timed schedule has reached; last_end[k]: the original instant it
@@ -98,7 +113,7 @@ def _replay(order, kinds, idxs, birth_ns, starts, ends, states, k_of, waker_k, f
     cursor = np.zeros(n)
     last_end = birth_ns.astype(np.float64)
     nxt_running = np.zeros(n, dtype=np.bool_)
-    for e in range(len(order)):
+    for e in range(len(kinds)):
         kind, i = kinds[e], idxs[e]
         if kind == 0:
             s = float(birth_ns[i])
