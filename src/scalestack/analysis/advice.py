@@ -19,7 +19,7 @@ import re
 import numpy as np
 
 from scalestack.analysis.bottle import bottle
-from scalestack.analysis.criticality import criticality
+from scalestack.analysis.criticality import criticality, sweep
 from scalestack.analysis.whatif import whatif
 from scalestack.analysis.where import WhereResult, where
 from scalestack.results import Result
@@ -120,23 +120,17 @@ def _lock_finding(trace: Trace, name: str, wait: float, span: int, sel: np.ndarr
 
 def alone_time(trace: Trace) -> dict[int, int]:
     """ns each thread was the only RUNNING thread: G(t) = time with exactly one runner so far,
-    integrated over each thread's own running intervals (only it runs then)."""
-    st = trace.states
-    run = st.state == State.RUNNING
-    a, b, tid = st.start_ns[run], st.end_ns[run], st.tid[run]
+    integrated over each thread's own running intervals (only it runs then). Reads the shared
+    sweep of the running intervals (the criticality stack's) instead of sorting them again."""
+    rows, a, _, tl, where = sweep(trace, "running", trace.start_ns, trace.end_ns)
     if len(a) == 0:
         return {}
-    t = np.concatenate([a, b])
-    step = np.concatenate([np.ones(len(a), np.int64), -np.ones(len(b), np.int64)])
-    order = np.argsort(t, kind="stable")
-    t, r = t[order], np.cumsum(step[order])
-    seg = np.diff(t) * (r[:-1] == 1)
-    g = np.concatenate([[0], np.cumsum(seg)])
-    per = np.interp(b, t, g) - np.interp(a, t, g)
-    out: dict[int, int] = {}
-    for k, v in zip(tid.tolist(), per.tolist(), strict=True):
-        out[k] = out.get(k, 0) + int(round(v))
-    return out
+    g = np.zeros(len(tl.u), np.int64)
+    np.cumsum(np.where(tl.r[:-1] == 1, np.diff(tl.u), 0), out=g[1:])
+    per = g[where[1:2 * len(a):2]] - g[where[0:2 * len(a):2]]
+    sums = np.zeros(len(trace.threads), np.int64)
+    np.add.at(sums, rows, per)
+    return {int(trace.threads.tid[k]): int(sums[k]) for k in np.unique(rows).tolist()}
 
 
 def with_inferred_wakers(trace: Trace, slack_ns: int = 50_000) -> Trace:
