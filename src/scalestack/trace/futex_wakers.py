@@ -76,6 +76,9 @@ def attribute_futex_wakers(states: StateTable, events: RawEvents, tids: np.ndarr
     waiter_pid = pids[np.searchsorted(tids, st.tid[waits])]
     known = (waiter_pid > 0) & (w_pid[j] > 0)
     ok &= ~known | (waiter_pid == w_pid[j])
+    # a wait whose futex call failed (-ETIMEDOUT, -EINTR) was ended by its timer or a signal, not by a
+    # wake call: a CPython thread waiting for the GIL times out every 5 ms while others wake other waiters
+    ok &= ~_failed_wait(events, st.tid[waits], st.start_ns[waits])
     if not np.any(ok):
         return states, 0, 0
     waker = st.waker.copy()
@@ -101,6 +104,35 @@ def _futex_entry(events: RawEvents, tid: np.ndarray, start: np.ndarray) -> np.nd
     kk = np.maximum(k, 0)
     found = (k >= 0) & (keys[kk] // m == tid)
     return np.where(found, times[np.minimum(keys[kk] % m, len(times) - 1)], start).astype(np.int64)
+
+
+def _next_own(events: RawEvents, mask: np.ndarray, tid: np.ndarray, after: np.ndarray) -> np.ndarray:
+    """Index of each thread's first event in `mask` strictly after `after`, or -1 where there is none."""
+    sel = np.flatnonzero(mask)
+    if len(sel) == 0:
+        return np.full(len(tid), -1, np.int64)
+    e_time = events.time[sel].astype(np.int64)
+    times = np.sort(e_time)
+    m = len(times) + 1
+    keys = events.tid[sel].astype(np.int64) * m + np.searchsorted(times, e_time, side="left")
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    q = tid.astype(np.int64) * m + np.searchsorted(times, after, side="right")
+    k = np.minimum(np.searchsorted(keys, q, side="left"), len(keys) - 1)
+    found = (keys[k] >= q) & (keys[k] // m == tid)
+    return np.where(found, sel[order[k]], -1)
+
+
+def _failed_wait(events: RawEvents, tid: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Whether the futex call each wait (thread, start) is in returned an error: its thread's first
+    FUTEX_EXIT after the start, unless another futex call of the thread came first (its exit lost)."""
+    if len(events) == 0:
+        return np.zeros(len(tid), bool)
+    ex = _next_own(events, events.kind == Kind.FUTEX_EXIT, tid, start)
+    en = _next_own(events, (events.kind == Kind.FUTEX_ENTER) | (events.kind == Kind.FUTEX_WAITV), tid, start)
+    exs, ens = np.maximum(ex, 0), np.maximum(en, 0)
+    own = (ex >= 0) & ((en < 0) | (events.time[ens] >= events.time[exs]))
+    return own & (events.arg0[exs] < 0)
 
 
 def _runnable_from_wake(st: StateTable, events: RawEvents, waits: np.ndarray,
