@@ -18,6 +18,9 @@ a task whose switch out of idle was lost); the waiter itself, still switching ou
 A call counts from the waiter's own futex entry, not only from its switch: a barrier's wake can
 come while the waiter is still switching out, and the waiter then queues from the switch on
 (1.68 ms measured behind another woken task, 4 threads on 2 cores).
+A wait whose own call failed (timed out, interrupted) was ended by no wake call and takes none:
+CPython's GIL waiters time out every 5 ms while the holder wakes the others (taken as theirs, those
+calls put RUNNABLE +85% into each thread of four CPU-bound ones, perf, 10 s).
 """
 
 from __future__ import annotations
