@@ -81,7 +81,8 @@ def attribute_futex_wakers(states: StateTable, events: RawEvents, tids: np.ndarr
     ok &= ~known | (waiter_pid == w_pid[j])
     # a wait whose futex call failed (-ETIMEDOUT, -EINTR) was ended by its timer or a signal, not by a
     # wake call: a CPython thread waiting for the GIL times out every 5 ms while others wake other waiters
-    ok &= ~_failed_wait(events, st.tid[waits], st.start_ns[waits])
+    cand = waits[ok]
+    ok[ok] = ~_failed_wait(events, st.tid[cand], st.start_ns[cand])
     if not np.any(ok):
         return states, 0, 0
     waker = st.waker.copy()
@@ -110,17 +111,15 @@ def _futex_entry(events: RawEvents, tid: np.ndarray, start: np.ndarray) -> np.nd
 
 
 def _next_own(events: RawEvents, mask: np.ndarray, tid: np.ndarray, after: np.ndarray) -> np.ndarray:
-    """Index of each thread's first event in `mask` strictly after `after`, or -1 where there is none."""
+    """Index of each thread's first event in `mask` strictly after `after`, or -1 where there is none
+    (`events` in time order: a stable sort by thread keeps each thread's events in it)."""
     sel = np.flatnonzero(mask)
     if len(sel) == 0:
         return np.full(len(tid), -1, np.int64)
-    e_time = events.time[sel].astype(np.int64)
-    times = np.sort(e_time)
-    m = len(times) + 1
-    keys = events.tid[sel].astype(np.int64) * m + np.searchsorted(times, e_time, side="left")
-    order = np.argsort(keys, kind="stable")
-    keys = keys[order]
-    q = tid.astype(np.int64) * m + np.searchsorted(times, after, side="right")
+    m = len(sel) + 1
+    order = np.argsort(events.tid[sel], kind="stable")
+    keys = events.tid[sel][order].astype(np.int64) * m + order  # (thread, position in time order)
+    q = tid.astype(np.int64) * m + np.searchsorted(events.time[sel], after, side="right")
     k = np.minimum(np.searchsorted(keys, q, side="left"), len(keys) - 1)
     found = (keys[k] >= q) & (keys[k] // m == tid)
     return np.where(found, sel[order[k]], -1)
@@ -129,8 +128,9 @@ def _next_own(events: RawEvents, mask: np.ndarray, tid: np.ndarray, after: np.nd
 def _failed_wait(events: RawEvents, tid: np.ndarray, start: np.ndarray) -> np.ndarray:
     """Whether the futex call each wait (thread, start) is in returned an error: its thread's first
     FUTEX_EXIT after the start, unless another futex call of the thread came first (its exit lost)."""
-    if len(events) == 0:
+    if len(events) == 0 or len(tid) == 0:
         return np.zeros(len(tid), bool)
+    events = events.sorted()
     ex = _next_own(events, events.kind == Kind.FUTEX_EXIT, tid, start)
     en = _next_own(events, (events.kind == Kind.FUTEX_ENTER) | (events.kind == Kind.FUTEX_WAITV), tid, start)
     exs, ens = np.maximum(ex, 0), np.maximum(en, 0)
