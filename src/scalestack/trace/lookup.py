@@ -69,3 +69,100 @@ def _first_index(x, n):
         if first[x[i]] < 0:
             first[x[i]] = i
     return first
+
+
+class EventIndex:
+    """Time-sorted events' rows by kind and by CPU, and each event's context task: what every pass
+    of the state builder asks of all the events, computed once per build (each pass used to mask,
+    sort or bucket all of them again). By-CPU buckets and contexts are built on first use."""
+
+    def __init__(self, events):
+        self.events = events
+        n = len(events)
+        self.idx_dtype = np.int32 if n < 2**31 - 1 else np.int64
+        self._kind_off, self._kind_rows = _buckets(events.kind, 256, self.idx_dtype)
+        self._ctx = None
+        self._cpu = None
+
+    def count(self, *kinds) -> int:
+        """How many events are of these kinds."""
+        return int(sum(self._kind_off[k + 1] - self._kind_off[k] for k in kinds))
+
+    def rows(self, *kinds) -> np.ndarray:
+        """The rows of the events of these kinds, in time order (a view for one kind)."""
+        parts = [self._kind_rows[self._kind_off[k]: self._kind_off[k + 1]] for k in kinds]
+        if len(parts) == 1:
+            return parts[0]
+        return np.sort(np.concatenate(parts)) if parts else np.zeros(0, self.idx_dtype)
+
+    @property
+    def ctx(self) -> np.ndarray:
+        """`RawEvents.context_tid()`, computed once."""
+        if self._ctx is None:
+            self._ctx = self.events.context_tid()
+        return self._ctx
+
+    def by_cpu(self):
+        """Each CPU's events, and its switches, in time order: (offsets, rows, switch offsets,
+        switch rows); CPU c's rows are rows[offsets[c]:offsets[c + 1]]. Events without a CPU are left out."""
+        if self._cpu is None:
+            from scalestack.trace.events import Kind
+
+            self._cpu = _cpu_buckets(self.events.cpu, self.events.kind, int(Kind.SWITCH), self.idx_dtype)
+        return self._cpu
+
+
+def _buckets(key: np.ndarray, n_keys: int, idx_dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Rows grouped by key in [0, n_keys), in row order within a key: (offsets, rows)."""
+    return _bucket_compiled(key, n_keys, np.zeros(0, idx_dtype))
+
+
+@numba.njit(cache=True)
+def _bucket_compiled(key, n_keys, like):
+    off = np.zeros(n_keys + 1, np.int64)
+    for i in range(key.shape[0]):
+        off[key[i] + 1] += 1
+    for k in range(n_keys):
+        off[k + 1] += off[k]
+    rows = np.empty(key.shape[0], like.dtype)
+    fill = off[:-1].copy()
+    for i in range(key.shape[0]):
+        rows[fill[key[i]]] = i
+        fill[key[i]] += 1
+    return off, rows
+
+
+def _cpu_buckets(cpu: np.ndarray, kind: np.ndarray, k_switch: int, idx_dtype):
+    return _cpu_buckets_compiled(cpu, kind, k_switch, np.zeros(0, idx_dtype))
+
+
+@numba.njit(cache=True)
+def _cpu_buckets_compiled(ecpu, kind, k_switch, like):
+    n = ecpu.shape[0]
+    n_cpu = 1
+    for i in range(n):
+        if ecpu[i] + 1 > n_cpu:
+            n_cpu = ecpu[i] + 1
+    off = np.zeros(n_cpu + 1, np.int64)
+    s_off = np.zeros(n_cpu + 1, np.int64)
+    for i in range(n):
+        if ecpu[i] >= 0:
+            off[ecpu[i] + 1] += 1
+            if kind[i] == k_switch:
+                s_off[ecpu[i] + 1] += 1
+    for c in range(n_cpu):
+        off[c + 1] += off[c]
+        s_off[c + 1] += s_off[c]
+    idx = np.empty(off[n_cpu], like.dtype)
+    s_idx = np.empty(s_off[n_cpu], like.dtype)
+    fill = off[:-1].copy()
+    s_fill = s_off[:-1].copy()
+    for i in range(n):
+        c = ecpu[i]
+        if c >= 0:
+            idx[fill[c]] = i
+            fill[c] += 1
+            if kind[i] == k_switch:
+                s_idx[s_fill[c]] = i
+                s_fill[c] += 1
+    return off, idx, s_off, s_idx

@@ -1,0 +1,48 @@
+"""The builder's event index (rows by kind, by CPU) against the masks and sorts it replaces."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scalestack.trace.events import Kind, RawEvents
+from scalestack.trace.lookup import EventIndex
+
+KINDS = [int(k) for k in Kind]
+
+
+@st.composite
+def events(draw):
+    n = draw(st.integers(0, 60))
+    rows = [(t, draw(st.integers(-1, 3)), draw(st.integers(0, 5)), 1, draw(st.sampled_from(KINDS)),
+             draw(st.integers(0, 5)), draw(st.integers(0, 5)), 0, -1, -1) for t in range(n)]
+    return RawEvents.from_rows(rows) if rows else RawEvents.empty()
+
+
+@settings(max_examples=300, deadline=None)
+@given(events(), st.lists(st.sampled_from(KINDS), min_size=1, max_size=3, unique=True))
+def test_rows_by_kind_and_cpu_are_the_masks(ev, kinds):
+    ix = EventIndex(ev)
+    want = np.flatnonzero(np.isin(ev.kind, kinds))
+    np.testing.assert_array_equal(ix.rows(*kinds), want)
+    assert ix.count(*kinds) == len(want)
+    np.testing.assert_array_equal(ix.ctx, ev.context_tid())
+    off, rows, s_off, s_rows = ix.by_cpu()
+    for c in range(max(int(ev.cpu.max(initial=0)) + 1, 1)):
+        np.testing.assert_array_equal(rows[off[c]:off[c + 1]], np.flatnonzero(ev.cpu == c))
+        np.testing.assert_array_equal(s_rows[s_off[c]:s_off[c + 1]],
+                                      np.flatnonzero((ev.cpu == c) & (ev.kind == Kind.SWITCH)))
+    assert off[-1] == np.count_nonzero(ev.cpu >= 0)
+
+
+def test_worked_example():
+    ev = RawEvents.from_rows([(0, 1, 5, 1, int(Kind.SWITCH), 5, 6, 0, -1, -1),
+                              (1, 0, 6, 1, int(Kind.WAKEUP), 5, 0, 0, -1, -1),
+                              (2, -1, 6, 1, int(Kind.TASK_COMM), 5, 0, 0, -1, -1),
+                              (3, 1, 6, 1, int(Kind.SWITCH), 6, 0, 0, -1, -1)])
+    ix = EventIndex(ev)
+    assert ix.rows(Kind.SWITCH).tolist() == [0, 3] and ix.rows(Kind.TASK_COMM, Kind.WAKEUP).tolist() == [1, 2]
+    off, rows, s_off, s_rows = ix.by_cpu()
+    assert off.tolist() == [0, 1, 3] and rows.tolist() == [1, 0, 3]
+    assert s_off.tolist() == [0, 0, 2] and s_rows.tolist() == [0, 3]
