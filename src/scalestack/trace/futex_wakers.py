@@ -27,7 +27,7 @@ import numpy as np
 
 from scalestack.trace import State, StateTable
 from scalestack.trace.events import FUTEX_CMD_MASK, Kind, RawEvents
-from scalestack.trace.lookup import member
+from scalestack.trace.lookup import EventIndex, member
 
 # futex(2) operations that wake waiters (op & FUTEX_CMD_MASK): WAKE, REQUEUE, CMP_REQUEUE, WAKE_OP,
 # UNLOCK_PI, WAKE_BITSET, CMP_REQUEUE_PI.
@@ -35,75 +35,185 @@ FUTEX_WAKE_OPS = (1, 3, 4, 5, 7, 10, 12)
 
 
 def attribute_futex_wakers(states: StateTable, events: RawEvents, tids: np.ndarray,
-                           pids: np.ndarray) -> tuple[StateTable, int, int]:
+                           pids: np.ndarray, index: EventIndex | None = None) -> tuple[StateTable, int, int]:
     """`states` with a waker for each SYNC_WAIT whose waker is not a traced thread, where the futex
     calls show who woke it, and RUNNABLE from the wake call where the wakeup event was lost; how
-    many waits got a waker, and how many a RUNNABLE. Vectorized: one sort of the wake calls.
-    `states` must be sorted by thread, then time; `tids` sorted, `pids` their processes (-1 unknown)."""
+    many waits got a waker, and how many a RUNNABLE. One compiled pass over the futex calls
+    buckets the wake calls by address; each wait is then a binary search in its address's bucket.
+    `states` must be sorted by thread, then time; `tids` sorted, `pids` their processes (-1 unknown);
+    `index` the builder's index of the (time-sorted) events."""
     st = states
-    waits = np.flatnonzero((st.state == State.SYNC_WAIT) & (st.addr != 0) & ~np.isin(st.waker, tids))
+    waits = np.flatnonzero((st.state == State.SYNC_WAIT) & (st.addr != 0) & ~member(st.waker, tids))
     if len(waits) == 0:
         return states, 0, 0
-    wk = (events.kind == Kind.FUTEX_ENTER) & member(events.arg1 & FUTEX_CMD_MASK, FUTEX_WAKE_OPS) \
-        & member(events.tid, tids)
-    if not np.any(wk):
-        return states, 0, 0
-    w_addr = events.arg0[wk].view(np.uint64)
-    w_time = events.time[wk].astype(np.int64)
-    w_tid = events.tid[wk].astype(np.int64)
-    w_pid = events.pid[wk].astype(np.int64)
-    # key each wake call by (address, rank of its time) so one searchsorted finds, per wait, the
-    # last wake on its address at or before the wait's end
-    addrs, w_aid = np.unique(w_addr, return_inverse=True)
-    times = np.sort(w_time)
-    m = len(times) + 1
-    w_key = w_aid.astype(np.int64) * m + np.searchsorted(times, w_time, side="left")
-    order = np.argsort(w_key, kind="stable")
-    keys = w_key[order]
-    q_addr = st.addr[waits]
-    a_pos = np.minimum(np.searchsorted(addrs, q_addr), len(addrs) - 1)
-    has_addr = addrs[a_pos] == q_addr
-    q_key = a_pos.astype(np.int64) * m + np.searchsorted(times, st.end_ns[waits], side="right")
-    k = np.searchsorted(keys, q_key, side="left") - 1
-    ok = has_addr & (k >= 0)
-    k = np.maximum(k, 0)
-    j = order[k]
-    # a wake call counts from the waiter's own futex entry: one made while the waiter was still
-    # switching out wakes it too (the wait's row starts at the switch, microseconds later)
-    since = np.minimum(_futex_entry(events, st.tid[waits], st.start_ns[waits]), st.start_ns[waits])
-    ok &= (w_aid[j] == a_pos) & (w_time[j] >= since) & (w_tid[j] != st.tid[waits])
-    # same process, where the source says which process a thread belongs to (private futexes)
-    waiter_pid = pids[np.searchsorted(tids, st.tid[waits])]
-    known = (waiter_pid > 0) & (w_pid[j] > 0)
-    ok &= ~known | (waiter_pid == w_pid[j])
-    if not np.any(ok):
+    index = index if index is not None else EventIndex(events.sorted())
+    waits, w_tid, w_time = _wake_calls(st, waits, index, tids, pids)
+    if len(waits) == 0:
         return states, 0, 0
     waker = st.waker.copy()
-    waker[waits[ok]] = w_tid[j[ok]].astype(waker.dtype)
+    waker[waits] = w_tid.astype(waker.dtype)
     cols = st.columns()
     cols["waker"] = waker
-    named, n_split = _runnable_from_wake(type(st)(**cols), events, waits[ok], w_time[j[ok]])
-    return named, int(ok.sum()), n_split
+    named, n_split = _runnable_from_wake(type(st)(**cols), index, waits, w_time)
+    return named, int(len(waits)), n_split
 
 
-def _futex_entry(events: RawEvents, tid: np.ndarray, start: np.ndarray) -> np.ndarray:
-    """Each thread's last futex call at or before `start` (the call that began its wait), or
-    `start` where there is none."""
-    fe = events.kind == Kind.FUTEX_ENTER
-    f_time = events.time[fe].astype(np.int64)
-    if len(f_time) == 0:
-        return start.astype(np.int64)
-    times = np.sort(f_time)
-    m = len(times) + 1
-    keys = np.sort(events.tid[fe].astype(np.int64) * m + np.searchsorted(times, f_time, side="left"))
-    q = tid.astype(np.int64) * m + np.searchsorted(times, start, side="right")
-    k = np.searchsorted(keys, q, side="left") - 1
-    kk = np.maximum(k, 0)
-    found = (k >= 0) & (keys[kk] // m == tid)
-    return np.where(found, times[np.minimum(keys[kk] % m, len(times) - 1)], start).astype(np.int64)
+def _wake_calls(st: StateTable, waits: np.ndarray, index: EventIndex, tids: np.ndarray,
+                pids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The waits (rows of `st`) that a futex call explains, with the caller's tid and the call's time."""
+    ev = index.events
+    if len(ev) == 0 or len(tids) == 0:
+        return waits[:0], waits[:0], waits[:0]
+    q_tid = st.tid[waits].astype(np.int64)
+    j, since = _last_wakes(ev.time, ev.tid, ev.arg0, ev.arg1, index.rows(Kind.FUTEX_ENTER),
+                           np.asarray(tids, np.int64), np.unique(q_tid), _WAKE_OPS_MASK,
+                           q_tid, st.start_ns[waits], st.end_ns[waits], st.addr[waits].view(np.int64))
+    # the last wake call on the wait's address at or before its end, made since the waiter's own
+    # futex entry (one made while the waiter was still switching out wakes it too: the wait's
+    # row starts at the switch, microseconds later), by another thread
+    ok = j >= 0
+    jj = np.maximum(j, 0)
+    w_time, w_tid = ev.time[jj], ev.tid[jj].astype(np.int64)
+    w_pid = ev.pid[jj].astype(np.int64)
+    ok &= (w_time >= since) & (w_tid != q_tid)
+    if not np.any(ok):
+        return waits[:0], waits[:0], waits[:0]
+    # same process, where the source says which process a thread belongs to (private futexes)
+    waiter_pid = pids[np.searchsorted(tids, st.tid[waits])]
+    known = (waiter_pid > 0) & (w_pid > 0)
+    ok &= ~known | (waiter_pid == w_pid)
+    return waits[ok], w_tid[ok], w_time[ok]
 
 
-def _runnable_from_wake(st: StateTable, events: RawEvents, waits: np.ndarray,
+_WAKE_OPS_MASK = 0
+for _op in FUTEX_WAKE_OPS:
+    _WAKE_OPS_MASK |= 1 << _op
+
+
+@numba.njit(cache=True, inline="always")
+def _find(sorted_values, v):
+    """The position of v in sorted_values, or -1."""
+    lo, hi = 0, sorted_values.shape[0]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if sorted_values[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < sorted_values.shape[0] and sorted_values[lo] == v else -1
+
+
+@numba.njit(cache=True, inline="always")
+def _last_at_or_before(time, rows, lo, hi, t):
+    """The last position in rows[lo:hi] (event rows in time order) whose time is at or before t, or lo - 1."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if time[rows[mid]] <= t:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo - 1
+
+
+@numba.njit(cache=True, inline="always")
+def _addr_hash(x, mask):
+    return ((x >> 3) ^ (x >> 17) ^ (x >> 31) ^ (x >> 47)) & mask
+
+
+@numba.njit(cache=True)
+def _last_wakes(time, etid, arg0, arg1, fe, tids, q_tids, wake_mask, q_tid, q_start, q_end, q_addr):
+    """Per wait (thread, start, end, address): the row of the last wake-type futex call by a thread
+    of `tids` on its address at or before its end (-1 if none), and the time of its thread's last
+    futex call at or before its start (the start if none, or if later). `fe`: the futex calls'
+    rows in time order; `q_tids` the waits' distinct threads, sorted."""
+    # the wake calls, and each one's address id (open addressing on the address)
+    n_fe = fe.shape[0]
+    w_rows = np.empty(n_fe, np.int64)
+    w_id = np.empty(n_fe, np.int64)
+    size = 1024
+    table = np.full(size, -1, np.int64)  # slot -> address id
+    addrs = np.empty(64, np.int64)  # address id -> address
+    n_addr = 0
+    n_w = 0
+    e_off = np.zeros(q_tids.shape[0] + 1, np.int64)
+    for r in fe:
+        qs = _find(q_tids, etid[r])
+        if qs >= 0:
+            e_off[qs + 1] += 1
+        op = arg1[r] & FUTEX_CMD_MASK
+        if op >= 63 or ((wake_mask >> op) & 1) == 0 or _find(tids, etid[r]) < 0:
+            continue
+        a = arg0[r]
+        h = _addr_hash(a, size - 1)
+        while table[h] >= 0 and addrs[table[h]] != a:
+            h = (h + 1) & (size - 1)
+        if table[h] < 0:
+            if n_addr == addrs.shape[0]:
+                grown = np.empty(2 * n_addr, np.int64)
+                grown[:n_addr] = addrs
+                addrs = grown
+            addrs[n_addr] = a
+            table[h] = n_addr
+            n_addr += 1
+            if 2 * n_addr > size:  # keep the table at most half full
+                size *= 2
+                table = np.full(size, -1, np.int64)
+                for i in range(n_addr):
+                    g = _addr_hash(addrs[i], size - 1)
+                    while table[g] >= 0:
+                        g = (g + 1) & (size - 1)
+                    table[g] = i
+                h = _addr_hash(a, size - 1)
+                while table[h] != n_addr - 1:
+                    h = (h + 1) & (size - 1)
+        w_rows[n_w] = r
+        w_id[n_w] = table[h]
+        n_w += 1
+    # wake calls by address, futex calls by waiting thread: stable counting sorts (time order kept)
+    w_off = np.zeros(n_addr + 1, np.int64)
+    for i in range(n_w):
+        w_off[w_id[i] + 1] += 1
+    for a in range(n_addr):
+        w_off[a + 1] += w_off[a]
+    w_by = np.empty(n_w, np.int64)
+    fill = w_off[:-1].copy()
+    for i in range(n_w):
+        w_by[fill[w_id[i]]] = w_rows[i]
+        fill[w_id[i]] += 1
+    for q in range(q_tids.shape[0]):
+        e_off[q + 1] += e_off[q]
+    e_by = np.empty(e_off[q_tids.shape[0]], np.int64)
+    e_fill = e_off[:-1].copy()
+    for r in fe:
+        qs = _find(q_tids, etid[r])
+        if qs >= 0:
+            e_by[e_fill[qs]] = r
+            e_fill[qs] += 1
+    n_q = q_tid.shape[0]
+    out = np.full(n_q, -1, np.int64)
+    since = np.empty(n_q, np.int64)
+    for q in range(n_q):
+        qs = _find(q_tids, q_tid[q])
+        since[q] = q_start[q]
+        k = _last_at_or_before(time, e_by, e_off[qs], e_off[qs + 1], q_start[q])
+        if k >= e_off[qs] and time[e_by[k]] < since[q]:
+            since[q] = time[e_by[k]]
+        if n_addr == 0:
+            continue
+        a = q_addr[q]
+        h = _addr_hash(a, size - 1)
+        while table[h] >= 0 and addrs[table[h]] != a:
+            h = (h + 1) & (size - 1)
+        if table[h] < 0:
+            continue
+        b = table[h]
+        k = _last_at_or_before(time, w_by, w_off[b], w_off[b + 1], q_end[q])
+        if k >= w_off[b]:
+            out[q] = w_by[k]
+    return out, since
+
+
+def _runnable_from_wake(st: StateTable, index: EventIndex, waits: np.ndarray,
                         wake_ns: np.ndarray) -> tuple[StateTable, int]:
     """Split each wait that runs straight into its thread's RUNNING (its sched_wakeup was lost) at
     the wake call, where the CPU it then ran on was busy: the waker enqueued it there at once and
@@ -125,7 +235,7 @@ def _runnable_from_wake(st: StateTable, events: RawEvents, waits: np.ndarray,
     if not np.any(cut):
         return st, 0
     run_cpu = _run_cpu(st)
-    cut[cut] = _cpu_busy(events, run_cpu[safe[cut]], wake_ns[cut], st.start_ns[safe[cut]], st.tid[waits[cut]])
+    cut[cut] = _cpu_busy(index.events, run_cpu[safe[cut]], wake_ns[cut], st.start_ns[safe[cut]], st.tid[waits[cut]], index)
     w, at, nx = waits[cut], wake_ns[cut], safe[cut]
     if len(w) == 0:
         return st, 0
@@ -173,19 +283,20 @@ def _run_cpu(st: StateTable) -> np.ndarray:
 
 
 def _cpu_busy(events: RawEvents, cpu: np.ndarray, at: np.ndarray, until: np.ndarray,
-              waiter: np.ndarray) -> np.ndarray:
+              waiter: np.ndarray, index: EventIndex | None = None) -> np.ndarray:
     """Whether each CPU ran a task other than the waiter between the wake call and the waiter's run:
     by its last switch before the call (it was running something then), or by any event in the
     context of another task on that CPU before the run began (it started something else first, so
     the waiter queued behind it; the switch out of idle is the event this VM loses most).
-    One compiled pass buckets the events by CPU (no sort); each question is a binary search in its
-    CPU's bucket."""
-    ev = events.sorted()
+    The events are bucketed by CPU once (the index's, no sort); each question is a binary search
+    in its CPU's bucket."""
+    index = index if index is not None else EventIndex(events.sorted())
+    ev = index.events
     if len(ev) == 0 or len(cpu) == 0:
         return np.zeros(len(cpu), bool)
-    return _cpu_busy_compiled(ev.time, ev.cpu.astype(np.int64), ev.kind == Kind.SWITCH, ev.arg1, ev.context_tid(),
-                              cpu.astype(np.int64), at.astype(np.int64), until.astype(np.int64),
-                              waiter.astype(np.int64))
+    off, idx, s_off, s_idx = index.by_cpu()
+    return _cpu_busy_compiled(ev.time, ev.arg1, index.ctx, off, idx, s_off, s_idx, cpu.astype(np.int64),
+                              at.astype(np.int64), until.astype(np.int64), waiter.astype(np.int64))
 
 
 @numba.njit(cache=True, inline="always")
@@ -201,35 +312,8 @@ def _first_after(time, order, lo, hi, t):
 
 
 @numba.njit(cache=True)
-def _cpu_busy_compiled(time, ecpu, is_switch, nxt, ctx, cpu, at, until, waiter):
-    n = time.shape[0]
-    n_cpu = 1
-    for i in range(n):
-        if ecpu[i] + 1 > n_cpu:
-            n_cpu = ecpu[i] + 1
-    # events (and switches) of each CPU, in time order: a stable counting sort by CPU
-    off = np.zeros(n_cpu + 1, np.int64)
-    s_off = np.zeros(n_cpu + 1, np.int64)
-    for i in range(n):
-        if ecpu[i] >= 0:
-            off[ecpu[i] + 1] += 1
-            if is_switch[i]:
-                s_off[ecpu[i] + 1] += 1
-    for c in range(n_cpu):
-        off[c + 1] += off[c]
-        s_off[c + 1] += s_off[c]
-    idx = np.empty(off[n_cpu], np.int64)
-    s_idx = np.empty(s_off[n_cpu], np.int64)
-    fill = off[:-1].copy()
-    s_fill = s_off[:-1].copy()
-    for i in range(n):
-        c = ecpu[i]
-        if c >= 0:
-            idx[fill[c]] = i
-            fill[c] += 1
-            if is_switch[i]:
-                s_idx[s_fill[c]] = i
-                s_fill[c] += 1
+def _cpu_busy_compiled(time, nxt, ctx, off, idx, s_off, s_idx, cpu, at, until, waiter):
+    n_cpu = off.shape[0] - 1
     out = np.zeros(cpu.shape[0], np.bool_)
     for q in range(cpu.shape[0]):
         c = cpu[q]
