@@ -52,7 +52,7 @@ from scalestack.trace.events import (
 )
 from scalestack.trace.futex_wakers import attribute_futex_wakers
 from scalestack.trace.kernel_accounting import ABS_TOL_NS, RUNNING_TOL
-from scalestack.trace.lookup import member, stable_order_by, unique_first
+from scalestack.trace.lookup import EventIndex, member, stable_order_by, unique_first
 from scalestack.trace.switch_spans import switch_spans
 
 # The compiled walk uses the enum values as literals; keep them in step.
@@ -483,7 +483,8 @@ def _cut(th: StateTable, *at: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nd
     return seg_a, seg_b, np.searchsorted(th.start_ns, seg_a, side="right") - 1
 
 
-def reconcile_running(states: StateTable, events: RawEvents, t0: int, t1: int) -> tuple[StateTable, dict]:
+def reconcile_running(states: StateTable, events: RawEvents, t0: int, t1: int,
+                      index: EventIndex | None = None) -> tuple[StateTable, dict]:
     """Make RUNNING agree with the scheduler's own runtime reports.
 
     Each sched_stat_runtime report (task p was charged d ns at time t) proves p was on a CPU
@@ -506,8 +507,11 @@ def reconcile_running(states: StateTable, events: RawEvents, t0: int, t1: int) -
     Returns the new table and, per tid, [ns added to RUNNING, ns removed]; the second dict gives,
     per tid, the ns of those stolen stretches.
     """
-    rep = (events.kind == Kind.STAT_RUNTIME) & (events.arg1 > 0)
-    if not np.any(rep) or len(states) == 0:
+    index = index if index is not None else EventIndex(events.sorted())
+    events = index.events
+    rep = index.rows(Kind.STAT_RUNTIME)
+    rep = rep[events.arg1[rep] > 0]
+    if len(rep) == 0 or len(states) == 0:
         return states, {}, {}
     bounds = np.flatnonzero(np.r_[True, states.tid[1:] != states.tid[:-1], True])
     th_tid = states.tid[bounds[:-1]].astype(np.int64)
@@ -522,7 +526,7 @@ def reconcile_running(states: StateTable, events: RawEvents, t0: int, t1: int) -
     if np.any(cand):
         idx = np.flatnonzero(cand)
         steal = cand.copy()
-        steal[idx] = ~_CpuWitness(events).shows(states.cpu[row[idx]], seg_a[idx], seg_b[idx], th_tid[seg_th[idx]])
+        steal[idx] = ~_CpuWitness(events, index).shows(states.cpu[row[idx]], seg_a[idx], seg_b[idx], th_tid[seg_th[idx]])
     fallback = np.where(steal, int(State.UNKNOWN), fallback)
     old_state = states.state[row]
     state = np.where(add, int(State.RUNNING), np.where(drop, fallback, old_state))
@@ -787,44 +791,61 @@ class _CpuWitness:
     """Whether anything but the thread itself shows on a CPU during a stretch: an event there in
     another task's context, or the thread's own last event before the stretch's end entering a
     futex wait (it went to sleep; its switch out was lost). Built on first use: most recordings
-    have no uncharged stretch long enough to ask about."""
+    have no uncharged stretch long enough to ask about. Reads the events' by-CPU buckets of the
+    builder's index (time-sorted events)."""
 
-    def __init__(self, events: RawEvents):
-        # events are time-sorted, so each CPU's stay so; CPU -1 (no CPU) first, as a sort would put it
-        lo = int(events.cpu.min(initial=0))
-        by_cpu = stable_order_by(events.cpu.astype(np.int64) - lo, int(events.cpu.max(initial=0)) - lo + 1)
-        cpu = events.cpu[by_cpu]
-        self.cpus, first = np.unique(cpu, return_index=True)
-        self.bounds = np.r_[first, len(cpu)]
-        self.time = events.time[by_cpu]
-        self.ctx = events.context_tid()[by_cpu]
-        self.waits = (((events.kind == Kind.FUTEX_ENTER) & member(events.arg1 & FUTEX_CMD_MASK, FUTEX_WAIT_OPS))
-                      | (events.kind == Kind.FUTEX_WAITV))[by_cpu]
-        # within a CPU, the index where each event's run of one context ends
-        new_run = np.r_[True, (self.ctx[1:] != self.ctx[:-1]) | (cpu[1:] != cpu[:-1])]
-        starts = np.flatnonzero(new_run)
-        self.run_end = np.repeat(np.r_[starts[1:], len(cpu)], np.diff(np.r_[starts, len(cpu)]))
+    def __init__(self, events: RawEvents, index: EventIndex | None = None):
+        self.index = index if index is not None else EventIndex(events.sorted())
 
     def shows(self, cpu: np.ndarray, a: np.ndarray, b: np.ndarray, tid: np.ndarray) -> np.ndarray:
         """For each stretch [a, b) of thread `tid` on `cpu` (arrays of one length)."""
-        out = np.zeros(len(a), bool)
-        for c in np.unique(cpu).tolist():
-            i = np.searchsorted(self.cpus, c)
-            if i == len(self.cpus) or self.cpus[i] != c:
-                continue
-            lo, hi = self.bounds[i], self.bounds[i + 1]
-            sel = cpu == c
-            who = tid[sel]
-            j0 = lo + np.searchsorted(self.time[lo:hi], a[sel], "right")
-            j1 = lo + np.searchsorted(self.time[lo:hi], b[sel], "left")
-            some = j1 > j0
-            k = np.minimum(j0, hi - 1)
-            # events in (a, b) all from `tid` iff the first is and its run of one context reaches b
-            only_own = some & (self.ctx[k] == who) & (self.run_end[k] >= j1)
-            last = np.maximum(j1 - 1, lo)
-            slept = (j1 > lo) & (self.ctx[last] == who) & self.waits[last]
-            out[sel] = (some & ~only_own) | slept
-        return out
+        ev = self.index.events
+        off, idx, _, _ = self.index.by_cpu()
+        return _shows(ev.time, ev.kind, ev.arg1, self.index.ctx, off, idx, _WAIT_OPS_MASK,
+                      np.asarray(cpu, np.int64), np.asarray(a, np.int64), np.asarray(b, np.int64),
+                      np.asarray(tid, np.int64))
+
+
+@numba.njit(cache=True)
+def _shows(time, kind, arg1, ctx, off, idx, wait_ops_mask, cpu, a, b, tid):
+    """The compiled `_CpuWitness.shows`: per stretch, the events of its CPU in (a, b) by binary
+    search in the CPU's bucket; any in another context shows; the last one before b shows if it is
+    the thread's own entry into a futex wait."""
+    n_cpu = off.shape[0] - 1
+    out = np.zeros(cpu.shape[0], np.bool_)
+    for q in range(cpu.shape[0]):
+        c = cpu[q]
+        if c < 0 or c >= n_cpu:
+            continue
+        lo, hi = off[c], off[c + 1]
+        # j0: first event after a; j1: first at or after b
+        j0, h = lo, hi
+        while j0 < h:
+            mid = (j0 + h) // 2
+            if time[idx[mid]] <= a[q]:
+                j0 = mid + 1
+            else:
+                h = mid
+        j1, h = lo, hi
+        while j1 < h:
+            mid = (j1 + h) // 2
+            if time[idx[mid]] < b[q]:
+                j1 = mid + 1
+            else:
+                h = mid
+        for k in range(j0, j1):
+            if ctx[idx[k]] != tid[q]:
+                out[q] = True
+                break
+        if not out[q] and j1 > lo:
+            r = idx[j1 - 1]
+            if ctx[r] == tid[q]:
+                if kind[r] == K_FUTEX_WAITV:
+                    out[q] = True
+                elif kind[r] == K_FUTEX_ENTER:
+                    op = arg1[r] & 0x7F
+                    out[q] = op < 63 and ((wait_ops_mask >> op) & 1) == 1
+    return out
 
 
 def _unique(x: np.ndarray) -> np.ndarray:
@@ -1018,7 +1039,8 @@ def build_trace(
     child_slots = slot_of[fork_child[in_set]]
     born_at[child_slots[::-1]] = events.time[fork_mask][in_set][::-1]  # first fork wins
     n_cpus = int(max(events.cpu.max(initial=0) + 1, 1))
-    ctx = events.context_tid()
+    index = EventIndex(events)
+    ctx = index.ctx
     win_start = int(events.time[0]) - 1 if start_ns is None else int(start_ns)
     (out, dead, end_time, gaps, gaps_traced, missing_wakeups, double_running, uncertain, repairs,
      kernel_rt, settled) = _walk(
@@ -1045,10 +1067,10 @@ def build_trace(
         tid=o_tid[order], start_ns=o_start[order], end_ns=o_end[order], state=o_state[order],
         cpu=o_cpu[order], addr=o_addr[order], waker=o_waker[order], repaired=o_rep[order],
     )
-    states, reconciled, stolen = reconcile_running(states, events, t0, t1)
+    states, reconciled, stolen = reconcile_running(states, events, t0, t1, index)
     states = _merge_adjacent(states)
     pids = _thread_pids(events, tids, slot_of)
-    states, futex_wakers, runnable_from_wakes = attribute_futex_wakers(states, events, tids, pids)
+    states, futex_wakers, runnable_from_wakes = attribute_futex_wakers(states, events, tids, pids, index)
     states, runnable_reconciled = reconcile_runnable(states, run_delay)
     states = _merge_adjacent(states)
     present, first_idx = unique_first(states.tid)
