@@ -18,7 +18,7 @@ def member(x: np.ndarray, values) -> np.ndarray:
         return np.isin(x, v)
     table = np.zeros(int(v.max()) + 1, np.bool_)
     table[v] = True
-    return _member(x.astype(np.int64, copy=False), table)  # one compiled signature
+    return _member(x, table)
 
 
 @numba.njit(cache=True)
@@ -49,6 +49,24 @@ def _counting_order(key, n_keys):
         out[off[key[i]]] = i
         off[key[i]] += 1
     return out
+
+
+def order_by_key_then(key: np.ndarray, n_keys: int, t: np.ndarray) -> np.ndarray:
+    """The order of `np.lexsort((t, key))` for keys in [0, n_keys): a counting sort by key is
+    enough when each key's rows come in `t` order (the walks emit them so, almost always); the full
+    sort otherwise."""
+    order = stable_order_by(key, n_keys)
+    if _in_order_within(key, t, order):
+        return order
+    return np.lexsort((t, key))
+
+
+@numba.njit(cache=True)
+def _in_order_within(key, t, order):
+    for i in range(1, order.shape[0]):
+        if key[order[i]] == key[order[i - 1]] and t[order[i]] < t[order[i - 1]]:
+            return False
+    return True
 
 
 def unique_first(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
