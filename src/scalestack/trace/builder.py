@@ -52,7 +52,7 @@ from scalestack.trace.events import (
 )
 from scalestack.trace.futex_wakers import attribute_futex_wakers
 from scalestack.trace.kernel_accounting import ABS_TOL_NS, RUNNING_TOL
-from scalestack.trace.lookup import EventIndex, member, stable_order_by, unique_first
+from scalestack.trace.lookup import EventIndex, member, order_by_key_then, unique_first
 from scalestack.trace.switch_spans import switch_spans
 
 # The compiled walk uses the enum values as literals; keep them in step.
@@ -76,10 +76,12 @@ K_WAKEUP = int(Kind.WAKEUP)
 K_WAKEUP_NEW = int(Kind.WAKEUP_NEW)
 K_FORK = int(Kind.FORK)
 K_EXIT = int(Kind.EXIT)
+K_RENAME = int(Kind.RENAME)
 K_FUTEX_ENTER = int(Kind.FUTEX_ENTER)
 K_FUTEX_EXIT = int(Kind.FUTEX_EXIT)
 K_FUTEX_WAITV = int(Kind.FUTEX_WAITV)
 K_TASK_COMM = int(Kind.TASK_COMM)
+K_EXEC = int(Kind.EXEC)
 K_TASK_FORK = int(Kind.TASK_FORK)
 K_TASK_EXIT = int(Kind.TASK_EXIT)
 K_STAT_RUNTIME = int(Kind.STAT_RUNTIME)
@@ -877,29 +879,27 @@ def _merge_adjacent(s: StateTable) -> StateTable:
     return StateTable(**cols)
 
 
-def traced_tids(events: RawEvents, root_pids: list[int] | None = None, comm: str | None = None) -> tuple[np.ndarray, dict[int, int]]:
+def traced_tids(events: RawEvents, root_pids: list[int] | None = None, comm: str | None = None,
+                index: EventIndex | None = None) -> tuple[np.ndarray, dict[int, int]]:
     """The tids of the process trees rooted at `root_pids` (or at every process named `comm`).
 
     Membership follows the thread-group id where the source records it (perf's sample pid,
     PERF_RECORD_FORK/COMM) and fork lineage everywhere, so threads and child processes of the
     command are traced and nothing else is. Returns (sorted tids, {child tid: creator tid}).
+    Compiled passes over the events (no mask or copy of a whole column); `index`: the builder's
+    index of the same events.
     """
+    index = index if index is not None else EventIndex(events)
     kind = events.kind
     roots: set[int] = {int(p) for p in (root_pids or [])}
     if comm is not None:
-        ids = [i for i, s in enumerate(events.comms) if s == comm]
-        named = np.isin(events.comm0, ids)
+        is_name = np.array([s == comm for s in events.comms] + [False], np.bool_)
         # the task each event names: a thread group for TASK_COMM, a thread otherwise
-        who = np.where(kind == Kind.FORK, events.arg1, events.arg0)
-        candidates = _unique(who[named & (kind != Kind.TASK_COMM) & (kind != Kind.EXEC)])
-        groups = _unique(events.arg1[named & (kind == Kind.TASK_COMM)])
-        # threads -> their thread groups, where the source says (perf's sample pid)
-        known = (events.pid > 0) & (events.tid > 0)
-        k_tid, first = unique_first(events.tid[known])
-        k_pid = events.pid[known][first]
-        pos = np.clip(np.searchsorted(k_tid, candidates), 0, max(len(k_tid) - 1, 0))
-        mapped = np.where((len(k_tid) > 0) & (k_tid[pos] == candidates) if len(k_tid) else False,
-                          k_pid[pos] if len(k_tid) else candidates, candidates)
+        who, groups = _named_tasks(kind, events.comm0, events.arg0, events.arg1, is_name)
+        candidates, groups = _unique(who), _unique(groups)
+        # threads -> their thread groups, where the source says (perf's sample pid): its first event's
+        first = _first_pid(events.tid, events.pid, candidates)
+        mapped = np.where(first > 0, first, candidates)
         roots |= {int(p) for p in np.concatenate([mapped, groups])}
         roots.discard(0)
         roots.discard(-1)
@@ -909,13 +909,12 @@ def traced_tids(events: RawEvents, root_pids: list[int] | None = None, comm: str
         raise UserError("no process chosen: give --pid PID or --comm NAME")
     tracked_pids = set(roots)
     # thread-group ids known from the data
-    known = (events.pid > 0) & (events.tid > 0)
-    tg_tid = np.concatenate([events.tid[known], events.arg0[kind == Kind.TASK_COMM], events.arg0[kind == Kind.TASK_FORK]])
-    tg_pid = np.concatenate([events.pid[known], events.arg1[kind == Kind.TASK_COMM], events.arg1[kind == Kind.TASK_FORK]])
-    tracked = set(int(t) for t in _unique(tg_tid[member(tg_pid, list(tracked_pids))]))
+    seen, extra = _group_members(events.tid, events.pid, kind, events.arg0, events.arg1,
+                                 np.array(sorted(tracked_pids), np.int64), PID_MAX_LIMIT)
+    tracked = {int(t) for t in np.flatnonzero(seen)} | {int(t) for t in extra}
     tracked |= roots
     parents: dict[int, int] = {}
-    forks = np.flatnonzero((kind == Kind.FORK) | (kind == Kind.TASK_FORK))
+    forks = index.rows(Kind.FORK, Kind.TASK_FORK)
     for i in forks:  # few: one per thread or process created
         if kind[i] == Kind.FORK:
             parent, child = int(events.arg0[i]), int(events.arg1[i])
@@ -927,6 +926,97 @@ def traced_tids(events: RawEvents, root_pids: list[int] | None = None, comm: str
             parents.setdefault(child, parent)
     tracked = {t for t in tracked if t > 0}
     return np.array(sorted(tracked), dtype=np.int64), parents
+
+
+@numba.njit(cache=True)
+def _named_tasks(kind, comm0, arg0, arg1, is_name):
+    """The tasks the events naming a comm (is_name[comm0]) name: threads (the child of a FORK, else
+    arg0; EXEC left out) and thread groups (TASK_COMM's pid)."""
+    n = kind.shape[0]
+    n_who = 0
+    n_grp = 0
+    for i in range(n):
+        c = comm0[i]
+        if 0 <= c < is_name.shape[0] and is_name[c]:
+            if kind[i] == K_TASK_COMM:
+                n_grp += 1
+            elif kind[i] != K_EXEC:
+                n_who += 1
+    who = np.empty(n_who, np.int64)
+    grp = np.empty(n_grp, np.int64)
+    n_who = 0
+    n_grp = 0
+    for i in range(n):
+        c = comm0[i]
+        if 0 <= c < is_name.shape[0] and is_name[c]:
+            k = kind[i]
+            if k == K_TASK_COMM:
+                grp[n_grp] = arg1[i]
+                n_grp += 1
+            elif k != K_EXEC:
+                who[n_who] = arg1[i] if k == K_FORK else arg0[i]
+                n_who += 1
+    return who, grp
+
+
+@numba.njit(cache=True, inline="always")
+def _find(sorted_values, v):
+    """The position of v in sorted_values, or -1."""
+    lo, hi = 0, sorted_values.shape[0]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if sorted_values[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < sorted_values.shape[0] and sorted_values[lo] == v else -1
+
+
+@numba.njit(cache=True)
+def _first_pid(tid, pid, tids):
+    """The pid of each of `tids` (sorted) in its first event that has one (tid and pid > 0), else -1."""
+    out = np.full(tids.shape[0], -1, np.int64)
+    left = tids.shape[0]
+    for i in range(tid.shape[0]):
+        if left == 0:
+            break
+        if pid[i] > 0 and tid[i] > 0:
+            j = _find(tids, tid[i])
+            if j >= 0 and out[j] < 0:
+                out[j] = pid[i]
+                left -= 1
+    return out
+
+
+@numba.njit(cache=True, inline="always")
+def _note(seen, extra, n_extra, v):
+    """Mark v in the table `seen`, or list it in `extra` if outside it; the list and its length."""
+    if 0 <= v < seen.shape[0]:
+        seen[v] = True
+        return extra, n_extra
+    if n_extra == extra.shape[0]:
+        grown = np.empty(2 * n_extra, np.int64)
+        grown[:n_extra] = extra
+        extra = grown
+    extra[n_extra] = v
+    return extra, n_extra + 1
+
+
+@numba.njit(cache=True)
+def _group_members(tid, pid, kind, arg0, arg1, groups, limit):
+    """The tasks the events put in one of `groups` (sorted thread-group ids): an event's tid by its
+    pid (both > 0), a TASK_COMM or TASK_FORK record's tid by its pid. Those in [0, limit] as a
+    table, the others (corrupt inputs) listed."""
+    seen = np.zeros(limit + 1, np.bool_)
+    extra = np.empty(16, np.int64)
+    n_extra = 0
+    for i in range(tid.shape[0]):
+        if pid[i] > 0 and tid[i] > 0 and _find(groups, pid[i]) >= 0:
+            extra, n_extra = _note(seen, extra, n_extra, tid[i])
+        k = kind[i]
+        if (k == K_TASK_COMM or k == K_TASK_FORK) and _find(groups, arg1[i]) >= 0:
+            extra, n_extra = _note(seen, extra, n_extra, arg0[i])
+    return seen, extra[:n_extra]
 
 
 def list_processes(events: RawEvents) -> list[dict]:
@@ -949,8 +1039,28 @@ def list_processes(events: RawEvents) -> list[dict]:
     return sorted(out, key=lambda r: -r["events"])
 
 
-def _thread_names(events: RawEvents, tids: np.ndarray, end_of: dict[int, int]) -> NameTable:
-    """Name history of each traced thread, from every event that states a task's comm."""
+def _thread_names(events: RawEvents, tids: np.ndarray, end_of: dict[int, int],
+                  index: EventIndex | None = None) -> NameTable:
+    """Name history of each traced thread, from every event that states a task's comm. One
+    compiled pass over the naming events buckets the statements by thread (time order kept);
+    statements at one instant keep the order of the kinds below, as the sort by (tid, time) of
+    their concatenation kept it."""
+    index = index if index is not None else EventIndex(events.sorted())
+    events = index.events
+    tids = np.asarray(tids, np.int64)
+    if len(tids) == 0 or int(tids.min()) < 0:
+        return _thread_names_sorted(events, tids)
+    slot_of = np.full(int(tids.max()) + 1, -1, np.int64)
+    slot_of[tids] = np.arange(len(tids))
+    rows = index.rows(Kind.SWITCH, Kind.FORK, Kind.RENAME, Kind.TASK_COMM, Kind.WAKEUP, Kind.WAKEUP_NEW,
+                      Kind.STAT_RUNTIME, Kind.MIGRATE)
+    slot, t, c = _name_changes(events.time, events.kind, events.arg0, events.arg1, events.comm0, events.comm1,
+                               rows, slot_of)
+    return NameTable(tid=tids[slot], time_ns=t, name=[events.comms[i] for i in c])
+
+
+def _thread_names_sorted(events: RawEvents, tids: np.ndarray) -> NameTable:
+    """`_thread_names` by masks and one sort, for thread ids no table can index."""
     k = events.kind
     parts_tid, parts_t, parts_c = [], [], []
     for mask, who, which in (
@@ -975,6 +1085,87 @@ def _thread_names(events: RawEvents, tids: np.ndarray, end_of: dict[int, int]) -
     change = np.r_[True, (tid[1:] != tid[:-1]) | (c[1:] != c[:-1])] if len(tid) else np.zeros(0, bool)
     names = [events.comms[i] for i in c[change]]
     return NameTable(tid=tid[change], time_ns=t[change], name=names)
+
+
+@numba.njit(cache=True, inline="always")
+def _name_statement(kind, arg0, arg1, comm0, comm1, r, second):
+    """The task and comm an event names (its `second` statement: a switch names prev, then next),
+    and the rank of that statement's kind; rank -1 when there is none."""
+    k = kind[r]
+    if k == K_SWITCH:
+        if second:
+            return arg1[r], comm1[r], 1
+        return arg0[r], comm0[r], 0
+    if second:
+        return -1, -1, -1
+    if k == K_FORK:
+        return arg1[r], comm0[r], 2
+    if k == K_RENAME:
+        return arg0[r], comm0[r], 3
+    if k == K_TASK_COMM:
+        return arg0[r], comm0[r], 4
+    return arg0[r], comm0[r], 5
+
+
+@numba.njit(cache=True)
+def _name_changes(time, kind, arg0, arg1, comm0, comm1, rows, slot_of):
+    """Per thread slot, in time order (ties by the statement's kind rank, then event order), the
+    statements whose comm differs from the thread's previous one: (slot, time, comm index)."""
+    n_map = slot_of.shape[0]
+    n_slots = 0
+    for v in slot_of:
+        if v + 1 > n_slots:
+            n_slots = v + 1
+    off = np.zeros(n_slots + 1, np.int64)
+    for r in rows:
+        for second in (False, True):
+            who, c, rank = _name_statement(kind, arg0, arg1, comm0, comm1, r, second)
+            if rank >= 0 and c >= 0 and 0 <= who < n_map and slot_of[who] >= 0:
+                off[slot_of[who] + 1] += 1
+    for s in range(n_slots):
+        off[s + 1] += off[s]
+    e_t = np.empty(off[n_slots], np.int64)
+    e_c = np.empty(off[n_slots], np.int64)
+    e_rank = np.empty(off[n_slots], np.int64)
+    fill = off[:-1].copy()
+    for r in rows:
+        for second in (False, True):
+            who, c, rank = _name_statement(kind, arg0, arg1, comm0, comm1, r, second)
+            if rank >= 0 and c >= 0 and 0 <= who < n_map and slot_of[who] >= 0:
+                s = slot_of[who]
+                e_t[fill[s]] = time[r]
+                e_c[fill[s]] = c
+                e_rank[fill[s]] = rank
+                fill[s] += 1
+    o_slot = np.empty(off[n_slots], np.int64)
+    o_t = np.empty(off[n_slots], np.int64)
+    o_c = np.empty(off[n_slots], np.int64)
+    m = 0
+    for s in range(n_slots):
+        lo, hi = off[s], off[s + 1]
+        i = lo
+        while i < hi:
+            # statements at one instant: stable insertion sort by kind rank (event order kept)
+            j = i + 1
+            while j < hi and e_t[j] == e_t[i]:
+                j += 1
+            for a in range(i + 1, j):
+                rk, cc = e_rank[a], e_c[a]
+                b = a - 1
+                while b >= i and e_rank[b] > rk:
+                    e_rank[b + 1] = e_rank[b]
+                    e_c[b + 1] = e_c[b]
+                    b -= 1
+                e_rank[b + 1] = rk
+                e_c[b + 1] = cc
+            for a in range(i, j):
+                if a == lo or e_c[a] != e_c[a - 1]:
+                    o_slot[m] = s
+                    o_t[m] = e_t[a]
+                    o_c[m] = e_c[a]
+                    m += 1
+            i = j
+    return o_slot[:m], o_t[:m], o_c[:m]
 
 
 def build_trace(
@@ -1015,16 +1206,17 @@ def build_trace(
     events = events.sorted()
     meta = dict(meta or {})
     run_delay = RawEvents.empty()
-    rd = events.kind == Kind.RUN_DELAY  # the kernel's own run-queue account (eBPF), not a state change
-    if np.any(rd):
-        run_delay, events = events.take(np.flatnonzero(rd)), events.take(np.flatnonzero(~rd))
+    index = EventIndex(events)
+    if index.count(Kind.RUN_DELAY):  # the kernel's own run-queue account (eBPF), not a state change
+        run_delay, events = events.take(index.rows(Kind.RUN_DELAY)), events.take(np.flatnonzero(events.kind != Kind.RUN_DELAY))
+        index = EventIndex(events)
     if len(events) == 0:
         raise UserError("the recording holds no events; was the program too short, or were the tracepoints missing?")
-    wild = np.flatnonzero(events.cpu >= MAX_CPUS)
-    if len(wild):
+    if int(events.cpu.max()) >= MAX_CPUS:
+        wild = np.flatnonzero(events.cpu >= MAX_CPUS)
         raise UserError(f"event {int(wild[0])} (at {int(events.time[wild[0]])} ns) names CPU {int(events.cpu[wild[0]])}, "
                         f"beyond the {MAX_CPUS} any Linux machine has: the recording is corrupt")
-    tids, parents = traced_tids(events, root_pids, comm)
+    tids, parents = traced_tids(events, root_pids, comm, index)
     if len(tids) == 0:
         raise UserError("none of the chosen process's threads appear in the recording")
     if int(tids.max()) > PID_MAX_LIMIT:
@@ -1032,14 +1224,13 @@ def build_trace(
                         "it is corrupt")
     slot_of = np.full(int(tids.max()) + 1, -1, np.int32)
     slot_of[tids] = np.arange(len(tids), dtype=np.int32)
-    fork_mask = events.kind == Kind.FORK
+    forks = index.rows(Kind.FORK)
     born_at = np.full(len(tids), -1, np.int64)
-    fork_child = events.arg1[fork_mask]
+    fork_child = events.arg1[forks]
     in_set = np.isin(fork_child, tids)
     child_slots = slot_of[fork_child[in_set]]
-    born_at[child_slots[::-1]] = events.time[fork_mask][in_set][::-1]  # first fork wins
+    born_at[child_slots[::-1]] = events.time[forks][in_set][::-1]  # first fork wins
     n_cpus = int(max(events.cpu.max(initial=0) + 1, 1))
-    index = EventIndex(events)
     ctx = index.ctx
     win_start = int(events.time[0]) - 1 if start_ns is None else int(start_ns)
     (out, dead, end_time, gaps, gaps_traced, missing_wakeups, double_running, uncertain, repairs,
@@ -1069,7 +1260,7 @@ def build_trace(
     )
     states, reconciled, stolen = reconcile_running(states, events, t0, t1, index)
     states = _merge_adjacent(states)
-    pids = _thread_pids(events, tids, slot_of)
+    pids = _thread_pids(events, tids, slot_of, index)
     states, futex_wakers, runnable_from_wakes = attribute_futex_wakers(states, events, tids, pids, index)
     states, runnable_reconciled = reconcile_runnable(states, run_delay)
     states = _merge_adjacent(states)
@@ -1082,7 +1273,7 @@ def build_trace(
     if root_known:
         start_known |= np.isin(present, [int(p) for p in (root_pids or [])])
     exited = dead[slots] & (end_time[slots] <= t1)
-    names = _thread_names(events, present, {})
+    names = _thread_names(events, present, {}, index)
     # latest name per thread (at or before the window end)
     latest = {}
     for t_, n_, tm in zip(names.tid.tolist(), names.name.tolist(), names.time_ns.tolist(), strict=True):
@@ -1103,7 +1294,7 @@ def build_trace(
         exited=exited,
     )
     warnings = list(meta.get("warnings", []))
-    no_groups = not np.any(events.pid > 0) and not np.any((events.kind == Kind.TASK_COMM) | (events.kind == Kind.TASK_FORK))
+    no_groups = int(events.pid.max()) <= 0 and not index.count(Kind.TASK_COMM, Kind.TASK_FORK)
     if no_groups and not root_known:  # a recorded command's tree is complete by fork lineage alone
         warnings.append(
             "the input does not say which process each thread belongs to (no pid column): threads are followed "
@@ -1112,7 +1303,7 @@ def build_trace(
         )
     n_gaps = int(gaps.sum())
     # a thread whose RUNNING came from the kernel's runtime reports is not uncertain by the repairs
-    from_kernel = {int(t) for t in _unique(events.arg0[events.kind == Kind.STAT_RUNTIME])}
+    from_kernel = {int(t) for t in _unique(events.arg0[index.rows(Kind.STAT_RUNTIME)])}
     total_unc = sum(int(u) for t, u in zip(tids.tolist(), uncertain.tolist(), strict=True) if t not in from_kernel)
     if gaps_traced and total_unc > max(1_000_000, 0.01 * float((th_end - th_start).sum())):
         warnings.append(
@@ -1124,7 +1315,7 @@ def build_trace(
     if lost:
         warnings.append(f"the kernel lost {lost} events (ring buffer full); enlarge it with --mmap-size (perf) or use the ebpf collector")
     check = kernel_runtime_check(states, tids, kernel_rt, "sched:sched_stat_runtime" in str(meta.get("tracepoints", "")) or
-                                 bool(np.any(events.kind == Kind.STAT_RUNTIME)))
+                                 index.count(Kind.STAT_RUNTIME) > 0)
     if check.get("disagreeing"):
         worst = max(check["disagreeing"], key=lambda r: abs(r[3]))
         warnings.append(
@@ -1158,11 +1349,11 @@ def build_trace(
     for key in ("lost_samples", "unknown_events", "skipped_lines"):
         if key in events.stats:
             meta[key] = events.stats[key]
-    spans = switch_spans(events, present, t0, t1) if np.any(events.kind == Kind.SWITCH) else None
+    spans = switch_spans(events, present, t0, t1, ctx) if index.count(Kind.SWITCH) else None
     span_table = SwitchSpanTable.empty() if spans is None else spans.table()
     meta["switch_spans_rebuilt"] = {} if spans is None else {str(t): k for t, k in spans.gaps().items()}
     trace = Trace(threads=threads, states=states, names=names, meta=meta,
-                  samples=_samples(events, present, t0, t1), switch_spans=span_table)
+                  samples=_samples(events, present, t0, t1, index), switch_spans=span_table)
     return trace.with_roles(role_rules)
 
 
@@ -1170,30 +1361,44 @@ def _by_thread_then_start(slot: np.ndarray, start: np.ndarray, n_slots: int) -> 
     """The order of `np.lexsort((start, slot))`: the walk emits each thread's rows almost always in
     time order, so a counting sort by thread (slots follow the sorted tids) is enough unless some
     thread's rows are out of order, when the full sort is used."""
-    order = stable_order_by(slot, n_slots)
-    s, t = slot[order], start[order]
-    if len(order) < 2 or bool(np.all((t[1:] >= t[:-1]) | (s[1:] != s[:-1]))):
-        return order
-    return np.lexsort((start, slot))
+    return order_by_key_then(slot, n_slots, start)
 
 
-def _thread_pids(events: RawEvents, tids: np.ndarray, slot_of: np.ndarray) -> np.ndarray:
+def _thread_pids(events: RawEvents, tids: np.ndarray, slot_of: np.ndarray, index: EventIndex) -> np.ndarray:
     """Thread-group id of each of `tids` (-1 where nothing says): the pid of its first event that
-    has one, else its first side-band record (PERF_RECORD_COMM/FORK)."""
-    out = np.full(len(tids), -1, np.int64)
-    sb = np.flatnonzero(member(events.kind, [Kind.TASK_COMM, Kind.TASK_FORK]) & member(events.arg0, tids))[::-1]
-    out[slot_of[events.arg0[sb]]] = events.arg1[sb]  # reversed, so the first record is written last
-    known = (events.pid > 0) & member(events.tid, tids)
-    if np.any(known):
-        u_tid, u_idx = unique_first(events.tid[known])
-        out[slot_of[u_tid]] = events.pid[known][u_idx]
+    has one, else its first side-band record (PERF_RECORD_COMM/FORK). One compiled pass, which
+    stops once every thread has its first event."""
+    return _first_pids(events.tid, events.pid, events.arg0, events.arg1, index.rows(Kind.TASK_COMM, Kind.TASK_FORK),
+                       slot_of, len(tids))
+
+
+@numba.njit(cache=True)
+def _first_pids(tid, pid, arg0, arg1, side_band, slot_of, n_slots):
+    out = np.full(n_slots, -1, np.int64)
+    done = np.zeros(n_slots, np.bool_)
+    n_map = slot_of.shape[0]
+    for r in side_band:  # time order: the first record wins
+        a = arg0[r]
+        if 0 <= a < n_map and slot_of[a] >= 0 and not done[slot_of[a]]:
+            out[slot_of[a]] = arg1[r]
+            done[slot_of[a]] = True
+    done[:] = False
+    left = n_slots
+    for i in range(tid.shape[0]):
+        if left == 0:
+            break
+        x = tid[i]
+        if pid[i] > 0 and 0 <= x < n_map and slot_of[x] >= 0 and not done[slot_of[x]]:
+            out[slot_of[x]] = pid[i]
+            done[slot_of[x]] = True
+            left -= 1
     return out
 
 
-def _samples(events: RawEvents, tids: np.ndarray, t0: int, t1: int) -> SampleTable:
+def _samples(events: RawEvents, tids: np.ndarray, t0: int, t1: int, index: EventIndex) -> SampleTable:
     """The traced threads' cpu-clock samples inside the window."""
-    m = (events.kind == Kind.SAMPLE) & member(events.tid, tids) & (events.time >= t0) & (events.time < t1)
-    idx = np.flatnonzero(m)
+    idx = index.rows(Kind.SAMPLE)
+    idx = idx[member(events.tid[idx], tids) & (events.time[idx] >= t0) & (events.time[idx] < t1)]
     if len(idx) == 0:
         return SampleTable.empty()
     comms = np.array(events.comms + ["[unknown]"], dtype=object)
