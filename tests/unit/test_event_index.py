@@ -46,3 +46,15 @@ def test_worked_example():
     off, rows, s_off, s_rows = ix.by_cpu()
     assert off.tolist() == [0, 1, 3] and rows.tolist() == [1, 0, 3]
     assert s_off.tolist() == [0, 0, 2] and s_rows.tolist() == [0, 3]
+
+
+@settings(max_examples=200, deadline=None)
+@given(events(), st.booleans())
+def test_context_tid_and_sorted_are_the_numpy_statements(ev, shuffle):
+    np.testing.assert_array_equal(ev.context_tid(), np.where(ev.kind == Kind.SWITCH, ev.arg0, ev.tid).astype(np.int64))
+    if shuffle and len(ev) > 1:
+        ev = ev.take(np.r_[len(ev) - 1, np.arange(len(ev) - 1)])  # the last event first: out of order
+    s = ev.sorted()
+    np.testing.assert_array_equal(s.time, np.sort(ev.time, kind="stable"))
+    np.testing.assert_array_equal(s.tid, ev.tid[np.argsort(ev.time, kind="stable")])
+    assert (s is ev) == (len(ev) < 2 or bool(np.all(ev.time[1:] >= ev.time[:-1])))
