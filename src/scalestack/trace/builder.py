@@ -127,13 +127,65 @@ def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
     Output rows: slot, start, end, state, cpu, addr (uint64 bits), waker, repaired.
     The same as `_walk_start`, `_walk_chunk` over consecutive pieces of the events, `_walk_end`.
     """
-    carry = _walk_start(n_slots, n_cpus, born_at, time[0] if time.shape[0] > 0 else 0)
-    rows = _walk_chunk(time, cpu, ctx, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait_ops_mask, win_start, carry)
-    tail = _walk_end(time[time.shape[0] - 1] if time.shape[0] > 0 else 0, n_slots, carry)
+    rows, tail, carry = _walk_parts(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, wait_ops_mask,
+                                    win_start)
     out = np.empty((rows.shape[0] + tail.shape[0], 8), np.int64)
     out[: rows.shape[0]] = rows
     out[rows.shape[0]:] = tail
     return _walk_result(out, carry)
+
+
+def _walk_parts(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, wait_ops_mask, win_start):
+    """`_walk`'s rows as the walk and its end emit them (not joined: `_walk_states` reads both), and its carry."""
+    carry = _walk_start(n_slots, n_cpus, born_at, time[0] if time.shape[0] > 0 else 0)
+    rows = _walk_chunk(time, cpu, ctx, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait_ops_mask, win_start, carry)
+    tail = _walk_end(time[time.shape[0] - 1] if time.shape[0] > 0 else 0, n_slots, carry)
+    return rows, tail, carry
+
+
+@numba.njit(cache=True)
+def _walk_states(rows, tail, t0, t1, tids):
+    """The walk's rows (then its end's) clipped to [t0, t1), as the state table's columns in thread
+    order (a stable counting sort by slot; tids sorted), each thread's rows in emission order; and
+    whether those are in start order within each thread (else the caller sorts)."""
+    n_slots = tids.shape[0]
+    off = np.zeros(n_slots + 1, np.int64)
+    for part in (rows, tail):
+        for i in range(part.shape[0]):
+            if part[i, 2] > t0 and part[i, 1] < t1:
+                off[part[i, 0] + 1] += 1
+    for k in range(n_slots):
+        off[k + 1] += off[k]
+    n = off[n_slots]
+    tid = np.empty(n, np.int32)
+    start = np.empty(n, np.int64)
+    end = np.empty(n, np.int64)
+    state = np.empty(n, np.uint8)
+    cpu = np.empty(n, np.int16)
+    addr = np.empty(n, np.int64)
+    waker = np.empty(n, np.int32)
+    rep = np.empty(n, np.bool_)
+    fill = off[:-1].copy()
+    for part in (rows, tail):
+        for i in range(part.shape[0]):
+            if part[i, 2] > t0 and part[i, 1] < t1:
+                s = part[i, 0]
+                j = fill[s]
+                fill[s] += 1
+                tid[j] = tids[s]
+                start[j] = max(part[i, 1], t0)
+                end[j] = min(part[i, 2], t1)
+                state[j] = part[i, 3]
+                cpu[j] = part[i, 4]
+                addr[j] = part[i, 5]
+                waker[j] = part[i, 6]
+                rep[j] = part[i, 7] != 0
+    in_order = True
+    for k in range(n_slots):
+        for j in range(off[k] + 1, off[k + 1]):
+            if start[j] < start[j - 1]:
+                in_order = False
+    return tid, start, end, state, cpu, addr, waker, rep, in_order
 
 
 def _walk_result(out, carry):
@@ -1233,14 +1285,10 @@ def build_trace(
     n_cpus = int(max(events.cpu.max(initial=0) + 1, 1))
     ctx = index.ctx
     win_start = int(events.time[0]) - 1 if start_ns is None else int(start_ns)
-    (out, dead, end_time, gaps, gaps_traced, missing_wakeups, double_running, uncertain, repairs,
-     kernel_rt, settled) = _walk(
-        events.time, events.cpu, ctx, events.kind, events.arg0, events.arg1, events.arg2,
-        slot_of, born_at, len(tids), n_cpus, _WAIT_OPS_MASK, win_start,
-    )
-    o_slot, o_start, o_end = out[:, 0].astype(np.int32), out[:, 1], out[:, 2]
-    o_state, o_cpu = out[:, 3].astype(np.uint8), out[:, 4].astype(np.int16)
-    o_addr, o_waker, o_rep = out[:, 5].view(np.uint64), out[:, 6].astype(np.int32), out[:, 7].astype(bool)
+    rows, tail, carry = _walk_parts(events.time, events.cpu, ctx, events.kind, events.arg0, events.arg1, events.arg2,
+                                    slot_of, born_at, len(tids), n_cpus, _WAIT_OPS_MASK, win_start)
+    (_, dead, end_time, gaps, gaps_traced, missing_wakeups, double_running, uncertain, repairs,
+     kernel_rt, settled) = _walk_result(None, carry)
     t_first, t_last = int(events.time[0]), int(events.time[-1])
     t0 = t_first if start_ns is None else int(start_ns)
     t1 = t_last if end_ns is None else int(end_ns)
@@ -1248,16 +1296,15 @@ def build_trace(
         t1 = int(end_time.max())
     if t1 <= t0:
         raise UserError("the chosen time window is empty")
-    # clip to the window
-    keep = (o_end > t0) & (o_start < t1)
-    o_slot, o_start, o_end = o_slot[keep], np.maximum(o_start[keep], t0), np.minimum(o_end[keep], t1)
-    o_state, o_cpu, o_addr, o_waker, o_rep = o_state[keep], o_cpu[keep], o_addr[keep], o_waker[keep], o_rep[keep]
-    o_tid = tids[o_slot].astype(np.int32)
-    order = _by_thread_then_start(o_slot, o_start, len(tids))
-    states = StateTable(
-        tid=o_tid[order], start_ns=o_start[order], end_ns=o_end[order], state=o_state[order],
-        cpu=o_cpu[order], addr=o_addr[order], waker=o_waker[order], repaired=o_rep[order],
-    )
+    # clipped to the window, in thread then time order
+    *cols, in_order = _walk_states(rows, tail, t0, t1, tids)
+    del rows, tail
+    if not in_order:
+        order = np.lexsort((cols[1], cols[0]))
+        cols = [c[order] for c in cols]
+    o_tid, o_start, o_end, o_state, o_cpu, o_addr, o_waker, o_rep = cols
+    states = StateTable(tid=o_tid, start_ns=o_start, end_ns=o_end, state=o_state, cpu=o_cpu,
+                        addr=o_addr.view(np.uint64), waker=o_waker, repaired=o_rep)
     states, reconciled, stolen = reconcile_running(states, events, t0, t1, index)
     states = _merge_adjacent(states)
     pids = _thread_pids(events, tids, slot_of, index)
