@@ -581,25 +581,54 @@ def reconcile_running(states: StateTable, events: RawEvents, t0: int, t1: int,
         idx = np.flatnonzero(cand)
         steal = cand.copy()
         steal[idx] = ~_CpuWitness(events, index).shows(states.cpu[row[idx]], seg_a[idx], seg_b[idx], th_tid[seg_th[idx]])
-    fallback = np.where(steal, int(State.UNKNOWN), fallback)
-    old_state = states.state[row]
-    state = np.where(add, int(State.RUNNING), np.where(drop, fallback, old_state))
-    mod = add | drop
-    dur = seg_b - seg_a
     n_th = len(th_tid)
-    sums = np.zeros((3, n_th), np.int64)
-    for k, sel in enumerate((add, drop, steal)):
-        i = np.flatnonzero(sel)
-        np.add.at(sums[k], seg_th[i], dur[i])
+    state, cpu, addr, waker, repaired, sums = _reconcile_finish(
+        seg_th, seg_a, seg_b, row, fallback, add, drop, steal, states.state, states.cpu, states.addr.view(np.int64),
+        states.waker, states.repaired, n_th, int(State.RUNNING), int(State.UNKNOWN))
     changed = {str(int(th_tid[j])): [int(sums[0, j]), int(sums[1, j])]
                for j in np.flatnonzero((sums[0] > 0) | (sums[1] > 0))}
     stolen = {str(int(th_tid[j])): int(sums[2, j]) for j in np.flatnonzero(sums[2] > 0)}
-    out = StateTable(
-        tid=states.tid[row], start_ns=seg_a, end_ns=seg_b, state=state.astype(np.uint8),
-        cpu=np.where(mod, -1, states.cpu[row]), addr=np.where(mod, 0, states.addr[row]).astype(np.uint64),
-        waker=np.where(mod, -1, states.waker[row]), repaired=states.repaired[row] | mod,
-    )
+    out = StateTable(tid=th_tid[seg_th].astype(np.int32), start_ns=seg_a, end_ns=seg_b, state=state, cpu=cpu,
+                     addr=addr.view(np.uint64), waker=waker, repaired=repaired)
     return out, changed, stolen
+
+
+@numba.njit(cache=True)
+def _reconcile_finish(seg_th, seg_a, seg_b, row, fallback, add, drop, steal, r_state, r_cpu, r_addr, r_waker,
+                      r_repaired, n_th, s_running, s_unknown):
+    """The segments' columns (a changed segment: RUNNING where added, else the state before the
+    run, UNKNOWN where stolen; no CPU, address or waker; repaired) and, per thread, the ns added
+    to RUNNING, removed, and stolen."""
+    n = seg_a.shape[0]
+    state = np.empty(n, np.uint8)
+    cpu = np.empty(n, np.int16)
+    addr = np.empty(n, np.int64)
+    waker = np.empty(n, np.int32)
+    repaired = np.empty(n, np.bool_)
+    sums = np.zeros((3, n_th), np.int64)
+    for i in range(n):
+        r = row[i]
+        d = seg_b[i] - seg_a[i]
+        if add[i] or drop[i]:
+            if add[i]:
+                state[i] = s_running
+                sums[0, seg_th[i]] += d
+            else:
+                state[i] = s_unknown if steal[i] else fallback[i]
+                sums[1, seg_th[i]] += d
+            cpu[i] = -1
+            addr[i] = 0
+            waker[i] = -1
+            repaired[i] = True
+        else:
+            state[i] = r_state[r]
+            cpu[i] = r_cpu[r]
+            addr[i] = r_addr[r]
+            waker[i] = r_waker[r]
+            repaired[i] = r_repaired[r]
+        if steal[i]:
+            sums[2, seg_th[i]] += d
+    return state, cpu, addr, waker, repaired, sums
 
 
 @numba.njit(cache=True)
