@@ -221,65 +221,114 @@ def _runnable_from_wake(st: StateTable, index: EventIndex, waits: np.ndarray,
     when it wakes (measured: 50-80 us later in this VM), and runs it at once: no split."""
     # a call made while the waiter was still switching out queues it from the switch on
     wake_ns = np.maximum(wake_ns, st.start_ns[waits])
-    # the row after the wait's tail (slivers of the same wait that reconciling RUNNING left)
-    n = len(st)
-    cont = np.zeros(n, bool)
-    cont[1:] = (st.tid[1:] == st.tid[:-1]) & (st.state[1:] == State.SYNC_WAIT) & (st.start_ns[1:] == st.end_ns[:-1])
-    breaks = np.flatnonzero(~cont)
-    pos = np.searchsorted(breaks, waits, side="right")
-    nxt = np.where(pos < len(breaks), breaks[np.minimum(pos, len(breaks) - 1)], n)
-    safe = np.minimum(nxt, n - 1)
-    cut = ((nxt < n) & (st.tid[safe] == st.tid[waits]) & (st.state[safe] == State.RUNNING)
-           & (st.start_ns[safe] == st.end_ns[np.maximum(safe - 1, 0)])
-           & (wake_ns >= st.start_ns[waits]) & (wake_ns < st.end_ns[waits]))
+    cut, nx, run_cpu = _wake_cuts(st.tid, st.start_ns, st.end_ns, st.state, st.cpu, waits, wake_ns,
+                                  int(State.SYNC_WAIT), int(State.RUNNING))
     if not np.any(cut):
         return st, 0
-    run_cpu = _run_cpu(st)
-    cut[cut] = _cpu_busy(index.events, run_cpu[safe[cut]], wake_ns[cut], st.start_ns[safe[cut]], st.tid[waits[cut]], index)
-    w, at, nx = waits[cut], wake_ns[cut], safe[cut]
+    cut[cut] = _cpu_busy(index.events, run_cpu[cut], wake_ns[cut], st.start_ns[nx[cut]], st.tid[waits[cut]], index)
+    w, at, nx, run_cpu = waits[cut], wake_ns[cut], nx[cut], run_cpu[cut]
     if len(w) == 0:
         return st, 0
-    cols = st.columns()
-    tail_len = nx - w - 1  # the slivers between the wait and the run are run-queue time too
-    if np.any(tail_len > 0):
-        tail = np.repeat(w + 1, tail_len) + (np.arange(tail_len.sum()) - np.repeat(np.cumsum(tail_len) - tail_len,
-                                                                                  tail_len))
-        cols = {k: v.copy() for k, v in cols.items()}
-        cols["state"][tail] = State.RUNNABLE
-        cols["cpu"][tail] = np.repeat(run_cpu[nx], tail_len)
-        cols["addr"][tail] = 0
-        cols["waker"][tail] = -1
-        cols["repaired"][tail] = True
-    new = {k: v[w].copy() for k, v in cols.items()}
-    new["start_ns"] = at.astype(cols["start_ns"].dtype)
-    new["state"][:] = State.RUNNABLE
-    new["cpu"] = run_cpu[nx].astype(cols["cpu"].dtype)
-    new["addr"][:] = 0
-    new["waker"][:] = -1
-    new["repaired"][:] = True
-    end = cols["end_ns"].copy()
-    end[w] = at
-    cols["end_ns"] = end
-    merged = {k: np.concatenate([cols[k], new[k]]) for k in cols}
-    # each wait's RUNNABLE part follows it at once (the table is in thread and time order); a wait
-    # woken while its thread was still switching out is run-queue time from its first instant
-    order = np.insert(np.arange(n), w + 1, n + np.arange(len(w)))
-    order = order[merged["end_ns"][order] > merged["start_ns"][order]]
-    return type(st)(**{k: v[order] for k, v in merged.items()}), int(len(w))
+    tid, start, end, state, cpu, addr, waker, rep = _split_waits(
+        st.tid, st.start_ns, st.end_ns, st.state, st.cpu, st.addr.view(np.int64), st.waker, st.repaired,
+        w, at.astype(np.int64), nx, run_cpu, int(State.RUNNABLE))
+    return type(st)(tid=tid, start_ns=start, end_ns=end, state=state, cpu=cpu, addr=addr.view(np.uint64),
+                    waker=waker, repaired=rep), int(len(w))
 
 
-def _run_cpu(st: StateTable) -> np.ndarray:
-    """The CPU of the RUNNING stretch each row begins: its own, or, where reconciling with the
-    runtime reports moved the stretch's start (a report proves the run began before its switch
-    event, and the added part has no CPU), that of the first later row of the same stretch that has one."""
-    n = len(st)
-    idx = np.where(st.cpu >= 0, np.arange(n), n)
-    first = np.minimum.accumulate(idx[::-1])[::-1]  # next row at or after each with a CPU
-    f = np.minimum(first, n - 1)
-    not_run = np.cumsum(st.state != State.RUNNING)  # rows i..f all RUNNING <=> equal counts before
-    prev = np.r_[0, not_run[:-1]]
-    same = (first < n) & (st.tid[f] == st.tid) & (not_run[f] == prev) & (st.state == State.RUNNING)
-    return np.where(same, st.cpu[f], st.cpu).astype(np.int64)
+@numba.njit(cache=True)
+def _wake_cuts(tid, start, end, state, cpu, waits, wake, s_sync_wait, s_running):
+    """Per wait: whether its thread's next row after the wait's tail (slivers of the same wait that
+    reconciling RUNNING left) is RUNNING, right after it, with the wake call inside the wait; that
+    row; and the CPU of the RUNNING stretch it begins (its own, or, where reconciling with the
+    runtime reports moved the stretch's start and the added part has no CPU, that of the first
+    later row of the same stretch that has one)."""
+    n = tid.shape[0]
+    k = waits.shape[0]
+    cut = np.zeros(k, np.bool_)
+    nx = np.zeros(k, np.int64)
+    run_cpu = np.zeros(k, np.int64)
+    for q in range(k):
+        w = waits[q]
+        j = w + 1
+        while j < n and tid[j] == tid[j - 1] and state[j] == s_sync_wait and start[j] == end[j - 1]:
+            j += 1
+        nx[q] = min(j, n - 1)
+        if j >= n or tid[j] != tid[w] or state[j] != s_running or start[j] != end[j - 1]:
+            continue
+        if wake[q] < start[w] or wake[q] >= end[w]:
+            continue
+        cut[q] = True
+        f = j
+        while f < n and cpu[f] < 0 and state[f] == s_running:
+            f += 1
+        if f < n and cpu[f] >= 0 and state[f] == s_running and tid[f] == tid[j]:
+            run_cpu[q] = cpu[f]
+        else:
+            run_cpu[q] = cpu[j]
+    return cut, nx, run_cpu
+
+
+@numba.njit(cache=True)
+def _split_waits(tid, start, end, state, cpu, addr, waker, rep, w, at, nx, run_cpu, s_runnable):
+    """The table with each wait w[q] ending at at[q] and followed by a repaired RUNNABLE row up to
+    its old end on CPU run_cpu[q]; the rows between it and its run (nx[q]) RUNNABLE there too;
+    rows left empty dropped. One pass: each wait's new row follows it at once (the table is in
+    thread and time order)."""
+    n = tid.shape[0]
+    k = w.shape[0]
+    m_max = n + k
+    o_tid = np.empty(m_max, np.int32)
+    o_start = np.empty(m_max, np.int64)
+    o_end = np.empty(m_max, np.int64)
+    o_state = np.empty(m_max, np.uint8)
+    o_cpu = np.empty(m_max, np.int16)
+    o_addr = np.empty(m_max, np.int64)
+    o_waker = np.empty(m_max, np.int32)
+    o_rep = np.empty(m_max, np.bool_)
+    m = 0
+    qa = 0  # waits whose tails begin at or before the row
+    qb = 0  # the next wait
+    t_end = -1
+    t_cpu = 0
+    for i in range(n):
+        while qa < k and w[qa] < i:
+            if nx[qa] > t_end:
+                t_end = nx[qa]
+                t_cpu = run_cpu[qa]
+            qa += 1
+        is_w = qb < k and w[qb] == i
+        e = at[qb] if is_w else end[i]
+        if e > start[i]:
+            o_tid[m] = tid[i]
+            o_start[m] = start[i]
+            o_end[m] = e
+            if i < t_end:  # in a tail: run-queue time too
+                o_state[m] = s_runnable
+                o_cpu[m] = t_cpu
+                o_addr[m] = 0
+                o_waker[m] = -1
+                o_rep[m] = True
+            else:
+                o_state[m] = state[i]
+                o_cpu[m] = cpu[i]
+                o_addr[m] = addr[i]
+                o_waker[m] = waker[i]
+                o_rep[m] = rep[i]
+            m += 1
+        if is_w:
+            if end[i] > at[qb]:
+                o_tid[m] = tid[i]
+                o_start[m] = at[qb]
+                o_end[m] = end[i]
+                o_state[m] = s_runnable
+                o_cpu[m] = run_cpu[qb]
+                o_addr[m] = 0
+                o_waker[m] = -1
+                o_rep[m] = True
+                m += 1
+            qb += 1
+    return o_tid[:m], o_start[:m], o_end[:m], o_state[:m], o_cpu[:m], o_addr[:m], o_waker[:m], o_rep[:m]
 
 
 def _cpu_busy(events: RawEvents, cpu: np.ndarray, at: np.ndarray, until: np.ndarray,
