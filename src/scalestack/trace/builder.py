@@ -941,23 +941,61 @@ def _unique(x: np.ndarray) -> np.ndarray:
 
 
 def _merge_adjacent(s: StateTable) -> StateTable:
-    """Join consecutive rows of one thread that differ only in where a dropped event split them."""
+    """Join consecutive rows of one thread that differ only in where a dropped event split them.
+    Compiled: one pass counts the joins, one writes the joined rows (none: `s` itself)."""
     if len(s) < 2:
         return s
-    same = (
-        (s.tid[1:] == s.tid[:-1]) & (s.state[1:] == s.state[:-1]) & (s.cpu[1:] == s.cpu[:-1])
-        & (s.addr[1:] == s.addr[:-1]) & (s.repaired[1:] == s.repaired[:-1]) & (s.waker[:-1] == -1)
-        & (s.start_ns[1:] == s.end_ns[:-1])
-    )
-    if not same.any():
+    addr = s.addr.view(np.int64)
+    n_out = _merged_count(s.tid, s.start_ns, s.end_ns, s.state, s.cpu, addr, s.waker, s.repaired)
+    if n_out == len(s):
         return s
-    head = np.r_[True, ~same]
-    starts = np.flatnonzero(head)
-    last = np.r_[starts[1:] - 1, len(s) - 1]
-    cols = {k: v[starts] for k, v in s.columns().items()}
-    cols["end_ns"] = s.end_ns[last]
-    cols["waker"] = s.waker[last]
-    return StateTable(**cols)
+    cols = _merged_rows(s.tid, s.start_ns, s.end_ns, s.state, s.cpu, addr, s.waker, s.repaired, n_out)
+    names = list(StateTable.SCHEMA)
+    out = dict(zip(names, cols, strict=True))
+    out["addr"] = out["addr"].view(np.uint64)
+    return StateTable(**out)
+
+
+@numba.njit(cache=True, inline="always")
+def _joins(tid, start, end, state, cpu, addr, waker, repaired, i):
+    """Whether row i continues row i - 1 (same thread and state, no waker between them)."""
+    return (tid[i] == tid[i - 1] and state[i] == state[i - 1] and cpu[i] == cpu[i - 1] and addr[i] == addr[i - 1]
+            and repaired[i] == repaired[i - 1] and waker[i - 1] == -1 and start[i] == end[i - 1])
+
+
+@numba.njit(cache=True)
+def _merged_count(tid, start, end, state, cpu, addr, waker, repaired):
+    n = 1
+    for i in range(1, tid.shape[0]):
+        if not _joins(tid, start, end, state, cpu, addr, waker, repaired, i):
+            n += 1
+    return n
+
+
+@numba.njit(cache=True)
+def _merged_rows(tid, start, end, state, cpu, addr, waker, repaired, n_out):
+    """Each run of joined rows as its first row, with the last one's end and waker."""
+    o_tid = np.empty(n_out, tid.dtype)
+    o_start = np.empty(n_out, start.dtype)
+    o_end = np.empty(n_out, end.dtype)
+    o_state = np.empty(n_out, state.dtype)
+    o_cpu = np.empty(n_out, cpu.dtype)
+    o_addr = np.empty(n_out, addr.dtype)
+    o_waker = np.empty(n_out, waker.dtype)
+    o_rep = np.empty(n_out, repaired.dtype)
+    m = -1
+    for i in range(tid.shape[0]):
+        if i == 0 or not _joins(tid, start, end, state, cpu, addr, waker, repaired, i):
+            m += 1
+            o_tid[m] = tid[i]
+            o_start[m] = start[i]
+            o_state[m] = state[i]
+            o_cpu[m] = cpu[i]
+            o_addr[m] = addr[i]
+            o_rep[m] = repaired[i]
+        o_end[m] = end[i]
+        o_waker[m] = waker[i]
+    return o_tid, o_start, o_end, o_state, o_cpu, o_addr, o_waker, o_rep
 
 
 def traced_tids(events: RawEvents, root_pids: list[int] | None = None, comm: str | None = None,
@@ -1091,9 +1129,16 @@ def _group_members(tid, pid, kind, arg0, arg1, groups, limit):
     seen = np.zeros(limit + 1, np.bool_)
     extra = np.empty(16, np.int64)
     n_extra = 0
+    last_pid = -1
+    last_in = False
     for i in range(tid.shape[0]):
-        if pid[i] > 0 and tid[i] > 0 and _find(groups, pid[i]) >= 0:
-            extra, n_extra = _note(seen, extra, n_extra, tid[i])
+        p = pid[i]
+        if p > 0 and tid[i] > 0:
+            if p != last_pid:  # one search per change of pid, not per event
+                last_pid = p
+                last_in = _find(groups, p) >= 0
+            if last_in:
+                extra, n_extra = _note(seen, extra, n_extra, tid[i])
         k = kind[i]
         if (k == K_TASK_COMM or k == K_TASK_FORK) and _find(groups, arg1[i]) >= 0:
             extra, n_extra = _note(seen, extra, n_extra, arg0[i])
