@@ -136,12 +136,21 @@ def _last_wakes(time, etid, arg0, arg1, fe, tids, q_tids, wake_mask, q_tid, q_st
     n_addr = 0
     n_w = 0
     e_off = np.zeros(q_tids.shape[0] + 1, np.int64)
-    for r in fe:
-        qs = _find(q_tids, etid[r])
-        if qs >= 0:
-            e_off[qs + 1] += 1
+    e_q = np.empty(n_fe, np.int64)  # each call's waiting thread (-1: none)
+    last_tid = -1
+    last_q = -1
+    last_traced = False
+    for i in range(n_fe):
+        r = fe[i]
+        if etid[r] != last_tid or i == 0:  # the searches once per change of thread
+            last_tid = etid[r]
+            last_q = _find(q_tids, last_tid)
+            last_traced = _find(tids, last_tid) >= 0
+        e_q[i] = last_q
+        if last_q >= 0:
+            e_off[last_q + 1] += 1
         op = arg1[r] & FUTEX_CMD_MASK
-        if op >= 63 or ((wake_mask >> op) & 1) == 0 or _find(tids, etid[r]) < 0:
+        if op >= 63 or ((wake_mask >> op) & 1) == 0 or not last_traced:
             continue
         a = arg0[r]
         h = _addr_hash(a, size - 1)
@@ -184,10 +193,10 @@ def _last_wakes(time, etid, arg0, arg1, fe, tids, q_tids, wake_mask, q_tid, q_st
         e_off[q + 1] += e_off[q]
     e_by = np.empty(e_off[q_tids.shape[0]], np.int64)
     e_fill = e_off[:-1].copy()
-    for r in fe:
-        qs = _find(q_tids, etid[r])
+    for i in range(n_fe):
+        qs = e_q[i]
         if qs >= 0:
-            e_by[e_fill[qs]] = r
+            e_by[e_fill[qs]] = fe[i]
             e_fill[qs] += 1
     n_q = q_tid.shape[0]
     out = np.full(n_q, -1, np.int64)
