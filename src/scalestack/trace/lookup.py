@@ -108,10 +108,11 @@ class EventIndex:
 
     def rows(self, *kinds) -> np.ndarray:
         """The rows of the events of these kinds, in time order (a view for one kind)."""
-        parts = [self._kind_rows[self._kind_off[k]: self._kind_off[k + 1]] for k in kinds]
-        if len(parts) == 1:
-            return parts[0]
-        return np.sort(np.concatenate(parts)) if parts else np.zeros(0, self.idx_dtype)
+        if len(kinds) == 1:
+            return self._kind_rows[self._kind_off[kinds[0]]: self._kind_off[kinds[0] + 1]]
+        table = np.zeros(256, np.bool_)
+        table[list(kinds)] = True
+        return _rows_of(self.events.kind, table, self.count(*set(kinds)), np.zeros(0, self.idx_dtype))
 
     @property
     def ctx(self) -> np.ndarray:
@@ -128,6 +129,18 @@ class EventIndex:
 
             self._cpu = _cpu_buckets(self.events.cpu, self.events.kind, int(Kind.SWITCH), self.idx_dtype)
         return self._cpu
+
+
+@numba.njit(cache=True)
+def _rows_of(kind, table, n, like):
+    """The rows whose kind is in `table`, in order: one pass (n of them)."""
+    out = np.empty(n, like.dtype)
+    m = 0
+    for i in range(kind.shape[0]):
+        if table[kind[i]]:
+            out[m] = i
+            m += 1
+    return out
 
 
 def _buckets(key: np.ndarray, n_keys: int, idx_dtype) -> tuple[np.ndarray, np.ndarray]:
