@@ -956,19 +956,14 @@ def _merge_adjacent(s: StateTable) -> StateTable:
     return StateTable(**out)
 
 
-@numba.njit(cache=True, inline="always")
-def _joins(tid, start, end, state, cpu, addr, waker, repaired, i):
-    """Whether row i continues row i - 1 (same thread and state, no waker between them)."""
-    return (tid[i] == tid[i - 1] and state[i] == state[i - 1] and cpu[i] == cpu[i - 1] and addr[i] == addr[i - 1]
-            and repaired[i] == repaired[i - 1] and waker[i - 1] == -1 and start[i] == end[i - 1])
-
-
 @numba.njit(cache=True)
 def _merged_count(tid, start, end, state, cpu, addr, waker, repaired):
     n = 1
     for i in range(1, tid.shape[0]):
-        if not _joins(tid, start, end, state, cpu, addr, waker, repaired, i):
-            n += 1
+        # row i continues row i - 1: same thread and state, no waker between them (branch-free)
+        joins = ((tid[i] == tid[i - 1]) & (state[i] == state[i - 1]) & (cpu[i] == cpu[i - 1]) & (addr[i] == addr[i - 1])
+                 & (repaired[i] == repaired[i - 1]) & (waker[i - 1] == -1) & (start[i] == end[i - 1]))
+        n += 1 - joins
     return n
 
 
@@ -985,7 +980,10 @@ def _merged_rows(tid, start, end, state, cpu, addr, waker, repaired, n_out):
     o_rep = np.empty(n_out, repaired.dtype)
     m = -1
     for i in range(tid.shape[0]):
-        if i == 0 or not _joins(tid, start, end, state, cpu, addr, waker, repaired, i):
+        joins = i > 0 and ((tid[i] == tid[i - 1]) & (state[i] == state[i - 1]) & (cpu[i] == cpu[i - 1])
+                           & (addr[i] == addr[i - 1]) & (repaired[i] == repaired[i - 1]) & (waker[i - 1] == -1)
+                           & (start[i] == end[i - 1]))
+        if not joins:
             m += 1
             o_tid[m] = tid[i]
             o_start[m] = start[i]
@@ -1107,7 +1105,7 @@ def _first_pid(tid, pid, tids):
     return out
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _note(seen, extra, n_extra, v):
     """Mark v in the table `seen`, or list it in `extra` if outside it; the list and its length."""
     if 0 <= v < seen.shape[0]:
@@ -1138,7 +1136,10 @@ def _group_members(tid, pid, kind, arg0, arg1, groups, limit):
                 last_pid = p
                 last_in = _find(groups, p) >= 0
             if last_in:
-                extra, n_extra = _note(seen, extra, n_extra, tid[i])
+                if tid[i] <= limit:
+                    seen[tid[i]] = True
+                else:
+                    extra, n_extra = _note(seen, extra, n_extra, tid[i])
         k = kind[i]
         if (k == K_TASK_COMM or k == K_TASK_FORK) and _find(groups, arg1[i]) >= 0:
             extra, n_extra = _note(seen, extra, n_extra, arg0[i])
