@@ -104,11 +104,11 @@ def _find(sorted_values, v):
 
 
 @numba.njit(cache=True, inline="always")
-def _last_at_or_before(time, rows, lo, hi, t):
-    """The last position in rows[lo:hi] (event rows in time order) whose time is at or before t, or lo - 1."""
+def _last_at_or_before(times, lo, hi, t):
+    """The last position in times[lo:hi] (sorted) at or before t, or lo - 1."""
     while lo < hi:
         mid = (lo + hi) // 2
-        if time[rows[mid]] <= t:
+        if times[mid] <= t:
             lo = mid + 1
         else:
             hi = mid
@@ -167,36 +167,39 @@ def _last_wakes(time, etid, arg0, arg1, fe, tids, q_tids, wake_mask, q_tid, q_st
             if 2 * n_addr > size:  # keep the table at most half full
                 size *= 2
                 table = np.full(size, -1, np.int64)
-                for i in range(n_addr):
-                    g = _addr_hash(addrs[i], size - 1)
+                for b in range(n_addr):
+                    g = _addr_hash(addrs[b], size - 1)
                     while table[g] >= 0:
                         g = (g + 1) & (size - 1)
-                    table[g] = i
+                    table[g] = b
                 h = _addr_hash(a, size - 1)
                 while table[h] != n_addr - 1:
                     h = (h + 1) & (size - 1)
         w_rows[n_w] = r
         w_id[n_w] = table[h]
         n_w += 1
-    # wake calls by address, futex calls by waiting thread: stable counting sorts (time order kept)
+    # wake calls by address, futex calls by waiting thread: stable counting sorts (time order kept),
+    # with their times side by side (a binary search then reads one array, not rows then times)
     w_off = np.zeros(n_addr + 1, np.int64)
     for i in range(n_w):
         w_off[w_id[i] + 1] += 1
     for a in range(n_addr):
         w_off[a + 1] += w_off[a]
     w_by = np.empty(n_w, np.int64)
+    w_t = np.empty(n_w, np.int64)
     fill = w_off[:-1].copy()
     for i in range(n_w):
         w_by[fill[w_id[i]]] = w_rows[i]
+        w_t[fill[w_id[i]]] = time[w_rows[i]]
         fill[w_id[i]] += 1
     for q in range(q_tids.shape[0]):
         e_off[q + 1] += e_off[q]
-    e_by = np.empty(e_off[q_tids.shape[0]], np.int64)
+    e_t = np.empty(e_off[q_tids.shape[0]], np.int64)
     e_fill = e_off[:-1].copy()
     for i in range(n_fe):
         qs = e_q[i]
         if qs >= 0:
-            e_by[e_fill[qs]] = fe[i]
+            e_t[e_fill[qs]] = time[fe[i]]
             e_fill[qs] += 1
     n_q = q_tid.shape[0]
     out = np.full(n_q, -1, np.int64)
@@ -204,9 +207,9 @@ def _last_wakes(time, etid, arg0, arg1, fe, tids, q_tids, wake_mask, q_tid, q_st
     for q in range(n_q):
         qs = _find(q_tids, q_tid[q])
         since[q] = q_start[q]
-        k = _last_at_or_before(time, e_by, e_off[qs], e_off[qs + 1], q_start[q])
-        if k >= e_off[qs] and time[e_by[k]] < since[q]:
-            since[q] = time[e_by[k]]
+        k = _last_at_or_before(e_t, e_off[qs], e_off[qs + 1], q_start[q])
+        if k >= e_off[qs] and e_t[k] < since[q]:
+            since[q] = e_t[k]
         if n_addr == 0:
             continue
         a = q_addr[q]
@@ -216,7 +219,7 @@ def _last_wakes(time, etid, arg0, arg1, fe, tids, q_tids, wake_mask, q_tid, q_st
         if table[h] < 0:
             continue
         b = table[h]
-        k = _last_at_or_before(time, w_by, w_off[b], w_off[b + 1], q_end[q])
+        k = _last_at_or_before(w_t, w_off[b], w_off[b + 1], q_end[q])
         if k >= w_off[b]:
             out[q] = w_by[k]
     return out, since
