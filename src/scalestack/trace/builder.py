@@ -573,62 +573,17 @@ def reconcile_running(states: StateTable, events: RawEvents, t0: int, t1: int,
     # each report's thread: a lookup in the (tid-sorted) threads, no pass over the reports per thread
     pos = np.minimum(np.searchsorted(th_tid, r_tid), len(th_tid) - 1)
     mine = th_tid[pos] == r_tid
-    seg_th, seg_a, seg_b, row, fallback, add, drop, cand = _reconcile_cut(
-        states.start_ns, states.end_ns, states.state, states.repaired, states.cpu, bounds.astype(np.int64),
-        pos[mine].astype(np.int64), r_end[mine] - events.arg1[rep][mine], r_end[mine], _STEAL_MIN_NS)
-    steal = cand
-    if np.any(cand):
-        idx = np.flatnonzero(cand)
-        steal = cand.copy()
-        steal[idx] = ~_CpuWitness(events, index).shows(states.cpu[row[idx]], seg_a[idx], seg_b[idx], th_tid[seg_th[idx]])
-    n_th = len(th_tid)
-    state, cpu, addr, waker, repaired, sums = _reconcile_finish(
-        seg_th, seg_a, seg_b, row, fallback, add, drop, steal, states.state, states.cpu, states.addr.view(np.int64),
-        states.waker, states.repaired, n_th, int(State.RUNNING), int(State.UNKNOWN))
+    off, idx, _, _ = index.by_cpu()
+    tid, seg_a, seg_b, state, cpu, addr, waker, repaired, sums = _reconcile_cut(
+        states.start_ns, states.end_ns, states.state, states.repaired, states.cpu, states.addr.view(np.int64),
+        states.waker, bounds.astype(np.int64), th_tid, pos[mine].astype(np.int64), r_end[mine] - events.arg1[rep][mine],
+        r_end[mine], _STEAL_MIN_NS, events.time, events.kind, events.arg1, index.ctx, off, idx, _WAIT_OPS_MASK)
     changed = {str(int(th_tid[j])): [int(sums[0, j]), int(sums[1, j])]
                for j in np.flatnonzero((sums[0] > 0) | (sums[1] > 0))}
     stolen = {str(int(th_tid[j])): int(sums[2, j]) for j in np.flatnonzero(sums[2] > 0)}
-    out = StateTable(tid=th_tid[seg_th].astype(np.int32), start_ns=seg_a, end_ns=seg_b, state=state, cpu=cpu,
-                     addr=addr.view(np.uint64), waker=waker, repaired=repaired)
+    out = StateTable(tid=tid, start_ns=seg_a, end_ns=seg_b, state=state, cpu=cpu, addr=addr.view(np.uint64),
+                     waker=waker, repaired=repaired)
     return out, changed, stolen
-
-
-@numba.njit(cache=True)
-def _reconcile_finish(seg_th, seg_a, seg_b, row, fallback, add, drop, steal, r_state, r_cpu, r_addr, r_waker,
-                      r_repaired, n_th, s_running, s_unknown):
-    """The segments' columns (a changed segment: RUNNING where added, else the state before the
-    run, UNKNOWN where stolen; no CPU, address or waker; repaired) and, per thread, the ns added
-    to RUNNING, removed, and stolen."""
-    n = seg_a.shape[0]
-    state = np.empty(n, np.uint8)
-    cpu = np.empty(n, np.int16)
-    addr = np.empty(n, np.int64)
-    waker = np.empty(n, np.int32)
-    repaired = np.empty(n, np.bool_)
-    sums = np.zeros((3, n_th), np.int64)
-    for i in range(n):
-        r = row[i]
-        d = seg_b[i] - seg_a[i]
-        if add[i] or drop[i]:
-            if add[i]:
-                state[i] = s_running
-                sums[0, seg_th[i]] += d
-            else:
-                state[i] = s_unknown if steal[i] else fallback[i]
-                sums[1, seg_th[i]] += d
-            cpu[i] = -1
-            addr[i] = 0
-            waker[i] = -1
-            repaired[i] = True
-        else:
-            state[i] = r_state[r]
-            cpu[i] = r_cpu[r]
-            addr[i] = r_addr[r]
-            waker[i] = r_waker[r]
-            repaired[i] = r_repaired[r]
-        if steal[i]:
-            sums[2, seg_th[i]] += d
-    return state, cpu, addr, waker, repaired, sums
 
 
 @numba.njit(cache=True)
@@ -664,14 +619,16 @@ def _merge(a, b):
 
 
 @numba.njit(cache=True)
-def _reconcile_cut(start, end, state, repaired, cpu, bounds, r_th, r_a, r_b, steal_min):
+def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid, r_th, r_a, r_b, steal_min,
+                   e_time, e_kind, e_arg1, e_ctx, cpu_off, cpu_idx, wait_ops_mask):
     """The per-thread pass of `reconcile_running`: each thread with runtime reports is cut at its
     rows' bounds and at the edges of the union of its reports (clipped to its life); a thread
-    without reports keeps its rows. Per segment: its thread, start, end, the row it lies in, the
-    state before the RUNNING stretch it is in (UNKNOWN if none), and whether it becomes RUNNING
-    (add), stops being RUNNING (drop), or is long enough, unrepaired and on a CPU to be asked
-    whether it was stolen (cand). Reports are bucketed by thread in one pass; only each thread's
-    own reports and cuts are sorted."""
+    without reports keeps its rows. A segment becomes RUNNING where a report covers it (add); stops
+    being RUNNING where none does (drop), taking the state before its RUNNING stretch (UNKNOWN if
+    none), or UNKNOWN where it is long enough, unrepaired, on a CPU, and the CPU's events
+    (`_shows_one`) show nothing else ran there (stolen). Returns the new table's columns and, per
+    thread, the ns added, dropped and stolen. Reports are bucketed by thread in one pass; only each
+    thread's own reports and cuts are sorted."""
     n_th = bounds.shape[0] - 1
     n_r = r_th.shape[0]
     # bucket the reports by thread (stable counting sort)
@@ -689,14 +646,15 @@ def _reconcile_cut(start, end, state, repaired, cpu, bounds, r_th, r_a, r_b, ste
         bb[fill[j]] = r_b[i]
         fill[j] += 1
     cap = 2 * start.shape[0] + 2 * n_r + 1  # cuts: both bounds of every row, both edges of every span
-    o_th = np.empty(cap, np.int64)
+    o_tid = np.empty(cap, np.int32)
     o_a = np.empty(cap, np.int64)
     o_b = np.empty(cap, np.int64)
-    o_row = np.empty(cap, np.int64)
-    o_fb = np.empty(cap, np.int64)
-    o_add = np.zeros(cap, np.bool_)
-    o_drop = np.zeros(cap, np.bool_)
-    o_cand = np.zeros(cap, np.bool_)
+    o_state = np.empty(cap, np.uint8)
+    o_cpu = np.empty(cap, np.int16)
+    o_addr = np.empty(cap, np.int64)
+    o_waker = np.empty(cap, np.int32)
+    o_rep = np.empty(cap, np.bool_)
+    sums = np.zeros((3, n_th), np.int64)
     m = 0
     for j in range(n_th):
         lo = bounds[j]
@@ -705,10 +663,14 @@ def _reconcile_cut(start, end, state, repaired, cpu, bounds, r_th, r_a, r_b, ste
         rb = r_off[j + 1]
         if rb == ra:  # no reports: the thread's rows as they are
             for r in range(lo, hi):
-                o_th[m] = j
+                o_tid[m] = th_tid[j]
                 o_a[m] = start[r]
                 o_b[m] = end[r]
-                o_row[m] = r
+                o_state[m] = state[r]
+                o_cpu[m] = cpu[r]
+                o_addr[m] = addr[r]
+                o_waker[m] = waker[r]
+                o_rep[m] = repaired[r]
                 m += 1
             continue
         life0 = start[lo]
@@ -769,18 +731,37 @@ def _reconcile_cut(start, end, state, repaired, cpu, bounds, r_th, r_a, r_b, ste
                     sp += 1
                 covered = sp >= 0 and a < ub[sp]
                 running = state[p] == S_RUNNING
-                o_th[m] = j
+                o_tid[m] = th_tid[j]
                 o_a[m] = a
                 o_b[m] = c
-                o_row[m] = p
-                o_fb[m] = state[last_nonrun] if last_nonrun >= 0 else S_UNKNOWN
-                o_add[m] = covered and not running
-                o_drop[m] = running and not covered
-                o_cand[m] = o_drop[m] and not repaired[p] and cpu[p] >= 0 and c - a >= steal_min
+                if covered and not running:  # add
+                    o_state[m] = S_RUNNING
+                    sums[0, j] += c - a
+                elif running and not covered:  # drop
+                    stolen = (not repaired[p] and cpu[p] >= 0 and c - a >= steal_min
+                              and not _shows_one(e_time, e_kind, e_arg1, e_ctx, cpu_off, cpu_idx, wait_ops_mask,
+                                                 cpu[p], a, c, th_tid[j]))
+                    if stolen:
+                        o_state[m] = S_UNKNOWN
+                        sums[2, j] += c - a
+                    else:
+                        o_state[m] = state[last_nonrun] if last_nonrun >= 0 else S_UNKNOWN
+                    sums[1, j] += c - a
+                if covered != running:  # changed: no CPU, address or waker; repaired
+                    o_cpu[m] = -1
+                    o_addr[m] = 0
+                    o_waker[m] = -1
+                    o_rep[m] = True
+                else:
+                    o_state[m] = state[p]
+                    o_cpu[m] = cpu[p]
+                    o_addr[m] = addr[p]
+                    o_waker[m] = waker[p]
+                    o_rep[m] = repaired[p]
                 m += 1
             prev = c
             have = True
-    return o_th[:m], o_a[:m], o_b[:m], o_row[:m], o_fb[:m], o_add[:m], o_drop[:m], o_cand[:m]
+    return o_tid[:m], o_a[:m], o_b[:m], o_state[:m], o_cpu[:m], o_addr[:m], o_waker[:m], o_rep[:m], sums
 
 
 def reconcile_runnable(states: StateTable, run_delay: RawEvents) -> tuple[StateTable, dict]:
@@ -873,9 +854,9 @@ def reconcile_runnable(states: StateTable, run_delay: RawEvents) -> tuple[StateT
 class _CpuWitness:
     """Whether anything but the thread itself shows on a CPU during a stretch: an event there in
     another task's context, or the thread's own last event before the stretch's end entering a
-    futex wait (it went to sleep; its switch out was lost). Built on first use: most recordings
-    have no uncharged stretch long enough to ask about. Reads the events' by-CPU buckets of the
-    builder's index (time-sorted events)."""
+    futex wait (it went to sleep; its switch out was lost). Reads the events' by-CPU buckets of
+    the builder's index (time-sorted events); `reconcile_running` asks the same question of each
+    stretch inside its compiled pass (`_shows_one`)."""
 
     def __init__(self, events: RawEvents, index: EventIndex | None = None):
         self.index = index if index is not None else EventIndex(events.sorted())
@@ -891,44 +872,48 @@ class _CpuWitness:
 
 @numba.njit(cache=True)
 def _shows(time, kind, arg1, ctx, off, idx, wait_ops_mask, cpu, a, b, tid):
-    """The compiled `_CpuWitness.shows`: per stretch, the events of its CPU in (a, b) by binary
-    search in the CPU's bucket; any in another context shows; the last one before b shows if it is
-    the thread's own entry into a futex wait."""
-    n_cpu = off.shape[0] - 1
+    """The compiled `_CpuWitness.shows`."""
     out = np.zeros(cpu.shape[0], np.bool_)
     for q in range(cpu.shape[0]):
-        c = cpu[q]
-        if c < 0 or c >= n_cpu:
-            continue
-        lo, hi = off[c], off[c + 1]
-        # j0: first event after a; j1: first at or after b
-        j0, h = lo, hi
-        while j0 < h:
-            mid = (j0 + h) // 2
-            if time[idx[mid]] <= a[q]:
-                j0 = mid + 1
-            else:
-                h = mid
-        j1, h = lo, hi
-        while j1 < h:
-            mid = (j1 + h) // 2
-            if time[idx[mid]] < b[q]:
-                j1 = mid + 1
-            else:
-                h = mid
-        for k in range(j0, j1):
-            if ctx[idx[k]] != tid[q]:
-                out[q] = True
-                break
-        if not out[q] and j1 > lo:
-            r = idx[j1 - 1]
-            if ctx[r] == tid[q]:
-                if kind[r] == K_FUTEX_WAITV:
-                    out[q] = True
-                elif kind[r] == K_FUTEX_ENTER:
-                    op = arg1[r] & 0x7F
-                    out[q] = op < 63 and ((wait_ops_mask >> op) & 1) == 1
+        out[q] = _shows_one(time, kind, arg1, ctx, off, idx, wait_ops_mask, cpu[q], a[q], b[q], tid[q])
     return out
+
+
+@numba.njit(cache=True)
+def _shows_one(time, kind, arg1, ctx, off, idx, wait_ops_mask, c, a, b, tid):
+    """One stretch [a, b) of `tid` on CPU c: the CPU's events in (a, b) by binary search in its
+    bucket; any in another context shows; the last one before b shows if it is the thread's own
+    entry into a futex wait."""
+    if c < 0 or c >= off.shape[0] - 1:
+        return False
+    lo, hi = off[c], off[c + 1]
+    # j0: first event after a; j1: first at or after b
+    j0, h = lo, hi
+    while j0 < h:
+        mid = (j0 + h) // 2
+        if time[idx[mid]] <= a:
+            j0 = mid + 1
+        else:
+            h = mid
+    j1, h = lo, hi
+    while j1 < h:
+        mid = (j1 + h) // 2
+        if time[idx[mid]] < b:
+            j1 = mid + 1
+        else:
+            h = mid
+    for k in range(j0, j1):
+        if ctx[idx[k]] != tid:
+            return True
+    if j1 > lo:
+        r = idx[j1 - 1]
+        if ctx[r] == tid:
+            if kind[r] == K_FUTEX_WAITV:
+                return True
+            if kind[r] == K_FUTEX_ENTER:
+                op = arg1[r] & 0x7F
+                return op < 63 and ((wait_ops_mask >> op) & 1) == 1
+    return False
 
 
 def _unique(x: np.ndarray) -> np.ndarray:
