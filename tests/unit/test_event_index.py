@@ -58,3 +58,15 @@ def test_context_tid_and_sorted_are_the_numpy_statements(ev, shuffle):
     np.testing.assert_array_equal(s.time, np.sort(ev.time, kind="stable"))
     np.testing.assert_array_equal(s.tid, ev.tid[np.argsort(ev.time, kind="stable")])
     assert (s is ev) == (len(ev) < 2 or bool(np.all(ev.time[1:] >= ev.time[:-1])))
+
+
+def test_rows_of_rare_and_common_kinds():
+    """Rows of several kinds come in time order whether they are few (sorted) or many (one pass)."""
+    kinds = np.array([int(Kind.SWITCH)] * 200 + [int(Kind.FORK), int(Kind.TASK_FORK)] * 2, np.uint8)
+    kinds = kinds[np.random.default_rng(1).permutation(len(kinds))]
+    n = len(kinds)
+    ev = RawEvents(time=np.arange(n), cpu=np.zeros(n), tid=np.ones(n), pid=np.ones(n), kind=kinds, arg0=np.zeros(n),
+                   arg1=np.zeros(n), arg2=np.zeros(n), comm0=np.full(n, -1), comm1=np.full(n, -1))
+    ix = EventIndex(ev)
+    for ks in ([Kind.FORK, Kind.TASK_FORK], [Kind.SWITCH, Kind.FORK], [Kind.FORK, Kind.FORK, Kind.TASK_FORK]):
+        np.testing.assert_array_equal(ix.rows(*ks), np.flatnonzero(np.isin(kinds, ks)))

@@ -110,9 +110,13 @@ class EventIndex:
         """The rows of the events of these kinds, in time order (a view for one kind)."""
         if len(kinds) == 1:
             return self._kind_rows[self._kind_off[kinds[0]]: self._kind_off[kinds[0] + 1]]
+        n = self.count(*set(kinds))
+        if 64 * n < len(self.events):  # few (forks, side-band records): sort their rows
+            parts = [self._kind_rows[self._kind_off[k]: self._kind_off[k + 1]] for k in set(kinds)]
+            return np.sort(np.concatenate(parts))
         table = np.zeros(256, np.bool_)
         table[list(kinds)] = True
-        return _rows_of(self.events.kind, table, self.count(*set(kinds)), np.zeros(0, self.idx_dtype))
+        return _rows_of(self.events.kind, table, n, np.zeros(0, self.idx_dtype))
 
     @property
     def ctx(self) -> np.ndarray:
