@@ -197,7 +197,7 @@ class RawEvents:
     def context_tid(self) -> np.ndarray:
         """The task each event fired in (int64). sched_switch fires in prev's context, but perf
         reports tid -1 for a task already dead, so a switch's context is its prev tid."""
-        return _context_tid(self.kind, self.arg0, self.tid, int(Kind.SWITCH))
+        return _context_tid(self.kind, self.arg0, self.tid, int(Kind.SWITCH), np.zeros(0, np.int64))
 
     def comm(self, index: int) -> str:
         return self.comms[index] if 0 <= index < len(self.comms) else ""
@@ -227,9 +227,9 @@ def _is_sorted(x):
 
 
 @numba.njit(cache=True)
-def _context_tid(kind, arg0, tid, k_switch):
-    """`np.where(kind == SWITCH, arg0, tid)` as int64 in one pass (no mask)."""
-    out = np.empty(kind.shape[0], np.int64)
+def _context_tid(kind, arg0, tid, k_switch, like):
+    """`np.where(kind == SWITCH, arg0, tid)` in one pass (no mask), of `like`'s dtype."""
+    out = np.empty(kind.shape[0], like.dtype)
     for i in range(kind.shape[0]):
         out[i] = arg0[i] if kind[i] == k_switch else tid[i]
     return out

@@ -120,9 +120,14 @@ class EventIndex:
 
     @property
     def ctx(self) -> np.ndarray:
-        """`RawEvents.context_tid()`, computed once."""
+        """`RawEvents.context_tid()`, computed once; int32 when every value fits (half the memory)."""
         if self._ctx is None:
-            self._ctx = self.events.context_tid()
+            from scalestack.trace.events import Kind, _context_tid
+
+            ev = self.events
+            sw = self.rows(Kind.SWITCH)
+            fits = len(sw) == 0 or (int(ev.arg0[sw].min()) >= -(2**31) and int(ev.arg0[sw].max()) < 2**31)
+            self._ctx = _context_tid(ev.kind, ev.arg0, ev.tid, int(Kind.SWITCH), np.zeros(0, np.int32 if fits else np.int64))
         return self._ctx
 
     def by_cpu(self):
