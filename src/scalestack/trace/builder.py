@@ -3,7 +3,9 @@
 Every Linux source (perf.data, perf script text, tracefs, eBPF) ends here, so a fix to the
 logic fixes every source at once (Perfetto's `thread_state_tracker`). The walk over events is
 inherently sequential (each event changes the state of one or two threads), so it is one
-numba-compiled pass over time-sorted events; everything around it is vectorized NumPy.
+numba-compiled pass over time-sorted events. The passes around it that would mask, sort or copy
+every event (or every state row) are compiled passes too, reading one index of the events by kind
+and by CPU built once per build (`lookup.EventIndex`); 10^7 events build in about a second.
 
 What the kernel does not tell us is counted, bounded and marked, never silently guessed
 (measured on these machines: `perf record -a` drops some switches out of idle and wakeups done
