@@ -349,8 +349,8 @@ def _cpu_busy(events: RawEvents, cpu: np.ndarray, at: np.ndarray, until: np.ndar
     by its last switch before the call (it was running something then), or by any event in the
     context of another task on that CPU before the run began (it started something else first, so
     the waiter queued behind it; the switch out of idle is the event this VM loses most).
-    The events are bucketed by CPU once (the index's, no sort); each question is a binary search
-    in its CPU's bucket."""
+    The events are bucketed by CPU once (the index's, no sort); each question is a search in its
+    CPU's bucket from the CPU's previous answer."""
     index = index if index is not None else EventIndex(events.sorted())
     ev = index.events
     if len(ev) == 0 or len(cpu) == 0:
@@ -373,22 +373,66 @@ def _first_after(time, order, lo, hi, t):
 
 
 @numba.njit(cache=True)
+def _gallop_after(time, order, lo, hi, t, h):
+    """`_first_after` searched outward from position h (a previous answer): the questions come in
+    runs of increasing time (the waits are in thread and time order), so most answers are near
+    the last one and cost a few steps instead of a binary search over the whole bucket."""
+    h = min(max(h, lo), hi)
+    if h < hi and time[order[h]] <= t:  # the answer is after h
+        a = h + 1
+        step = 1
+        while True:
+            b = a + step
+            if b >= hi:
+                b = hi
+                break
+            if time[order[b]] > t:
+                break
+            a = b + 1
+            step *= 2
+    else:  # at or before h
+        b = h
+        step = 1
+        while True:
+            a = b - step
+            if a <= lo:
+                a = lo
+                break
+            if time[order[a]] <= t:
+                a += 1
+                break
+            b = a
+            step *= 2
+    while a < b:
+        mid = (a + b) // 2
+        if time[order[mid]] <= t:
+            a = mid + 1
+        else:
+            b = mid
+    return a
+
+
+@numba.njit(cache=True)
 def _cpu_busy_compiled(time, nxt, ctx, off, idx, s_off, s_idx, cpu, at, until, waiter):
     n_cpu = off.shape[0] - 1
     out = np.zeros(cpu.shape[0], np.bool_)
+    s_hint = s_off[:-1].copy()  # each CPU's last answers
+    e_hint = off[:-1].copy()
     for q in range(cpu.shape[0]):
         c = cpu[q]
         if c < 0 or c >= n_cpu:
             continue
         # the CPU's last switch at or before the call: busy unless it went idle or to the waiter
-        lo = _first_after(time, s_idx, s_off[c], s_off[c + 1], at[q])
+        lo = _gallop_after(time, s_idx, s_off[c], s_off[c + 1], at[q], s_hint[c])
+        s_hint[c] = lo
         if lo > s_off[c]:
             j = s_idx[lo - 1]
             if nxt[j] != 0 and nxt[j] != waiter[q]:
                 out[q] = True
                 continue
         # another task's event on the CPU strictly between the call and the run
-        k = _first_after(time, idx, off[c], off[c + 1], at[q])
+        k = _gallop_after(time, idx, off[c], off[c + 1], at[q], e_hint[c])
+        e_hint[c] = k
         while k < off[c + 1] and time[idx[k]] < until[q]:
             x = ctx[idx[k]]
             if x > 0 and x != waiter[q]:
