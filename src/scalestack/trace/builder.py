@@ -566,26 +566,39 @@ def reconcile_running(states: StateTable, events: RawEvents, t0: int, t1: int,
     index = index if index is not None else EventIndex(events.sorted())
     events = index.events
     rep = index.rows(Kind.STAT_RUNTIME)
-    rep = rep[events.arg1[rep] > 0]
-    if len(rep) == 0 or len(states) == 0:
+    if len(rep) == 0 or len(states) == 0 or not np.any(events.arg1[rep] > 0):
         return states, {}, {}
-    bounds = np.flatnonzero(np.r_[True, states.tid[1:] != states.tid[:-1], True])
+    bounds = _thread_bounds(states.tid)
     th_tid = states.tid[bounds[:-1]].astype(np.int64)
-    r_tid, r_end = events.arg0[rep], events.time[rep]
-    # each report's thread: a lookup in the (tid-sorted) threads, no pass over the reports per thread
-    pos = np.minimum(np.searchsorted(th_tid, r_tid), len(th_tid) - 1)
-    mine = th_tid[pos] == r_tid
     off, idx, _, _ = index.by_cpu()
     tid, seg_a, seg_b, state, cpu, addr, waker, repaired, sums = _reconcile_cut(
         states.start_ns, states.end_ns, states.state, states.repaired, states.cpu, states.addr.view(np.int64),
-        states.waker, bounds.astype(np.int64), th_tid, pos[mine].astype(np.int64), r_end[mine] - events.arg1[rep][mine],
-        r_end[mine], _STEAL_MIN_NS, events.time, events.kind, events.arg1, index.ctx, off, idx, _WAIT_OPS_MASK)
+        states.waker, bounds, th_tid, rep, _STEAL_MIN_NS, events.time, events.kind, events.arg0, events.arg1,
+        index.ctx, off, idx, _WAIT_OPS_MASK)
     changed = {str(int(th_tid[j])): [int(sums[0, j]), int(sums[1, j])]
                for j in np.flatnonzero((sums[0] > 0) | (sums[1] > 0))}
     stolen = {str(int(th_tid[j])): int(sums[2, j]) for j in np.flatnonzero(sums[2] > 0)}
     out = StateTable(tid=tid, start_ns=seg_a, end_ns=seg_b, state=state, cpu=cpu, addr=addr.view(np.uint64),
                      waker=waker, repaired=repaired)
     return out, changed, stolen
+
+
+@numba.njit(cache=True)
+def _thread_bounds(tid):
+    """Where each thread's rows begin in a thread-sorted table, and its length."""
+    n = tid.shape[0]
+    k = 1
+    for i in range(1, n):
+        k += tid[i] != tid[i - 1]
+    out = np.empty(k + 1, np.int64)
+    out[0] = 0
+    m = 1
+    for i in range(1, n):
+        if tid[i] != tid[i - 1]:
+            out[m] = i
+            m += 1
+    out[k] = n
+    return out
 
 
 @numba.njit(cache=True)
@@ -621,32 +634,46 @@ def _merge(a, b):
 
 
 @numba.njit(cache=True)
-def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid, r_th, r_a, r_b, steal_min,
-                   e_time, e_kind, e_arg1, e_ctx, cpu_off, cpu_idx, wait_ops_mask):
+def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid, rep, steal_min,
+                   e_time, e_kind, e_arg0, e_arg1, e_ctx, cpu_off, cpu_idx, wait_ops_mask):
     """The per-thread pass of `reconcile_running`: each thread with runtime reports is cut at its
     rows' bounds and at the edges of the union of its reports (clipped to its life); a thread
     without reports keeps its rows. A segment becomes RUNNING where a report covers it (add); stops
     being RUNNING where none does (drop), taking the state before its RUNNING stretch (UNKNOWN if
     none), or UNKNOWN where it is long enough, unrepaired, on a CPU, and the CPU's events
     (`_shows_one`) show nothing else ran there (stolen). Returns the new table's columns and, per
-    thread, the ns added, dropped and stolen. Reports are bucketed by thread in one pass; only each
+    thread, the ns added, dropped and stolen. The reports (`rep`: rows of runtime reports; those
+    charging > 0 ns, of a thread in `th_tid`, count) are bucketed by thread in one pass; only each
     thread's own reports and cuts are sorted."""
     n_th = bounds.shape[0] - 1
-    n_r = r_th.shape[0]
-    # bucket the reports by thread (stable counting sort)
+    # each report's thread, then the reports bucketed by thread (stable counting sort)
+    r_th = np.full(rep.shape[0], -1, np.int64)
     r_off = np.zeros(n_th + 1, np.int64)
-    for i in range(n_r):
-        r_off[r_th[i] + 1] += 1
+    last_tid = -1
+    last_j = -2  # none looked up yet
+    for i in range(rep.shape[0]):
+        r = rep[i]
+        if e_arg1[r] <= 0:
+            continue
+        if last_j == -2 or e_arg0[r] != last_tid:
+            last_tid = e_arg0[r]
+            last_j = _find(th_tid, last_tid)
+        r_th[i] = last_j
+        if last_j >= 0:
+            r_off[last_j + 1] += 1
     for j in range(n_th):
         r_off[j + 1] += r_off[j]
+    n_r = r_off[n_th]
     fill = r_off[:-1].copy()
     ba = np.empty(n_r, np.int64)
     bb = np.empty(n_r, np.int64)
-    for i in range(n_r):
+    for i in range(rep.shape[0]):
         j = r_th[i]
-        ba[fill[j]] = r_a[i]
-        bb[fill[j]] = r_b[i]
-        fill[j] += 1
+        if j >= 0:
+            r = rep[i]
+            ba[fill[j]] = e_time[r] - e_arg1[r]
+            bb[fill[j]] = e_time[r]
+            fill[j] += 1
     cap = 2 * start.shape[0] + 2 * n_r + 1  # cuts: both bounds of every row, both edges of every span
     o_tid = np.empty(cap, np.int32)
     o_a = np.empty(cap, np.int64)
