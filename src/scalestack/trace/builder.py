@@ -1120,27 +1120,12 @@ def _first_pid(tid, pid, tids):
 
 
 @numba.njit(cache=True)
-def _note(seen, extra, n_extra, v):
-    """Mark v in the table `seen`, or list it in `extra` if outside it; the list and its length."""
-    if 0 <= v < seen.shape[0]:
-        seen[v] = True
-        return extra, n_extra
-    if n_extra == extra.shape[0]:
-        grown = np.empty(2 * n_extra, np.int64)
-        grown[:n_extra] = extra
-        extra = grown
-    extra[n_extra] = v
-    return extra, n_extra + 1
-
-
-@numba.njit(cache=True)
 def _group_members(tid, pid, kind, arg0, arg1, groups, limit):
     """The tasks the events put in one of `groups` (sorted thread-group ids): an event's tid by its
     pid (both > 0), a TASK_COMM or TASK_FORK record's tid by its pid. Those in [0, limit] as a
     table, the others (corrupt inputs) listed."""
     seen = np.zeros(limit + 1, np.bool_)
-    extra = np.empty(16, np.int64)
-    n_extra = 0
+    n_big = 0  # tasks outside the table (corrupt inputs): listed by a second pass, if any
     last_pid = -1
     last_in = False
     for i in range(tid.shape[0]):
@@ -1153,10 +1138,24 @@ def _group_members(tid, pid, kind, arg0, arg1, groups, limit):
                 if tid[i] <= limit:
                     seen[tid[i]] = True
                 else:
-                    extra, n_extra = _note(seen, extra, n_extra, tid[i])
+                    n_big += 1
         k = kind[i]
         if (k == K_TASK_COMM or k == K_TASK_FORK) and _find(groups, arg1[i]) >= 0:
-            extra, n_extra = _note(seen, extra, n_extra, arg0[i])
+            if 0 <= arg0[i] <= limit:
+                seen[arg0[i]] = True
+            else:
+                n_big += 1
+    extra = np.empty(n_big, np.int64)
+    n_extra = 0
+    if n_big:
+        for i in range(tid.shape[0]):
+            if pid[i] > 0 and tid[i] > limit and _find(groups, pid[i]) >= 0:
+                extra[n_extra] = tid[i]
+                n_extra += 1
+            k = kind[i]
+            if (k == K_TASK_COMM or k == K_TASK_FORK) and _find(groups, arg1[i]) >= 0 and not 0 <= arg0[i] <= limit:
+                extra[n_extra] = arg0[i]
+                n_extra += 1
     return seen, extra[:n_extra]
 
 
