@@ -149,3 +149,18 @@ def test_worked_example():
     names = _thread_names(ev, tids, {}, EventIndex(ev))
     assert names.tid.tolist() == [100, 101, 101, 101, 102] and names.time_ns.tolist() == [1, 1, 5, 5, 2]
     assert list(names.name) == ["app", "app", "other", "app", "app"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(stream(), st.integers(0, 250))
+def test_group_members_beyond_the_table_are_listed(events, limit):
+    """The tasks of groups 100 and 200, whether the table holds them or (above `limit`) the list does."""
+    from scalestack.trace.builder import _group_members
+
+    groups = np.array([100, 200], np.int64)
+    seen, extra = _group_members(events.tid, events.pid, events.kind, events.arg0, events.arg1, groups, limit)
+    known = (events.pid > 0) & (events.tid > 0) & np.isin(events.pid, groups)
+    side = np.isin(events.kind, [Kind.TASK_COMM, Kind.TASK_FORK]) & np.isin(events.arg1, groups)
+    want = set(events.tid[known].tolist()) | set(events.arg0[side].tolist())
+    assert set(np.flatnonzero(seen).tolist()) | set(extra.tolist()) == want
+    assert all(not 0 <= v <= limit for v in extra.tolist())
