@@ -121,63 +121,74 @@ def _addr_hash(x, mask):
 
 
 @numba.njit(cache=True)
+def _scan_futex_calls(etid, arg0, arg1, fe, tids, q_tids, wake_mask, i, table, addrs, n_addr, n_w, w_rows, w_id,
+                      e_q, e_off):
+    """`_last_wakes`' pass over the futex calls from the i-th: each call's waiting thread (counted
+    in e_off), each wake call's row and address id. Stops where the address table would be more
+    than half full; returns where it stopped and the counts so far."""
+    size = table.shape[0]
+    n_fe = fe.shape[0]
+    while i < n_fe:
+        r = fe[i]
+        qs = _find(q_tids, etid[r])
+        op = arg1[r] & FUTEX_CMD_MASK
+        wake = False
+        if op < 63:
+            if (wake_mask >> op) & 1:
+                wake = _find(tids, etid[r]) >= 0
+        b = -1
+        if wake:
+            a = arg0[r]
+            h = _addr_hash(a, size - 1)
+            while table[h] >= 0 and addrs[table[h]] != a:
+                h = (h + 1) & (size - 1)
+            if table[h] < 0:
+                if 2 * (n_addr + 1) > size:
+                    return i, n_addr, n_w  # grow first
+                addrs[n_addr] = a
+                table[h] = n_addr
+                n_addr += 1
+            b = table[h]
+        e_q[i] = qs
+        if qs >= 0:
+            e_off[qs + 1] += 1
+        if wake:
+            w_rows[n_w] = r
+            w_id[n_w] = b
+            n_w += 1
+        i += 1
+    return i, n_addr, n_w
+
+
+@numba.njit(cache=True)
 def _last_wakes(time, etid, arg0, arg1, fe, tids, q_tids, wake_mask, q_tid, q_start, q_end, q_addr):
     """Per wait (thread, start, end, address): the row of the last wake-type futex call by a thread
     of `tids` on its address at or before its end (-1 if none), and the time of its thread's last
     futex call at or before its start (the start if none, or if later). `fe`: the futex calls'
     rows in time order; `q_tids` the waits' distinct threads, sorted."""
-    # the wake calls, and each one's address id (open addressing on the address)
+    # the wake calls, and each one's address id (open addressing on the address); the scan stops
+    # to grow the table (arrays replaced inside a compiled loop slow every iteration of it)
     n_fe = fe.shape[0]
     w_rows = np.empty(n_fe, np.int64)
     w_id = np.empty(n_fe, np.int64)
-    size = 1024
-    table = np.full(size, -1, np.int64)  # slot -> address id
-    addrs = np.empty(64, np.int64)  # address id -> address
-    n_addr = 0
-    n_w = 0
+    addrs = np.empty(n_fe + 1, np.int64)  # address id -> address (only the ids used are written)
     e_off = np.zeros(q_tids.shape[0] + 1, np.int64)
     e_q = np.empty(n_fe, np.int64)  # each call's waiting thread (-1: none)
-    last_tid = -1
-    last_q = -1
-    last_traced = False
-    for i in range(n_fe):
-        r = fe[i]
-        if etid[r] != last_tid or i == 0:  # the searches once per change of thread
-            last_tid = etid[r]
-            last_q = _find(q_tids, last_tid)
-            last_traced = _find(tids, last_tid) >= 0
-        e_q[i] = last_q
-        if last_q >= 0:
-            e_off[last_q + 1] += 1
-        op = arg1[r] & FUTEX_CMD_MASK
-        if op >= 63 or ((wake_mask >> op) & 1) == 0 or not last_traced:
-            continue
-        a = arg0[r]
-        h = _addr_hash(a, size - 1)
-        while table[h] >= 0 and addrs[table[h]] != a:
-            h = (h + 1) & (size - 1)
-        if table[h] < 0:
-            if n_addr == addrs.shape[0]:
-                grown = np.empty(2 * n_addr, np.int64)
-                grown[:n_addr] = addrs
-                addrs = grown
-            addrs[n_addr] = a
-            table[h] = n_addr
-            n_addr += 1
-            if 2 * n_addr > size:  # keep the table at most half full
-                size *= 2
-                table = np.full(size, -1, np.int64)
-                for b in range(n_addr):
-                    g = _addr_hash(addrs[b], size - 1)
-                    while table[g] >= 0:
-                        g = (g + 1) & (size - 1)
-                    table[g] = b
-                h = _addr_hash(a, size - 1)
-                while table[h] != n_addr - 1:
-                    h = (h + 1) & (size - 1)
-        w_rows[n_w] = r
-        w_id[n_w] = table[h]
-        n_w += 1
+    size = 1024
+    table = np.full(size, -1, np.int64)  # slot -> address id
+    i, n_addr, n_w = 0, 0, 0
+    while True:
+        i, n_addr, n_w = _scan_futex_calls(etid, arg0, arg1, fe, tids, q_tids, wake_mask, i, table, addrs, n_addr,
+                                           n_w, w_rows, w_id, e_q, e_off)
+        if i >= n_fe:
+            break
+        size *= 2
+        table = np.full(size, -1, np.int64)
+        for b in range(n_addr):
+            g = _addr_hash(addrs[b], size - 1)
+            while table[g] >= 0:
+                g = (g + 1) & (size - 1)
+            table[g] = b
     # wake calls by address, futex calls by waiting thread: stable counting sorts (time order kept),
     # with their times side by side (a binary search then reads one array, not rows then times)
     w_off = np.zeros(n_addr + 1, np.int64)
