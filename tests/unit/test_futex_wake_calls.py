@@ -113,3 +113,25 @@ def test_worked_example():
     waits, who, when = _wake_calls(states, np.arange(2), EventIndex(RawEvents.from_rows(rows)),
                                    np.array([100, 101, 102]), np.array([-1, -1, -1]))
     assert waits.tolist() == [0, 1] and who.tolist() == [101, 101] and when.tolist() == [25, 28]
+
+
+def test_many_addresses_grow_the_table():
+    """3000 addresses (the address table starts with 1024 slots and grows while the calls are read)."""
+    rng = np.random.default_rng(7)
+    n = 6000
+    addr = 0x10000 + 8 * rng.integers(0, 3000, n)
+    rows = [(t, 0, int(rng.choice([101, 102])), -1, int(Kind.FUTEX_ENTER), int(a), 1, 0, -1, -1)
+            for t, a in enumerate(addr.tolist())]
+    ev = RawEvents.from_rows(rows)
+    k = 500
+    w_addr = 0x10000 + 8 * rng.integers(0, 3100, k)  # some never woken
+    start = np.sort(rng.integers(0, n, k))
+    states = StateTable(tid=np.full(k, 100), start_ns=start, end_ns=start + rng.integers(1, 400, k),
+                        state=np.full(k, int(State.SYNC_WAIT)), cpu=np.full(k, -1), addr=w_addr,
+                        waker=np.full(k, -1), repaired=np.zeros(k, bool))
+    tids, pids = np.array([100, 101, 102]), np.array([-1, -1, -1])
+    got = _wake_calls(states, np.arange(k), EventIndex(ev), tids, pids)
+    want = reference(states, np.arange(k), ev, tids, pids)
+    assert len(want[0]) > 20
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
