@@ -715,7 +715,8 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
                 sa[k] = a
                 sb[k] = b
                 k += 1
-        o = np.argsort(sa[:k], kind="mergesort")
+        # the reports' starts are mostly in order already (their ends are): sort only if not
+        o = np.arange(k) if _is_sorted(sa[:k]) else np.argsort(sa[:k], kind="mergesort")
         ua = np.empty(k, np.int64)
         ub = np.empty(k, np.int64)
         n_sp = 0
