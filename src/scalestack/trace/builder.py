@@ -1398,6 +1398,7 @@ def build_trace(
     states = _merge_adjacent(states)
     pids = _thread_pids(events, tids, slot_of, index)
     states, futex_wakers, runnable_from_wakes = attribute_futex_wakers(states, events, tids, pids, index)
+    index.forget_by_cpu()
     states, runnable_reconciled = reconcile_runnable(states, run_delay)
     states = _merge_adjacent(states)
     present, first_idx = unique_first(states.tid)

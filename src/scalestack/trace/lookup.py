@@ -130,6 +130,10 @@ class EventIndex:
             self._ctx = _context_tid(ev.kind, ev.arg0, ev.tid, int(Kind.SWITCH), np.zeros(0, np.int32 if fits else np.int64))
         return self._ctx
 
+    def forget_by_cpu(self) -> None:
+        """Free the by-CPU buckets (the passes that read them are done; 4 bytes an event)."""
+        self._cpu = None
+
     def by_cpu(self):
         """Each CPU's events, and its switches, in time order: (offsets, rows, switch offsets,
         switch rows); CPU c's rows are rows[offsets[c]:offsets[c + 1]]. Events without a CPU are left out."""
