@@ -5,7 +5,7 @@ logic fixes every source at once (Perfetto's `thread_state_tracker`). The walk o
 inherently sequential (each event changes the state of one or two threads), so it is one
 numba-compiled pass over time-sorted events. The passes around it that would mask, sort or copy
 every event (or every state row) are compiled passes too, reading one index of the events by kind
-and by CPU built once per build (`lookup.EventIndex`); 10^7 events build in about a second.
+and by CPU built once per build (`lookup.EventIndex`): 9.8 M events build in about 1.4 s (4.7 s before).
 
 What the kernel does not tell us is counted, bounded and marked, never silently guessed
 (measured on these machines: `perf record -a` drops some switches out of idle and wakeups done
