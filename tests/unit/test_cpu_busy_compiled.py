@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scalestack.trace.events import Kind, RawEvents
-from scalestack.trace.futex_wakers import _cpu_busy
+from scalestack.trace.futex_wakers import _cpu_busy, _gallop_after
 
 
 def reference(events: RawEvents, cpu: np.ndarray, at: np.ndarray, until: np.ndarray,
@@ -85,3 +85,14 @@ def test_worked_example():
                               (15, 1, 102, 100, int(Kind.FUTEX_ENTER), 0, 0, 0, -1, -1)], comms=[])
     got = _cpu_busy(ev, np.array([0, 1, 1]), np.array([10, 10, 16]), np.array([20, 20, 20]), np.array([100] * 3))
     assert got.tolist() == [True, True, False]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 30), max_size=40), st.integers(0, 40), st.integers(0, 40), st.integers(-1, 32))
+def test_search_from_a_hint_is_the_binary_search(times, lo, hint, t):
+    """`_gallop_after` finds, from any starting position, what np.searchsorted(..., side='right') finds."""
+    time = np.array(sorted(times), np.int64)
+    order = np.arange(len(time))
+    lo = min(lo, len(time))
+    want = lo + int(np.searchsorted(time[lo:], t, side="right"))
+    assert _gallop_after(time, order, lo, len(time), t, hint) == want

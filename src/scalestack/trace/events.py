@@ -47,6 +47,7 @@ import dataclasses
 import enum
 from typing import Any
 
+import numba
 import numpy as np
 
 
@@ -181,8 +182,9 @@ class RawEvents:
         return ev
 
     def sorted(self) -> RawEvents:
-        """Stable sort by time (perf writes per-CPU buffers; only FINISHED_ROUNDs order them)."""
-        if len(self) < 2 or bool(np.all(self.time[1:] >= self.time[:-1])):
+        """Stable sort by time (perf writes per-CPU buffers; only FINISHED_ROUNDs order them).
+        Already sorted input is returned as it is, checked by one compiled pass (no copy)."""
+        if len(self) < 2 or _is_sorted(self.time):
             return self
         order = np.argsort(self.time, kind="stable")
         return self.take(order)
@@ -195,7 +197,7 @@ class RawEvents:
     def context_tid(self) -> np.ndarray:
         """The task each event fired in (int64). sched_switch fires in prev's context, but perf
         reports tid -1 for a task already dead, so a switch's context is its prev tid."""
-        return np.where(self.kind == Kind.SWITCH, self.arg0, self.tid).astype(np.int64, copy=False)
+        return _context_tid(self.kind, self.arg0, self.tid, int(Kind.SWITCH), np.zeros(0, np.int64))
 
     def comm(self, index: int) -> str:
         return self.comms[index] if 0 <= index < len(self.comms) else ""
@@ -214,3 +216,20 @@ class RawEvents:
                 return False
         return True
 
+
+
+@numba.njit(cache=True)
+def _is_sorted(x):
+    for i in range(1, x.shape[0]):
+        if x[i] < x[i - 1]:
+            return False
+    return True
+
+
+@numba.njit(cache=True)
+def _context_tid(kind, arg0, tid, k_switch, like):
+    """`np.where(kind == SWITCH, arg0, tid)` in one pass (no mask), of `like`'s dtype."""
+    out = np.empty(kind.shape[0], like.dtype)
+    for i in range(kind.shape[0]):
+        out[i] = arg0[i] if kind[i] == k_switch else tid[i]
+    return out

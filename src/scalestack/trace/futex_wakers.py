@@ -30,7 +30,7 @@ import numpy as np
 
 from scalestack.trace import State, StateTable
 from scalestack.trace.events import FUTEX_CMD_MASK, Kind, RawEvents
-from scalestack.trace.lookup import member
+from scalestack.trace.lookup import EventIndex, member
 
 # futex(2) operations that wake waiters (op & FUTEX_CMD_MASK): WAKE, REQUEUE, CMP_REQUEUE, WAKE_OP,
 # UNLOCK_PI, WAKE_BITSET, CMP_REQUEUE_PI.
@@ -38,76 +38,58 @@ FUTEX_WAKE_OPS = (1, 3, 4, 5, 7, 10, 12)
 
 
 def attribute_futex_wakers(states: StateTable, events: RawEvents, tids: np.ndarray,
-                           pids: np.ndarray) -> tuple[StateTable, int, int]:
+                           pids: np.ndarray, index: EventIndex | None = None) -> tuple[StateTable, int, int]:
     """`states` with a waker for each SYNC_WAIT whose waker is not a traced thread, where the futex
     calls show who woke it, and RUNNABLE from the wake call where the wakeup event was lost; how
-    many waits got a waker, and how many a RUNNABLE. Vectorized: one sort of the wake calls.
-    `states` must be sorted by thread, then time; `tids` sorted, `pids` their processes (-1 unknown)."""
+    many waits got a waker, and how many a RUNNABLE. One compiled pass over the futex calls
+    buckets the wake calls by address; each wait is then a binary search in its address's bucket.
+    `states` must be sorted by thread, then time; `tids` sorted, `pids` their processes (-1 unknown);
+    `index` the builder's index of the (time-sorted) events."""
     st = states
-    waits = np.flatnonzero((st.state == State.SYNC_WAIT) & (st.addr != 0) & ~np.isin(st.waker, tids))
+    waits = np.flatnonzero((st.state == State.SYNC_WAIT) & (st.addr != 0) & ~member(st.waker, tids))
     if len(waits) == 0:
         return states, 0, 0
-    wk = (events.kind == Kind.FUTEX_ENTER) & member(events.arg1 & FUTEX_CMD_MASK, FUTEX_WAKE_OPS) \
-        & member(events.tid, tids)
-    if not np.any(wk):
+    index = index if index is not None else EventIndex(events.sorted())
+    waits, w_tid, w_time = _wake_calls(st, waits, index, tids, pids)
+    if len(waits) == 0:
         return states, 0, 0
-    w_addr = events.arg0[wk].view(np.uint64)
-    w_time = events.time[wk].astype(np.int64)
-    w_tid = events.tid[wk].astype(np.int64)
-    w_pid = events.pid[wk].astype(np.int64)
-    # key each wake call by (address, rank of its time) so one searchsorted finds, per wait, the
-    # last wake on its address at or before the wait's end
-    addrs, w_aid = np.unique(w_addr, return_inverse=True)
-    times = np.sort(w_time)
-    m = len(times) + 1
-    w_key = w_aid.astype(np.int64) * m + np.searchsorted(times, w_time, side="left")
-    order = np.argsort(w_key, kind="stable")
-    keys = w_key[order]
-    q_addr = st.addr[waits]
-    a_pos = np.minimum(np.searchsorted(addrs, q_addr), len(addrs) - 1)
-    has_addr = addrs[a_pos] == q_addr
-    q_key = a_pos.astype(np.int64) * m + np.searchsorted(times, st.end_ns[waits], side="right")
-    k = np.searchsorted(keys, q_key, side="left") - 1
-    ok = has_addr & (k >= 0)
-    k = np.maximum(k, 0)
-    j = order[k]
-    # a wake call counts from the waiter's own futex entry: one made while the waiter was still
-    # switching out wakes it too (the wait's row starts at the switch, microseconds later)
-    since = np.minimum(_futex_entry(events, st.tid[waits], st.start_ns[waits]), st.start_ns[waits])
-    ok &= (w_aid[j] == a_pos) & (w_time[j] >= since) & (w_tid[j] != st.tid[waits])
+    waker = st.waker.copy()
+    waker[waits] = w_tid.astype(waker.dtype)
+    cols = st.columns()
+    cols["waker"] = waker
+    named, n_split = _runnable_from_wake(type(st)(**cols), index, waits, w_time)
+    return named, int(len(waits)), n_split
+
+
+def _wake_calls(st: StateTable, waits: np.ndarray, index: EventIndex, tids: np.ndarray,
+                pids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The waits (rows of `st`) that a futex call explains, with the caller's tid and the call's time."""
+    ev = index.events
+    if len(ev) == 0 or len(tids) == 0:
+        return waits[:0], waits[:0], waits[:0]
+    q_tid = st.tid[waits].astype(np.int64)
+    j, since = _last_wakes(ev.time, ev.tid, ev.arg0, ev.arg1, index.rows(Kind.FUTEX_ENTER),
+                           np.asarray(tids, np.int64), np.unique(q_tid), _WAKE_OPS_MASK,
+                           q_tid, st.start_ns[waits], st.end_ns[waits], st.addr[waits].view(np.int64))
+    # the last wake call on the wait's address at or before its end, made since the waiter's own
+    # futex entry (one made while the waiter was still switching out wakes it too: the wait's
+    # row starts at the switch, microseconds later), by another thread
+    ok = j >= 0
+    jj = np.maximum(j, 0)
+    w_time, w_tid = ev.time[jj], ev.tid[jj].astype(np.int64)
+    w_pid = ev.pid[jj].astype(np.int64)
+    ok &= (w_time >= since) & (w_tid != q_tid)
+    if not np.any(ok):
+        return waits[:0], waits[:0], waits[:0]
     # same process, where the source says which process a thread belongs to (private futexes)
     waiter_pid = pids[np.searchsorted(tids, st.tid[waits])]
-    known = (waiter_pid > 0) & (w_pid[j] > 0)
-    ok &= ~known | (waiter_pid == w_pid[j])
+    known = (waiter_pid > 0) & (w_pid > 0)
+    ok &= ~known | (waiter_pid == w_pid)
     # a wait whose futex call failed (-ETIMEDOUT, -EINTR) was ended by its timer or a signal, not by a
     # wake call: a CPython thread waiting for the GIL times out every 5 ms while others wake other waiters
     cand = waits[ok]
-    ok[ok] = ~_failed_wait(events, st.tid[cand], st.start_ns[cand])
-    if not np.any(ok):
-        return states, 0, 0
-    waker = st.waker.copy()
-    waker[waits[ok]] = w_tid[j[ok]].astype(waker.dtype)
-    cols = st.columns()
-    cols["waker"] = waker
-    named, n_split = _runnable_from_wake(type(st)(**cols), events, waits[ok], w_time[j[ok]])
-    return named, int(ok.sum()), n_split
-
-
-def _futex_entry(events: RawEvents, tid: np.ndarray, start: np.ndarray) -> np.ndarray:
-    """Each thread's last futex call at or before `start` (the call that began its wait), or
-    `start` where there is none."""
-    fe = events.kind == Kind.FUTEX_ENTER
-    f_time = events.time[fe].astype(np.int64)
-    if len(f_time) == 0:
-        return start.astype(np.int64)
-    times = np.sort(f_time)
-    m = len(times) + 1
-    keys = np.sort(events.tid[fe].astype(np.int64) * m + np.searchsorted(times, f_time, side="left"))
-    q = tid.astype(np.int64) * m + np.searchsorted(times, start, side="right")
-    k = np.searchsorted(keys, q, side="left") - 1
-    kk = np.maximum(k, 0)
-    found = (k >= 0) & (keys[kk] // m == tid)
-    return np.where(found, times[np.minimum(keys[kk] % m, len(times) - 1)], start).astype(np.int64)
+    ok[ok] = ~_failed_wait(ev, st.tid[cand], st.start_ns[cand])
+    return waits[ok], w_tid[ok], w_time[ok]
 
 
 def _next_own(events: RawEvents, mask: np.ndarray, tid: np.ndarray, after: np.ndarray) -> np.ndarray:
@@ -138,7 +120,158 @@ def _failed_wait(events: RawEvents, tid: np.ndarray, start: np.ndarray) -> np.nd
     return own & (events.arg0[exs] < 0)
 
 
-def _runnable_from_wake(st: StateTable, events: RawEvents, waits: np.ndarray,
+_WAKE_OPS_MASK = 0
+for _op in FUTEX_WAKE_OPS:
+    _WAKE_OPS_MASK |= 1 << _op
+
+
+@numba.njit(cache=True, inline="always")
+def _find(sorted_values, v):
+    """The position of v in sorted_values, or -1."""
+    lo, hi = 0, sorted_values.shape[0]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if sorted_values[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < sorted_values.shape[0] and sorted_values[lo] == v else -1
+
+
+@numba.njit(cache=True, inline="always")
+def _last_at_or_before(times, lo, hi, t):
+    """The last position in times[lo:hi] (sorted) at or before t, or lo - 1."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if times[mid] <= t:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo - 1
+
+
+@numba.njit(cache=True, inline="always")
+def _addr_hash(x, mask):
+    return ((x >> 3) ^ (x >> 17) ^ (x >> 31) ^ (x >> 47)) & mask
+
+
+@numba.njit(cache=True)
+def _scan_futex_calls(etid, arg0, arg1, fe, tids, q_tids, wake_mask, i, table, addrs, n_addr, n_w, w_rows, w_id,
+                      e_q, e_off):
+    """`_last_wakes`' pass over the futex calls from the i-th: each call's waiting thread (counted
+    in e_off), each wake call's row and address id. Stops where the address table would be more
+    than half full; returns where it stopped and the counts so far."""
+    size = table.shape[0]
+    n_fe = fe.shape[0]
+    while i < n_fe:
+        r = fe[i]
+        qs = _find(q_tids, etid[r])
+        op = arg1[r] & FUTEX_CMD_MASK
+        wake = False
+        if op < 63:
+            if (wake_mask >> op) & 1:
+                wake = _find(tids, etid[r]) >= 0
+        b = -1
+        if wake:
+            a = arg0[r]
+            h = _addr_hash(a, size - 1)
+            while table[h] >= 0 and addrs[table[h]] != a:
+                h = (h + 1) & (size - 1)
+            if table[h] < 0:
+                if 2 * (n_addr + 1) > size:
+                    return i, n_addr, n_w  # grow first
+                addrs[n_addr] = a
+                table[h] = n_addr
+                n_addr += 1
+            b = table[h]
+        e_q[i] = qs
+        if qs >= 0:
+            e_off[qs + 1] += 1
+        if wake:
+            w_rows[n_w] = r
+            w_id[n_w] = b
+            n_w += 1
+        i += 1
+    return i, n_addr, n_w
+
+
+@numba.njit(cache=True)
+def _last_wakes(time, etid, arg0, arg1, fe, tids, q_tids, wake_mask, q_tid, q_start, q_end, q_addr):
+    """Per wait (thread, start, end, address): the row of the last wake-type futex call by a thread
+    of `tids` on its address at or before its end (-1 if none), and the time of its thread's last
+    futex call at or before its start (the start if none, or if later). `fe`: the futex calls'
+    rows in time order; `q_tids` the waits' distinct threads, sorted."""
+    # the wake calls, and each one's address id (open addressing on the address); the scan stops
+    # to grow the table (arrays replaced inside a compiled loop slow every iteration of it)
+    n_fe = fe.shape[0]
+    w_rows = np.empty(n_fe, np.int64)
+    w_id = np.empty(n_fe, np.int64)
+    addrs = np.empty(n_fe + 1, np.int64)  # address id -> address (only the ids used are written)
+    e_off = np.zeros(q_tids.shape[0] + 1, np.int64)
+    e_q = np.empty(n_fe, np.int64)  # each call's waiting thread (-1: none)
+    size = 1024
+    table = np.full(size, -1, np.int64)  # slot -> address id
+    i, n_addr, n_w = 0, 0, 0
+    while True:
+        i, n_addr, n_w = _scan_futex_calls(etid, arg0, arg1, fe, tids, q_tids, wake_mask, i, table, addrs, n_addr,
+                                           n_w, w_rows, w_id, e_q, e_off)
+        if i >= n_fe:
+            break
+        size *= 2
+        table = np.full(size, -1, np.int64)
+        for b in range(n_addr):
+            g = _addr_hash(addrs[b], size - 1)
+            while table[g] >= 0:
+                g = (g + 1) & (size - 1)
+            table[g] = b
+    # wake calls by address, futex calls by waiting thread: stable counting sorts (time order kept),
+    # with their times side by side (a binary search then reads one array, not rows then times)
+    w_off = np.zeros(n_addr + 1, np.int64)
+    for i in range(n_w):
+        w_off[w_id[i] + 1] += 1
+    for a in range(n_addr):
+        w_off[a + 1] += w_off[a]
+    w_by = np.empty(n_w, np.int64)
+    w_t = np.empty(n_w, np.int64)
+    fill = w_off[:-1].copy()
+    for i in range(n_w):
+        w_by[fill[w_id[i]]] = w_rows[i]
+        w_t[fill[w_id[i]]] = time[w_rows[i]]
+        fill[w_id[i]] += 1
+    for q in range(q_tids.shape[0]):
+        e_off[q + 1] += e_off[q]
+    e_t = np.empty(e_off[q_tids.shape[0]], np.int64)
+    e_fill = e_off[:-1].copy()
+    for i in range(n_fe):
+        qs = e_q[i]
+        if qs >= 0:
+            e_t[e_fill[qs]] = time[fe[i]]
+            e_fill[qs] += 1
+    n_q = q_tid.shape[0]
+    out = np.full(n_q, -1, np.int64)
+    since = np.empty(n_q, np.int64)
+    for q in range(n_q):
+        qs = _find(q_tids, q_tid[q])
+        since[q] = q_start[q]
+        k = _last_at_or_before(e_t, e_off[qs], e_off[qs + 1], q_start[q])
+        if k >= e_off[qs] and e_t[k] < since[q]:
+            since[q] = e_t[k]
+        if n_addr == 0:
+            continue
+        a = q_addr[q]
+        h = _addr_hash(a, size - 1)
+        while table[h] >= 0 and addrs[table[h]] != a:
+            h = (h + 1) & (size - 1)
+        if table[h] < 0:
+            continue
+        b = table[h]
+        k = _last_at_or_before(w_t, w_off[b], w_off[b + 1], q_end[q])
+        if k >= w_off[b]:
+            out[q] = w_by[k]
+    return out, since
+
+
+def _runnable_from_wake(st: StateTable, index: EventIndex, waits: np.ndarray,
                         wake_ns: np.ndarray) -> tuple[StateTable, int]:
     """Split each wait that runs straight into its thread's RUNNING (its sched_wakeup was lost) at
     the wake call, where the CPU it then ran on was busy: the waker enqueued it there at once and
@@ -146,81 +279,131 @@ def _runnable_from_wake(st: StateTable, events: RawEvents, waits: np.ndarray,
     when it wakes (measured: 50-80 us later in this VM), and runs it at once: no split."""
     # a call made while the waiter was still switching out queues it from the switch on
     wake_ns = np.maximum(wake_ns, st.start_ns[waits])
-    # the row after the wait's tail (slivers of the same wait that reconciling RUNNING left)
-    n = len(st)
-    cont = np.zeros(n, bool)
-    cont[1:] = (st.tid[1:] == st.tid[:-1]) & (st.state[1:] == State.SYNC_WAIT) & (st.start_ns[1:] == st.end_ns[:-1])
-    breaks = np.flatnonzero(~cont)
-    pos = np.searchsorted(breaks, waits, side="right")
-    nxt = np.where(pos < len(breaks), breaks[np.minimum(pos, len(breaks) - 1)], n)
-    safe = np.minimum(nxt, n - 1)
-    cut = ((nxt < n) & (st.tid[safe] == st.tid[waits]) & (st.state[safe] == State.RUNNING)
-           & (st.start_ns[safe] == st.end_ns[np.maximum(safe - 1, 0)])
-           & (wake_ns >= st.start_ns[waits]) & (wake_ns < st.end_ns[waits]))
+    cut, nx, run_cpu = _wake_cuts(st.tid, st.start_ns, st.end_ns, st.state, st.cpu, waits, wake_ns,
+                                  int(State.SYNC_WAIT), int(State.RUNNING))
     if not np.any(cut):
         return st, 0
-    run_cpu = _run_cpu(st)
-    cut[cut] = _cpu_busy(events, run_cpu[safe[cut]], wake_ns[cut], st.start_ns[safe[cut]], st.tid[waits[cut]])
-    w, at, nx = waits[cut], wake_ns[cut], safe[cut]
+    cut[cut] = _cpu_busy(index.events, run_cpu[cut], wake_ns[cut], st.start_ns[nx[cut]], st.tid[waits[cut]], index)
+    w, at, nx, run_cpu = waits[cut], wake_ns[cut], nx[cut], run_cpu[cut]
     if len(w) == 0:
         return st, 0
-    cols = st.columns()
-    tail_len = nx - w - 1  # the slivers between the wait and the run are run-queue time too
-    if np.any(tail_len > 0):
-        tail = np.repeat(w + 1, tail_len) + (np.arange(tail_len.sum()) - np.repeat(np.cumsum(tail_len) - tail_len,
-                                                                                  tail_len))
-        cols = {k: v.copy() for k, v in cols.items()}
-        cols["state"][tail] = State.RUNNABLE
-        cols["cpu"][tail] = np.repeat(run_cpu[nx], tail_len)
-        cols["addr"][tail] = 0
-        cols["waker"][tail] = -1
-        cols["repaired"][tail] = True
-    new = {k: v[w].copy() for k, v in cols.items()}
-    new["start_ns"] = at.astype(cols["start_ns"].dtype)
-    new["state"][:] = State.RUNNABLE
-    new["cpu"] = run_cpu[nx].astype(cols["cpu"].dtype)
-    new["addr"][:] = 0
-    new["waker"][:] = -1
-    new["repaired"][:] = True
-    end = cols["end_ns"].copy()
-    end[w] = at
-    cols["end_ns"] = end
-    merged = {k: np.concatenate([cols[k], new[k]]) for k in cols}
-    # each wait's RUNNABLE part follows it at once (the table is in thread and time order); a wait
-    # woken while its thread was still switching out is run-queue time from its first instant
-    order = np.insert(np.arange(n), w + 1, n + np.arange(len(w)))
-    order = order[merged["end_ns"][order] > merged["start_ns"][order]]
-    return type(st)(**{k: v[order] for k, v in merged.items()}), int(len(w))
+    tid, start, end, state, cpu, addr, waker, rep = _split_waits(
+        st.tid, st.start_ns, st.end_ns, st.state, st.cpu, st.addr.view(np.int64), st.waker, st.repaired,
+        w, at.astype(np.int64), nx, run_cpu, int(State.RUNNABLE))
+    return type(st)(tid=tid, start_ns=start, end_ns=end, state=state, cpu=cpu, addr=addr.view(np.uint64),
+                    waker=waker, repaired=rep), int(len(w))
 
 
-def _run_cpu(st: StateTable) -> np.ndarray:
-    """The CPU of the RUNNING stretch each row begins: its own, or, where reconciling with the
-    runtime reports moved the stretch's start (a report proves the run began before its switch
-    event, and the added part has no CPU), that of the first later row of the same stretch that has one."""
-    n = len(st)
-    idx = np.where(st.cpu >= 0, np.arange(n), n)
-    first = np.minimum.accumulate(idx[::-1])[::-1]  # next row at or after each with a CPU
-    f = np.minimum(first, n - 1)
-    not_run = np.cumsum(st.state != State.RUNNING)  # rows i..f all RUNNING <=> equal counts before
-    prev = np.r_[0, not_run[:-1]]
-    same = (first < n) & (st.tid[f] == st.tid) & (not_run[f] == prev) & (st.state == State.RUNNING)
-    return np.where(same, st.cpu[f], st.cpu).astype(np.int64)
+@numba.njit(cache=True)
+def _wake_cuts(tid, start, end, state, cpu, waits, wake, s_sync_wait, s_running):
+    """Per wait: whether its thread's next row after the wait's tail (slivers of the same wait that
+    reconciling RUNNING left) is RUNNING, right after it, with the wake call inside the wait; that
+    row; and the CPU of the RUNNING stretch it begins (its own, or, where reconciling with the
+    runtime reports moved the stretch's start and the added part has no CPU, that of the first
+    later row of the same stretch that has one)."""
+    n = tid.shape[0]
+    k = waits.shape[0]
+    cut = np.zeros(k, np.bool_)
+    nx = np.zeros(k, np.int64)
+    run_cpu = np.zeros(k, np.int64)
+    for q in range(k):
+        w = waits[q]
+        j = w + 1
+        while j < n and tid[j] == tid[j - 1] and state[j] == s_sync_wait and start[j] == end[j - 1]:
+            j += 1
+        nx[q] = min(j, n - 1)
+        if j >= n or tid[j] != tid[w] or state[j] != s_running or start[j] != end[j - 1]:
+            continue
+        if wake[q] < start[w] or wake[q] >= end[w]:
+            continue
+        cut[q] = True
+        f = j
+        while f < n and cpu[f] < 0 and state[f] == s_running:
+            f += 1
+        if f < n and cpu[f] >= 0 and state[f] == s_running and tid[f] == tid[j]:
+            run_cpu[q] = cpu[f]
+        else:
+            run_cpu[q] = cpu[j]
+    return cut, nx, run_cpu
+
+
+@numba.njit(cache=True)
+def _split_waits(tid, start, end, state, cpu, addr, waker, rep, w, at, nx, run_cpu, s_runnable):
+    """The table with each wait w[q] ending at at[q] and followed by a repaired RUNNABLE row up to
+    its old end on CPU run_cpu[q]; the rows between it and its run (nx[q]) RUNNABLE there too;
+    rows left empty dropped. One pass: each wait's new row follows it at once (the table is in
+    thread and time order)."""
+    n = tid.shape[0]
+    k = w.shape[0]
+    m_max = n + k
+    o_tid = np.empty(m_max, np.int32)
+    o_start = np.empty(m_max, np.int64)
+    o_end = np.empty(m_max, np.int64)
+    o_state = np.empty(m_max, np.uint8)
+    o_cpu = np.empty(m_max, np.int16)
+    o_addr = np.empty(m_max, np.int64)
+    o_waker = np.empty(m_max, np.int32)
+    o_rep = np.empty(m_max, np.bool_)
+    m = 0
+    qa = 0  # waits whose tails begin at or before the row
+    qb = 0  # the next wait
+    t_end = -1
+    t_cpu = 0
+    for i in range(n):
+        while qa < k and w[qa] < i:
+            if nx[qa] > t_end:
+                t_end = nx[qa]
+                t_cpu = run_cpu[qa]
+            qa += 1
+        is_w = qb < k and w[qb] == i
+        e = at[qb] if is_w else end[i]
+        if e > start[i]:
+            o_tid[m] = tid[i]
+            o_start[m] = start[i]
+            o_end[m] = e
+            if i < t_end:  # in a tail: run-queue time too
+                o_state[m] = s_runnable
+                o_cpu[m] = t_cpu
+                o_addr[m] = 0
+                o_waker[m] = -1
+                o_rep[m] = True
+            else:
+                o_state[m] = state[i]
+                o_cpu[m] = cpu[i]
+                o_addr[m] = addr[i]
+                o_waker[m] = waker[i]
+                o_rep[m] = rep[i]
+            m += 1
+        if is_w:
+            if end[i] > at[qb]:
+                o_tid[m] = tid[i]
+                o_start[m] = at[qb]
+                o_end[m] = end[i]
+                o_state[m] = s_runnable
+                o_cpu[m] = run_cpu[qb]
+                o_addr[m] = 0
+                o_waker[m] = -1
+                o_rep[m] = True
+                m += 1
+            qb += 1
+    return o_tid[:m], o_start[:m], o_end[:m], o_state[:m], o_cpu[:m], o_addr[:m], o_waker[:m], o_rep[:m]
 
 
 def _cpu_busy(events: RawEvents, cpu: np.ndarray, at: np.ndarray, until: np.ndarray,
-              waiter: np.ndarray) -> np.ndarray:
+              waiter: np.ndarray, index: EventIndex | None = None) -> np.ndarray:
     """Whether each CPU ran a task other than the waiter between the wake call and the waiter's run:
     by its last switch before the call (it was running something then), or by any event in the
     context of another task on that CPU before the run began (it started something else first, so
     the waiter queued behind it; the switch out of idle is the event this VM loses most).
-    One compiled pass buckets the events by CPU (no sort); each question is a binary search in its
-    CPU's bucket."""
-    ev = events.sorted()
+    The events are bucketed by CPU once (the index's, no sort); each question is a search in its
+    CPU's bucket from the CPU's previous answer."""
+    index = index if index is not None else EventIndex(events.sorted())
+    ev = index.events
     if len(ev) == 0 or len(cpu) == 0:
         return np.zeros(len(cpu), bool)
-    return _cpu_busy_compiled(ev.time, ev.cpu.astype(np.int64), ev.kind == Kind.SWITCH, ev.arg1, ev.context_tid(),
-                              cpu.astype(np.int64), at.astype(np.int64), until.astype(np.int64),
-                              waiter.astype(np.int64))
+    off, idx, s_off, s_idx = index.by_cpu()
+    return _cpu_busy_compiled(ev.time, ev.arg1, index.ctx, off, idx, s_off, s_idx, cpu.astype(np.int64),
+                              at.astype(np.int64), until.astype(np.int64), waiter.astype(np.int64))
 
 
 @numba.njit(cache=True, inline="always")
@@ -236,49 +419,66 @@ def _first_after(time, order, lo, hi, t):
 
 
 @numba.njit(cache=True)
-def _cpu_busy_compiled(time, ecpu, is_switch, nxt, ctx, cpu, at, until, waiter):
-    n = time.shape[0]
-    n_cpu = 1
-    for i in range(n):
-        if ecpu[i] + 1 > n_cpu:
-            n_cpu = ecpu[i] + 1
-    # events (and switches) of each CPU, in time order: a stable counting sort by CPU
-    off = np.zeros(n_cpu + 1, np.int64)
-    s_off = np.zeros(n_cpu + 1, np.int64)
-    for i in range(n):
-        if ecpu[i] >= 0:
-            off[ecpu[i] + 1] += 1
-            if is_switch[i]:
-                s_off[ecpu[i] + 1] += 1
-    for c in range(n_cpu):
-        off[c + 1] += off[c]
-        s_off[c + 1] += s_off[c]
-    idx = np.empty(off[n_cpu], np.int64)
-    s_idx = np.empty(s_off[n_cpu], np.int64)
-    fill = off[:-1].copy()
-    s_fill = s_off[:-1].copy()
-    for i in range(n):
-        c = ecpu[i]
-        if c >= 0:
-            idx[fill[c]] = i
-            fill[c] += 1
-            if is_switch[i]:
-                s_idx[s_fill[c]] = i
-                s_fill[c] += 1
+def _gallop_after(time, order, lo, hi, t, h):
+    """`_first_after` searched outward from position h (a previous answer): the questions come in
+    runs of increasing time (the waits are in thread and time order), so most answers are near
+    the last one and cost a few steps instead of a binary search over the whole bucket."""
+    h = min(max(h, lo), hi)
+    if h < hi and time[order[h]] <= t:  # the answer is after h
+        a = h + 1
+        step = 1
+        while True:
+            b = a + step
+            if b >= hi:
+                b = hi
+                break
+            if time[order[b]] > t:
+                break
+            a = b + 1
+            step *= 2
+    else:  # at or before h
+        b = h
+        step = 1
+        while True:
+            a = b - step
+            if a <= lo:
+                a = lo
+                break
+            if time[order[a]] <= t:
+                a += 1
+                break
+            b = a
+            step *= 2
+    while a < b:
+        mid = (a + b) // 2
+        if time[order[mid]] <= t:
+            a = mid + 1
+        else:
+            b = mid
+    return a
+
+
+@numba.njit(cache=True)
+def _cpu_busy_compiled(time, nxt, ctx, off, idx, s_off, s_idx, cpu, at, until, waiter):
+    n_cpu = off.shape[0] - 1
     out = np.zeros(cpu.shape[0], np.bool_)
+    s_hint = s_off[:-1].copy()  # each CPU's last answers
+    e_hint = off[:-1].copy()
     for q in range(cpu.shape[0]):
         c = cpu[q]
         if c < 0 or c >= n_cpu:
             continue
         # the CPU's last switch at or before the call: busy unless it went idle or to the waiter
-        lo = _first_after(time, s_idx, s_off[c], s_off[c + 1], at[q])
+        lo = _gallop_after(time, s_idx, s_off[c], s_off[c + 1], at[q], s_hint[c])
+        s_hint[c] = lo
         if lo > s_off[c]:
             j = s_idx[lo - 1]
             if nxt[j] != 0 and nxt[j] != waiter[q]:
                 out[q] = True
                 continue
         # another task's event on the CPU strictly between the call and the run
-        k = _first_after(time, idx, off[c], off[c + 1], at[q])
+        k = _gallop_after(time, idx, off[c], off[c + 1], at[q], e_hint[c])
+        e_hint[c] = k
         while k < off[c + 1] and time[idx[k]] < until[q]:
             x = ctx[idx[k]]
             if x > 0 and x != waiter[q]:

@@ -18,7 +18,7 @@ def member(x: np.ndarray, values) -> np.ndarray:
         return np.isin(x, v)
     table = np.zeros(int(v.max()) + 1, np.bool_)
     table[v] = True
-    return _member(x.astype(np.int64, copy=False), table)  # one compiled signature
+    return _member(x, table)
 
 
 @numba.njit(cache=True)
@@ -51,6 +51,24 @@ def _counting_order(key, n_keys):
     return out
 
 
+def order_by_key_then(key: np.ndarray, n_keys: int, t: np.ndarray) -> np.ndarray:
+    """The order of `np.lexsort((t, key))` for keys in [0, n_keys): a counting sort by key is
+    enough when each key's rows come in `t` order (the walks emit them so, almost always); the full
+    sort otherwise."""
+    order = stable_order_by(key, n_keys)
+    if _in_order_within(key, t, order):
+        return order
+    return np.lexsort((t, key))
+
+
+@numba.njit(cache=True)
+def _in_order_within(key, t, order):
+    for i in range(1, order.shape[0]):
+        if key[order[i]] == key[order[i - 1]] and t[order[i]] < t[order[i - 1]]:
+            return False
+    return True
+
+
 def unique_first(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`np.unique(x, return_index=True)` (sorted distinct values, index of each one's first
     occurrence) for integer columns of small non-negative values such as tids: one compiled pass
@@ -69,3 +87,126 @@ def _first_index(x, n):
         if first[x[i]] < 0:
             first[x[i]] = i
     return first
+
+
+class EventIndex:
+    """Time-sorted events' rows by kind and by CPU, and each event's context task: what every pass
+    of the state builder asks of all the events, computed once per build (each pass used to mask,
+    sort or bucket all of them again). By-CPU buckets and contexts are built on first use."""
+
+    def __init__(self, events):
+        self.events = events
+        n = len(events)
+        self.idx_dtype = np.int32 if n < 2**31 - 1 else np.int64
+        self._kind_off, self._kind_rows = _buckets(events.kind, 256, self.idx_dtype)
+        self._ctx = None
+        self._cpu = None
+
+    def count(self, *kinds) -> int:
+        """How many events are of these kinds."""
+        return int(sum(self._kind_off[k + 1] - self._kind_off[k] for k in kinds))
+
+    def rows(self, *kinds) -> np.ndarray:
+        """The rows of the events of these kinds, in time order (a view for one kind)."""
+        if len(kinds) == 1:
+            return self._kind_rows[self._kind_off[kinds[0]]: self._kind_off[kinds[0] + 1]]
+        n = self.count(*set(kinds))
+        if 64 * n < len(self.events):  # few (forks, side-band records): sort their rows
+            parts = [self._kind_rows[self._kind_off[k]: self._kind_off[k + 1]] for k in set(kinds)]
+            return np.sort(np.concatenate(parts))
+        table = np.zeros(256, np.bool_)
+        table[list(kinds)] = True
+        return _rows_of(self.events.kind, table, n, np.zeros(0, self.idx_dtype))
+
+    @property
+    def ctx(self) -> np.ndarray:
+        """`RawEvents.context_tid()`, computed once; int32 when every value fits (half the memory)."""
+        if self._ctx is None:
+            from scalestack.trace.events import Kind, _context_tid
+
+            ev = self.events
+            sw = self.rows(Kind.SWITCH)
+            fits = len(sw) == 0 or (int(ev.arg0[sw].min()) >= -(2**31) and int(ev.arg0[sw].max()) < 2**31)
+            self._ctx = _context_tid(ev.kind, ev.arg0, ev.tid, int(Kind.SWITCH), np.zeros(0, np.int32 if fits else np.int64))
+        return self._ctx
+
+    def forget_by_cpu(self) -> None:
+        """Free the by-CPU buckets (the passes that read them are done; 4 bytes an event)."""
+        self._cpu = None
+
+    def by_cpu(self):
+        """Each CPU's events, and its switches, in time order: (offsets, rows, switch offsets,
+        switch rows); CPU c's rows are rows[offsets[c]:offsets[c + 1]]. Events without a CPU are left out."""
+        if self._cpu is None:
+            from scalestack.trace.events import Kind
+
+            self._cpu = _cpu_buckets(self.events.cpu, self.events.kind, int(Kind.SWITCH), self.idx_dtype)
+        return self._cpu
+
+
+@numba.njit(cache=True)
+def _rows_of(kind, table, n, like):
+    """The rows whose kind is in `table`, in order: one pass (n of them)."""
+    out = np.empty(n, like.dtype)
+    m = 0
+    for i in range(kind.shape[0]):
+        if table[kind[i]]:
+            out[m] = i
+            m += 1
+    return out
+
+
+def _buckets(key: np.ndarray, n_keys: int, idx_dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Rows grouped by key in [0, n_keys), in row order within a key: (offsets, rows)."""
+    return _bucket_compiled(key, n_keys, np.zeros(0, idx_dtype))
+
+
+@numba.njit(cache=True)
+def _bucket_compiled(key, n_keys, like):
+    off = np.zeros(n_keys + 1, np.int64)
+    for i in range(key.shape[0]):
+        off[key[i] + 1] += 1
+    for k in range(n_keys):
+        off[k + 1] += off[k]
+    rows = np.empty(key.shape[0], like.dtype)
+    fill = off[:-1].copy()
+    for i in range(key.shape[0]):
+        rows[fill[key[i]]] = i
+        fill[key[i]] += 1
+    return off, rows
+
+
+def _cpu_buckets(cpu: np.ndarray, kind: np.ndarray, k_switch: int, idx_dtype):
+    return _cpu_buckets_compiled(cpu, kind, k_switch, np.zeros(0, idx_dtype))
+
+
+@numba.njit(cache=True)
+def _cpu_buckets_compiled(ecpu, kind, k_switch, like):
+    n = ecpu.shape[0]
+    n_cpu = 1
+    for i in range(n):
+        if ecpu[i] + 1 > n_cpu:
+            n_cpu = ecpu[i] + 1
+    off = np.zeros(n_cpu + 1, np.int64)
+    s_off = np.zeros(n_cpu + 1, np.int64)
+    for i in range(n):
+        if ecpu[i] >= 0:
+            off[ecpu[i] + 1] += 1
+            if kind[i] == k_switch:
+                s_off[ecpu[i] + 1] += 1
+    for c in range(n_cpu):
+        off[c + 1] += off[c]
+        s_off[c + 1] += s_off[c]
+    idx = np.empty(off[n_cpu], like.dtype)
+    s_idx = np.empty(s_off[n_cpu], like.dtype)
+    fill = off[:-1].copy()
+    s_fill = s_off[:-1].copy()
+    for i in range(n):
+        c = ecpu[i]
+        if c >= 0:
+            idx[fill[c]] = i
+            fill[c] += 1
+            if kind[i] == k_switch:
+                s_idx[s_fill[c]] = i
+                s_fill[c] += 1
+    return off, idx, s_off, s_idx

@@ -35,6 +35,7 @@ import numpy as np
 
 from scalestack.trace import SwitchSpanTable
 from scalestack.trace.events import Kind, RawEvents
+from scalestack.trace.lookup import order_by_key_then
 
 # event kinds as compile-time constants of the compiled walk (numba freezes globals)
 K_SWITCH, K_STAT_RUNTIME = int(Kind.SWITCH), int(Kind.STAT_RUNTIME)
@@ -203,26 +204,29 @@ def _spans(time, cpu, kind, ctx, a0, a1, slot_of, n_slots, n_cpus, t_end):
     return out[:m], counts
 
 
-def switch_spans(events: RawEvents, tids: np.ndarray, t0: int | None = None, t1: int | None = None) -> SwitchSpans:
+def switch_spans(events: RawEvents, tids: np.ndarray, t0: int | None = None, t1: int | None = None,
+                 ctx: np.ndarray | None = None) -> SwitchSpans:
     """RUNNING spans of the threads `tids` at switch instants, clipped to [t0, t1).
 
     `events` needs sched_switch; with sched_stat_runtime, spans whose switch was lost are rebuilt
-    (without it they are dropped, as an independent switch trace would drop them)."""
-    events = events.sorted()
+    (without it they are dropped, as an independent switch trace would drop them). `ctx`: the
+    events' `context_tid()` where the caller has it (the events are then time-sorted already)."""
+    if ctx is None:
+        events = events.sorted()
+        # sched_switch fires in prev's context (perf reports tid -1 for a task already dead)
+        ctx = events.context_tid()
     tids = np.unique(np.asarray(tids, dtype=np.int64))
-    time, cpu, kind = events.time, events.cpu.astype(np.int64), events.kind.astype(np.int64)
-    a0, a1 = events.arg0.astype(np.int64), events.arg1.astype(np.int64)
-    # sched_switch fires in prev's context (perf reports tid -1 for a task already dead)
-    ctx = np.where(kind == Kind.SWITCH, a0, events.tid.astype(np.int64))
+    time = events.time
     t0 = int(time[0]) if t0 is None and len(time) else int(t0 or 0)
     t1 = int(time[-1]) if t1 is None and len(time) else int(t1 or 0)
     slot_of = np.full(int(tids.max(initial=0)) + 1, -1, np.int64)
     slot_of[tids] = np.arange(len(tids))
-    n_cpus = int(cpu.max(initial=0)) + 1
-    out, counts = _spans(time, cpu, kind, ctx, a0, a1, slot_of, len(tids), n_cpus, t1)
+    n_cpus = int(events.cpu.max(initial=0)) + 1
+    out, counts = _spans(time, events.cpu, events.kind, ctx, events.arg0, events.arg1, slot_of, len(tids), n_cpus, t1)
     a, b = np.maximum(out[:, 1], t0), np.minimum(out[:, 2], t1)
     ok = b > a
-    order = np.lexsort((a[ok], out[ok, 0]))
-    return SwitchSpans(tid=tids[out[ok, 0]][order], start_ns=a[ok][order], end_ns=b[ok][order],
+    slot, a, b = out[ok, 0], a[ok], b[ok]
+    order = order_by_key_then(slot, len(tids), a)
+    return SwitchSpans(tid=tids[slot[order]], start_ns=a[order], end_ns=b[order],
                        repaired=out[ok, 3][order].astype(bool), tids=tids, complete=counts[:, 0],
                        lost_in=counts[:, 1], lost_out=counts[:, 2], lost_whole=counts[:, 3])
