@@ -92,32 +92,61 @@ def _wake_calls(st: StateTable, waits: np.ndarray, index: EventIndex, tids: np.n
     return waits[ok], w_tid[ok], w_time[ok]
 
 
-def _next_own(events: RawEvents, mask: np.ndarray, tid: np.ndarray, after: np.ndarray) -> np.ndarray:
-    """Index of each thread's first event in `mask` strictly after `after`, or -1 where there is none
-    (`events` in time order: a stable sort by thread keeps each thread's events in it)."""
-    sel = np.flatnonzero(mask)
-    if len(sel) == 0:
-        return np.full(len(tid), -1, np.int64)
-    m = len(sel) + 1
-    order = np.argsort(events.tid[sel], kind="stable")
-    keys = events.tid[sel][order].astype(np.int64) * m + order  # (thread, position in time order)
-    q = tid.astype(np.int64) * m + np.searchsorted(events.time[sel], after, side="right")
-    k = np.minimum(np.searchsorted(keys, q, side="left"), len(keys) - 1)
-    found = (keys[k] >= q) & (keys[k] // m == tid)
-    return np.where(found, sel[order[k]], -1)
-
-
 def _failed_wait(events: RawEvents, tid: np.ndarray, start: np.ndarray) -> np.ndarray:
     """Whether the futex call each wait (thread, start) is in returned an error: its thread's first
-    FUTEX_EXIT after the start, unless another futex call of the thread came first (its exit lost)."""
+    FUTEX_EXIT after the start, unless another futex call of the thread came first (its exit lost;
+    at one instant an exit counts first). One compiled sweep over the time-sorted events, holding
+    only the waits not yet decided."""
     if len(events) == 0 or len(tid) == 0:
         return np.zeros(len(tid), bool)
     events = events.sorted()
-    ex = _next_own(events, events.kind == Kind.FUTEX_EXIT, tid, start)
-    en = _next_own(events, (events.kind == Kind.FUTEX_ENTER) | (events.kind == Kind.FUTEX_WAITV), tid, start)
-    exs, ens = np.maximum(ex, 0), np.maximum(en, 0)
-    own = (ex >= 0) & ((en < 0) | (events.time[ens] >= events.time[exs]))
-    return own & (events.arg0[exs] < 0)
+    q_tids, q_slot = np.unique(np.asarray(tid, np.int64), return_inverse=True)
+    order = np.argsort(start, kind="stable")
+    return _failed_sweep(events.time, events.tid, events.kind, events.arg0, q_tids, q_slot.astype(np.int64),
+                         np.asarray(start, np.int64), order)
+
+
+@numba.njit(cache=True)
+def _failed_sweep(time, etid, kind, arg0, q_tids, q_slot, q_start, order):
+    nq = q_slot.shape[0]
+    head = np.full(q_tids.shape[0], -1, np.int64)  # each thread's waits still undecided, a linked list
+    nxt = np.full(nq, -1, np.int64)
+    out = np.zeros(nq, np.bool_)
+    k = 0
+    i = 0
+    n = time.shape[0]
+    while i < n:
+        t = time[i]
+        while k < nq and q_start[order[k]] < t:  # waits that began before this instant
+            q = order[k]
+            nxt[q] = head[q_slot[q]]
+            head[q_slot[q]] = q
+            k += 1
+        j = i
+        while j < n and time[j] == t:
+            j += 1
+        for r in range(i, j):
+            kd = kind[r]
+            if kd != _FUTEX_ENTER and kd != _FUTEX_EXIT and kd != _FUTEX_WAITV:
+                continue
+            s = _find(q_tids, np.int64(etid[r]))
+            if s < 0 or head[s] < 0:
+                continue
+            failed = False  # the thread's first futex event at this instant decides; an exit counts first
+            for r2 in range(r, j):
+                if etid[r2] == etid[r] and kind[r2] == _FUTEX_EXIT:
+                    failed = arg0[r2] < 0
+                    break
+            q = head[s]
+            while q >= 0:
+                out[q] = failed
+                q = nxt[q]
+            head[s] = -1
+        i = j
+    return out
+
+
+_FUTEX_ENTER, _FUTEX_EXIT, _FUTEX_WAITV = int(Kind.FUTEX_ENTER), int(Kind.FUTEX_EXIT), int(Kind.FUTEX_WAITV)
 
 
 _WAKE_OPS_MASK = 0
