@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import shlex
 import struct
 import subprocess
@@ -470,6 +469,36 @@ def _features(tp: Template, cpus: int, ids: list[list[int]], first: int, last: i
     return feats
 
 
+def schedule(rings: list[Ring], steps: int, steps_chunk: int, t0: int, rng: np.random.Generator,
+             running: np.ndarray, round_events: int = ROUND_EVENTS):
+    """Chunks of event columns (kind, time, cpu, context tid, arg0-2) in file order, with each
+    event's round: every chunk holds the events up to the time all rings have reached (later ones
+    wait for the next chunk), so rounds are consecutive time windows, each written CPU by CPU.
+    Adds each run to running[tid - PID]."""
+    carry = [np.concatenate(c) for c in zip(*(ring_open(r, t0 + 1000 * (g + 1)) for g, r in enumerate(rings)),
+                                            strict=True)]
+    done = rounds_seen = 0
+    while True:
+        n = min(steps_chunk, steps - done)
+        last = n <= 0
+        parts = [carry] + [ring_close(r, rng, running) if last else ring_steps(r, n, rng, running) for r in rings]
+        done += max(n, 0)
+        cols = [np.concatenate(c) for c in zip(*parts, strict=True)]
+        cut = np.iinfo(np.int64).max if last else min(r.t_in for r in rings)
+        now = cols[1] <= cut
+        carry = [c[~now] for c in cols]
+        cols = [c[now] for c in cols]
+        if len(cols[0]):
+            rank = np.empty(len(cols[1]), np.int64)
+            rank[np.argsort(cols[1], kind="stable")] = np.arange(len(rank))
+            rnd = rounds_seen + rank // round_events
+            order = np.lexsort((rank, cols[2], rnd))  # per round, each CPU's buffer in turn
+            rounds_seen = int(rnd.max()) + 1
+            yield [c[order] for c in cols], rnd[order]
+        if last:
+            return
+
+
 def write(path, events: int, threads: int = 4, cpus: int = 4, seed: int = 0, *, template: str | None = None,
           chunk: int = 500_000) -> Written:
     """Write a perf.data of about `events` tracepoint samples; return what it holds."""
@@ -505,39 +534,11 @@ def write(path, events: int, threads: int = 4, cpus: int = 4, seed: int = 0, *, 
     with open(path, "wb") as fh:
         fh.write(bytes(data_off))
         fh.write(_side_band(tp, cpus, ids, tids))
-        carry = [np.concatenate(c) for c in zip(*(ring_open(r, first + 1000 * (g + 1)) for g, r in
-                                                   enumerate(rings)), strict=True)]
-        done = 0
-        rounds_seen = 0
-        while True:
-            n = min(steps_chunk, steps_total - done)
-            last = n <= 0
-            parts = [carry]
-            if last:
-                parts += [ring_close(r, rng, running) for r in rings]
-            else:
-                parts += [ring_steps(r, n, rng, running) for r in rings]
-                done += n
-            cols = [np.concatenate(c) for c in zip(*parts, strict=True)]
-            if last:
-                cut = np.iinfo(np.int64).max
-            else:  # what every ring has reached; later events wait for the next chunk
-                cut = min(r.t_in for r in rings)
-            now = cols[1] <= cut
-            carry = [c[~now] for c in cols]
-            cols = [c[now] for c in cols]
-            if len(cols[0]):
-                kind, t, cpu, ctx, a0, a1, a2 = cols
-                rank = np.empty(len(t), np.int64)
-                rank[np.argsort(t, kind="stable")] = np.arange(len(t))
-                rnd = rounds_seen + rank // ROUND_EVENTS
-                order = np.lexsort((rank, cpu, rnd))  # per round, each CPU's buffer in turn
-                rounds_seen = int(rnd.max()) + 1
-                fh.write(enc.encode(*(c[order] for c in cols), rnd[order]).data)
-                counts += np.bincount(kind, minlength=len(EVENTS))
-                last_t = int(t.max())
-            if last:
-                break
+        last_t = first
+        for cols, rnd in schedule(rings, steps_total, steps_chunk, first, rng, running):
+            fh.write(enc.encode(*cols, rnd).data)
+            counts += np.bincount(cols[0], minlength=len(EVENTS))
+            last_t = max(last_t, int(cols[1].max()))
         data_end = fh.tell()
         feats = _features(tp, cpus, ids, first, last_t, argv)
         bits = sorted(feats)
