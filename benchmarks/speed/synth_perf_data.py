@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import shlex
 import struct
 import subprocess
@@ -569,6 +570,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--template", help="a perf.data of scalestack's tracepoints to take the layout from "
                     "(default: record a tiny one now)")
+    ap.add_argument("--json", help="write what the file holds (counts, running time per thread) here")
     ap.add_argument("--quick", action="store_true", help="10^5 events to a temporary file, then delete it")
     args = ap.parse_args(argv)
     if not args.quick and not args.output:
@@ -582,6 +584,8 @@ def main(argv=None) -> int:
         print(f"{w.events:,d} events, {w.bytes / 1e6:.1f} MB in {dt:.1f} s ({w.events / dt / 1e6:.2f} M events/s) "
               f"-> {shlex.quote(str(out)) if not args.quick else '(deleted)'}")
         print("  " + ", ".join(f"{k} {v:,d}" for k, v in w.counts.items()))
+        if args.json:
+            Path(args.json).write_text(json.dumps(dataclasses.asdict(w), indent=1))
     return 0
 
 
