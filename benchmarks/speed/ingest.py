@@ -88,10 +88,10 @@ def record(tmp: Path, exe: Path, items: int) -> Path:
     return data
 
 
-def timed(argv: list[str], stdout=subprocess.DEVNULL) -> tuple[float, int]:
+def timed(argv: list[str], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) -> tuple[float, int]:
     """Wall seconds and peak RSS in bytes of one run of `argv` (its own rusage, from wait4)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, stdout=stdout, stderr=stderr)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -122,11 +122,14 @@ def huge(where: Path, tmp: Path, events: int, cli: list[str]) -> dict:
             if key == "report" and "import_s" not in r:
                 cols[key] = "not run"
                 continue
+            err = tmp / f"{key}.stderr"
             try:
-                r[f"{key}_s"], r[f"{key}_peak_bytes"] = timed(argv)
+                with open(err, "wb") as fh:
+                    r[f"{key}_s"], r[f"{key}_peak_bytes"] = timed(argv, stderr=fh)
                 cols[key] = f"{r[f'{key}_s']:6.2f} / {r[f'{key}_peak_bytes'] / 1e6:5.0f}"
             except subprocess.CalledProcessError as exc:
-                r[f"{key}_failed"] = exc.returncode
+                lines = err.read_text(errors="replace").strip().splitlines()
+                r[f"{key}_failed"] = f"exit {exc.returncode}: {lines[-1] if lines else '(no message)'}"
                 cols[key] = f"failed ({exc.returncode})"
         for key in ("timehist", "perf_script"):
             if f"{key}_s" in r and "import_s" in r:
@@ -136,6 +139,9 @@ def huge(where: Path, tmp: Path, events: int, cli: list[str]) -> dict:
         print(f"{n:>10,d} {size / 1e6:8.1f} | {cols['timehist']:>14} {cols['perf_script']:>14} {cols['import']:>14} | "
               f"{vs[0]} {vs[1]} | {'(synthetic: written in ' + format(t_write, '.0f') + ' s)':>39} | "
               f"{cols['report']:>14}", flush=True)
+        for key in cols:
+            if f"{key}_failed" in r:
+                print(f"{'':>20}{key} failed, {r[f'{key}_failed']}", flush=True)
         return r
     finally:
         for f in (data, saved):
