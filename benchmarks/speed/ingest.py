@@ -159,6 +159,9 @@ def main(argv=None) -> int:
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     sizes = [20_000] if args.quick else [150_000, 1_500_000] + ([15_000_000] if args.big else [])
+    # the CLI children run this tree's scalestack, as the in-process measurements do, not
+    # whichever one the interpreter has installed
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
     results = {}
     with tempfile.TemporaryDirectory(prefix="scalestack-ingest-") as tmpd:
         tmp = Path(tmpd)
