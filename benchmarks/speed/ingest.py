@@ -21,6 +21,14 @@ the same perf.data measures, in one run:
     .venv/bin/python benchmarks/speed/ingest.py            # 10^5 and 10^6 events
     .venv/bin/python benchmarks/speed/ingest.py --big      # and 10^7 (about 1 GB of perf.data)
     .venv/bin/python benchmarks/speed/ingest.py --quick    # 10^5 only (the test runs this)
+    .venv/bin/python benchmarks/speed/ingest.py --huge --huge-dir /big/disk   # and 10^8, synthetic
+
+--huge adds a row at 10^8 events that no small machine can record: a synthetic perf.data
+(benchmarks/speed/synth_perf_data.py, ~11 GB, checked against perf's own readers by
+tests/ingest/test_synth_perf_data.py) of the same kind of futex handoffs, measured the same way
+except that perf script's text goes to /dev/null (it would be ~15 GB) and the in-process
+breakdown (read, -> Trace, text path) is left out. A step that fails (the import running out of
+memory) is reported as failed, the other columns still measured.
 """
 
 from __future__ import annotations
@@ -80,10 +88,10 @@ def record(tmp: Path, exe: Path, items: int) -> Path:
     return data
 
 
-def timed(argv: list[str], stdout=subprocess.DEVNULL) -> tuple[float, int]:
+def timed(argv: list[str], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) -> tuple[float, int]:
     """Wall seconds and peak RSS in bytes of one run of `argv` (its own rusage, from wait4)."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, stdout=stdout, stderr=stderr)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -92,13 +100,68 @@ def timed(argv: list[str], stdout=subprocess.DEVNULL) -> tuple[float, int]:
     return wall, usage.ru_maxrss * 1024
 
 
+def huge(where: Path, tmp: Path, events: int, cli: list[str]) -> dict:
+    """The row of a synthetic perf.data: perf's two readers, import and report, each in its own process."""
+    data = where / f"synth-{events}.data"
+    saved = tmp / "synth.trace"
+    try:
+        # written by a child: this process stays small (a child's peak RSS counts its pages until exec)
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, str(Path(__file__).with_name("synth_perf_data.py")), "--events", str(events),
+                        "-o", str(data), "--json", str(tmp / "synth.json")], check=True, stdout=subprocess.DEVNULL)
+        t_write = time.perf_counter() - t0
+        w = json.loads((tmp / "synth.json").read_text())
+        n, size = w["events"], data.stat().st_size
+        r = {"events": n, "perf_data_bytes": size, "synthetic": True, "write_s": t_write}
+        cols = {}
+        for key, argv in (("timehist", ["perf", "sched", "timehist", "-i", str(data)]),
+                          ("perf_script", ["perf", "script", "-i", str(data), "-F", "comm,pid,tid,cpu,time,event,trace",
+                                           "--ns"]),
+                          ("import", [*cli, "import", "perf-data", str(data), "--comm", w["comm"], "-o", str(saved)]),
+                          ("report", [*cli, "report", str(saved), "-o", str(tmp / "report-synth")])):
+            if key == "report" and "import_s" not in r:
+                cols[key] = "not run"
+                continue
+            err = tmp / f"{key}.stderr"
+            try:
+                with open(err, "wb") as fh:
+                    r[f"{key}_s"], r[f"{key}_peak_bytes"] = timed(argv, stderr=fh)
+                cols[key] = f"{r[f'{key}_s']:6.2f} / {r[f'{key}_peak_bytes'] / 1e6:5.0f}"
+            except subprocess.CalledProcessError as exc:
+                lines = err.read_text(errors="replace").strip().splitlines()
+                r[f"{key}_failed"] = f"exit {exc.returncode}: {lines[-1] if lines else '(no message)'}"
+                cols[key] = f"failed ({exc.returncode})"
+        for key in ("timehist", "perf_script"):
+            if f"{key}_s" in r and "import_s" in r:
+                r[f"import_vs_{key}"] = r[f"{key}_s"] / r["import_s"]
+        vs = [f"{r[k]:{width - 1}.2f}x" if k in r else f"{'-':>{width}}"
+              for k, width in (("import_vs_timehist", 11), ("import_vs_perf_script", 9))]
+        print(f"{n:>10,d} {size / 1e6:8.1f} | {cols['timehist']:>14} {cols['perf_script']:>14} {cols['import']:>14} | "
+              f"{vs[0]} {vs[1]} | {'(synthetic: written in ' + format(t_write, '.0f') + ' s)':>39} | "
+              f"{cols['report']:>14}", flush=True)
+        for key in cols:
+            if f"{key}_failed" in r:
+                print(f"{'':>20}{key} failed, {r[f'{key}_failed']}", flush=True)
+        return r
+    finally:
+        for f in (data, saved):
+            if f.exists():
+                os.unlink(f)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--big", action="store_true")
+    ap.add_argument("--huge", action="store_true", help="add a row at 10^8 events from a synthetic perf.data")
+    ap.add_argument("--huge-events", type=int, default=100_000_000)
+    ap.add_argument("--huge-dir", help="where to write the synthetic file (default: the temporary directory)")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     sizes = [20_000] if args.quick else [150_000, 1_500_000] + ([15_000_000] if args.big else [])
+    # the CLI children run this tree's scalestack, as the in-process measurements do, not
+    # whichever one the interpreter has installed
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
     results = {}
     with tempfile.TemporaryDirectory(prefix="scalestack-ingest-") as tmpd:
         tmp = Path(tmpd)
@@ -153,6 +216,8 @@ def main(argv=None) -> int:
                   f"{r['text_to_trace_ev_s'] / 1e6:9.2f} | {t_report:6.2f} / {m_report / 1e6:5.0f}", flush=True)
             for f in (data, text, saved):
                 os.unlink(f)
+        if args.huge:
+            results["synthetic"] = huge(Path(args.huge_dir) if args.huge_dir else tmp, tmp, args.huge_events, cli)
     print("targets (issue 26): import >= 2x faster than perf sched timehist and >= 20x than perf script at 10^7 events; "
           "reading >= 10 M events/s; peak RSS <= 1x the file at 10^7 events")
     if args.json:
