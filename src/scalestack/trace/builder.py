@@ -51,10 +51,11 @@ from scalestack.trace.events import (
     PREV_STATE_UNINTERRUPTIBLE,
     Kind,
     RawEvents,
+    is_sorted,
 )
 from scalestack.trace.futex_wakers import attribute_futex_wakers
 from scalestack.trace.kernel_accounting import ABS_TOL_NS, RUNNING_TOL
-from scalestack.trace.lookup import EventIndex, member, order_by_key_then, unique_first
+from scalestack.trace.lookup import EventIndex, find_sorted, member, order_by_key_then, unique_first
 from scalestack.trace.switch_spans import switch_spans
 
 # The compiled walk uses the enum values as literals; keep them in step.
@@ -602,14 +603,6 @@ def _thread_bounds(tid):
 
 
 @numba.njit(cache=True)
-def _is_sorted(x):
-    for i in range(1, x.shape[0]):
-        if x[i] < x[i - 1]:
-            return False
-    return True
-
-
-@numba.njit(cache=True)
 def _merge(a, b):
     """The sorted union (with repeats) of two sorted arrays."""
     out = np.empty(a.shape[0] + b.shape[0], np.int64)
@@ -657,7 +650,7 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
             continue
         if last_j == -2 or e_arg0[r] != last_tid:
             last_tid = e_arg0[r]
-            last_j = _find(th_tid, last_tid)
+            last_j = find_sorted(th_tid, last_tid)
         r_th[i] = last_j
         if last_j >= 0:
             r_off[last_j + 1] += 1
@@ -716,7 +709,7 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
                 sb[k] = b
                 k += 1
         # the reports' starts are mostly in order already (their ends are): sort only if not
-        o = np.arange(k) if _is_sorted(sa[:k]) else np.argsort(sa[:k], kind="mergesort")
+        o = np.arange(k) if is_sorted(sa[:k]) else np.argsort(sa[:k], kind="mergesort")
         ua = np.empty(k, np.int64)
         ub = np.empty(k, np.int64)
         n_sp = 0
@@ -732,7 +725,7 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
                 n_sp += 1
         # cuts: the rows' bounds and the spans' edges inside the thread's life
         # each of the four lists is sorted (rows tile the thread's time, spans are disjoint): merge
-        if _is_sorted(start[lo:hi]) and _is_sorted(end[lo:hi]):
+        if is_sorted(start[lo:hi]) and is_sorted(end[lo:hi]):
             cuts = _merge(_merge(start[lo:hi], end[lo:hi]), _merge(ua[:n_sp], ub[:n_sp]))
         else:
             cuts = np.empty(2 * (hi - lo) + 2 * n_sp, np.int64)
@@ -1091,19 +1084,6 @@ def _named_tasks(kind, comm0, arg0, arg1, is_name):
     return who, grp
 
 
-@numba.njit(cache=True, inline="always")
-def _find(sorted_values, v):
-    """The position of v in sorted_values, or -1."""
-    lo, hi = 0, sorted_values.shape[0]
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if sorted_values[mid] < v:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo if lo < sorted_values.shape[0] and sorted_values[lo] == v else -1
-
-
 @numba.njit(cache=True)
 def _first_pid(tid, pid, tids):
     """The pid of each of `tids` (sorted) in its first event that has one (tid and pid > 0), else -1."""
@@ -1113,7 +1093,7 @@ def _first_pid(tid, pid, tids):
         if left == 0:
             break
         if pid[i] > 0 and tid[i] > 0:
-            j = _find(tids, tid[i])
+            j = find_sorted(tids, tid[i])
             if j >= 0 and out[j] < 0:
                 out[j] = pid[i]
                 left -= 1
@@ -1134,14 +1114,14 @@ def _group_members(tid, pid, kind, arg0, arg1, groups, limit):
         if p > 0 and tid[i] > 0:
             if p != last_pid:  # one search per change of pid, not per event
                 last_pid = p
-                last_in = _find(groups, p) >= 0
+                last_in = find_sorted(groups, p) >= 0
             if last_in:
                 if tid[i] <= limit:
                     seen[tid[i]] = True
                 else:
                     n_big += 1
         k = kind[i]
-        if (k == K_TASK_COMM or k == K_TASK_FORK) and _find(groups, arg1[i]) >= 0:
+        if (k == K_TASK_COMM or k == K_TASK_FORK) and find_sorted(groups, arg1[i]) >= 0:
             if 0 <= arg0[i] <= limit:
                 seen[arg0[i]] = True
             else:
@@ -1150,11 +1130,11 @@ def _group_members(tid, pid, kind, arg0, arg1, groups, limit):
     n_extra = 0
     if n_big:
         for i in range(tid.shape[0]):
-            if pid[i] > 0 and tid[i] > limit and _find(groups, pid[i]) >= 0:
+            if pid[i] > 0 and tid[i] > limit and find_sorted(groups, pid[i]) >= 0:
                 extra[n_extra] = tid[i]
                 n_extra += 1
             k = kind[i]
-            if (k == K_TASK_COMM or k == K_TASK_FORK) and _find(groups, arg1[i]) >= 0 and not 0 <= arg0[i] <= limit:
+            if (k == K_TASK_COMM or k == K_TASK_FORK) and find_sorted(groups, arg1[i]) >= 0 and not 0 <= arg0[i] <= limit:
                 extra[n_extra] = arg0[i]
                 n_extra += 1
     return seen, extra[:n_extra]

@@ -184,7 +184,7 @@ class RawEvents:
     def sorted(self) -> RawEvents:
         """Stable sort by time (perf writes per-CPU buffers; only FINISHED_ROUNDs order them).
         Already sorted input is returned as it is, checked by one compiled pass (no copy)."""
-        if len(self) < 2 or _is_sorted(self.time):
+        if len(self) < 2 or is_sorted(self.time):
             return self
         order = np.argsort(self.time, kind="stable")
         return self.take(order)
@@ -219,17 +219,18 @@ class RawEvents:
 
 
 @numba.njit(cache=True)
-def _is_sorted(x):
-    for i in range(1, x.shape[0]):
-        if x[i] < x[i - 1]:
-            return False
-    return True
-
-
-@numba.njit(cache=True)
 def _context_tid(kind, arg0, tid, k_switch, like):
     """`np.where(kind == SWITCH, arg0, tid)` in one pass (no mask), of `like`'s dtype."""
     out = np.empty(kind.shape[0], like.dtype)
     for i in range(kind.shape[0]):
         out[i] = arg0[i] if kind[i] == k_switch else tid[i]
     return out
+
+
+@numba.njit(cache=True)
+def is_sorted(x):
+    """Whether x never decreases (one pass, no whole-length temporary)."""
+    for i in range(1, x.shape[0]):
+        if x[i] < x[i - 1]:
+            return False
+    return True

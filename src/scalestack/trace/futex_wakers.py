@@ -30,7 +30,7 @@ import numpy as np
 
 from scalestack.trace import State, StateTable
 from scalestack.trace.events import FUTEX_CMD_MASK, Kind, RawEvents
-from scalestack.trace.lookup import EventIndex, member
+from scalestack.trace.lookup import EventIndex, find_sorted, member
 
 # futex(2) operations that wake waiters (op & FUTEX_CMD_MASK): WAKE, REQUEUE, CMP_REQUEUE, WAKE_OP,
 # UNLOCK_PI, WAKE_BITSET, CMP_REQUEUE_PI.
@@ -129,7 +129,7 @@ def _failed_sweep(time, etid, kind, arg0, q_tids, q_slot, q_start, order):
             kd = kind[r]
             if kd != _FUTEX_ENTER and kd != _FUTEX_EXIT and kd != _FUTEX_WAITV:
                 continue
-            s = _find(q_tids, np.int64(etid[r]))
+            s = find_sorted(q_tids, np.int64(etid[r]))
             if s < 0 or head[s] < 0:
                 continue
             failed = False  # the thread's first futex event at this instant decides; an exit counts first
@@ -152,19 +152,6 @@ _FUTEX_ENTER, _FUTEX_EXIT, _FUTEX_WAITV = int(Kind.FUTEX_ENTER), int(Kind.FUTEX_
 _WAKE_OPS_MASK = 0
 for _op in FUTEX_WAKE_OPS:
     _WAKE_OPS_MASK |= 1 << _op
-
-
-@numba.njit(cache=True, inline="always")
-def _find(sorted_values, v):
-    """The position of v in sorted_values, or -1."""
-    lo, hi = 0, sorted_values.shape[0]
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if sorted_values[mid] < v:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo if lo < sorted_values.shape[0] and sorted_values[lo] == v else -1
 
 
 @numba.njit(cache=True, inline="always")
@@ -194,12 +181,12 @@ def _scan_futex_calls(etid, arg0, arg1, fe, tids, q_tids, wake_mask, i, table, a
     n_fe = fe.shape[0]
     while i < n_fe:
         r = fe[i]
-        qs = _find(q_tids, etid[r])
+        qs = find_sorted(q_tids, etid[r])
         op = arg1[r] & FUTEX_CMD_MASK
         wake = False
         if op < 63:
             if (wake_mask >> op) & 1:
-                wake = _find(tids, etid[r]) >= 0
+                wake = find_sorted(tids, etid[r]) >= 0
         b = -1
         if wake:
             a = arg0[r]
@@ -280,7 +267,7 @@ def _last_wakes(time, etid, arg0, arg1, fe, tids, q_tids, wake_mask, q_tid, q_st
     out = np.full(n_q, -1, np.int64)
     since = np.empty(n_q, np.int64)
     for q in range(n_q):
-        qs = _find(q_tids, q_tid[q])
+        qs = find_sorted(q_tids, q_tid[q])
         since[q] = q_start[q]
         k = _last_at_or_before(e_t, e_off[qs], e_off[qs + 1], q_start[q])
         if k >= e_off[qs] and e_t[k] < since[q]:

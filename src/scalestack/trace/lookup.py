@@ -210,3 +210,16 @@ def _cpu_buckets_compiled(ecpu, kind, k_switch, like):
                 s_idx[s_fill[c]] = i
                 s_fill[c] += 1
     return off, idx, s_off, s_idx
+
+
+@numba.njit(cache=True, inline="always")
+def find_sorted(sorted_values, v):
+    """The position of v in sorted_values, or -1 (compiled code's set membership)."""
+    lo, hi = 0, sorted_values.shape[0]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if sorted_values[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < sorted_values.shape[0] and sorted_values[lo] == v else -1
