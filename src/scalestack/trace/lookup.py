@@ -34,21 +34,7 @@ def _member(x, table):
 
 def stable_order_by(key: np.ndarray, n_keys: int) -> np.ndarray:
     """`np.argsort(key, kind="stable")` for keys in [0, n_keys): a counting sort, one pass."""
-    return _counting_order(np.ascontiguousarray(key, dtype=np.int64), n_keys)
-
-
-@numba.njit(cache=True)
-def _counting_order(key, n_keys):
-    off = np.zeros(n_keys + 1, np.int64)
-    for i in range(key.shape[0]):
-        off[key[i] + 1] += 1
-    for k in range(n_keys):
-        off[k + 1] += off[k]
-    out = np.empty(key.shape[0], np.int64)
-    for i in range(key.shape[0]):
-        out[off[key[i]]] = i
-        off[key[i]] += 1
-    return out
+    return _buckets(np.ascontiguousarray(key, dtype=np.int64), n_keys, np.int64)[1]
 
 
 def order_by_key_then(key: np.ndarray, n_keys: int, t: np.ndarray) -> np.ndarray:
