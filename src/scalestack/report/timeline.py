@@ -25,6 +25,7 @@ import numba
 import numpy as np
 
 from scalestack.trace import STATE_NAMES, Trace
+from scalestack.units import format_ns
 
 ROLE_ORDER = {"main": 0, "app": 1, "": 2, "runtime": 3, "jit": 4, "gc": 5}
 MAX_MARKS = 20000
@@ -331,13 +332,6 @@ def unpack(payload: dict[str, Any]) -> dict[str, np.ndarray]:
     return out
 
 
-def _fmt_ns(ns: int) -> str:
-    for unit, scale in (("s", 10**9), ("ms", 10**6), ("µs", 10**3)):
-        if ns >= scale:
-            return f"{ns / scale:g} {unit}"
-    return f"{ns} ns"
-
-
 def timeline_html(data: dict[str, Any]) -> str:
     """The timeline's section of report.html: toolbar, canvas, the packed data and the script."""
     p = data["payload"]
@@ -354,7 +348,7 @@ def timeline_html(data: dict[str, Any]) -> str:
         "shift+wheel: scroll the lanes; double-click: the whole run; hover: the interval; click a wait: jump to "
         "the thread that ended it.</p>"
         + (f"<p class='help'>This run has {p['traceIntervals']:,} intervals, too many to carry one by one: each lane "
-           f"shows the state that covered most of every {_fmt_ns(p['summaryNs'])} (waits are not linked to their "
+           f"shows the state that covered most of every {format_ns(p['summaryNs'])} (waits are not linked to their "
            "wakers here). <code>scalestack report TRACE --between T0 T1</code> shows every interval of a part.</p>"
            if p.get("summaryNs") else "")
         +
