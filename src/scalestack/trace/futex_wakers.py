@@ -465,13 +465,7 @@ def _gallop_after(time, order, lo, hi, t, h):
                 break
             b = a
             step *= 2
-    while a < b:
-        mid = (a + b) // 2
-        if time[order[mid]] <= t:
-            a = mid + 1
-        else:
-            b = mid
-    return a
+    return _first_after(time, order, a, b, t)
 
 
 @numba.njit(cache=True)

@@ -188,7 +188,7 @@ def _opened(path: str):
             f"{path} is not a scalestack trace (use `scalestack import` for perf.data, perf script text or Chrome JSON)"
         ) from None
     except (KeyError, pa.ArrowInvalid, OSError, json.JSONDecodeError) as exc:
-        if isinstance(exc, OSError) and not isinstance(exc, pa.ArrowInvalid) and exc.errno is not None:
+        if isinstance(exc, OSError) and exc.errno is not None:  # unreadable, not damaged
             raise UserError(f"{path}: {exc.strerror}") from None
         raise UserError(f"{path}: damaged trace file ({exc})") from None
 
