@@ -51,6 +51,7 @@ from scalestack.trace.events import (
     PREV_STATE_UNINTERRUPTIBLE,
     Kind,
     RawEvents,
+    context_of,
     is_sorted,
 )
 from scalestack.trace.futex_wakers import attribute_futex_wakers
@@ -103,15 +104,44 @@ for _op in FUTEX_WAIT_OPS:
 
 @numba.njit(cache=True, inline="always")
 def _emit(out, m, slot, start, end, state, cpu, addr, waker, rep):
-    out[m, 0] = slot
-    out[m, 1] = start
-    out[m, 2] = end
-    out[m, 3] = state
-    out[m, 4] = cpu
-    out[m, 5] = addr
-    out[m, 6] = waker
-    out[m, 7] = rep
+    out[0][m] = slot
+    out[1][m] = start
+    out[2][m] = end
+    out[3][m] = state
+    out[4][m] = cpu
+    out[5][m] = addr
+    out[6][m] = waker
+    out[7][m] = rep
     return m + 1
+
+
+@numba.njit(cache=True)
+def _walk_rows(n):
+    """Room for n walk rows: columns slot, start, end, state, cpu, addr (uint64 bits), waker,
+    repaired, of the state table's widths (36 bytes a row; 8 int64 were 64)."""
+    return (np.empty(n, np.int32), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.uint8),
+            np.empty(n, np.int16), np.empty(n, np.int64), np.empty(n, np.int32), np.empty(n, np.bool_))
+
+
+@numba.njit(cache=True)
+def _walk_rows_cut(out, a, b):
+    """Rows a..b of walk rows (views)."""
+    return (out[0][a:b], out[1][a:b], out[2][a:b], out[3][a:b], out[4][a:b], out[5][a:b], out[6][a:b], out[7][a:b])
+
+
+@numba.njit(cache=True)
+def _walk_rows_grown(out, m, n):
+    """The first m walk rows in room for n."""
+    grown = _walk_rows(n)
+    grown[0][:m] = out[0][:m]
+    grown[1][:m] = out[1][:m]
+    grown[2][:m] = out[2][:m]
+    grown[3][:m] = out[3][:m]
+    grown[4][:m] = out[4][:m]
+    grown[5][:m] = out[5][:m]
+    grown[6][:m] = out[6][:m]
+    grown[7][:m] = out[7][:m]
+    return grown
 
 
 @numba.njit(cache=True, inline="always")
@@ -124,24 +154,21 @@ def _settle(out, m, s, pend, p_state, p_start, p_cpu, p_addr, p_rep, st_start):
     return m
 
 
-def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, wait_ops_mask, win_start):
+def _walk(time, cpu, tid, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, wait_ops_mask, win_start):
     """One pass over time-sorted events; returns the state intervals of traced threads.
 
-    Output rows: slot, start, end, state, cpu, addr (uint64 bits), waker, repaired.
+    Output rows (`_walk_rows` columns): slot, start, end, state, cpu, addr (uint64 bits), waker, repaired.
     The same as `_walk_start`, `_walk_chunk` over consecutive pieces of the events, `_walk_end`.
     """
-    rows, tail, carry = _walk_parts(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, wait_ops_mask,
+    rows, tail, carry = _walk_parts(time, cpu, tid, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, wait_ops_mask,
                                     win_start)
-    out = np.empty((rows.shape[0] + tail.shape[0], 8), np.int64)
-    out[: rows.shape[0]] = rows
-    out[rows.shape[0]:] = tail
-    return _walk_result(out, carry)
+    return _walk_result(tuple(np.concatenate([r, t]) for r, t in zip(rows, tail, strict=True)), carry)
 
 
-def _walk_parts(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, wait_ops_mask, win_start):
+def _walk_parts(time, cpu, tid, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, wait_ops_mask, win_start):
     """`_walk`'s rows as the walk and its end emit them (not joined: `_walk_states` reads both), and its carry."""
     carry = _walk_start(n_slots, n_cpus, born_at, time[0] if time.shape[0] > 0 else 0)
-    rows = _walk_chunk(time, cpu, ctx, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait_ops_mask, win_start, carry)
+    rows = _walk_chunk(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait_ops_mask, win_start, carry)
     tail = _walk_end(time[time.shape[0] - 1] if time.shape[0] > 0 else 0, n_slots, carry)
     return rows, tail, carry
 
@@ -154,9 +181,10 @@ def _walk_states(rows, tail, t0, t1, tids):
     n_slots = tids.shape[0]
     off = np.zeros(n_slots + 1, np.int64)
     for part in (rows, tail):
-        for i in range(part.shape[0]):
-            if part[i, 2] > t0 and part[i, 1] < t1:
-                off[part[i, 0] + 1] += 1
+        slot, start, end = part[0], part[1], part[2]
+        for i in range(slot.shape[0]):
+            if end[i] > t0 and start[i] < t1:
+                off[slot[i] + 1] += 1
     for k in range(n_slots):
         off[k + 1] += off[k]
     n = off[n_slots]
@@ -170,19 +198,20 @@ def _walk_states(rows, tail, t0, t1, tids):
     rep = np.empty(n, np.bool_)
     fill = off[:-1].copy()
     for part in (rows, tail):
-        for i in range(part.shape[0]):
-            if part[i, 2] > t0 and part[i, 1] < t1:
-                s = part[i, 0]
+        p_slot, p_start, p_end, p_state, p_cpu, p_addr, p_waker, p_rep = part
+        for i in range(p_slot.shape[0]):
+            if p_end[i] > t0 and p_start[i] < t1:
+                s = p_slot[i]
                 j = fill[s]
                 fill[s] += 1
                 tid[j] = tids[s]
-                start[j] = max(part[i, 1], t0)
-                end[j] = min(part[i, 2], t1)
-                state[j] = part[i, 3]
-                cpu[j] = part[i, 4]
-                addr[j] = part[i, 5]
-                waker[j] = part[i, 6]
-                rep[j] = part[i, 7] != 0
+                start[j] = max(p_start[i], t0)
+                end[j] = min(p_end[i], t1)
+                state[j] = p_state[i]
+                cpu[j] = p_cpu[i]
+                addr[j] = p_addr[i]
+                waker[j] = p_waker[i]
+                rep[j] = p_rep[i]
     in_order = True
     for k in range(n_slots):
         for j in range(off[k] + 1, off[k + 1]):
@@ -242,7 +271,7 @@ def _walk_start(n_slots, n_cpus, born_at, t0):
 
 
 @numba.njit(cache=True)
-def _walk_chunk(time, cpu, ctx, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait_ops_mask, win_start, carry):
+def _walk_chunk(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait_ops_mask, win_start, carry):
     """Walk the next time-sorted events from the state in `carry` (updated in place); the rows of
     the intervals they ended."""
     (st, st_start, st_cpu, st_addr, st_rep, st_hint, kernel_rt, futex_addr, in_futex, exiting, exit_time, dead, end_time,
@@ -250,21 +279,19 @@ def _walk_chunk(time, cpu, ctx, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait
      rt_tid, gaps, cnt) = carry
     settled, gaps_traced, missing_wakeups, double_running = cnt[0], cnt[1], cnt[2], cnt[3]
     n = time.shape[0]
-    out = np.empty((n + 2 * n_slots + 64, 8), np.int64)
+    out = _walk_rows(n + 2 * n_slots + 64)
     m = 0
     n_map = slot_of.shape[0]
 
     for i in range(n):
-        if m + 2 * n_slots + 16 > out.shape[0]:
-            grown = np.empty((2 * out.shape[0], 8), np.int64)
-            grown[:m] = out[:m]
-            out = grown
+        if m + 2 * n_slots + 16 > out[0].shape[0]:
+            out = _walk_rows_grown(out, m, 2 * out[0].shape[0])
         t = time[i]
         c = cpu[i]
         k = kind[i]
         if k == K_TASK_COMM or k == K_TASK_FORK or k == K_TASK_EXIT:  # side-band records carry no CPU state
             continue
-        x = ctx[i]
+        x = context_of(kind, a0, tid, i)
         xs = slot_of[x] if 0 <= x < n_map else -1
         cvalid = 0 <= c < n_cpus
 
@@ -469,7 +496,7 @@ def _walk_chunk(time, cpu, ctx, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait
             cpu_last[c] = t
 
     cnt[0], cnt[1], cnt[2], cnt[3] = settled, gaps_traced, missing_wakeups, double_running
-    return out[:m]
+    return _walk_rows_cut(out, 0, m)
 
 
 @numba.njit(cache=True)
@@ -478,7 +505,7 @@ def _walk_end(t_last, n_slots, carry):
     (st, st_start, st_cpu, st_addr, st_rep, st_hint, kernel_rt, futex_addr, in_futex, exiting, exit_time, dead, end_time,
      uncertain, repairs, pend, p_state, p_start, p_cpu, p_addr, p_rep, p_lo, p_hi, p_unc, chain, cpu_last, rt_at,
      rt_tid, gaps, cnt) = carry
-    out = np.empty((2 * n_slots + 1, 8), np.int64)
+    out = _walk_rows(2 * n_slots + 1)
     m = 0
     for s in range(n_slots):
         m = _settle(out, m, s, pend, p_state, p_start, p_cpu, p_addr, p_rep, st_start)
@@ -490,7 +517,7 @@ def _walk_end(t_last, n_slots, carry):
             if end > st_start[s]:
                 m = _emit(out, m, s, st_start[s], end, st[s], st_cpu[s], st_addr[s], -1, st_rep[s])
             end_time[s] = max(end, st_start[s])
-    return out[:m]
+    return _walk_rows_cut(out, 0, m)
 
 
 def kernel_runtime_check(states: StateTable, tids: np.ndarray, kernel_rt: np.ndarray, available: bool) -> dict:
@@ -575,7 +602,7 @@ def reconcile_running(states: StateTable, events: RawEvents, t0: int, t1: int,
     tid, seg_a, seg_b, state, cpu, addr, waker, repaired, sums = _reconcile_cut(
         states.start_ns, states.end_ns, states.state, states.repaired, states.cpu, states.addr.view(np.int64),
         states.waker, bounds, th_tid, rep, _STEAL_MIN_NS, events.time, events.kind, events.arg0, events.arg1,
-        index.ctx, off, idx, _WAIT_OPS_MASK)
+        events.tid, off, idx, _WAIT_OPS_MASK)
     changed = {str(int(th_tid[j])): [int(sums[0, j]), int(sums[1, j])]
                for j in np.flatnonzero((sums[0] > 0) | (sums[1] > 0))}
     stolen = {str(int(th_tid[j])): int(sums[2, j]) for j in np.flatnonzero(sums[2] > 0)}
@@ -628,7 +655,7 @@ def _merge(a, b):
 
 @numba.njit(cache=True)
 def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid, rep, steal_min,
-                   e_time, e_kind, e_arg0, e_arg1, e_ctx, cpu_off, cpu_idx, wait_ops_mask):
+                   e_time, e_kind, e_arg0, e_arg1, e_tid, cpu_off, cpu_idx, wait_ops_mask):
     """The per-thread pass of `reconcile_running`: each thread with runtime reports is cut at its
     rows' bounds and at the edges of the union of its reports (clipped to its life); a thread
     without reports keeps its rows. A segment becomes RUNNING where a report covers it (add); stops
@@ -762,7 +789,7 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
                     sums[0, j] += c - a
                 elif running and not covered:  # drop
                     stolen = (not repaired[p] and cpu[p] >= 0 and c - a >= steal_min
-                              and not _shows_one(e_time, e_kind, e_arg1, e_ctx, cpu_off, cpu_idx, wait_ops_mask,
+                              and not _shows_one(e_time, e_kind, e_arg0, e_arg1, e_tid, cpu_off, cpu_idx, wait_ops_mask,
                                                  cpu[p], a, c, th_tid[j]))
                     if stolen:
                         o_state[m] = S_UNKNOWN
@@ -888,22 +915,22 @@ class _CpuWitness:
         """For each stretch [a, b) of thread `tid` on `cpu` (arrays of one length)."""
         ev = self.index.events
         off, idx, _, _ = self.index.by_cpu()
-        return _shows(ev.time, ev.kind, ev.arg1, self.index.ctx, off, idx, _WAIT_OPS_MASK,
+        return _shows(ev.time, ev.kind, ev.arg0, ev.arg1, ev.tid, off, idx, _WAIT_OPS_MASK,
                       np.asarray(cpu, np.int64), np.asarray(a, np.int64), np.asarray(b, np.int64),
                       np.asarray(tid, np.int64))
 
 
 @numba.njit(cache=True)
-def _shows(time, kind, arg1, ctx, off, idx, wait_ops_mask, cpu, a, b, tid):
+def _shows(time, kind, arg0, arg1, etid, off, idx, wait_ops_mask, cpu, a, b, tid):
     """The compiled `_CpuWitness.shows`."""
     out = np.zeros(cpu.shape[0], np.bool_)
     for q in range(cpu.shape[0]):
-        out[q] = _shows_one(time, kind, arg1, ctx, off, idx, wait_ops_mask, cpu[q], a[q], b[q], tid[q])
+        out[q] = _shows_one(time, kind, arg0, arg1, etid, off, idx, wait_ops_mask, cpu[q], a[q], b[q], tid[q])
     return out
 
 
 @numba.njit(cache=True)
-def _shows_one(time, kind, arg1, ctx, off, idx, wait_ops_mask, c, a, b, tid):
+def _shows_one(time, kind, arg0, arg1, etid, off, idx, wait_ops_mask, c, a, b, tid):
     """One stretch [a, b) of `tid` on CPU c: the CPU's events in (a, b) by binary search in its
     bucket; any in another context shows; the last one before b shows if it is the thread's own
     entry into a futex wait."""
@@ -926,11 +953,11 @@ def _shows_one(time, kind, arg1, ctx, off, idx, wait_ops_mask, c, a, b, tid):
         else:
             h = mid
     for k in range(j0, j1):
-        if ctx[idx[k]] != tid:
+        if context_of(kind, arg0, etid, idx[k]) != tid:
             return True
     if j1 > lo:
         r = idx[j1 - 1]
-        if ctx[r] == tid:
+        if context_of(kind, arg0, etid, r) == tid:
             if kind[r] == K_FUTEX_WAITV:
                 return True
             if kind[r] == K_FUTEX_ENTER:
@@ -1352,9 +1379,8 @@ def build_trace(
     child_slots = slot_of[fork_child[in_set]]
     born_at[child_slots[::-1]] = events.time[forks][in_set][::-1]  # first fork wins
     n_cpus = int(max(events.cpu.max(initial=0) + 1, 1))
-    ctx = index.ctx
     win_start = int(events.time[0]) - 1 if start_ns is None else int(start_ns)
-    rows, tail, carry = _walk_parts(events.time, events.cpu, ctx, events.kind, events.arg0, events.arg1, events.arg2,
+    rows, tail, carry = _walk_parts(events.time, events.cpu, events.tid, events.kind, events.arg0, events.arg1, events.arg2,
                                     slot_of, born_at, len(tids), n_cpus, _WAIT_OPS_MASK, win_start)
     (_, dead, end_time, gaps, gaps_traced, missing_wakeups, double_running, uncertain, repairs,
      kernel_rt, settled) = _walk_result(None, carry)
@@ -1371,9 +1397,9 @@ def build_trace(
     if not in_order:
         order = np.lexsort((cols[1], cols[0]))
         cols = [c[order] for c in cols]
-    o_tid, o_start, o_end, o_state, o_cpu, o_addr, o_waker, o_rep = cols
-    states = StateTable(tid=o_tid, start_ns=o_start, end_ns=o_end, state=o_state, cpu=o_cpu,
-                        addr=o_addr.view(np.uint64), waker=o_waker, repaired=o_rep)
+    cols[5] = cols[5].view(np.uint64)
+    states = StateTable(**dict(zip(StateTable.SCHEMA, cols, strict=True)))
+    del cols  # each pass below holds one table besides its output, not this one too
     states, reconciled, stolen = reconcile_running(states, events, t0, t1, index)
     states = _merge_adjacent(states)
     pids = _thread_pids(events, tids, slot_of, index)
@@ -1466,7 +1492,7 @@ def build_trace(
     for key in ("lost_samples", "unknown_events", "skipped_lines"):
         if key in events.stats:
             meta[key] = events.stats[key]
-    spans = switch_spans(events, present, t0, t1, ctx) if index.count(Kind.SWITCH) else None
+    spans = switch_spans(events, present, t0, t1) if index.count(Kind.SWITCH) else None
     span_table = SwitchSpanTable.empty() if spans is None else spans.table()
     meta["switch_spans_rebuilt"] = {} if spans is None else {str(t): k for t, k in spans.gaps().items()}
     trace = Trace(threads=threads, states=states, names=names, meta=meta,

@@ -29,7 +29,7 @@ import numba
 import numpy as np
 
 from scalestack.trace import State, StateTable
-from scalestack.trace.events import FUTEX_CMD_MASK, Kind, RawEvents
+from scalestack.trace.events import FUTEX_CMD_MASK, Kind, RawEvents, context_of
 from scalestack.trace.lookup import EventIndex, find_sorted, member
 
 # futex(2) operations that wake waiters (op & FUTEX_CMD_MASK): WAKE, REQUEUE, CMP_REQUEUE, WAKE_OP,
@@ -418,7 +418,7 @@ def _cpu_busy(events: RawEvents, cpu: np.ndarray, at: np.ndarray, until: np.ndar
     if len(ev) == 0 or len(cpu) == 0:
         return np.zeros(len(cpu), bool)
     off, idx, s_off, s_idx = index.by_cpu()
-    return _cpu_busy_compiled(ev.time, ev.arg1, index.ctx, off, idx, s_off, s_idx, cpu.astype(np.int64),
+    return _cpu_busy_compiled(ev.time, ev.kind, ev.arg0, ev.arg1, ev.tid, off, idx, s_off, s_idx, cpu.astype(np.int64),
                               at.astype(np.int64), until.astype(np.int64), waiter.astype(np.int64))
 
 
@@ -469,7 +469,7 @@ def _gallop_after(time, order, lo, hi, t, h):
 
 
 @numba.njit(cache=True)
-def _cpu_busy_compiled(time, nxt, ctx, off, idx, s_off, s_idx, cpu, at, until, waiter):
+def _cpu_busy_compiled(time, kind, arg0, nxt, etid, off, idx, s_off, s_idx, cpu, at, until, waiter):
     n_cpu = off.shape[0] - 1
     out = np.zeros(cpu.shape[0], np.bool_)
     s_hint = s_off[:-1].copy()  # each CPU's last answers
@@ -490,7 +490,7 @@ def _cpu_busy_compiled(time, nxt, ctx, off, idx, s_off, s_idx, cpu, at, until, w
         k = _gallop_after(time, idx, off[c], off[c + 1], at[q], e_hint[c])
         e_hint[c] = k
         while k < off[c + 1] and time[idx[k]] < until[q]:
-            x = ctx[idx[k]]
+            x = context_of(kind, arg0, etid, idx[k])
             if x > 0 and x != waiter[q]:
                 out[q] = True
                 break

@@ -76,16 +76,16 @@ def _first_index(x, n):
 
 
 class EventIndex:
-    """Time-sorted events' rows by kind and by CPU, and each event's context task: what every pass
-    of the state builder asks of all the events, computed once per build (each pass used to mask,
-    sort or bucket all of them again). By-CPU buckets and contexts are built on first use."""
+    """Time-sorted events' rows by kind and by CPU: what every pass of the state builder asks of all
+    the events, computed once per build (each pass used to mask, sort or bucket all of them again).
+    By-CPU buckets are built on first use. An event's context task is not kept (4 bytes an event):
+    the compiled passes read it with `events.context_of`."""
 
     def __init__(self, events):
         self.events = events
         n = len(events)
         self.idx_dtype = np.int32 if n < 2**31 - 1 else np.int64
         self._kind_off, self._kind_rows = _buckets(events.kind, 256, self.idx_dtype)
-        self._ctx = None
         self._cpu = None
 
     def count(self, *kinds) -> int:
@@ -103,18 +103,6 @@ class EventIndex:
         table = np.zeros(256, np.bool_)
         table[list(kinds)] = True
         return _rows_of(self.events.kind, table, n, np.zeros(0, self.idx_dtype))
-
-    @property
-    def ctx(self) -> np.ndarray:
-        """`RawEvents.context_tid()`, computed once; int32 when every value fits (half the memory)."""
-        if self._ctx is None:
-            from scalestack.trace.events import Kind, _context_tid
-
-            ev = self.events
-            sw = self.rows(Kind.SWITCH)
-            fits = len(sw) == 0 or (int(ev.arg0[sw].min()) >= -(2**31) and int(ev.arg0[sw].max()) < 2**31)
-            self._ctx = _context_tid(ev.kind, ev.arg0, ev.tid, int(Kind.SWITCH), np.zeros(0, np.int32 if fits else np.int64))
-        return self._ctx
 
     def forget_by_cpu(self) -> None:
         """Free the by-CPU buckets (the passes that read them are done; 4 bytes an event)."""
