@@ -57,6 +57,7 @@ from scalestack.trace.events import (
 from scalestack.trace.futex_wakers import attribute_futex_wakers
 from scalestack.trace.kernel_accounting import ABS_TOL_NS, RUNNING_TOL
 from scalestack.trace.lookup import EventIndex, find_sorted, member, order_by_key_then, unique_first
+from scalestack.trace.rows import emit_row, new_rows, put_row, rows_cut, rows_grown, state_table
 from scalestack.trace.switch_spans import switch_spans
 
 # The compiled walk uses the enum values as literals; keep them in step.
@@ -103,53 +104,11 @@ for _op in FUTEX_WAIT_OPS:
 
 
 @numba.njit(cache=True, inline="always")
-def _emit(out, m, slot, start, end, state, cpu, addr, waker, rep):
-    out[0][m] = slot
-    out[1][m] = start
-    out[2][m] = end
-    out[3][m] = state
-    out[4][m] = cpu
-    out[5][m] = addr
-    out[6][m] = waker
-    out[7][m] = rep
-    return m + 1
-
-
-@numba.njit(cache=True)
-def _walk_rows(n):
-    """Room for n walk rows: columns slot, start, end, state, cpu, addr (uint64 bits), waker,
-    repaired, of the state table's widths (36 bytes a row; 8 int64 were 64)."""
-    return (np.empty(n, np.int32), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.uint8),
-            np.empty(n, np.int16), np.empty(n, np.int64), np.empty(n, np.int32), np.empty(n, np.bool_))
-
-
-@numba.njit(cache=True)
-def _walk_rows_cut(out, a, b):
-    """Rows a..b of walk rows (views)."""
-    return (out[0][a:b], out[1][a:b], out[2][a:b], out[3][a:b], out[4][a:b], out[5][a:b], out[6][a:b], out[7][a:b])
-
-
-@numba.njit(cache=True)
-def _walk_rows_grown(out, m, n):
-    """The first m walk rows in room for n."""
-    grown = _walk_rows(n)
-    grown[0][:m] = out[0][:m]
-    grown[1][:m] = out[1][:m]
-    grown[2][:m] = out[2][:m]
-    grown[3][:m] = out[3][:m]
-    grown[4][:m] = out[4][:m]
-    grown[5][:m] = out[5][:m]
-    grown[6][:m] = out[6][:m]
-    grown[7][:m] = out[7][:m]
-    return grown
-
-
-@numba.njit(cache=True, inline="always")
 def _settle(out, m, s, pend, p_state, p_start, p_cpu, p_addr, p_rep, st_start):
     """Emit the interval before a tentatively repaired switch-in, as it now stands."""
     if pend[s]:
         if st_start[s] > p_start[s]:
-            m = _emit(out, m, s, p_start[s], st_start[s], p_state[s], p_cpu[s], p_addr[s], -1, p_rep[s])
+            m = emit_row(out, m, s, p_start[s], st_start[s], p_state[s], p_cpu[s], p_addr[s], -1, p_rep[s])
         pend[s] = False
     return m
 
@@ -157,7 +116,7 @@ def _settle(out, m, s, pend, p_state, p_start, p_cpu, p_addr, p_rep, st_start):
 def _walk(time, cpu, tid, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, wait_ops_mask, win_start):
     """One pass over time-sorted events; returns the state intervals of traced threads.
 
-    Output rows (`_walk_rows` columns): slot, start, end, state, cpu, addr (uint64 bits), waker, repaired.
+    Output rows (`new_rows` columns): slot, start, end, state, cpu, addr (uint64 bits), waker, repaired.
     The same as `_walk_start`, `_walk_chunk` over consecutive pieces of the events, `_walk_end`.
     """
     rows, tail, carry = _walk_parts(time, cpu, tid, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, wait_ops_mask,
@@ -279,13 +238,13 @@ def _walk_chunk(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait
      rt_tid, gaps, cnt) = carry
     settled, gaps_traced, missing_wakeups, double_running = cnt[0], cnt[1], cnt[2], cnt[3]
     n = time.shape[0]
-    out = _walk_rows(n + 2 * n_slots + 64)
+    out = new_rows(n + 2 * n_slots + 64)
     m = 0
     n_map = slot_of.shape[0]
 
     for i in range(n):
         if m + 2 * n_slots + 16 > out[0].shape[0]:
-            out = _walk_rows_grown(out, m, 2 * out[0].shape[0])
+            out = rows_grown(out, m, 2 * out[0].shape[0])
         t = time[i]
         c = cpu[i]
         k = kind[i]
@@ -310,7 +269,7 @@ def _walk_chunk(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait
                     repairs[qs] += 1
                     uncertain[qs] += t - at
                     if at > st_start[qs]:
-                        m = _emit(out, m, qs, st_start[qs], at, S_RUNNING, c, 0, -1, st_rep[qs])
+                        m = emit_row(out, m, qs, st_start[qs], at, S_RUNNING, c, 0, -1, st_rep[qs])
                         st_start[qs] = at
                     st[qs] = S_SLEEP  # reason unknown
                     st_cpu[qs] = -1
@@ -342,7 +301,7 @@ def _walk_chunk(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait
                     repairs[xs] += 1
                     settled += 1
                     if at > st_start[xs]:
-                        m = _emit(out, m, xs, st_start[xs], at, was, st_cpu[xs], st_addr[xs], -1, st_rep[xs])
+                        m = emit_row(out, m, xs, st_start[xs], at, was, st_cpu[xs], st_addr[xs], -1, st_rep[xs])
                         st_start[xs] = at
                 elif was != S_UNKNOWN:
                     repairs[xs] += 1
@@ -359,7 +318,7 @@ def _walk_chunk(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait
                     if at > st_start[xs]:
                         st_start[xs] = at
                 elif at > st_start[xs]:
-                    m = _emit(out, m, xs, st_start[xs], at, was, st_cpu[xs], st_addr[xs], -1, st_rep[xs])
+                    m = emit_row(out, m, xs, st_start[xs], at, was, st_cpu[xs], st_addr[xs], -1, st_rep[xs])
                     st_start[xs] = at
                 st[xs] = S_RUNNING
                 st_cpu[xs] = c
@@ -370,7 +329,7 @@ def _walk_chunk(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait
                 m = _settle(out, m, xs, pend, p_state, p_start, p_cpu, p_addr, p_rep, st_start)
                 double_running += 1
                 if t > st_start[xs]:
-                    m = _emit(out, m, xs, st_start[xs], t, S_RUNNING, st_cpu[xs], 0, -1, st_rep[xs])
+                    m = emit_row(out, m, xs, st_start[xs], t, S_RUNNING, st_cpu[xs], 0, -1, st_rep[xs])
                     st_start[xs] = t
                 st_cpu[xs] = c
                 st_rep[xs] = 1
@@ -387,7 +346,7 @@ def _walk_chunk(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait
             if xs >= 0 and st[xs] == S_RUNNING and not dead[xs]:
                 m = _settle(out, m, xs, pend, p_state, p_start, p_cpu, p_addr, p_rep, st_start)
                 if ts > st_start[xs]:
-                    m = _emit(out, m, xs, st_start[xs], ts, S_RUNNING, st_cpu[xs], 0, -1, st_rep[xs])
+                    m = emit_row(out, m, xs, st_start[xs], ts, S_RUNNING, st_cpu[xs], 0, -1, st_rep[xs])
                 st_start[xs] = max(ts, st_start[xs])
                 st_rep[xs] = 0
                 st_addr[xs] = 0
@@ -416,7 +375,7 @@ def _walk_chunk(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait
                         m = _settle(out, m, ns, pend, p_state, p_start, p_cpu, p_addr, p_rep, st_start)
                         double_running += 1
                         if t > st_start[ns]:
-                            m = _emit(out, m, ns, st_start[ns], t, S_RUNNING, st_cpu[ns], 0, -1, st_rep[ns])
+                            m = emit_row(out, m, ns, st_start[ns], t, S_RUNNING, st_cpu[ns], 0, -1, st_rep[ns])
                             st_start[ns] = t
                         st_cpu[ns] = c
                 else:
@@ -424,7 +383,7 @@ def _walk_chunk(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait
                         missing_wakeups += 1
                     tn = max(ts, st_start[ns])
                     if tn > st_start[ns]:
-                        m = _emit(out, m, ns, st_start[ns], tn, st[ns], st_cpu[ns], st_addr[ns], -1, st_rep[ns])
+                        m = emit_row(out, m, ns, st_start[ns], tn, st[ns], st_cpu[ns], st_addr[ns], -1, st_rep[ns])
                         st_start[ns] = tn
                     st[ns] = S_RUNNING
                     st_cpu[ns] = c
@@ -438,7 +397,7 @@ def _walk_chunk(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait
             if ws >= 0 and st[ws] >= S_SYNC_WAIT and not dead[ws]:
                 # blocked -> RUNNABLE; a wakeup of a running or runnable task changes nothing
                 if t > st_start[ws]:
-                    m = _emit(out, m, ws, st_start[ws], t, st[ws], st_cpu[ws], st_addr[ws], x, st_rep[ws])
+                    m = emit_row(out, m, ws, st_start[ws], t, st[ws], st_cpu[ws], st_addr[ws], x, st_rep[ws])
                     st_start[ws] = t
                 st[ws] = S_RUNNABLE
                 st_cpu[ws] = a1[i]
@@ -496,7 +455,7 @@ def _walk_chunk(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait
             cpu_last[c] = t
 
     cnt[0], cnt[1], cnt[2], cnt[3] = settled, gaps_traced, missing_wakeups, double_running
-    return _walk_rows_cut(out, 0, m)
+    return rows_cut(out, 0, m)
 
 
 @numba.njit(cache=True)
@@ -505,7 +464,7 @@ def _walk_end(t_last, n_slots, carry):
     (st, st_start, st_cpu, st_addr, st_rep, st_hint, kernel_rt, futex_addr, in_futex, exiting, exit_time, dead, end_time,
      uncertain, repairs, pend, p_state, p_start, p_cpu, p_addr, p_rep, p_lo, p_hi, p_unc, chain, cpu_last, rt_at,
      rt_tid, gaps, cnt) = carry
-    out = _walk_rows(2 * n_slots + 1)
+    out = new_rows(2 * n_slots + 1)
     m = 0
     for s in range(n_slots):
         m = _settle(out, m, s, pend, p_state, p_start, p_cpu, p_addr, p_rep, st_start)
@@ -515,9 +474,9 @@ def _walk_end(t_last, n_slots, carry):
                 end = max(exit_time[s], st_start[s])
                 dead[s] = True
             if end > st_start[s]:
-                m = _emit(out, m, s, st_start[s], end, st[s], st_cpu[s], st_addr[s], -1, st_rep[s])
+                m = emit_row(out, m, s, st_start[s], end, st[s], st_cpu[s], st_addr[s], -1, st_rep[s])
             end_time[s] = max(end, st_start[s])
-    return _walk_rows_cut(out, 0, m)
+    return rows_cut(out, 0, m)
 
 
 def kernel_runtime_check(states: StateTable, tids: np.ndarray, kernel_rt: np.ndarray, available: bool) -> dict:
@@ -588,27 +547,26 @@ def reconcile_running(states: StateTable, events: RawEvents, t0: int, t1: int,
     charges neither as CPU time nor as run delay; 21 ms of one producer/consumer thread in one
     recording here). It becomes UNKNOWN, not RUNNABLE.
 
-    Returns the new table and, per tid, [ns added to RUNNING, ns removed]; the second dict gives,
-    per tid, the ns of those stolen stretches.
+    Returns the new table, its adjacent rows joined (`builder._merge_adjacent`: done as the rows are
+    written, no second table), and, per tid, [ns added to RUNNING, ns removed]; the second dict
+    gives, per tid, the ns of those stolen stretches.
     """
     index = index if index is not None else EventIndex(events.sorted())
     events = index.events
     rep = index.rows(Kind.STAT_RUNTIME)
     if len(rep) == 0 or len(states) == 0 or not np.any(events.arg1[rep] > 0):
-        return states, {}, {}
+        return _merge_adjacent(states), {}, {}
     bounds = _thread_bounds(states.tid)
     th_tid = states.tid[bounds[:-1]].astype(np.int64)
     off, idx, _, _ = index.by_cpu()
-    tid, seg_a, seg_b, state, cpu, addr, waker, repaired, sums = _reconcile_cut(
+    rows, sums = _reconcile_cut(
         states.start_ns, states.end_ns, states.state, states.repaired, states.cpu, states.addr.view(np.int64),
         states.waker, bounds, th_tid, rep, _STEAL_MIN_NS, events.time, events.kind, events.arg0, events.arg1,
         events.tid, off, idx, _WAIT_OPS_MASK)
     changed = {str(int(th_tid[j])): [int(sums[0, j]), int(sums[1, j])]
                for j in np.flatnonzero((sums[0] > 0) | (sums[1] > 0))}
     stolen = {str(int(th_tid[j])): int(sums[2, j]) for j in np.flatnonzero(sums[2] > 0)}
-    out = StateTable(tid=tid, start_ns=seg_a, end_ns=seg_b, state=state, cpu=cpu, addr=addr.view(np.uint64),
-                     waker=waker, repaired=repaired)
-    return out, changed, stolen
+    return state_table(rows), changed, stolen
 
 
 @numba.njit(cache=True)
@@ -629,28 +587,20 @@ def _thread_bounds(tid):
     return out
 
 
-@numba.njit(cache=True)
-def _merge(a, b):
-    """The sorted union (with repeats) of two sorted arrays."""
-    out = np.empty(a.shape[0] + b.shape[0], np.int64)
-    i = j = k = 0
-    while i < a.shape[0] and j < b.shape[0]:
-        if b[j] < a[i]:
-            out[k] = b[j]
-            j += 1
-        else:
-            out[k] = a[i]
-            i += 1
-        k += 1
-    while i < a.shape[0]:
-        out[k] = a[i]
-        i += 1
-        k += 1
-    while j < b.shape[0]:
-        out[k] = b[j]
-        j += 1
-        k += 1
-    return out
+@numba.njit(cache=True, inline="always")
+def _next_cut(xa, xb, xc, xd, ia, ib, ic, id_):
+    """The least head of four sorted arrays (from positions ia..id_): which one (-1: all done)."""
+    w = -1
+    c = 0
+    if ia < xa.shape[0]:
+        w, c = 0, xa[ia]
+    if ib < xb.shape[0] and (w < 0 or xb[ib] < c):
+        w, c = 1, xb[ib]
+    if ic < xc.shape[0] and (w < 0 or xc[ic] < c):
+        w, c = 2, xc[ic]
+    if id_ < xd.shape[0] and (w < 0 or xd[id_] < c):
+        w, c = 3, xd[id_]
+    return w, c
 
 
 @numba.njit(cache=True)
@@ -661,13 +611,14 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
     without reports keeps its rows. A segment becomes RUNNING where a report covers it (add); stops
     being RUNNING where none does (drop), taking the state before its RUNNING stretch (UNKNOWN if
     none), or UNKNOWN where it is long enough, unrepaired, on a CPU, and the CPU's events
-    (`_shows_one`) show nothing else ran there (stolen). Returns the new table's columns and, per
-    thread, the ns added, dropped and stolen. The reports (`rep`: rows of runtime reports; those
-    charging > 0 ns, of a thread in `th_tid`, count) are bucketed by thread in one pass; only each
-    thread's own reports and cuts are sorted."""
+    (`_shows_one`) show nothing else ran there (stolen). Returns the new table's `new_rows`, adjacent
+    rows joined (`put_row`), and, per thread, the ns added, dropped and stolen. The reports (`rep`:
+    rows of runtime reports; those charging > 0 ns, of a thread in `th_tid`, count) are bucketed
+    by thread in one pass; only each thread's own reports are sorted, and its cuts are read from
+    the four sorted lists they come from as they merge (no array of them)."""
     n_th = bounds.shape[0] - 1
-    # each report's thread, then the reports bucketed by thread (stable counting sort)
-    r_th = np.full(rep.shape[0], -1, np.int64)
+    # each report's thread, then the reports' rows bucketed by thread (stable counting sort)
+    r_th = np.full(rep.shape[0], -1, np.int32)
     r_off = np.zeros(n_th + 1, np.int64)
     last_tid = -1
     last_j = -2  # none looked up yet
@@ -685,24 +636,13 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
         r_off[j + 1] += r_off[j]
     n_r = r_off[n_th]
     fill = r_off[:-1].copy()
-    ba = np.empty(n_r, np.int64)
-    bb = np.empty(n_r, np.int64)
+    br = np.empty(n_r, rep.dtype)
     for i in range(rep.shape[0]):
         j = r_th[i]
         if j >= 0:
-            r = rep[i]
-            ba[fill[j]] = e_time[r] - e_arg1[r]
-            bb[fill[j]] = e_time[r]
+            br[fill[j]] = rep[i]
             fill[j] += 1
-    cap = 2 * start.shape[0] + 2 * n_r + 1  # cuts: both bounds of every row, both edges of every span
-    o_tid = np.empty(cap, np.int32)
-    o_a = np.empty(cap, np.int64)
-    o_b = np.empty(cap, np.int64)
-    o_state = np.empty(cap, np.uint8)
-    o_cpu = np.empty(cap, np.int16)
-    o_addr = np.empty(cap, np.int64)
-    o_waker = np.empty(cap, np.int32)
-    o_rep = np.empty(cap, np.bool_)
+    out = new_rows(2 * start.shape[0] + 2 * n_r + 1)  # cuts: both bounds of every row, both edges of every span
     sums = np.zeros((3, n_th), np.int64)
     m = 0
     for j in range(n_th):
@@ -712,25 +652,17 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
         rb = r_off[j + 1]
         if rb == ra:  # no reports: the thread's rows as they are
             for r in range(lo, hi):
-                o_tid[m] = th_tid[j]
-                o_a[m] = start[r]
-                o_b[m] = end[r]
-                o_state[m] = state[r]
-                o_cpu[m] = cpu[r]
-                o_addr[m] = addr[r]
-                o_waker[m] = waker[r]
-                o_rep[m] = repaired[r]
-                m += 1
+                m = put_row(out, m, th_tid[j], start[r], end[r], state[r], cpu[r], addr[r], waker[r], repaired[r])
             continue
         life0 = start[lo]
         life1 = end[hi - 1]
-        # the union of the thread's reports, clipped to its life
+        # the union of the thread's reports ([time - runtime, time]), clipped to its life
         sa = np.empty(rb - ra, np.int64)
         sb = np.empty(rb - ra, np.int64)
         k = 0
         for i in range(ra, rb):
-            a = min(max(ba[i], life0), life1)
-            b = min(max(bb[i], life0), life1)
+            a = min(max(e_time[br[i]] - e_arg1[br[i]], life0), life1)
+            b = min(max(e_time[br[i]], life0), life1)
             if b > a:
                 sa[k] = a
                 sb[k] = b
@@ -750,17 +682,15 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
                 ua[n_sp] = a
                 ub[n_sp] = b
                 n_sp += 1
-        # cuts: the rows' bounds and the spans' edges inside the thread's life
-        # each of the four lists is sorted (rows tile the thread's time, spans are disjoint): merge
-        if is_sorted(start[lo:hi]) and is_sorted(end[lo:hi]):
-            cuts = _merge(_merge(start[lo:hi], end[lo:hi]), _merge(ua[:n_sp], ub[:n_sp]))
-        else:
-            cuts = np.empty(2 * (hi - lo) + 2 * n_sp, np.int64)
-            cuts[: hi - lo] = start[lo:hi]
-            cuts[hi - lo: 2 * (hi - lo)] = end[lo:hi]
-            cuts[2 * (hi - lo): 2 * (hi - lo) + n_sp] = ua[:n_sp]
-            cuts[2 * (hi - lo) + n_sp:] = ub[:n_sp]
-            cuts.sort()
+        # cuts: the rows' bounds and the spans' edges inside the thread's life, in order: each of
+        # the four lists is sorted (rows tile the thread's time, spans are disjoint) unless a row
+        # reaches over the next ones; then their one sorted array
+        xa, xb, xc, xd = start[lo:hi], end[lo:hi], ua[:n_sp], ub[:n_sp]
+        if not (is_sorted(xa) and is_sorted(xb)):
+            xa = np.concatenate((start[lo:hi], end[lo:hi], ua[:n_sp], ub[:n_sp]))
+            xa.sort()
+            xb, xc, xd = xa[:0], xa[:0], xa[:0]
+        ia = ib = ic = id_ = 0
         p = lo  # the row the segment lies in: the last starting at or before it
         last_nonrun = -1
         if state[lo] != S_RUNNING:
@@ -768,7 +698,18 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
         sp = -1  # the last span starting at or before the segment
         prev = -1
         have = False
-        for c in cuts:
+        while True:
+            w, c = _next_cut(xa, xb, xc, xd, ia, ib, ic, id_)
+            if w < 0:
+                break
+            if w == 0:
+                ia += 1
+            elif w == 1:
+                ib += 1
+            elif w == 2:
+                ic += 1
+            else:
+                id_ += 1
             if c < life0 or c > life1 or (have and c == prev):
                 continue
             if have:
@@ -781,37 +722,26 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
                     sp += 1
                 covered = sp >= 0 and a < ub[sp]
                 running = state[p] == S_RUNNING
-                o_tid[m] = th_tid[j]
-                o_a[m] = a
-                o_b[m] = c
-                if covered and not running:  # add
-                    o_state[m] = S_RUNNING
-                    sums[0, j] += c - a
-                elif running and not covered:  # drop
-                    stolen = (not repaired[p] and cpu[p] >= 0 and c - a >= steal_min
-                              and not _shows_one(e_time, e_kind, e_arg0, e_arg1, e_tid, cpu_off, cpu_idx, wait_ops_mask,
-                                                 cpu[p], a, c, th_tid[j]))
-                    if stolen:
-                        o_state[m] = S_UNKNOWN
-                        sums[2, j] += c - a
-                    else:
-                        o_state[m] = state[last_nonrun] if last_nonrun >= 0 else S_UNKNOWN
-                    sums[1, j] += c - a
                 if covered != running:  # changed: no CPU, address or waker; repaired
-                    o_cpu[m] = -1
-                    o_addr[m] = 0
-                    o_waker[m] = -1
-                    o_rep[m] = True
+                    if covered:  # add
+                        new_state = S_RUNNING
+                        sums[0, j] += c - a
+                    else:  # drop
+                        stolen = (not repaired[p] and cpu[p] >= 0 and c - a >= steal_min
+                                  and not _shows_one(e_time, e_kind, e_arg0, e_arg1, e_tid, cpu_off, cpu_idx,
+                                                     wait_ops_mask, cpu[p], a, c, th_tid[j]))
+                        if stolen:
+                            new_state = S_UNKNOWN
+                            sums[2, j] += c - a
+                        else:
+                            new_state = state[last_nonrun] if last_nonrun >= 0 else S_UNKNOWN
+                        sums[1, j] += c - a
+                    m = put_row(out, m, th_tid[j], a, c, new_state, -1, 0, -1, True)
                 else:
-                    o_state[m] = state[p]
-                    o_cpu[m] = cpu[p]
-                    o_addr[m] = addr[p]
-                    o_waker[m] = waker[p]
-                    o_rep[m] = repaired[p]
-                m += 1
+                    m = put_row(out, m, th_tid[j], a, c, state[p], cpu[p], addr[p], waker[p], repaired[p])
             prev = c
             have = True
-    return o_tid[:m], o_a[:m], o_b[:m], o_state[:m], o_cpu[:m], o_addr[:m], o_waker[:m], o_rep[:m], sums
+    return rows_cut(out, 0, m), sums
 
 
 def reconcile_runnable(states: StateTable, run_delay: RawEvents) -> tuple[StateTable, dict]:
@@ -984,11 +914,7 @@ def _merge_adjacent(s: StateTable) -> StateTable:
     n_out = _merged_count(s.tid, s.start_ns, s.end_ns, s.state, s.cpu, addr, s.waker, s.repaired)
     if n_out == len(s):
         return s
-    cols = _merged_rows(s.tid, s.start_ns, s.end_ns, s.state, s.cpu, addr, s.waker, s.repaired, n_out)
-    names = list(StateTable.SCHEMA)
-    out = dict(zip(names, cols, strict=True))
-    out["addr"] = out["addr"].view(np.uint64)
-    return StateTable(**out)
+    return state_table(_merged_rows(s.tid, s.start_ns, s.end_ns, s.state, s.cpu, addr, s.waker, s.repaired, n_out))
 
 
 @numba.njit(cache=True)
@@ -1004,31 +930,12 @@ def _merged_count(tid, start, end, state, cpu, addr, waker, repaired):
 
 @numba.njit(cache=True)
 def _merged_rows(tid, start, end, state, cpu, addr, waker, repaired, n_out):
-    """Each run of joined rows as its first row, with the last one's end and waker."""
-    o_tid = np.empty(n_out, tid.dtype)
-    o_start = np.empty(n_out, start.dtype)
-    o_end = np.empty(n_out, end.dtype)
-    o_state = np.empty(n_out, state.dtype)
-    o_cpu = np.empty(n_out, cpu.dtype)
-    o_addr = np.empty(n_out, addr.dtype)
-    o_waker = np.empty(n_out, waker.dtype)
-    o_rep = np.empty(n_out, repaired.dtype)
-    m = -1
+    """Each run of joined rows as its first row, with the last one's end and waker (`put_row`)."""
+    out = new_rows(n_out)
+    m = 0
     for i in range(tid.shape[0]):
-        joins = i > 0 and ((tid[i] == tid[i - 1]) & (state[i] == state[i - 1]) & (cpu[i] == cpu[i - 1])
-                           & (addr[i] == addr[i - 1]) & (repaired[i] == repaired[i - 1]) & (waker[i - 1] == -1)
-                           & (start[i] == end[i - 1]))
-        if not joins:
-            m += 1
-            o_tid[m] = tid[i]
-            o_start[m] = start[i]
-            o_state[m] = state[i]
-            o_cpu[m] = cpu[i]
-            o_addr[m] = addr[i]
-            o_rep[m] = repaired[i]
-        o_end[m] = end[i]
-        o_waker[m] = waker[i]
-    return o_tid, o_start, o_end, o_state, o_cpu, o_addr, o_waker, o_rep
+        m = put_row(out, m, tid[i], start[i], end[i], state[i], cpu[i], addr[i], waker[i], repaired[i])
+    return out
 
 
 def traced_tids(events: RawEvents, root_pids: list[int] | None = None, comm: str | None = None,
@@ -1397,13 +1304,13 @@ def build_trace(
     if not in_order:
         order = np.lexsort((cols[1], cols[0]))
         cols = [c[order] for c in cols]
-    cols[5] = cols[5].view(np.uint64)
-    states = StateTable(**dict(zip(StateTable.SCHEMA, cols, strict=True)))
+    states = state_table(cols)
     del cols  # each pass below holds one table besides its output, not this one too
     states, reconciled, stolen = reconcile_running(states, events, t0, t1, index)
-    states = _merge_adjacent(states)
     pids = _thread_pids(events, tids, slot_of, index)
-    states, futex_wakers, runnable_from_wakes = attribute_futex_wakers(states, events, tids, pids, index)
+    # joined as they are split where no run-delay pass comes between (the join below then finds none)
+    states, futex_wakers, runnable_from_wakes = attribute_futex_wakers(states, events, tids, pids, index,
+                                                                       join=len(run_delay) == 0)
     index.forget_by_cpu()
     states, runnable_reconciled = reconcile_runnable(states, run_delay)
     states = _merge_adjacent(states)
