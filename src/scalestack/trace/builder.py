@@ -233,22 +233,38 @@ def _walk_start(n_slots, n_cpus, born_at, t0):
 def _walk_chunk(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait_ops_mask, win_start, carry):
     """Walk the next time-sorted events from the state in `carry` (updated in place); the rows of
     the intervals they ended."""
+    out = new_rows(time.shape[0] + 2 * n_slots + 64)
+    m, i = _walk_events(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait_ops_mask, win_start, carry,
+                        out, 0, 0)
+    while i < time.shape[0]:  # stopped for room: the output grows outside the loop (a replaced array slows it 2x)
+        out = rows_grown(out, m, 2 * out[0].shape[0])
+        m, i = _walk_events(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait_ops_mask, win_start, carry,
+                            out, m, i)
+    return rows_cut(out, 0, m)
+
+
+@numba.njit(cache=True)
+def _walk_events(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait_ops_mask, win_start, carry, out, m,
+                 i0):
+    """`_walk_chunk` from event i0, its rows written from m on, until the events end or `out` has
+    no room for the next one's: the rows written and the next event."""
     (st, st_start, st_cpu, st_addr, st_rep, st_hint, kernel_rt, futex_addr, in_futex, exiting, exit_time, dead, end_time,
      uncertain, repairs, pend, p_state, p_start, p_cpu, p_addr, p_rep, p_lo, p_hi, p_unc, chain, cpu_last, rt_at,
      rt_tid, gaps, cnt) = carry
     settled, gaps_traced, missing_wakeups, double_running = cnt[0], cnt[1], cnt[2], cnt[3]
     n = time.shape[0]
-    out = new_rows(n + 2 * n_slots + 64)
-    m = 0
     n_map = slot_of.shape[0]
+    room = out[0].shape[0] - 2 * n_slots - 16
 
-    for i in range(n):
-        if m + 2 * n_slots + 16 > out[0].shape[0]:
-            out = rows_grown(out, m, 2 * out[0].shape[0])
+    i = i0
+    while i < n:
+        if m > room:
+            break
         t = time[i]
         c = cpu[i]
         k = kind[i]
         if k == K_TASK_COMM or k == K_TASK_FORK or k == K_TASK_EXIT:  # side-band records carry no CPU state
+            i += 1
             continue
         x = context_of(kind, a0, tid, i)
         xs = slot_of[x] if 0 <= x < n_map else -1
@@ -453,9 +469,10 @@ def _walk_chunk(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait
 
         if cvalid:
             cpu_last[c] = t
+        i += 1
 
     cnt[0], cnt[1], cnt[2], cnt[3] = settled, gaps_traced, missing_wakeups, double_running
-    return rows_cut(out, 0, m)
+    return m, i
 
 
 @numba.njit(cache=True)
@@ -549,24 +566,63 @@ def reconcile_running(states: StateTable, events: RawEvents, t0: int, t1: int,
 
     Returns the new table, its adjacent rows joined (`builder._merge_adjacent`: done as the rows are
     written, no second table), and, per tid, [ns added to RUNNING, ns removed]; the second dict
-    gives, per tid, the ns of those stolen stretches.
+    gives, per tid, the ns of those stolen stretches. Two steps (`_reconcile_rows`, then
+    `_reconcile_steals`), so that a caller can free `states` between them.
     """
     index = index if index is not None else EventIndex(events.sorted())
+    cut = _reconcile_rows(states, index)
+    if cut is None:
+        return _merge_adjacent(states), {}, {}
+    return _reconcile_steals(cut, index)
+
+
+def _reconcile_rows(states: StateTable, index: EventIndex):
+    """`reconcile_running`'s new rows, each stretch that may have been stolen written as not
+    stolen and left for `_reconcile_steals` to decide; None if no runtime report counts."""
     events = index.events
     rep = index.rows(Kind.STAT_RUNTIME)
     if len(rep) == 0 or len(states) == 0 or not np.any(events.arg1[rep] > 0):
-        return _merge_adjacent(states), {}, {}
+        return None
     bounds = _thread_bounds(states.tid)
     th_tid = states.tid[bounds[:-1]].astype(np.int64)
-    off, idx, _, _ = index.by_cpu()
-    rows, sums = _reconcile_cut(
+    rows, m, sums, asks = _reconcile_cut(
         states.start_ns, states.end_ns, states.state, states.repaired, states.cpu, states.addr.view(np.int64),
-        states.waker, bounds, th_tid, rep, _STEAL_MIN_NS, events.time, events.kind, events.arg0, events.arg1,
-        events.tid, off, idx, _WAIT_OPS_MASK)
+        states.waker, bounds, th_tid, rep, _STEAL_MIN_NS, events.time, events.arg0, events.arg1)
+    return rows, m, sums, asks, th_tid
+
+
+def _reconcile_steals(cut, index: EventIndex) -> tuple[StateTable, dict, dict]:
+    """Finish `_reconcile_rows`' table: the stretches the CPU's events show nobody else used
+    (`_shows`, over the index's by-CPU buckets, built only now that the old table may be gone)
+    become UNKNOWN, and the rows are joined where those decisions let them."""
+    rows, m, sums, asks, th_tid = cut
+    q_row, q_cpu, q_a, q_b, q_th = asks
+    if len(q_row):
+        ev = index.events
+        off, idx, _, _ = index.by_cpu()
+        shown = _shows(ev.time, ev.kind, ev.arg0, ev.arg1, ev.tid, off, idx, _WAIT_OPS_MASK, q_cpu, q_a, q_b,
+                       th_tid[q_th])
+        m = _settle_steals(rows, m, q_row, ~shown, q_th, q_b - q_a, sums)
     changed = {str(int(th_tid[j])): [int(sums[0, j]), int(sums[1, j])]
                for j in np.flatnonzero((sums[0] > 0) | (sums[1] > 0))}
     stolen = {str(int(th_tid[j])): int(sums[2, j]) for j in np.flatnonzero(sums[2] > 0)}
-    return state_table(rows), changed, stolen
+    return state_table(rows_cut(rows, 0, m)), changed, stolen
+
+
+@numba.njit(cache=True)
+def _settle_steals(rows, m, q_row, stolen, q_th, q_len, sums):
+    """The stolen stretches (rows q_row) UNKNOWN, every stretch asked about open to joins again
+    (`_reconcile_cut` kept them apart), and the first m rows joined in place; how many remain."""
+    for q in range(q_row.shape[0]):
+        rows[6][q_row[q]] = -1
+        if stolen[q]:
+            rows[3][q_row[q]] = S_UNKNOWN
+            sums[2, q_th[q]] += q_len[q]
+    w = 0
+    for i in range(m):
+        w = put_row(rows, w, rows[0][i], rows[1][i], rows[2][i], rows[3][i], rows[4][i], rows[5][i], rows[6][i],
+                    rows[7][i])
+    return w
 
 
 @numba.njit(cache=True)
@@ -604,15 +660,17 @@ def _next_cut(xa, xb, xc, xd, ia, ib, ic, id_):
 
 
 @numba.njit(cache=True)
-def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid, rep, steal_min,
-                   e_time, e_kind, e_arg0, e_arg1, e_tid, cpu_off, cpu_idx, wait_ops_mask):
+def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid, rep, steal_min, e_time, e_arg0,
+                   e_arg1):
     """The per-thread pass of `reconcile_running`: each thread with runtime reports is cut at its
     rows' bounds and at the edges of the union of its reports (clipped to its life); a thread
     without reports keeps its rows. A segment becomes RUNNING where a report covers it (add); stops
     being RUNNING where none does (drop), taking the state before its RUNNING stretch (UNKNOWN if
-    none), or UNKNOWN where it is long enough, unrepaired, on a CPU, and the CPU's events
-    (`_shows_one`) show nothing else ran there (stolen). Returns the new table's `new_rows`, adjacent
-    rows joined (`put_row`), and, per thread, the ns added, dropped and stolen. The reports (`rep`:
+    none), or UNKNOWN where it is long enough, unrepaired, on a CPU, and the CPU's events show
+    nothing else ran there (stolen: asked of `_reconcile_steals` afterwards, the row written as not
+    stolen, its waker -2 until then so that no row joins it). Returns the new table's `new_rows`,
+    adjacent rows joined (`put_row`), and their count; per thread, the ns added and dropped; the
+    stretches asked about (row, cpu, start, end, thread). The reports (`rep`:
     rows of runtime reports; those charging > 0 ns, of a thread in `th_tid`, count) are bucketed
     by thread in one pass; only each thread's own reports are sorted, and its cuts are read from
     the four sorted lists they come from as they merge (no array of them)."""
@@ -644,6 +702,12 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
             fill[j] += 1
     out = new_rows(2 * start.shape[0] + 2 * n_r + 1)  # cuts: both bounds of every row, both edges of every span
     sums = np.zeros((3, n_th), np.int64)
+    q_row = np.empty(64, np.int64)
+    q_cpu = np.empty(64, np.int64)
+    q_a = np.empty(64, np.int64)
+    q_b = np.empty(64, np.int64)
+    q_th = np.empty(64, np.int64)
+    n_q = 0
     m = 0
     for j in range(n_th):
         lo = bounds[j]
@@ -727,21 +791,30 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
                         new_state = S_RUNNING
                         sums[0, j] += c - a
                     else:  # drop
-                        stolen = (not repaired[p] and cpu[p] >= 0 and c - a >= steal_min
-                                  and not _shows_one(e_time, e_kind, e_arg0, e_arg1, e_tid, cpu_off, cpu_idx,
-                                                     wait_ops_mask, cpu[p], a, c, th_tid[j]))
-                        if stolen:
-                            new_state = S_UNKNOWN
-                            sums[2, j] += c - a
-                        else:
-                            new_state = state[last_nonrun] if last_nonrun >= 0 else S_UNKNOWN
+                        new_state = state[last_nonrun] if last_nonrun >= 0 else S_UNKNOWN
                         sums[1, j] += c - a
-                    m = put_row(out, m, th_tid[j], a, c, new_state, -1, 0, -1, True)
+                    if not covered and not repaired[p] and cpu[p] >= 0 and c - a >= steal_min:  # stolen?
+                        if n_q == q_row.shape[0]:
+                            q_row, q_cpu, q_a, q_b, q_th = (_grown(q_row), _grown(q_cpu), _grown(q_a), _grown(q_b),
+                                                            _grown(q_th))
+                        q_row[n_q], q_cpu[n_q], q_a[n_q], q_b[n_q], q_th[n_q] = m, cpu[p], a, c, j
+                        n_q += 1
+                        m = emit_row(out, m, th_tid[j], a, c, new_state, -1, 0, -2, True)
+                    else:
+                        m = put_row(out, m, th_tid[j], a, c, new_state, -1, 0, -1, True)
                 else:
                     m = put_row(out, m, th_tid[j], a, c, state[p], cpu[p], addr[p], waker[p], repaired[p])
             prev = c
             have = True
-    return rows_cut(out, 0, m), sums
+    return out, m, sums, (q_row[:n_q], q_cpu[:n_q], q_a[:n_q], q_b[:n_q], q_th[:n_q])
+
+
+@numba.njit(cache=True)
+def _grown(a):
+    """a in twice the room."""
+    out = np.empty(2 * a.shape[0], a.dtype)
+    out[: a.shape[0]] = a
+    return out
 
 
 def reconcile_runnable(states: StateTable, run_delay: RawEvents) -> tuple[StateTable, dict]:
@@ -1306,7 +1379,13 @@ def build_trace(
         cols = [c[order] for c in cols]
     states = state_table(cols)
     del cols  # each pass below holds one table besides its output, not this one too
-    states, reconciled, stolen = reconcile_running(states, events, t0, t1, index)
+    cut = _reconcile_rows(states, index)  # reconcile_running, freeing the walk's table before the CPU buckets exist
+    if cut is None:
+        states, reconciled, stolen = _merge_adjacent(states), {}, {}
+    else:
+        del states
+        states, reconciled, stolen = _reconcile_steals(cut, index)
+        del cut
     pids = _thread_pids(events, tids, slot_of, index)
     # joined as they are split where no run-delay pass comes between (the join below then finds none)
     states, futex_wakers, runnable_from_wakes = attribute_futex_wakers(states, events, tids, pids, index,

@@ -78,31 +78,33 @@ def _first_index(x, n):
 class EventIndex:
     """Time-sorted events' rows by kind and by CPU: what every pass of the state builder asks of all
     the events, computed once per build (each pass used to mask, sort or bucket all of them again).
-    By-CPU buckets are built on first use. An event's context task is not kept (4 bytes an event):
-    the compiled passes read it with `events.context_of`."""
+    Only the rows of rare kinds (forks, side-band records: each under 1/64 of the events) are
+    kept; those of a common kind are found by one compiled pass when asked for and belong to the
+    caller (kept, the futex calls alone took 4 bytes an event). By-CPU buckets are built on first
+    use. An event's context task is not kept either: compiled passes read `events.context_of`."""
 
     def __init__(self, events):
         self.events = events
         n = len(events)
         self.idx_dtype = np.int32 if n < 2**31 - 1 else np.int64
-        self._kind_off, self._kind_rows = _buckets(events.kind, 256, self.idx_dtype)
+        self._counts = _kind_counts(events.kind)
+        self._rare = np.zeros(256, np.bool_)
+        self._rare[64 * self._counts < n] = True
+        self._rare_rows = _rows_of(events.kind, self._rare, int(self._counts[self._rare].sum()),
+                                   np.zeros(0, self.idx_dtype))
         self._cpu = None
 
     def count(self, *kinds) -> int:
         """How many events are of these kinds."""
-        return int(sum(self._kind_off[k + 1] - self._kind_off[k] for k in kinds))
+        return int(sum(self._counts[k] for k in set(kinds)))
 
     def rows(self, *kinds) -> np.ndarray:
-        """The rows of the events of these kinds, in time order (a view for one kind)."""
-        if len(kinds) == 1:
-            return self._kind_rows[self._kind_off[kinds[0]]: self._kind_off[kinds[0] + 1]]
-        n = self.count(*set(kinds))
-        if 64 * n < len(self.events):  # few (forks, side-band records): sort their rows
-            parts = [self._kind_rows[self._kind_off[k]: self._kind_off[k + 1]] for k in set(kinds)]
-            return np.sort(np.concatenate(parts))
+        """The rows of the events of these kinds, in time order."""
+        if all(self._rare[k] for k in kinds):
+            return self._rare_rows[member(self.events.kind[self._rare_rows], [int(k) for k in kinds])]
         table = np.zeros(256, np.bool_)
         table[list(kinds)] = True
-        return _rows_of(self.events.kind, table, n, np.zeros(0, self.idx_dtype))
+        return _rows_of(self.events.kind, table, self.count(*kinds), np.zeros(0, self.idx_dtype))
 
     def forget_by_cpu(self) -> None:
         """Free the by-CPU buckets (the passes that read them are done; 4 bytes an event)."""
@@ -116,6 +118,15 @@ class EventIndex:
 
             self._cpu = _cpu_buckets(self.events.cpu, self.events.kind, int(Kind.SWITCH), self.idx_dtype)
         return self._cpu
+
+
+@numba.njit(cache=True)
+def _kind_counts(kind):
+    """Events of each kind (`np.bincount(kind, minlength=256)` with no wider copy of the column)."""
+    out = np.zeros(256, np.int64)
+    for i in range(kind.shape[0]):
+        out[kind[i]] += 1
+    return out
 
 
 @numba.njit(cache=True)
