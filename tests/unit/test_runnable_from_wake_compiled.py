@@ -12,6 +12,7 @@ from scalestack.trace.builder import _merge_adjacent
 from scalestack.trace.events import Kind, RawEvents
 from scalestack.trace.futex_wakers import _cpu_busy, _runnable_from_wake
 from scalestack.trace.lookup import EventIndex
+from scalestack.trace.rows import new_rows
 
 RUN, RQ, SY = int(State.RUNNING), int(State.RUNNABLE), int(State.SYNC_WAIT)
 
@@ -131,6 +132,25 @@ def test_wakers_and_joins_written_by_the_split_are_those_set_before_and_done_aft
     if join and n_want:
         want = _merge_adjacent(want)
     got, n_got = _runnable_from_wake(states, EventIndex(events), waits, wake, wakers, join)
+    assert n_got == n_want
+    for k, v in want.columns().items():
+        g = getattr(got, k)
+        assert g.dtype == v.dtype
+        np.testing.assert_array_equal(g, v, err_msg=k)
+
+
+@settings(max_examples=300, deadline=None)
+@given(scenario(), st.data(), st.booleans(), st.integers(0, 12))
+def test_the_split_written_over_its_own_table_is_the_split_into_a_new_one(case, data, join, spare):
+    """With `room` (the table's own columns and rows to spare, or too few), the same table as a
+    split into new columns."""
+    states, events, waits, wake = case
+    wakers = np.array([data.draw(st.sampled_from([-1, 7, 101])) for _ in waits], np.int64)
+    want, n_want = _runnable_from_wake(states, EventIndex(events), waits, wake, wakers, join)
+    room = new_rows(len(states) + spare)
+    for col, name in zip(room, StateTable.SCHEMA, strict=True):
+        col[: len(states)] = getattr(states, name).view(col.dtype) if name == "addr" else getattr(states, name)
+    got, n_got = _runnable_from_wake(states, EventIndex(events), waits, wake, wakers, join, room)
     assert n_got == n_want
     for k, v in want.columns().items():
         g = getattr(got, k)

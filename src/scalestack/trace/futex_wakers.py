@@ -39,7 +39,8 @@ FUTEX_WAKE_OPS = (1, 3, 4, 5, 7, 10, 12)
 
 
 def attribute_futex_wakers(states: StateTable, events: RawEvents, tids: np.ndarray, pids: np.ndarray,
-                           index: EventIndex | None = None, join: bool = False) -> tuple[StateTable, int, int]:
+                           index: EventIndex | None = None, join: bool = False,
+                           room: tuple | None = None) -> tuple[StateTable, int, int]:
     """`states` with a waker for each SYNC_WAIT whose waker is not a traced thread, where the futex
     calls show who woke it, and RUNNABLE from the wake call where the wakeup event was lost; how
     many waits got a waker, and how many a RUNNABLE. One compiled pass over the futex calls
@@ -47,7 +48,9 @@ def attribute_futex_wakers(states: StateTable, events: RawEvents, tids: np.ndarr
     `states` must be sorted by thread, then time; `tids` sorted, `pids` their processes (-1 unknown);
     `index` the builder's index of the (time-sorted) events; its by-CPU buckets are freed once read.
     `join`: where waits are split, the new table's adjacent rows are joined as
-    `builder._merge_adjacent` joins them (for a caller that would join them next)."""
+    `builder._merge_adjacent` joins them (for a caller that would join them next). `room`: writable
+    `rows.new_rows` columns whose first rows are `states`, with rows to spare: the new table is
+    written over them (no second table; `states` is then no longer valid)."""
     st = states
     waits = np.flatnonzero((st.state == State.SYNC_WAIT) & (st.addr != 0) & ~member(st.waker, tids))
     if len(waits) == 0:
@@ -56,7 +59,7 @@ def attribute_futex_wakers(states: StateTable, events: RawEvents, tids: np.ndarr
     waits, w_tid, w_time = _wake_calls(st, waits, index, tids, pids)
     if len(waits) == 0:
         return states, 0, 0
-    named, n_split = _runnable_from_wake(st, index, waits, w_time, w_tid, join)
+    named, n_split = _runnable_from_wake(st, index, waits, w_time, w_tid, join, room)
     return named, int(len(waits)), n_split
 
 
@@ -287,12 +290,13 @@ def _last_wakes(time, etid, arg0, arg1, fe, tids, q_tids, wake_mask, q_tid, q_st
 
 
 def _runnable_from_wake(st: StateTable, index: EventIndex, waits: np.ndarray, wake_ns: np.ndarray,
-                        wakers: np.ndarray | None = None, join: bool = False) -> tuple[StateTable, int]:
+                        wakers: np.ndarray | None = None, join: bool = False,
+                        room: tuple | None = None) -> tuple[StateTable, int]:
     """Split each wait that runs straight into its thread's RUNNING (its sched_wakeup was lost) at
     the wake call, where the CPU it then ran on was busy: the waker enqueued it there at once and
     the kernel's run delay starts then. An idle CPU is sent an IPI and enqueues the task itself
     when it wakes (measured: 50-80 us later in this VM), and runs it at once: no split.
-    `wakers`: each wait's waker, written into the new table (the same pass); `join`: see
+    `wakers`: each wait's waker, written into the new table (the same pass); `join`, `room`: see
     `attribute_futex_wakers`."""
     # a call made while the waiter was still switching out queues it from the switch on
     wake_ns = np.maximum(wake_ns, st.start_ns[waits])
@@ -303,18 +307,43 @@ def _runnable_from_wake(st: StateTable, index: EventIndex, waits: np.ndarray, wa
                              index)
     index.forget_by_cpu()  # read for the last time: freed before the new table is written (4 bytes an event)
     w, at, nx, run_cpu = waits[cut], wake_ns[cut], nx[cut], run_cpu[cut]
+    n = len(st)
+    if room is not None and len(room[0]) < n + len(w):
+        room = None
     if len(w) == 0:
         if wakers is None:
             return st, 0
+        if room is not None:
+            room[6][waits] = wakers
+            return state_table(rows_cut(room, 0, n)), 0
         cols = st.columns()  # only the wakers change: one new column
         cols["waker"] = st.waker.copy()
         cols["waker"][waits] = wakers
         return type(st)(**cols), 0
     named = waits[:0] if wakers is None else waits
-    rows = _split_waits(st.tid, st.start_ns, st.end_ns, st.state, st.cpu, st.addr.view(np.int64), st.waker,
-                        st.repaired, w, at.astype(np.int64), nx, run_cpu, int(State.RUNNABLE), named,
-                        named if wakers is None else wakers.astype(np.int64), join)
-    return state_table(rows), int(len(w))
+    if room is not None:  # the rows moved up by as many as the split adds, then read from there
+        _shift_rows(room, n, len(w))
+        src, off, out = room, len(w), room
+    else:
+        src, off, out = (st.tid, st.start_ns, st.end_ns, st.state, st.cpu, st.addr.view(np.int64), st.waker,
+                         st.repaired), 0, new_rows(n + len(w))
+    m = _split_waits(src, off, out, n, w, at.astype(np.int64), nx, run_cpu, int(State.RUNNABLE), named,
+                     named if wakers is None else wakers.astype(np.int64), join)
+    return state_table(rows_cut(out, 0, m)), int(len(w))
+
+
+@numba.njit(cache=True)
+def _shift_rows(rows, n, k):
+    """Rows 0..n of `new_rows` columns moved to k..k + n (from the last: they overlap)."""
+    for i in range(n - 1, -1, -1):
+        rows[0][i + k] = rows[0][i]
+        rows[1][i + k] = rows[1][i]
+        rows[2][i + k] = rows[2][i]
+        rows[3][i + k] = rows[3][i]
+        rows[4][i + k] = rows[4][i]
+        rows[5][i + k] = rows[5][i]
+        rows[6][i + k] = rows[6][i]
+        rows[7][i + k] = rows[7][i]
 
 
 @numba.njit(cache=True)
@@ -351,16 +380,16 @@ def _wake_cuts(tid, start, end, state, cpu, waits, wake, s_sync_wait, s_running)
 
 
 @numba.njit(cache=True)
-def _split_waits(tid, start, end, state, cpu, addr, waker, rep, w, at, nx, run_cpu, s_runnable, named, named_waker,
-                 join):
-    """The table with each wait w[q] ending at at[q] and followed by a repaired RUNNABLE row up to
-    its old end on CPU run_cpu[q]; the rows between it and its run (nx[q]) RUNNABLE there too;
-    rows left empty dropped; row named[q] (sorted) woken by named_waker[q]; adjacent rows joined
-    (`put_row`) if `join`. One pass: each wait's new row follows it at once (the table is in
-    thread and time order)."""
-    n = tid.shape[0]
+def _split_waits(src, off, out, n, w, at, nx, run_cpu, s_runnable, named, named_waker, join):
+    """The table (`new_rows` columns `src`, rows off..off + n) with each wait w[q] ending at at[q]
+    and followed by a repaired RUNNABLE row up to its old end on CPU run_cpu[q]; the rows between
+    it and its run (nx[q]) RUNNABLE there too; rows left empty dropped; row named[q] (sorted) woken
+    by named_waker[q]; adjacent rows joined (`put_row`) if `join`; written to `out` from row 0, its
+    row count returned. One pass: each wait's new row follows it at once (the table is in thread
+    and time order). `out` may be `src` with off = len(w): a row is written no later than it is
+    read (at most one new row a wait before it)."""
     k = w.shape[0]
-    out = new_rows(n + k)
+    tid, start, end, state, cpu, addr, waker, rep = src
     m = 0
     qa = 0  # waits whose tails begin at or before the row
     qb = 0  # the next wait
@@ -373,23 +402,25 @@ def _split_waits(tid, start, end, state, cpu, addr, waker, rep, w, at, nx, run_c
                 t_end = nx[qa]
                 t_cpu = run_cpu[qa]
             qa += 1
-        wk = waker[i]
+        r = i + off
+        r_tid, r_start, r_end, r_state, r_cpu, r_addr, r_waker, r_rep = (tid[r], start[r], end[r], state[r], cpu[r],
+                                                                         addr[r], waker[r], rep[r])
         while qn < named.shape[0] and named[qn] < i:
             qn += 1
         if qn < named.shape[0] and named[qn] == i:
-            wk = named_waker[qn]
+            r_waker = named_waker[qn]
         is_w = qb < k and w[qb] == i
-        e = at[qb] if is_w else end[i]
-        if e > start[i]:
+        e = at[qb] if is_w else r_end
+        if e > r_start:
             if i < t_end:  # in a tail: run-queue time too
-                m = _write(out, m, join, tid[i], start[i], e, s_runnable, t_cpu, 0, -1, True)
+                m = _write(out, m, join, r_tid, r_start, e, s_runnable, t_cpu, 0, -1, True)
             else:
-                m = _write(out, m, join, tid[i], start[i], e, state[i], cpu[i], addr[i], wk, rep[i])
+                m = _write(out, m, join, r_tid, r_start, e, r_state, r_cpu, r_addr, r_waker, r_rep)
         if is_w:
-            if end[i] > at[qb]:
-                m = _write(out, m, join, tid[i], at[qb], end[i], s_runnable, run_cpu[qb], 0, -1, True)
+            if r_end > at[qb]:
+                m = _write(out, m, join, r_tid, at[qb], r_end, s_runnable, run_cpu[qb], 0, -1, True)
             qb += 1
-    return rows_cut(out, 0, m)
+    return m
 
 
 @numba.njit(cache=True, inline="always")
