@@ -902,8 +902,8 @@ class _CpuWitness:
     """Whether anything but the thread itself shows on a CPU during a stretch: an event there in
     another task's context, or the thread's own last event before the stretch's end entering a
     futex wait (it went to sleep; its switch out was lost). Reads the events' by-CPU buckets of
-    the builder's index (time-sorted events); `reconcile_running` asks the same question of each
-    stretch inside its compiled pass (`_shows_one`)."""
+    the builder's index (time-sorted events); `reconcile_running` asks the same question (`_shows`)
+    of the stretches its compiled pass lists."""
 
     def __init__(self, events: RawEvents, index: EventIndex | None = None):
         self.index = index if index is not None else EventIndex(events.sorted())
