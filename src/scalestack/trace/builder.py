@@ -97,6 +97,7 @@ _SCHED_SLACK_NS = 30_000
 # Hypervisor steal comes in host-scheduler slices (0.1-6 ms here). Shorter uncharged stretches
 # are the kernel's clock skew around wakeups, which its own figures count as run delay.
 _STEAL_MIN_NS = 100_000
+_ASK = -(2**31)  # the waker (no tid) `_reconcile_cut` writes on the stretches `_reconcile_steals` decides
 
 _WAIT_OPS_MASK = 0
 for _op in FUTEX_WAIT_OPS:
@@ -577,10 +578,10 @@ def _reconcile_rows(states: StateTable, index: EventIndex):
         return None
     bounds = _thread_bounds(states.tid)
     th_tid = states.tid[bounds[:-1]].astype(np.int64)
-    rows, m, sums, asks = _reconcile_cut(
+    rows, m, sums = _reconcile_cut(
         states.start_ns, states.end_ns, states.state, states.repaired, states.cpu, states.addr.view(np.int64),
         states.waker, bounds, th_tid, rep, _STEAL_MIN_NS, events.time, events.arg0, events.arg1)
-    return rows, m, sums, asks, th_tid
+    return rows, m, sums, th_tid
 
 
 def _reconcile_steals(cut, index: EventIndex) -> tuple[StateTable, dict, dict, tuple]:
@@ -588,14 +589,14 @@ def _reconcile_steals(cut, index: EventIndex) -> tuple[StateTable, dict, dict, t
     (`_shows`, over the index's by-CPU buckets, built only now that the old table may be gone)
     become UNKNOWN, and the rows are joined where those decisions let them. Also returns the
     table's writable columns with their room to spare (`attribute_futex_wakers`' `room`)."""
-    rows, m, sums, asks, th_tid = cut
-    q_row, q_cpu, q_a, q_b, q_th = asks
+    rows, m, sums, th_tid = cut
+    q_row = _asked(rows, m)
     if len(q_row):
         ev = index.events
         off, idx, _, _ = index.by_cpu()
-        shown = _shows(ev.time, ev.kind, ev.arg0, ev.arg1, ev.tid, off, idx, _WAIT_OPS_MASK, q_cpu, q_a, q_b,
-                       th_tid[q_th])
-        m = _settle_steals(rows, m, q_row, ~shown, q_th, q_b - q_a, sums)
+        shown = _shows(ev.time, ev.kind, ev.arg0, ev.arg1, ev.tid, off, idx, _WAIT_OPS_MASK, rows[4][q_row],
+                       rows[1][q_row], rows[2][q_row], rows[0][q_row])
+        m = _settle_steals(rows, m, q_row, ~shown, np.searchsorted(th_tid, rows[0][q_row]), sums)
         index.forget_by_cpu()  # rebuilt for the futex wakers only after their own buckets are gone (43 MB on 9.8 M events)
     changed = {str(int(th_tid[j])): [int(sums[0, j]), int(sums[1, j])]
                for j in np.flatnonzero((sums[0] > 0) | (sums[1] > 0))}
@@ -604,14 +605,17 @@ def _reconcile_steals(cut, index: EventIndex) -> tuple[StateTable, dict, dict, t
 
 
 @numba.njit(cache=True)
-def _settle_steals(rows, m, q_row, stolen, q_th, q_len, sums):
-    """The stolen stretches (rows q_row) UNKNOWN, every stretch asked about open to joins again
-    (`_reconcile_cut` kept them apart), and the first m rows joined in place; how many remain."""
+def _settle_steals(rows, m, q_row, stolen, q_th, sums):
+    """The stolen stretches (rows q_row, of threads q_th) UNKNOWN, every stretch asked about with
+    no CPU or waker and open to joins again (`_reconcile_cut` kept them apart), and the first m
+    rows joined in place; how many remain."""
     for q in range(q_row.shape[0]):
-        rows[6][q_row[q]] = -1
+        r = q_row[q]
+        rows[4][r] = -1
+        rows[6][r] = -1
         if stolen[q]:
-            rows[3][q_row[q]] = S_UNKNOWN
-            sums[2, q_th[q]] += q_len[q]
+            rows[3][r] = S_UNKNOWN
+            sums[2, q_th[q]] += rows[2][r] - rows[1][r]
     w = 0
     for i in range(m):
         w = put_row(rows, w, rows[0][i], rows[1][i], rows[2][i], rows[3][i], rows[4][i], rows[5][i], rows[6][i],
@@ -661,10 +665,10 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
     without reports keeps its rows. A segment becomes RUNNING where a report covers it (add); stops
     being RUNNING where none does (drop), taking the state before its RUNNING stretch (UNKNOWN if
     none), or UNKNOWN where it is long enough, unrepaired, on a CPU, and the CPU's events show
-    nothing else ran there (stolen: asked of `_reconcile_steals` afterwards, the row written as not
-    stolen, its waker -2 until then so that no row joins it). Returns the new table's `new_rows`,
-    adjacent rows joined (`put_row`), and their count; per thread, the ns added and dropped; the
-    stretches asked about (row, cpu, start, end, thread). The reports (`rep`:
+    nothing else ran there (stolen: asked by `_reconcile_steals` afterwards; the row is written as
+    not stolen, with waker `_ASK`, so that no row joins it, and the CPU to ask about). Returns the
+    new table's `new_rows`, adjacent rows joined (`put_row`), and their count; per thread, the ns
+    added and dropped. The reports (`rep`:
     rows of runtime reports; those charging > 0 ns, of a thread in `th_tid`, count) are bucketed
     by thread in one pass; only each thread's own reports are sorted, and its cuts are read from
     the four sorted lists they come from as they merge (no array of them)."""
@@ -696,12 +700,6 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
             fill[j] += 1
     out = new_rows(2 * start.shape[0] + 2 * n_r + 1)  # cuts: both bounds of every row, both edges of every span
     sums = np.zeros((3, n_th), np.int64)
-    q_row = np.empty(64, np.int64)
-    q_cpu = np.empty(64, np.int64)
-    q_a = np.empty(64, np.int64)
-    q_b = np.empty(64, np.int64)
-    q_th = np.empty(64, np.int64)
-    n_q = 0
     m = 0
     for j in range(n_th):
         lo = bounds[j]
@@ -788,26 +786,28 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
                         new_state = state[last_nonrun] if last_nonrun >= 0 else S_UNKNOWN
                         sums[1, j] += c - a
                     if not covered and not repaired[p] and cpu[p] >= 0 and c - a >= steal_min:  # stolen?
-                        if n_q == q_row.shape[0]:
-                            q_row, q_cpu, q_a, q_b, q_th = (_grown(q_row), _grown(q_cpu), _grown(q_a), _grown(q_b),
-                                                            _grown(q_th))
-                        q_row[n_q], q_cpu[n_q], q_a[n_q], q_b[n_q], q_th[n_q] = m, cpu[p], a, c, j
-                        n_q += 1
-                        m = emit_row(out, m, th_tid[j], a, c, new_state, -1, 0, -2, True)
+                        m = emit_row(out, m, th_tid[j], a, c, new_state, cpu[p], 0, _ASK, True)
                     else:
                         m = put_row(out, m, th_tid[j], a, c, new_state, -1, 0, -1, True)
                 else:
                     m = put_row(out, m, th_tid[j], a, c, state[p], cpu[p], addr[p], waker[p], repaired[p])
             prev = c
             have = True
-    return out, m, sums, (q_row[:n_q], q_cpu[:n_q], q_a[:n_q], q_b[:n_q], q_th[:n_q])
+    return out, m, sums
 
 
 @numba.njit(cache=True)
-def _grown(a):
-    """a in twice the room."""
-    out = np.empty(2 * a.shape[0], a.dtype)
-    out[: a.shape[0]] = a
+def _asked(rows, m):
+    """The rows `_reconcile_cut` left to ask about (waker `_ASK`)."""
+    n = 0
+    for i in range(m):
+        n += rows[6][i] == _ASK
+    out = np.empty(n, np.int64)
+    n = 0
+    for i in range(m):
+        if rows[6][i] == _ASK:
+            out[n] = i
+            n += 1
     return out
 
 
