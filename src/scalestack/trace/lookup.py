@@ -78,10 +78,10 @@ def _first_index(x, n):
 class EventIndex:
     """Time-sorted events' rows by kind and by CPU: what every pass of the state builder asks of all
     the events, computed once per build (each pass used to mask, sort or bucket all of them again).
-    Only the rows of rare kinds (forks, side-band records: each under 1/64 of the events) are
-    kept; those of a common kind are found by one compiled pass when asked for and belong to the
-    caller (kept, the futex calls alone took 4 bytes an event). By-CPU buckets are built on first
-    use. An event's context task is not kept either: compiled passes read `events.context_of`."""
+    Only the rows of rare kinds (each under 1/64 of the events: forks, side-band records) are kept,
+    where the rows of every event took 4 bytes an event for the whole build; a common kind's rows
+    are found by one compiled pass when asked for. By-CPU buckets are built on first use. An
+    event's context task is not kept either: compiled passes read `events.context_of`."""
 
     def __init__(self, events):
         self.events = events
