@@ -27,8 +27,6 @@ def test_rows_by_kind_and_cpu_are_the_masks(ev, kinds):
     want = np.flatnonzero(np.isin(ev.kind, kinds))
     np.testing.assert_array_equal(ix.rows(*kinds), want)
     assert ix.count(*kinds) == len(want)
-    np.testing.assert_array_equal(ix.ctx, ev.context_tid())
-    assert ix.ctx.dtype == np.int32  # tids fit
     off, rows, s_off, s_rows = ix.by_cpu()
     for c in range(max(int(ev.cpu.max(initial=0)) + 1, 1)):
         np.testing.assert_array_equal(rows[off[c]:off[c + 1]], np.flatnonzero(ev.cpu == c))
@@ -71,10 +69,3 @@ def test_rows_of_rare_and_common_kinds():
     ix = EventIndex(ev)
     for ks in ([Kind.FORK, Kind.TASK_FORK], [Kind.SWITCH, Kind.FORK], [Kind.FORK, Kind.FORK, Kind.TASK_FORK]):
         np.testing.assert_array_equal(ix.rows(*ks), np.flatnonzero(np.isin(kinds, ks)))
-
-
-def test_context_tids_beyond_int32_stay_int64():
-    ev = RawEvents.from_rows([(0, 0, 5, 1, int(Kind.SWITCH), 2**40, 6, 0, -1, -1),
-                              (1, 0, 6, 1, int(Kind.WAKEUP), 5, 0, 0, -1, -1)])
-    ix = EventIndex(ev)
-    assert ix.ctx.dtype == np.int64 and ix.ctx.tolist() == [2**40, 6]

@@ -8,9 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scalestack.trace import State, StateTable
+from scalestack.trace.builder import _merge_adjacent
 from scalestack.trace.events import Kind, RawEvents
 from scalestack.trace.futex_wakers import _cpu_busy, _runnable_from_wake
 from scalestack.trace.lookup import EventIndex
+from scalestack.trace.rows import new_rows
 
 RUN, RQ, SY = int(State.RUNNING), int(State.RUNNABLE), int(State.SYNC_WAIT)
 
@@ -116,6 +118,46 @@ def test_compiled_split_is_the_numpy_statement(case):
         np.testing.assert_array_equal(g, v, err_msg=k)
 
 
+@settings(max_examples=300, deadline=None)
+@given(scenario(), st.data(), st.booleans())
+def test_wakers_and_joins_written_by_the_split_are_those_set_before_and_done_after_it(case, data, join):
+    """The wakers given to the split are those of a table that had them already; with `join`, the
+    rows of a split table are those `_merge_adjacent` leaves of it (a table with no split is left as it is)."""
+    states, events, waits, wake = case
+    wakers = np.array([data.draw(st.sampled_from([-1, 7, 101])) for _ in waits], np.int64)
+    cols = states.columns()
+    cols["waker"] = states.waker.copy()
+    cols["waker"][waits] = wakers
+    want, n_want = _runnable_from_wake(StateTable(**cols), EventIndex(events), waits, wake)
+    if join and n_want:
+        want = _merge_adjacent(want)
+    got, n_got = _runnable_from_wake(states, EventIndex(events), waits, wake, wakers, join)
+    assert n_got == n_want
+    for k, v in want.columns().items():
+        g = getattr(got, k)
+        assert g.dtype == v.dtype
+        np.testing.assert_array_equal(g, v, err_msg=k)
+
+
+@settings(max_examples=300, deadline=None)
+@given(scenario(), st.data(), st.booleans(), st.integers(0, 12))
+def test_the_split_written_over_its_own_table_is_the_split_into_a_new_one(case, data, join, spare):
+    """With `room` (the table's own columns and rows to spare, or too few), the same table as a
+    split into new columns."""
+    states, events, waits, wake = case
+    wakers = np.array([data.draw(st.sampled_from([-1, 7, 101])) for _ in waits], np.int64)
+    want, n_want = _runnable_from_wake(states, EventIndex(events), waits, wake, wakers, join)
+    room = new_rows(len(states) + spare)
+    for col, name in zip(room, StateTable.SCHEMA, strict=True):
+        col[: len(states)] = getattr(states, name).view(col.dtype) if name == "addr" else getattr(states, name)
+    got, n_got = _runnable_from_wake(states, EventIndex(events), waits, wake, wakers, join, room)
+    assert n_got == n_want
+    for k, v in want.columns().items():
+        g = getattr(got, k)
+        assert g.dtype == v.dtype
+        np.testing.assert_array_equal(g, v, err_msg=k)
+
+
 def test_worked_example():
     """100 waits on 0xA0 over [0, 10) then runs on CPU 1 from 10; woken at 4 while 102 held CPU 1:
     SYNC_WAIT [0, 4), RUNNABLE on CPU 1 [4, 10) (repaired), RUNNING from 10."""
@@ -128,3 +170,6 @@ def test_worked_example():
                     got.repaired.tolist(), strict=True)) == [(0, 4, SY, -1, False), (4, 10, RQ, 1, True),
                                                              (10, 20, RUN, 1, False)]
     assert got.waker.tolist() == [101, -1, -1]
+    # woken by 103 (the futex call's thread), the wait's row says so; the split's rows join none here
+    got, n = _runnable_from_wake(states, EventIndex(ev), np.array([0]), np.array([4]), np.array([103]), True)
+    assert n == 1 and got.waker.tolist() == [103, -1, -1] and got.end_ns.tolist() == [4, 10, 20]

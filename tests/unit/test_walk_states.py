@@ -11,7 +11,7 @@ from scalestack.trace.builder import _walk_states
 
 
 def reference(rows, tail, t0, t1, tids):
-    out = np.concatenate([rows, tail])
+    out = np.concatenate([rows, tail]).reshape(-1, 8)
     keep = (out[:, 2] > t0) & (out[:, 1] < t1)
     out = out[keep]
     start, end = np.maximum(out[:, 1], t0), np.minimum(out[:, 2], t1)
@@ -28,11 +28,17 @@ def table(rs):
     return np.array([(s, a, a + d, *rest) for s, a, d, *rest in rs], np.int64).reshape(-1, 8)
 
 
+def columns(rows):
+    """Walk rows (an 8-column int64 table) as the walk emits them: one array a column."""
+    return tuple(rows[:, j].astype(t) for j, t in enumerate((np.int32, np.int64, np.int64, np.uint8, np.int16, np.int64,
+                                                             np.int32, np.bool_)))
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(row, max_size=30), st.lists(row, max_size=5), st.integers(0, 20), st.integers(1, 30))
 def test_walk_states_is_the_clip_and_lexsort(rows, tail, t0, width):
     tids = np.array([100, 101, 250], np.int64)
-    *got, in_order = _walk_states(table(rows), table(tail), t0, t0 + width, tids)
+    *got, in_order = _walk_states(columns(table(rows)), columns(table(tail)), t0, t0 + width, tids)
     want = reference(table(rows), table(tail), t0, t0 + width, tids)
     if not in_order:
         order = np.lexsort((got[1], got[0]))
@@ -45,6 +51,7 @@ def test_walk_states_is_the_clip_and_lexsort(rows, tail, t0, width):
 def test_worked_example():
     """Slot 1's rows come first, clipped to [5, 20); slot 0's row ending at 5 is outside."""
     rows = np.array([[1, 0, 10, 2, -1, 0, -1, 0], [0, 0, 5, 0, 1, 0, -1, 1], [1, 10, 30, 0, 0, 0, 100, 1]])
-    tid, start, end, state, cpu, addr, waker, rep, in_order = _walk_states(rows, rows[:0], 5, 20, np.array([7, 8]))
+    tid, start, end, state, cpu, addr, waker, rep, in_order = _walk_states(columns(rows), columns(rows[:0]), 5, 20,
+                                                                           np.array([7, 8]))
     assert in_order and tid.tolist() == [8, 8] and start.tolist() == [5, 10] and end.tolist() == [10, 20]
     assert state.tolist() == [2, 0] and waker.tolist() == [-1, 100] and rep.tolist() == [False, True]

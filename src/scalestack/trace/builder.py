@@ -51,11 +51,13 @@ from scalestack.trace.events import (
     PREV_STATE_UNINTERRUPTIBLE,
     Kind,
     RawEvents,
+    context_of,
     is_sorted,
 )
 from scalestack.trace.futex_wakers import attribute_futex_wakers
 from scalestack.trace.kernel_accounting import ABS_TOL_NS, RUNNING_TOL
 from scalestack.trace.lookup import EventIndex, find_sorted, member, order_by_key_then, unique_first
+from scalestack.trace.rows import emit_row, new_rows, put_row, rows_cut, rows_grown, state_table
 from scalestack.trace.switch_spans import switch_spans
 
 # The compiled walk uses the enum values as literals; keep them in step.
@@ -95,6 +97,7 @@ _SCHED_SLACK_NS = 30_000
 # Hypervisor steal comes in host-scheduler slices (0.1-6 ms here). Shorter uncharged stretches
 # are the kernel's clock skew around wakeups, which its own figures count as run delay.
 _STEAL_MIN_NS = 100_000
+_ASK = -(2**31)  # the waker (no tid) `_reconcile_cut` writes on the stretches `_reconcile_steals` decides
 
 _WAIT_OPS_MASK = 0
 for _op in FUTEX_WAIT_OPS:
@@ -102,46 +105,30 @@ for _op in FUTEX_WAIT_OPS:
 
 
 @numba.njit(cache=True, inline="always")
-def _emit(out, m, slot, start, end, state, cpu, addr, waker, rep):
-    out[m, 0] = slot
-    out[m, 1] = start
-    out[m, 2] = end
-    out[m, 3] = state
-    out[m, 4] = cpu
-    out[m, 5] = addr
-    out[m, 6] = waker
-    out[m, 7] = rep
-    return m + 1
-
-
-@numba.njit(cache=True, inline="always")
 def _settle(out, m, s, pend, p_state, p_start, p_cpu, p_addr, p_rep, st_start):
     """Emit the interval before a tentatively repaired switch-in, as it now stands."""
     if pend[s]:
         if st_start[s] > p_start[s]:
-            m = _emit(out, m, s, p_start[s], st_start[s], p_state[s], p_cpu[s], p_addr[s], -1, p_rep[s])
+            m = emit_row(out, m, s, p_start[s], st_start[s], p_state[s], p_cpu[s], p_addr[s], -1, p_rep[s])
         pend[s] = False
     return m
 
 
-def _walk(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, wait_ops_mask, win_start):
+def _walk(time, cpu, tid, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, wait_ops_mask, win_start):
     """One pass over time-sorted events; returns the state intervals of traced threads.
 
-    Output rows: slot, start, end, state, cpu, addr (uint64 bits), waker, repaired.
+    Output rows (`new_rows` columns): slot, start, end, state, cpu, addr (uint64 bits), waker, repaired.
     The same as `_walk_start`, `_walk_chunk` over consecutive pieces of the events, `_walk_end`.
     """
-    rows, tail, carry = _walk_parts(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, wait_ops_mask,
+    rows, tail, carry = _walk_parts(time, cpu, tid, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, wait_ops_mask,
                                     win_start)
-    out = np.empty((rows.shape[0] + tail.shape[0], 8), np.int64)
-    out[: rows.shape[0]] = rows
-    out[rows.shape[0]:] = tail
-    return _walk_result(out, carry)
+    return _walk_result(tuple(np.concatenate([r, t]) for r, t in zip(rows, tail, strict=True)), carry)
 
 
-def _walk_parts(time, cpu, ctx, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, wait_ops_mask, win_start):
+def _walk_parts(time, cpu, tid, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, wait_ops_mask, win_start):
     """`_walk`'s rows as the walk and its end emit them (not joined: `_walk_states` reads both), and its carry."""
     carry = _walk_start(n_slots, n_cpus, born_at, time[0] if time.shape[0] > 0 else 0)
-    rows = _walk_chunk(time, cpu, ctx, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait_ops_mask, win_start, carry)
+    rows = _walk_chunk(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait_ops_mask, win_start, carry)
     tail = _walk_end(time[time.shape[0] - 1] if time.shape[0] > 0 else 0, n_slots, carry)
     return rows, tail, carry
 
@@ -154,35 +141,29 @@ def _walk_states(rows, tail, t0, t1, tids):
     n_slots = tids.shape[0]
     off = np.zeros(n_slots + 1, np.int64)
     for part in (rows, tail):
-        for i in range(part.shape[0]):
-            if part[i, 2] > t0 and part[i, 1] < t1:
-                off[part[i, 0] + 1] += 1
+        slot, start, end = part[0], part[1], part[2]
+        for i in range(slot.shape[0]):
+            if end[i] > t0 and start[i] < t1:
+                off[slot[i] + 1] += 1
     for k in range(n_slots):
         off[k + 1] += off[k]
-    n = off[n_slots]
-    tid = np.empty(n, np.int32)
-    start = np.empty(n, np.int64)
-    end = np.empty(n, np.int64)
-    state = np.empty(n, np.uint8)
-    cpu = np.empty(n, np.int16)
-    addr = np.empty(n, np.int64)
-    waker = np.empty(n, np.int32)
-    rep = np.empty(n, np.bool_)
+    tid, start, end, state, cpu, addr, waker, rep = new_rows(off[n_slots])
     fill = off[:-1].copy()
     for part in (rows, tail):
-        for i in range(part.shape[0]):
-            if part[i, 2] > t0 and part[i, 1] < t1:
-                s = part[i, 0]
+        p_slot, p_start, p_end, p_state, p_cpu, p_addr, p_waker, p_rep = part
+        for i in range(p_slot.shape[0]):
+            if p_end[i] > t0 and p_start[i] < t1:
+                s = p_slot[i]
                 j = fill[s]
                 fill[s] += 1
                 tid[j] = tids[s]
-                start[j] = max(part[i, 1], t0)
-                end[j] = min(part[i, 2], t1)
-                state[j] = part[i, 3]
-                cpu[j] = part[i, 4]
-                addr[j] = part[i, 5]
-                waker[j] = part[i, 6]
-                rep[j] = part[i, 7] != 0
+                start[j] = max(p_start[i], t0)
+                end[j] = min(p_end[i], t1)
+                state[j] = p_state[i]
+                cpu[j] = p_cpu[i]
+                addr[j] = p_addr[i]
+                waker[j] = p_waker[i]
+                rep[j] = p_rep[i]
     in_order = True
     for k in range(n_slots):
         for j in range(off[k] + 1, off[k + 1]):
@@ -242,29 +223,43 @@ def _walk_start(n_slots, n_cpus, born_at, t0):
 
 
 @numba.njit(cache=True)
-def _walk_chunk(time, cpu, ctx, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait_ops_mask, win_start, carry):
+def _walk_chunk(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait_ops_mask, win_start, carry):
     """Walk the next time-sorted events from the state in `carry` (updated in place); the rows of
     the intervals they ended."""
+    out = new_rows(time.shape[0] + 2 * n_slots + 64)
+    m, i = _walk_events(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait_ops_mask, win_start, carry,
+                        out, 0, 0)
+    while i < time.shape[0]:  # stopped for room: the output grows outside the loop (a replaced array slows it 2x)
+        out = rows_grown(out, m, 2 * out[0].shape[0])
+        m, i = _walk_events(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait_ops_mask, win_start, carry,
+                            out, m, i)
+    return rows_cut(out, 0, m)
+
+
+@numba.njit(cache=True)
+def _walk_events(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait_ops_mask, win_start, carry, out, m,
+                 i0):
+    """`_walk_chunk` from event i0, its rows written from m on, until the events end or `out` has
+    no room for the next one's: the rows written and the next event."""
     (st, st_start, st_cpu, st_addr, st_rep, st_hint, kernel_rt, futex_addr, in_futex, exiting, exit_time, dead, end_time,
      uncertain, repairs, pend, p_state, p_start, p_cpu, p_addr, p_rep, p_lo, p_hi, p_unc, chain, cpu_last, rt_at,
      rt_tid, gaps, cnt) = carry
     settled, gaps_traced, missing_wakeups, double_running = cnt[0], cnt[1], cnt[2], cnt[3]
     n = time.shape[0]
-    out = np.empty((n + 2 * n_slots + 64, 8), np.int64)
-    m = 0
     n_map = slot_of.shape[0]
+    room = out[0].shape[0] - 2 * n_slots - 16
 
-    for i in range(n):
-        if m + 2 * n_slots + 16 > out.shape[0]:
-            grown = np.empty((2 * out.shape[0], 8), np.int64)
-            grown[:m] = out[:m]
-            out = grown
+    i = i0
+    while i < n:
+        if m > room:
+            break
         t = time[i]
         c = cpu[i]
         k = kind[i]
         if k == K_TASK_COMM or k == K_TASK_FORK or k == K_TASK_EXIT:  # side-band records carry no CPU state
+            i += 1
             continue
-        x = ctx[i]
+        x = context_of(kind, a0, tid, i)
         xs = slot_of[x] if 0 <= x < n_map else -1
         cvalid = 0 <= c < n_cpus
 
@@ -283,7 +278,7 @@ def _walk_chunk(time, cpu, ctx, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait
                     repairs[qs] += 1
                     uncertain[qs] += t - at
                     if at > st_start[qs]:
-                        m = _emit(out, m, qs, st_start[qs], at, S_RUNNING, c, 0, -1, st_rep[qs])
+                        m = emit_row(out, m, qs, st_start[qs], at, S_RUNNING, c, 0, -1, st_rep[qs])
                         st_start[qs] = at
                     st[qs] = S_SLEEP  # reason unknown
                     st_cpu[qs] = -1
@@ -315,7 +310,7 @@ def _walk_chunk(time, cpu, ctx, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait
                     repairs[xs] += 1
                     settled += 1
                     if at > st_start[xs]:
-                        m = _emit(out, m, xs, st_start[xs], at, was, st_cpu[xs], st_addr[xs], -1, st_rep[xs])
+                        m = emit_row(out, m, xs, st_start[xs], at, was, st_cpu[xs], st_addr[xs], -1, st_rep[xs])
                         st_start[xs] = at
                 elif was != S_UNKNOWN:
                     repairs[xs] += 1
@@ -332,7 +327,7 @@ def _walk_chunk(time, cpu, ctx, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait
                     if at > st_start[xs]:
                         st_start[xs] = at
                 elif at > st_start[xs]:
-                    m = _emit(out, m, xs, st_start[xs], at, was, st_cpu[xs], st_addr[xs], -1, st_rep[xs])
+                    m = emit_row(out, m, xs, st_start[xs], at, was, st_cpu[xs], st_addr[xs], -1, st_rep[xs])
                     st_start[xs] = at
                 st[xs] = S_RUNNING
                 st_cpu[xs] = c
@@ -343,7 +338,7 @@ def _walk_chunk(time, cpu, ctx, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait
                 m = _settle(out, m, xs, pend, p_state, p_start, p_cpu, p_addr, p_rep, st_start)
                 double_running += 1
                 if t > st_start[xs]:
-                    m = _emit(out, m, xs, st_start[xs], t, S_RUNNING, st_cpu[xs], 0, -1, st_rep[xs])
+                    m = emit_row(out, m, xs, st_start[xs], t, S_RUNNING, st_cpu[xs], 0, -1, st_rep[xs])
                     st_start[xs] = t
                 st_cpu[xs] = c
                 st_rep[xs] = 1
@@ -360,7 +355,7 @@ def _walk_chunk(time, cpu, ctx, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait
             if xs >= 0 and st[xs] == S_RUNNING and not dead[xs]:
                 m = _settle(out, m, xs, pend, p_state, p_start, p_cpu, p_addr, p_rep, st_start)
                 if ts > st_start[xs]:
-                    m = _emit(out, m, xs, st_start[xs], ts, S_RUNNING, st_cpu[xs], 0, -1, st_rep[xs])
+                    m = emit_row(out, m, xs, st_start[xs], ts, S_RUNNING, st_cpu[xs], 0, -1, st_rep[xs])
                 st_start[xs] = max(ts, st_start[xs])
                 st_rep[xs] = 0
                 st_addr[xs] = 0
@@ -389,7 +384,7 @@ def _walk_chunk(time, cpu, ctx, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait
                         m = _settle(out, m, ns, pend, p_state, p_start, p_cpu, p_addr, p_rep, st_start)
                         double_running += 1
                         if t > st_start[ns]:
-                            m = _emit(out, m, ns, st_start[ns], t, S_RUNNING, st_cpu[ns], 0, -1, st_rep[ns])
+                            m = emit_row(out, m, ns, st_start[ns], t, S_RUNNING, st_cpu[ns], 0, -1, st_rep[ns])
                             st_start[ns] = t
                         st_cpu[ns] = c
                 else:
@@ -397,7 +392,7 @@ def _walk_chunk(time, cpu, ctx, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait
                         missing_wakeups += 1
                     tn = max(ts, st_start[ns])
                     if tn > st_start[ns]:
-                        m = _emit(out, m, ns, st_start[ns], tn, st[ns], st_cpu[ns], st_addr[ns], -1, st_rep[ns])
+                        m = emit_row(out, m, ns, st_start[ns], tn, st[ns], st_cpu[ns], st_addr[ns], -1, st_rep[ns])
                         st_start[ns] = tn
                     st[ns] = S_RUNNING
                     st_cpu[ns] = c
@@ -411,7 +406,7 @@ def _walk_chunk(time, cpu, ctx, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait
             if ws >= 0 and st[ws] >= S_SYNC_WAIT and not dead[ws]:
                 # blocked -> RUNNABLE; a wakeup of a running or runnable task changes nothing
                 if t > st_start[ws]:
-                    m = _emit(out, m, ws, st_start[ws], t, st[ws], st_cpu[ws], st_addr[ws], x, st_rep[ws])
+                    m = emit_row(out, m, ws, st_start[ws], t, st[ws], st_cpu[ws], st_addr[ws], x, st_rep[ws])
                     st_start[ws] = t
                 st[ws] = S_RUNNABLE
                 st_cpu[ws] = a1[i]
@@ -467,9 +462,10 @@ def _walk_chunk(time, cpu, ctx, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait
 
         if cvalid:
             cpu_last[c] = t
+        i += 1
 
     cnt[0], cnt[1], cnt[2], cnt[3] = settled, gaps_traced, missing_wakeups, double_running
-    return out[:m]
+    return m, i
 
 
 @numba.njit(cache=True)
@@ -478,7 +474,7 @@ def _walk_end(t_last, n_slots, carry):
     (st, st_start, st_cpu, st_addr, st_rep, st_hint, kernel_rt, futex_addr, in_futex, exiting, exit_time, dead, end_time,
      uncertain, repairs, pend, p_state, p_start, p_cpu, p_addr, p_rep, p_lo, p_hi, p_unc, chain, cpu_last, rt_at,
      rt_tid, gaps, cnt) = carry
-    out = np.empty((2 * n_slots + 1, 8), np.int64)
+    out = new_rows(2 * n_slots + 1)
     m = 0
     for s in range(n_slots):
         m = _settle(out, m, s, pend, p_state, p_start, p_cpu, p_addr, p_rep, st_start)
@@ -488,9 +484,9 @@ def _walk_end(t_last, n_slots, carry):
                 end = max(exit_time[s], st_start[s])
                 dead[s] = True
             if end > st_start[s]:
-                m = _emit(out, m, s, st_start[s], end, st[s], st_cpu[s], st_addr[s], -1, st_rep[s])
+                m = emit_row(out, m, s, st_start[s], end, st[s], st_cpu[s], st_addr[s], -1, st_rep[s])
             end_time[s] = max(end, st_start[s])
-    return out[:m]
+    return rows_cut(out, 0, m)
 
 
 def kernel_runtime_check(states: StateTable, tids: np.ndarray, kernel_rt: np.ndarray, available: bool) -> dict:
@@ -561,27 +557,70 @@ def reconcile_running(states: StateTable, events: RawEvents, t0: int, t1: int,
     charges neither as CPU time nor as run delay; 21 ms of one producer/consumer thread in one
     recording here). It becomes UNKNOWN, not RUNNABLE.
 
-    Returns the new table and, per tid, [ns added to RUNNING, ns removed]; the second dict gives,
-    per tid, the ns of those stolen stretches.
+    Returns the new table, its adjacent rows joined (`builder._merge_adjacent`: done as the rows are
+    written, no second table), and, per tid, [ns added to RUNNING, ns removed]; the second dict
+    gives, per tid, the ns of those stolen stretches. Two steps (`_reconcile_rows`, then
+    `_reconcile_steals`), so that a caller can free `states` between them.
     """
     index = index if index is not None else EventIndex(events.sorted())
+    cut = _reconcile_rows(states, index)
+    if cut is None:
+        return _merge_adjacent(states), {}, {}
+    return _reconcile_steals(cut, index)[:3]
+
+
+def _reconcile_rows(states: StateTable, index: EventIndex):
+    """`reconcile_running`'s new rows, each stretch that may have been stolen written as not
+    stolen and left for `_reconcile_steals` to decide; None if no runtime report counts."""
     events = index.events
     rep = index.rows(Kind.STAT_RUNTIME)
     if len(rep) == 0 or len(states) == 0 or not np.any(events.arg1[rep] > 0):
-        return states, {}, {}
+        return None
     bounds = _thread_bounds(states.tid)
     th_tid = states.tid[bounds[:-1]].astype(np.int64)
-    off, idx, _, _ = index.by_cpu()
-    tid, seg_a, seg_b, state, cpu, addr, waker, repaired, sums = _reconcile_cut(
+    rows, m, sums = _reconcile_cut(
         states.start_ns, states.end_ns, states.state, states.repaired, states.cpu, states.addr.view(np.int64),
-        states.waker, bounds, th_tid, rep, _STEAL_MIN_NS, events.time, events.kind, events.arg0, events.arg1,
-        index.ctx, off, idx, _WAIT_OPS_MASK)
+        states.waker, bounds, th_tid, rep, _STEAL_MIN_NS, events.time, events.arg0, events.arg1)
+    return rows, m, sums, th_tid
+
+
+def _reconcile_steals(cut, index: EventIndex) -> tuple[StateTable, dict, dict, tuple]:
+    """Finish `_reconcile_rows`' table: the stretches the CPU's events show nobody else used
+    (`_shows`, over the index's by-CPU buckets, built only now that the old table may be gone)
+    become UNKNOWN, and the rows are joined where those decisions let them. Also returns the
+    table's writable columns with their room to spare (`attribute_futex_wakers`' `room`)."""
+    rows, m, sums, th_tid = cut
+    q_row = _asked(rows, m)
+    if len(q_row):
+        ev = index.events
+        off, idx, _, _ = index.by_cpu()
+        shown = _shows(ev.time, ev.kind, ev.arg0, ev.arg1, ev.tid, off, idx, _WAIT_OPS_MASK, rows[4][q_row],
+                       rows[1][q_row], rows[2][q_row], rows[0][q_row])
+        m = _settle_steals(rows, m, q_row, ~shown, np.searchsorted(th_tid, rows[0][q_row]), sums)
+        index.forget_by_cpu()  # rebuilt for the futex wakers only after their own buckets are gone (43 MB on 9.8 M events)
     changed = {str(int(th_tid[j])): [int(sums[0, j]), int(sums[1, j])]
                for j in np.flatnonzero((sums[0] > 0) | (sums[1] > 0))}
     stolen = {str(int(th_tid[j])): int(sums[2, j]) for j in np.flatnonzero(sums[2] > 0)}
-    out = StateTable(tid=tid, start_ns=seg_a, end_ns=seg_b, state=state, cpu=cpu, addr=addr.view(np.uint64),
-                     waker=waker, repaired=repaired)
-    return out, changed, stolen
+    return state_table(rows_cut(rows, 0, m)), changed, stolen, rows
+
+
+@numba.njit(cache=True)
+def _settle_steals(rows, m, q_row, stolen, q_th, sums):
+    """The stolen stretches (rows q_row, of threads q_th) UNKNOWN, every stretch asked about with
+    no CPU or waker and open to joins again (`_reconcile_cut` kept them apart), and the first m
+    rows joined in place; how many remain."""
+    for q in range(q_row.shape[0]):
+        r = q_row[q]
+        rows[4][r] = -1
+        rows[6][r] = -1
+        if stolen[q]:
+            rows[3][r] = S_UNKNOWN
+            sums[2, q_th[q]] += rows[2][r] - rows[1][r]
+    w = 0
+    for i in range(m):
+        w = put_row(rows, w, rows[0][i], rows[1][i], rows[2][i], rows[3][i], rows[4][i], rows[5][i], rows[6][i],
+                    rows[7][i])
+    return w
 
 
 @numba.njit(cache=True)
@@ -602,45 +641,40 @@ def _thread_bounds(tid):
     return out
 
 
-@numba.njit(cache=True)
-def _merge(a, b):
-    """The sorted union (with repeats) of two sorted arrays."""
-    out = np.empty(a.shape[0] + b.shape[0], np.int64)
-    i = j = k = 0
-    while i < a.shape[0] and j < b.shape[0]:
-        if b[j] < a[i]:
-            out[k] = b[j]
-            j += 1
-        else:
-            out[k] = a[i]
-            i += 1
-        k += 1
-    while i < a.shape[0]:
-        out[k] = a[i]
-        i += 1
-        k += 1
-    while j < b.shape[0]:
-        out[k] = b[j]
-        j += 1
-        k += 1
-    return out
+@numba.njit(cache=True, inline="always")
+def _next_cut(xa, xb, xc, xd, ia, ib, ic, id_):
+    """The least head of four sorted arrays (from positions ia..id_): which one (-1: all done)."""
+    w = -1
+    c = 0
+    if ia < xa.shape[0]:
+        w, c = 0, xa[ia]
+    if ib < xb.shape[0] and (w < 0 or xb[ib] < c):
+        w, c = 1, xb[ib]
+    if ic < xc.shape[0] and (w < 0 or xc[ic] < c):
+        w, c = 2, xc[ic]
+    if id_ < xd.shape[0] and (w < 0 or xd[id_] < c):
+        w, c = 3, xd[id_]
+    return w, c
 
 
 @numba.njit(cache=True)
-def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid, rep, steal_min,
-                   e_time, e_kind, e_arg0, e_arg1, e_ctx, cpu_off, cpu_idx, wait_ops_mask):
+def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid, rep, steal_min, e_time, e_arg0,
+                   e_arg1):
     """The per-thread pass of `reconcile_running`: each thread with runtime reports is cut at its
     rows' bounds and at the edges of the union of its reports (clipped to its life); a thread
     without reports keeps its rows. A segment becomes RUNNING where a report covers it (add); stops
     being RUNNING where none does (drop), taking the state before its RUNNING stretch (UNKNOWN if
-    none), or UNKNOWN where it is long enough, unrepaired, on a CPU, and the CPU's events
-    (`_shows_one`) show nothing else ran there (stolen). Returns the new table's columns and, per
-    thread, the ns added, dropped and stolen. The reports (`rep`: rows of runtime reports; those
-    charging > 0 ns, of a thread in `th_tid`, count) are bucketed by thread in one pass; only each
-    thread's own reports and cuts are sorted."""
+    none), or UNKNOWN where it is long enough, unrepaired, on a CPU, and the CPU's events show
+    nothing else ran there (stolen: asked by `_reconcile_steals` afterwards; the row is written as
+    not stolen, with waker `_ASK`, so that no row joins it, and the CPU to ask about). Returns the
+    new table's `new_rows`, adjacent rows joined (`put_row`), and their count; per thread, the ns
+    added and dropped. The reports (`rep`:
+    rows of runtime reports; those charging > 0 ns, of a thread in `th_tid`, count) are bucketed
+    by thread in one pass; only each thread's own reports are sorted, and its cuts are read from
+    the four sorted lists they come from as they merge (no array of them)."""
     n_th = bounds.shape[0] - 1
-    # each report's thread, then the reports bucketed by thread (stable counting sort)
-    r_th = np.full(rep.shape[0], -1, np.int64)
+    # each report's thread, then the reports' rows bucketed by thread (stable counting sort)
+    r_th = np.full(rep.shape[0], -1, np.int32)
     r_off = np.zeros(n_th + 1, np.int64)
     last_tid = -1
     last_j = -2  # none looked up yet
@@ -658,24 +692,13 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
         r_off[j + 1] += r_off[j]
     n_r = r_off[n_th]
     fill = r_off[:-1].copy()
-    ba = np.empty(n_r, np.int64)
-    bb = np.empty(n_r, np.int64)
+    br = np.empty(n_r, rep.dtype)
     for i in range(rep.shape[0]):
         j = r_th[i]
         if j >= 0:
-            r = rep[i]
-            ba[fill[j]] = e_time[r] - e_arg1[r]
-            bb[fill[j]] = e_time[r]
+            br[fill[j]] = rep[i]
             fill[j] += 1
-    cap = 2 * start.shape[0] + 2 * n_r + 1  # cuts: both bounds of every row, both edges of every span
-    o_tid = np.empty(cap, np.int32)
-    o_a = np.empty(cap, np.int64)
-    o_b = np.empty(cap, np.int64)
-    o_state = np.empty(cap, np.uint8)
-    o_cpu = np.empty(cap, np.int16)
-    o_addr = np.empty(cap, np.int64)
-    o_waker = np.empty(cap, np.int32)
-    o_rep = np.empty(cap, np.bool_)
+    out = new_rows(2 * start.shape[0] + 2 * n_r + 1)  # cuts: both bounds of every row, both edges of every span
     sums = np.zeros((3, n_th), np.int64)
     m = 0
     for j in range(n_th):
@@ -685,25 +708,17 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
         rb = r_off[j + 1]
         if rb == ra:  # no reports: the thread's rows as they are
             for r in range(lo, hi):
-                o_tid[m] = th_tid[j]
-                o_a[m] = start[r]
-                o_b[m] = end[r]
-                o_state[m] = state[r]
-                o_cpu[m] = cpu[r]
-                o_addr[m] = addr[r]
-                o_waker[m] = waker[r]
-                o_rep[m] = repaired[r]
-                m += 1
+                m = put_row(out, m, th_tid[j], start[r], end[r], state[r], cpu[r], addr[r], waker[r], repaired[r])
             continue
         life0 = start[lo]
         life1 = end[hi - 1]
-        # the union of the thread's reports, clipped to its life
+        # the union of the thread's reports ([time - runtime, time]), clipped to its life
         sa = np.empty(rb - ra, np.int64)
         sb = np.empty(rb - ra, np.int64)
         k = 0
         for i in range(ra, rb):
-            a = min(max(ba[i], life0), life1)
-            b = min(max(bb[i], life0), life1)
+            a = min(max(e_time[br[i]] - e_arg1[br[i]], life0), life1)
+            b = min(max(e_time[br[i]], life0), life1)
             if b > a:
                 sa[k] = a
                 sb[k] = b
@@ -723,17 +738,15 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
                 ua[n_sp] = a
                 ub[n_sp] = b
                 n_sp += 1
-        # cuts: the rows' bounds and the spans' edges inside the thread's life
-        # each of the four lists is sorted (rows tile the thread's time, spans are disjoint): merge
-        if is_sorted(start[lo:hi]) and is_sorted(end[lo:hi]):
-            cuts = _merge(_merge(start[lo:hi], end[lo:hi]), _merge(ua[:n_sp], ub[:n_sp]))
-        else:
-            cuts = np.empty(2 * (hi - lo) + 2 * n_sp, np.int64)
-            cuts[: hi - lo] = start[lo:hi]
-            cuts[hi - lo: 2 * (hi - lo)] = end[lo:hi]
-            cuts[2 * (hi - lo): 2 * (hi - lo) + n_sp] = ua[:n_sp]
-            cuts[2 * (hi - lo) + n_sp:] = ub[:n_sp]
-            cuts.sort()
+        # cuts: the rows' bounds and the spans' edges inside the thread's life, in order: each of
+        # the four lists is sorted (rows tile the thread's time, spans are disjoint) unless a row
+        # reaches over the next ones; then their one sorted array
+        xa, xb, xc, xd = start[lo:hi], end[lo:hi], ua[:n_sp], ub[:n_sp]
+        if not (is_sorted(xa) and is_sorted(xb)):
+            xa = np.concatenate((start[lo:hi], end[lo:hi], ua[:n_sp], ub[:n_sp]))
+            xa.sort()
+            xb, xc, xd = xa[:0], xa[:0], xa[:0]
+        ia = ib = ic = id_ = 0
         p = lo  # the row the segment lies in: the last starting at or before it
         last_nonrun = -1
         if state[lo] != S_RUNNING:
@@ -741,7 +754,18 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
         sp = -1  # the last span starting at or before the segment
         prev = -1
         have = False
-        for c in cuts:
+        while True:
+            w, c = _next_cut(xa, xb, xc, xd, ia, ib, ic, id_)
+            if w < 0:
+                break
+            if w == 0:
+                ia += 1
+            elif w == 1:
+                ib += 1
+            elif w == 2:
+                ic += 1
+            else:
+                id_ += 1
             if c < life0 or c > life1 or (have and c == prev):
                 continue
             if have:
@@ -754,37 +778,37 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
                     sp += 1
                 covered = sp >= 0 and a < ub[sp]
                 running = state[p] == S_RUNNING
-                o_tid[m] = th_tid[j]
-                o_a[m] = a
-                o_b[m] = c
-                if covered and not running:  # add
-                    o_state[m] = S_RUNNING
-                    sums[0, j] += c - a
-                elif running and not covered:  # drop
-                    stolen = (not repaired[p] and cpu[p] >= 0 and c - a >= steal_min
-                              and not _shows_one(e_time, e_kind, e_arg1, e_ctx, cpu_off, cpu_idx, wait_ops_mask,
-                                                 cpu[p], a, c, th_tid[j]))
-                    if stolen:
-                        o_state[m] = S_UNKNOWN
-                        sums[2, j] += c - a
-                    else:
-                        o_state[m] = state[last_nonrun] if last_nonrun >= 0 else S_UNKNOWN
-                    sums[1, j] += c - a
                 if covered != running:  # changed: no CPU, address or waker; repaired
-                    o_cpu[m] = -1
-                    o_addr[m] = 0
-                    o_waker[m] = -1
-                    o_rep[m] = True
+                    if covered:  # add
+                        new_state = S_RUNNING
+                        sums[0, j] += c - a
+                    else:  # drop
+                        new_state = state[last_nonrun] if last_nonrun >= 0 else S_UNKNOWN
+                        sums[1, j] += c - a
+                    if not covered and not repaired[p] and cpu[p] >= 0 and c - a >= steal_min:  # stolen?
+                        m = emit_row(out, m, th_tid[j], a, c, new_state, cpu[p], 0, _ASK, True)
+                    else:
+                        m = put_row(out, m, th_tid[j], a, c, new_state, -1, 0, -1, True)
                 else:
-                    o_state[m] = state[p]
-                    o_cpu[m] = cpu[p]
-                    o_addr[m] = addr[p]
-                    o_waker[m] = waker[p]
-                    o_rep[m] = repaired[p]
-                m += 1
+                    m = put_row(out, m, th_tid[j], a, c, state[p], cpu[p], addr[p], waker[p], repaired[p])
             prev = c
             have = True
-    return o_tid[:m], o_a[:m], o_b[:m], o_state[:m], o_cpu[:m], o_addr[:m], o_waker[:m], o_rep[:m], sums
+    return out, m, sums
+
+
+@numba.njit(cache=True)
+def _asked(rows, m):
+    """The rows `_reconcile_cut` left to ask about (waker `_ASK`)."""
+    n = 0
+    for i in range(m):
+        n += rows[6][i] == _ASK
+    out = np.empty(n, np.int64)
+    n = 0
+    for i in range(m):
+        if rows[6][i] == _ASK:
+            out[n] = i
+            n += 1
+    return out
 
 
 def reconcile_runnable(states: StateTable, run_delay: RawEvents) -> tuple[StateTable, dict]:
@@ -878,8 +902,8 @@ class _CpuWitness:
     """Whether anything but the thread itself shows on a CPU during a stretch: an event there in
     another task's context, or the thread's own last event before the stretch's end entering a
     futex wait (it went to sleep; its switch out was lost). Reads the events' by-CPU buckets of
-    the builder's index (time-sorted events); `reconcile_running` asks the same question of each
-    stretch inside its compiled pass (`_shows_one`)."""
+    the builder's index (time-sorted events); `reconcile_running` asks the same question (`_shows`)
+    of the stretches its compiled pass lists."""
 
     def __init__(self, events: RawEvents, index: EventIndex | None = None):
         self.index = index if index is not None else EventIndex(events.sorted())
@@ -888,22 +912,22 @@ class _CpuWitness:
         """For each stretch [a, b) of thread `tid` on `cpu` (arrays of one length)."""
         ev = self.index.events
         off, idx, _, _ = self.index.by_cpu()
-        return _shows(ev.time, ev.kind, ev.arg1, self.index.ctx, off, idx, _WAIT_OPS_MASK,
+        return _shows(ev.time, ev.kind, ev.arg0, ev.arg1, ev.tid, off, idx, _WAIT_OPS_MASK,
                       np.asarray(cpu, np.int64), np.asarray(a, np.int64), np.asarray(b, np.int64),
                       np.asarray(tid, np.int64))
 
 
 @numba.njit(cache=True)
-def _shows(time, kind, arg1, ctx, off, idx, wait_ops_mask, cpu, a, b, tid):
+def _shows(time, kind, arg0, arg1, etid, off, idx, wait_ops_mask, cpu, a, b, tid):
     """The compiled `_CpuWitness.shows`."""
     out = np.zeros(cpu.shape[0], np.bool_)
     for q in range(cpu.shape[0]):
-        out[q] = _shows_one(time, kind, arg1, ctx, off, idx, wait_ops_mask, cpu[q], a[q], b[q], tid[q])
+        out[q] = _shows_one(time, kind, arg0, arg1, etid, off, idx, wait_ops_mask, cpu[q], a[q], b[q], tid[q])
     return out
 
 
 @numba.njit(cache=True)
-def _shows_one(time, kind, arg1, ctx, off, idx, wait_ops_mask, c, a, b, tid):
+def _shows_one(time, kind, arg0, arg1, etid, off, idx, wait_ops_mask, c, a, b, tid):
     """One stretch [a, b) of `tid` on CPU c: the CPU's events in (a, b) by binary search in its
     bucket; any in another context shows; the last one before b shows if it is the thread's own
     entry into a futex wait."""
@@ -926,11 +950,11 @@ def _shows_one(time, kind, arg1, ctx, off, idx, wait_ops_mask, c, a, b, tid):
         else:
             h = mid
     for k in range(j0, j1):
-        if ctx[idx[k]] != tid:
+        if context_of(kind, arg0, etid, idx[k]) != tid:
             return True
     if j1 > lo:
         r = idx[j1 - 1]
-        if ctx[r] == tid:
+        if context_of(kind, arg0, etid, r) == tid:
             if kind[r] == K_FUTEX_WAITV:
                 return True
             if kind[r] == K_FUTEX_ENTER:
@@ -957,11 +981,7 @@ def _merge_adjacent(s: StateTable) -> StateTable:
     n_out = _merged_count(s.tid, s.start_ns, s.end_ns, s.state, s.cpu, addr, s.waker, s.repaired)
     if n_out == len(s):
         return s
-    cols = _merged_rows(s.tid, s.start_ns, s.end_ns, s.state, s.cpu, addr, s.waker, s.repaired, n_out)
-    names = list(StateTable.SCHEMA)
-    out = dict(zip(names, cols, strict=True))
-    out["addr"] = out["addr"].view(np.uint64)
-    return StateTable(**out)
+    return state_table(_merged_rows(s.tid, s.start_ns, s.end_ns, s.state, s.cpu, addr, s.waker, s.repaired, n_out))
 
 
 @numba.njit(cache=True)
@@ -977,31 +997,12 @@ def _merged_count(tid, start, end, state, cpu, addr, waker, repaired):
 
 @numba.njit(cache=True)
 def _merged_rows(tid, start, end, state, cpu, addr, waker, repaired, n_out):
-    """Each run of joined rows as its first row, with the last one's end and waker."""
-    o_tid = np.empty(n_out, tid.dtype)
-    o_start = np.empty(n_out, start.dtype)
-    o_end = np.empty(n_out, end.dtype)
-    o_state = np.empty(n_out, state.dtype)
-    o_cpu = np.empty(n_out, cpu.dtype)
-    o_addr = np.empty(n_out, addr.dtype)
-    o_waker = np.empty(n_out, waker.dtype)
-    o_rep = np.empty(n_out, repaired.dtype)
-    m = -1
+    """Each run of joined rows as its first row, with the last one's end and waker (`put_row`)."""
+    out = new_rows(n_out)
+    m = 0
     for i in range(tid.shape[0]):
-        joins = i > 0 and ((tid[i] == tid[i - 1]) & (state[i] == state[i - 1]) & (cpu[i] == cpu[i - 1])
-                           & (addr[i] == addr[i - 1]) & (repaired[i] == repaired[i - 1]) & (waker[i - 1] == -1)
-                           & (start[i] == end[i - 1]))
-        if not joins:
-            m += 1
-            o_tid[m] = tid[i]
-            o_start[m] = start[i]
-            o_state[m] = state[i]
-            o_cpu[m] = cpu[i]
-            o_addr[m] = addr[i]
-            o_rep[m] = repaired[i]
-        o_end[m] = end[i]
-        o_waker[m] = waker[i]
-    return o_tid, o_start, o_end, o_state, o_cpu, o_addr, o_waker, o_rep
+        m = put_row(out, m, tid[i], start[i], end[i], state[i], cpu[i], addr[i], waker[i], repaired[i])
+    return out
 
 
 def traced_tids(events: RawEvents, root_pids: list[int] | None = None, comm: str | None = None,
@@ -1246,8 +1247,8 @@ def _name_changes(time, kind, arg0, arg1, comm0, comm1, rows, slot_of):
     for s in range(n_slots):
         off[s + 1] += off[s]
     e_t = np.empty(off[n_slots], np.int64)
-    e_c = np.empty(off[n_slots], np.int64)
-    e_rank = np.empty(off[n_slots], np.int64)
+    e_c = np.empty(off[n_slots], np.int32)  # comm indices and kind ranks: 13 bytes a statement, not 24
+    e_rank = np.empty(off[n_slots], np.int8)
     fill = off[:-1].copy()
     for r in rows:
         for second in (False, True):
@@ -1258,9 +1259,9 @@ def _name_changes(time, kind, arg0, arg1, comm0, comm1, rows, slot_of):
                 e_c[fill[s]] = c
                 e_rank[fill[s]] = rank
                 fill[s] += 1
-    o_slot = np.empty(off[n_slots], np.int64)
+    o_slot = np.empty(off[n_slots], np.int32)
     o_t = np.empty(off[n_slots], np.int64)
-    o_c = np.empty(off[n_slots], np.int64)
+    o_c = np.empty(off[n_slots], np.int32)
     m = 0
     for s in range(n_slots):
         lo, hi = off[s], off[s + 1]
@@ -1352,9 +1353,8 @@ def build_trace(
     child_slots = slot_of[fork_child[in_set]]
     born_at[child_slots[::-1]] = events.time[forks][in_set][::-1]  # first fork wins
     n_cpus = int(max(events.cpu.max(initial=0) + 1, 1))
-    ctx = index.ctx
     win_start = int(events.time[0]) - 1 if start_ns is None else int(start_ns)
-    rows, tail, carry = _walk_parts(events.time, events.cpu, ctx, events.kind, events.arg0, events.arg1, events.arg2,
+    rows, tail, carry = _walk_parts(events.time, events.cpu, events.tid, events.kind, events.arg0, events.arg1, events.arg2,
                                     slot_of, born_at, len(tids), n_cpus, _WAIT_OPS_MASK, win_start)
     (_, dead, end_time, gaps, gaps_traced, missing_wakeups, double_running, uncertain, repairs,
      kernel_rt, settled) = _walk_result(None, carry)
@@ -1371,13 +1371,21 @@ def build_trace(
     if not in_order:
         order = np.lexsort((cols[1], cols[0]))
         cols = [c[order] for c in cols]
-    o_tid, o_start, o_end, o_state, o_cpu, o_addr, o_waker, o_rep = cols
-    states = StateTable(tid=o_tid, start_ns=o_start, end_ns=o_end, state=o_state, cpu=o_cpu,
-                        addr=o_addr.view(np.uint64), waker=o_waker, repaired=o_rep)
-    states, reconciled, stolen = reconcile_running(states, events, t0, t1, index)
-    states = _merge_adjacent(states)
+    states = state_table(cols)
+    del cols  # each pass below holds one table besides its output, not this one too
+    cut = _reconcile_rows(states, index)  # reconcile_running, freeing the walk's table before the CPU buckets exist
+    room = None  # the reconciled table's columns with their room to spare: the futex split is written over them
+    if cut is None:
+        states, reconciled, stolen = _merge_adjacent(states), {}, {}
+    else:
+        del states
+        states, reconciled, stolen, room = _reconcile_steals(cut, index)
+        del cut
     pids = _thread_pids(events, tids, slot_of, index)
-    states, futex_wakers, runnable_from_wakes = attribute_futex_wakers(states, events, tids, pids, index)
+    # joined as they are split where no run-delay pass comes between (the join below then finds none)
+    states, futex_wakers, runnable_from_wakes = attribute_futex_wakers(states, events, tids, pids, index,
+                                                                       join=len(run_delay) == 0, room=room)
+    del room
     index.forget_by_cpu()
     states, runnable_reconciled = reconcile_runnable(states, run_delay)
     states = _merge_adjacent(states)
@@ -1466,7 +1474,7 @@ def build_trace(
     for key in ("lost_samples", "unknown_events", "skipped_lines"):
         if key in events.stats:
             meta[key] = events.stats[key]
-    spans = switch_spans(events, present, t0, t1, ctx) if index.count(Kind.SWITCH) else None
+    spans = switch_spans(events, present, t0, t1) if index.count(Kind.SWITCH) else None
     span_table = SwitchSpanTable.empty() if spans is None else spans.table()
     meta["switch_spans_rebuilt"] = {} if spans is None else {str(t): k for t, k in spans.gaps().items()}
     trace = Trace(threads=threads, states=states, names=names, meta=meta,

@@ -197,7 +197,7 @@ class RawEvents:
     def context_tid(self) -> np.ndarray:
         """The task each event fired in (int64). sched_switch fires in prev's context, but perf
         reports tid -1 for a task already dead, so a switch's context is its prev tid."""
-        return _context_tid(self.kind, self.arg0, self.tid, int(Kind.SWITCH), np.zeros(0, np.int64))
+        return _context_tid(self.kind, self.arg0, self.tid, np.zeros(0, np.int64))
 
     def comm(self, index: int) -> str:
         return self.comms[index] if 0 <= index < len(self.comms) else ""
@@ -218,12 +218,22 @@ class RawEvents:
 
 
 
+_K_SWITCH = int(Kind.SWITCH)
+
+
+@numba.njit(cache=True, inline="always")
+def context_of(kind, arg0, tid, i):
+    """The task event i fired in (`RawEvents.context_tid()[i]`), read where it is needed: a column
+    of it for every event would cost 4-8 bytes an event through the whole build."""
+    return arg0[i] if kind[i] == _K_SWITCH else tid[i]
+
+
 @numba.njit(cache=True)
-def _context_tid(kind, arg0, tid, k_switch, like):
+def _context_tid(kind, arg0, tid, like):
     """`np.where(kind == SWITCH, arg0, tid)` in one pass (no mask), of `like`'s dtype."""
     out = np.empty(kind.shape[0], like.dtype)
     for i in range(kind.shape[0]):
-        out[i] = arg0[i] if kind[i] == k_switch else tid[i]
+        out[i] = context_of(kind, arg0, tid, i)
     return out
 
 

@@ -29,22 +29,28 @@ import numba
 import numpy as np
 
 from scalestack.trace import State, StateTable
-from scalestack.trace.events import FUTEX_CMD_MASK, Kind, RawEvents
+from scalestack.trace.events import FUTEX_CMD_MASK, Kind, RawEvents, context_of
 from scalestack.trace.lookup import EventIndex, find_sorted, member
+from scalestack.trace.rows import emit_row, new_rows, put_row, rows_cut, state_table
 
 # futex(2) operations that wake waiters (op & FUTEX_CMD_MASK): WAKE, REQUEUE, CMP_REQUEUE, WAKE_OP,
 # UNLOCK_PI, WAKE_BITSET, CMP_REQUEUE_PI.
 FUTEX_WAKE_OPS = (1, 3, 4, 5, 7, 10, 12)
 
 
-def attribute_futex_wakers(states: StateTable, events: RawEvents, tids: np.ndarray,
-                           pids: np.ndarray, index: EventIndex | None = None) -> tuple[StateTable, int, int]:
+def attribute_futex_wakers(states: StateTable, events: RawEvents, tids: np.ndarray, pids: np.ndarray,
+                           index: EventIndex | None = None, join: bool = False,
+                           room: tuple | None = None) -> tuple[StateTable, int, int]:
     """`states` with a waker for each SYNC_WAIT whose waker is not a traced thread, where the futex
     calls show who woke it, and RUNNABLE from the wake call where the wakeup event was lost; how
     many waits got a waker, and how many a RUNNABLE. One compiled pass over the futex calls
     buckets the wake calls by address; each wait is then a binary search in its address's bucket.
     `states` must be sorted by thread, then time; `tids` sorted, `pids` their processes (-1 unknown);
-    `index` the builder's index of the (time-sorted) events."""
+    `index` the builder's index of the (time-sorted) events; its by-CPU buckets are freed once read.
+    `join`: where waits are split, the new table's adjacent rows are joined as
+    `builder._merge_adjacent` joins them (for a caller that would join them next). `room`: writable
+    `rows.new_rows` columns whose first rows are `states`, with rows to spare: the new table is
+    written over them (no second table; `states` is then no longer valid)."""
     st = states
     waits = np.flatnonzero((st.state == State.SYNC_WAIT) & (st.addr != 0) & ~member(st.waker, tids))
     if len(waits) == 0:
@@ -53,11 +59,7 @@ def attribute_futex_wakers(states: StateTable, events: RawEvents, tids: np.ndarr
     waits, w_tid, w_time = _wake_calls(st, waits, index, tids, pids)
     if len(waits) == 0:
         return states, 0, 0
-    waker = st.waker.copy()
-    waker[waits] = w_tid.astype(waker.dtype)
-    cols = st.columns()
-    cols["waker"] = waker
-    named, n_split = _runnable_from_wake(type(st)(**cols), index, waits, w_time)
+    named, n_split = _runnable_from_wake(st, index, waits, w_time, w_tid, join, room)
     return named, int(len(waits)), n_split
 
 
@@ -220,11 +222,11 @@ def _last_wakes(time, etid, arg0, arg1, fe, tids, q_tids, wake_mask, q_tid, q_st
     # the wake calls, and each one's address id (open addressing on the address); the scan stops
     # to grow the table (arrays replaced inside a compiled loop slow every iteration of it)
     n_fe = fe.shape[0]
-    w_rows = np.empty(n_fe, np.int64)
-    w_id = np.empty(n_fe, np.int64)
+    w_rows = np.empty(n_fe, fe.dtype)  # rows and ids of 4 bytes where the rows fit
+    w_id = np.empty(n_fe, fe.dtype)
     addrs = np.empty(n_fe + 1, np.int64)  # address id -> address (only the ids used are written)
     e_off = np.zeros(q_tids.shape[0] + 1, np.int64)
-    e_q = np.empty(n_fe, np.int64)  # each call's waiting thread (-1: none)
+    e_q = np.empty(n_fe, np.int32)  # each call's waiting thread (-1: none)
     size = 1024
     table = np.full(size, -1, np.int64)  # slot -> address id
     i, n_addr, n_w = 0, 0, 0
@@ -247,7 +249,7 @@ def _last_wakes(time, etid, arg0, arg1, fe, tids, q_tids, wake_mask, q_tid, q_st
         w_off[w_id[i] + 1] += 1
     for a in range(n_addr):
         w_off[a + 1] += w_off[a]
-    w_by = np.empty(n_w, np.int64)
+    w_by = np.empty(n_w, fe.dtype)
     w_t = np.empty(n_w, np.int64)
     fill = w_off[:-1].copy()
     for i in range(n_w):
@@ -287,27 +289,61 @@ def _last_wakes(time, etid, arg0, arg1, fe, tids, q_tids, wake_mask, q_tid, q_st
     return out, since
 
 
-def _runnable_from_wake(st: StateTable, index: EventIndex, waits: np.ndarray,
-                        wake_ns: np.ndarray) -> tuple[StateTable, int]:
+def _runnable_from_wake(st: StateTable, index: EventIndex, waits: np.ndarray, wake_ns: np.ndarray,
+                        wakers: np.ndarray | None = None, join: bool = False,
+                        room: tuple | None = None) -> tuple[StateTable, int]:
     """Split each wait that runs straight into its thread's RUNNING (its sched_wakeup was lost) at
     the wake call, where the CPU it then ran on was busy: the waker enqueued it there at once and
     the kernel's run delay starts then. An idle CPU is sent an IPI and enqueues the task itself
-    when it wakes (measured: 50-80 us later in this VM), and runs it at once: no split."""
+    when it wakes (measured: 50-80 us later in this VM), and runs it at once: no split.
+    `wakers`: each wait's waker, written into the new table (the same pass); `join`, `room`: see
+    `attribute_futex_wakers`."""
     # a call made while the waiter was still switching out queues it from the switch on
     wake_ns = np.maximum(wake_ns, st.start_ns[waits])
     cut, nx, run_cpu = _wake_cuts(st.tid, st.start_ns, st.end_ns, st.state, st.cpu, waits, wake_ns,
                                   int(State.SYNC_WAIT), int(State.RUNNING))
-    if not np.any(cut):
-        return st, 0
-    cut[cut] = _cpu_busy(index.events, run_cpu[cut], wake_ns[cut], st.start_ns[nx[cut]], st.tid[waits[cut]], index)
+    if np.any(cut):
+        cut[cut] = _cpu_busy(index.events, run_cpu[cut], wake_ns[cut], st.start_ns[nx[cut]], st.tid[waits[cut]],
+                             index)
+    index.forget_by_cpu()  # read for the last time: freed before the new table is written (4 bytes an event)
     w, at, nx, run_cpu = waits[cut], wake_ns[cut], nx[cut], run_cpu[cut]
+    n = len(st)
+    if room is not None and len(room[0]) < n + len(w):
+        room = None
     if len(w) == 0:
-        return st, 0
-    tid, start, end, state, cpu, addr, waker, rep = _split_waits(
-        st.tid, st.start_ns, st.end_ns, st.state, st.cpu, st.addr.view(np.int64), st.waker, st.repaired,
-        w, at.astype(np.int64), nx, run_cpu, int(State.RUNNABLE))
-    return type(st)(tid=tid, start_ns=start, end_ns=end, state=state, cpu=cpu, addr=addr.view(np.uint64),
-                    waker=waker, repaired=rep), int(len(w))
+        if wakers is None:
+            return st, 0
+        if room is not None:
+            room[6][waits] = wakers
+            return state_table(rows_cut(room, 0, n)), 0
+        cols = st.columns()  # only the wakers change: one new column
+        cols["waker"] = st.waker.copy()
+        cols["waker"][waits] = wakers
+        return type(st)(**cols), 0
+    named = waits[:0] if wakers is None else waits
+    if room is not None:  # the rows moved up by as many as the split adds, then read from there
+        _shift_rows(room, n, len(w))
+        src, off, out = room, len(w), room
+    else:
+        src, off, out = (st.tid, st.start_ns, st.end_ns, st.state, st.cpu, st.addr.view(np.int64), st.waker,
+                         st.repaired), 0, new_rows(n + len(w))
+    m = _split_waits(src, off, out, n, w, at.astype(np.int64), nx, run_cpu, int(State.RUNNABLE), named,
+                     named if wakers is None else wakers.astype(np.int64), join)
+    return state_table(rows_cut(out, 0, m)), int(len(w))
+
+
+@numba.njit(cache=True)
+def _shift_rows(rows, n, k):
+    """Rows 0..n of `new_rows` columns moved to k..k + n (from the last: they overlap)."""
+    for i in range(n - 1, -1, -1):
+        rows[0][i + k] = rows[0][i]
+        rows[1][i + k] = rows[1][i]
+        rows[2][i + k] = rows[2][i]
+        rows[3][i + k] = rows[3][i]
+        rows[4][i + k] = rows[4][i]
+        rows[5][i + k] = rows[5][i]
+        rows[6][i + k] = rows[6][i]
+        rows[7][i + k] = rows[7][i]
 
 
 @numba.njit(cache=True)
@@ -344,25 +380,20 @@ def _wake_cuts(tid, start, end, state, cpu, waits, wake, s_sync_wait, s_running)
 
 
 @numba.njit(cache=True)
-def _split_waits(tid, start, end, state, cpu, addr, waker, rep, w, at, nx, run_cpu, s_runnable):
-    """The table with each wait w[q] ending at at[q] and followed by a repaired RUNNABLE row up to
-    its old end on CPU run_cpu[q]; the rows between it and its run (nx[q]) RUNNABLE there too;
-    rows left empty dropped. One pass: each wait's new row follows it at once (the table is in
-    thread and time order)."""
-    n = tid.shape[0]
+def _split_waits(src, off, out, n, w, at, nx, run_cpu, s_runnable, named, named_waker, join):
+    """The table (`new_rows` columns `src`, rows off..off + n) with each wait w[q] ending at at[q]
+    and followed by a repaired RUNNABLE row up to its old end on CPU run_cpu[q]; the rows between
+    it and its run (nx[q]) RUNNABLE there too; rows left empty dropped; row named[q] (sorted) woken
+    by named_waker[q]; adjacent rows joined (`put_row`) if `join`; written to `out` from row 0, its
+    row count returned. One pass: each wait's new row follows it at once (the table is in thread
+    and time order). `out` may be `src` with off = len(w): a row is written no later than it is
+    read (at most one new row a wait before it)."""
     k = w.shape[0]
-    m_max = n + k
-    o_tid = np.empty(m_max, np.int32)
-    o_start = np.empty(m_max, np.int64)
-    o_end = np.empty(m_max, np.int64)
-    o_state = np.empty(m_max, np.uint8)
-    o_cpu = np.empty(m_max, np.int16)
-    o_addr = np.empty(m_max, np.int64)
-    o_waker = np.empty(m_max, np.int32)
-    o_rep = np.empty(m_max, np.bool_)
+    tid, start, end, state, cpu, addr, waker, rep = src
     m = 0
     qa = 0  # waits whose tails begin at or before the row
     qb = 0  # the next wait
+    qn = 0  # the next named row
     t_end = -1
     t_cpu = 0
     for i in range(n):
@@ -371,38 +402,32 @@ def _split_waits(tid, start, end, state, cpu, addr, waker, rep, w, at, nx, run_c
                 t_end = nx[qa]
                 t_cpu = run_cpu[qa]
             qa += 1
+        r = i + off
+        r_tid, r_start, r_end, r_state, r_cpu, r_addr, r_waker, r_rep = (tid[r], start[r], end[r], state[r], cpu[r],
+                                                                         addr[r], waker[r], rep[r])
+        while qn < named.shape[0] and named[qn] < i:
+            qn += 1
+        if qn < named.shape[0] and named[qn] == i:
+            r_waker = named_waker[qn]
         is_w = qb < k and w[qb] == i
-        e = at[qb] if is_w else end[i]
-        if e > start[i]:
-            o_tid[m] = tid[i]
-            o_start[m] = start[i]
-            o_end[m] = e
+        e = at[qb] if is_w else r_end
+        if e > r_start:
             if i < t_end:  # in a tail: run-queue time too
-                o_state[m] = s_runnable
-                o_cpu[m] = t_cpu
-                o_addr[m] = 0
-                o_waker[m] = -1
-                o_rep[m] = True
+                m = _write(out, m, join, r_tid, r_start, e, s_runnable, t_cpu, 0, -1, True)
             else:
-                o_state[m] = state[i]
-                o_cpu[m] = cpu[i]
-                o_addr[m] = addr[i]
-                o_waker[m] = waker[i]
-                o_rep[m] = rep[i]
-            m += 1
+                m = _write(out, m, join, r_tid, r_start, e, r_state, r_cpu, r_addr, r_waker, r_rep)
         if is_w:
-            if end[i] > at[qb]:
-                o_tid[m] = tid[i]
-                o_start[m] = at[qb]
-                o_end[m] = end[i]
-                o_state[m] = s_runnable
-                o_cpu[m] = run_cpu[qb]
-                o_addr[m] = 0
-                o_waker[m] = -1
-                o_rep[m] = True
-                m += 1
+            if r_end > at[qb]:
+                m = _write(out, m, join, r_tid, at[qb], r_end, s_runnable, run_cpu[qb], 0, -1, True)
             qb += 1
-    return o_tid[:m], o_start[:m], o_end[:m], o_state[:m], o_cpu[:m], o_addr[:m], o_waker[:m], o_rep[:m]
+    return m
+
+
+@numba.njit(cache=True, inline="always")
+def _write(out, m, join, tid, start, end, state, cpu, addr, waker, rep):
+    if join:
+        return put_row(out, m, tid, start, end, state, cpu, addr, waker, rep)
+    return emit_row(out, m, tid, start, end, state, cpu, addr, waker, rep)
 
 
 def _cpu_busy(events: RawEvents, cpu: np.ndarray, at: np.ndarray, until: np.ndarray,
@@ -418,7 +443,7 @@ def _cpu_busy(events: RawEvents, cpu: np.ndarray, at: np.ndarray, until: np.ndar
     if len(ev) == 0 or len(cpu) == 0:
         return np.zeros(len(cpu), bool)
     off, idx, s_off, s_idx = index.by_cpu()
-    return _cpu_busy_compiled(ev.time, ev.arg1, index.ctx, off, idx, s_off, s_idx, cpu.astype(np.int64),
+    return _cpu_busy_compiled(ev.time, ev.kind, ev.arg0, ev.arg1, ev.tid, off, idx, s_off, s_idx, cpu.astype(np.int64),
                               at.astype(np.int64), until.astype(np.int64), waiter.astype(np.int64))
 
 
@@ -469,7 +494,7 @@ def _gallop_after(time, order, lo, hi, t, h):
 
 
 @numba.njit(cache=True)
-def _cpu_busy_compiled(time, nxt, ctx, off, idx, s_off, s_idx, cpu, at, until, waiter):
+def _cpu_busy_compiled(time, kind, arg0, nxt, etid, off, idx, s_off, s_idx, cpu, at, until, waiter):
     n_cpu = off.shape[0] - 1
     out = np.zeros(cpu.shape[0], np.bool_)
     s_hint = s_off[:-1].copy()  # each CPU's last answers
@@ -490,7 +515,7 @@ def _cpu_busy_compiled(time, nxt, ctx, off, idx, s_off, s_idx, cpu, at, until, w
         k = _gallop_after(time, idx, off[c], off[c + 1], at[q], e_hint[c])
         e_hint[c] = k
         while k < off[c + 1] and time[idx[k]] < until[q]:
-            x = ctx[idx[k]]
+            x = context_of(kind, arg0, etid, idx[k])
             if x > 0 and x != waiter[q]:
                 out[q] = True
                 break

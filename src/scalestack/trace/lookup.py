@@ -76,45 +76,35 @@ def _first_index(x, n):
 
 
 class EventIndex:
-    """Time-sorted events' rows by kind and by CPU, and each event's context task: what every pass
-    of the state builder asks of all the events, computed once per build (each pass used to mask,
-    sort or bucket all of them again). By-CPU buckets and contexts are built on first use."""
+    """Time-sorted events' rows by kind and by CPU: what every pass of the state builder asks of all
+    the events, computed once per build (each pass used to mask, sort or bucket all of them again).
+    Only the rows of rare kinds (each under 1/64 of the events: forks, side-band records) are kept,
+    where the rows of every event took 4 bytes an event for the whole build; a common kind's rows
+    are found by one compiled pass when asked for. By-CPU buckets are built on first use. An
+    event's context task is not kept either: compiled passes read `events.context_of`."""
 
     def __init__(self, events):
         self.events = events
         n = len(events)
         self.idx_dtype = np.int32 if n < 2**31 - 1 else np.int64
-        self._kind_off, self._kind_rows = _buckets(events.kind, 256, self.idx_dtype)
-        self._ctx = None
+        self._counts = _kind_counts(events.kind)
+        self._rare = np.zeros(256, np.bool_)
+        self._rare[64 * self._counts < n] = True
+        self._rare_rows = _rows_of(events.kind, self._rare, int(self._counts[self._rare].sum()),
+                                   np.zeros(0, self.idx_dtype))
         self._cpu = None
 
     def count(self, *kinds) -> int:
         """How many events are of these kinds."""
-        return int(sum(self._kind_off[k + 1] - self._kind_off[k] for k in kinds))
+        return int(sum(self._counts[k] for k in set(kinds)))
 
     def rows(self, *kinds) -> np.ndarray:
-        """The rows of the events of these kinds, in time order (a view for one kind)."""
-        if len(kinds) == 1:
-            return self._kind_rows[self._kind_off[kinds[0]]: self._kind_off[kinds[0] + 1]]
-        n = self.count(*set(kinds))
-        if 64 * n < len(self.events):  # few (forks, side-band records): sort their rows
-            parts = [self._kind_rows[self._kind_off[k]: self._kind_off[k + 1]] for k in set(kinds)]
-            return np.sort(np.concatenate(parts))
+        """The rows of the events of these kinds, in time order."""
+        if all(self._rare[k] for k in kinds):
+            return self._rare_rows[member(self.events.kind[self._rare_rows], [int(k) for k in kinds])]
         table = np.zeros(256, np.bool_)
         table[list(kinds)] = True
-        return _rows_of(self.events.kind, table, n, np.zeros(0, self.idx_dtype))
-
-    @property
-    def ctx(self) -> np.ndarray:
-        """`RawEvents.context_tid()`, computed once; int32 when every value fits (half the memory)."""
-        if self._ctx is None:
-            from scalestack.trace.events import Kind, _context_tid
-
-            ev = self.events
-            sw = self.rows(Kind.SWITCH)
-            fits = len(sw) == 0 or (int(ev.arg0[sw].min()) >= -(2**31) and int(ev.arg0[sw].max()) < 2**31)
-            self._ctx = _context_tid(ev.kind, ev.arg0, ev.tid, int(Kind.SWITCH), np.zeros(0, np.int32 if fits else np.int64))
-        return self._ctx
+        return _rows_of(self.events.kind, table, self.count(*kinds), np.zeros(0, self.idx_dtype))
 
     def forget_by_cpu(self) -> None:
         """Free the by-CPU buckets (the passes that read them are done; 4 bytes an event)."""
@@ -128,6 +118,15 @@ class EventIndex:
 
             self._cpu = _cpu_buckets(self.events.cpu, self.events.kind, int(Kind.SWITCH), self.idx_dtype)
         return self._cpu
+
+
+@numba.njit(cache=True)
+def _kind_counts(kind):
+    """Events of each kind (`np.bincount(kind, minlength=256)` with no wider copy of the column)."""
+    out = np.zeros(256, np.int64)
+    for i in range(kind.shape[0]):
+        out[kind[i]] += 1
+    return out
 
 
 @numba.njit(cache=True)

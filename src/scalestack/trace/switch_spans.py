@@ -34,7 +34,7 @@ import numba
 import numpy as np
 
 from scalestack.trace import SwitchSpanTable
-from scalestack.trace.events import Kind, RawEvents
+from scalestack.trace.events import Kind, RawEvents, context_of
 from scalestack.trace.lookup import order_by_key_then
 
 # event kinds as compile-time constants of the compiled walk (numba freezes globals)
@@ -82,7 +82,7 @@ def _clip(x, lo, hi):
 
 
 @numba.njit(cache=True)
-def _spans(time, cpu, kind, ctx, a0, a1, slot_of, n_slots, n_cpus, t_end):
+def _spans(time, cpu, kind, tid, a0, a1, slot_of, n_slots, n_cpus, t_end):
     """One pass over time-sorted events. Per thread: `in_t` >= 0 while on a CPU since a seen
     switch-in; -2 while on a CPU whose switch-in was lost (start bounded by [p_lo, p_hi]);
     -1 off-CPU. Every event proves its context task is current on its CPU."""
@@ -108,7 +108,7 @@ def _spans(time, cpu, kind, ctx, a0, a1, slot_of, n_slots, n_cpus, t_end):
         t = time[i]
         c = cpu[i]
         cvalid = 0 <= c < n_cpus
-        x = ctx[i]
+        x = context_of(kind, a0, tid, i)  # sched_switch fires in prev's context
         xs = slot_of[x] if 0 <= x < n_map else -1
         # another task is current where a traced thread was: its switch-out was lost
         if cvalid and x >= 0 and cur[c] >= 0 and cur[c] != xs:
@@ -204,17 +204,12 @@ def _spans(time, cpu, kind, ctx, a0, a1, slot_of, n_slots, n_cpus, t_end):
     return out[:m], counts
 
 
-def switch_spans(events: RawEvents, tids: np.ndarray, t0: int | None = None, t1: int | None = None,
-                 ctx: np.ndarray | None = None) -> SwitchSpans:
+def switch_spans(events: RawEvents, tids: np.ndarray, t0: int | None = None, t1: int | None = None) -> SwitchSpans:
     """RUNNING spans of the threads `tids` at switch instants, clipped to [t0, t1).
 
     `events` needs sched_switch; with sched_stat_runtime, spans whose switch was lost are rebuilt
-    (without it they are dropped, as an independent switch trace would drop them). `ctx`: the
-    events' `context_tid()` where the caller has it (the events are then time-sorted already)."""
-    if ctx is None:
-        events = events.sorted()
-        # sched_switch fires in prev's context (perf reports tid -1 for a task already dead)
-        ctx = events.context_tid()
+    (without it they are dropped, as an independent switch trace would drop them)."""
+    events = events.sorted()
     tids = np.unique(np.asarray(tids, dtype=np.int64))
     time = events.time
     t0 = int(time[0]) if t0 is None and len(time) else int(t0 or 0)
@@ -222,7 +217,8 @@ def switch_spans(events: RawEvents, tids: np.ndarray, t0: int | None = None, t1:
     slot_of = np.full(int(tids.max(initial=0)) + 1, -1, np.int64)
     slot_of[tids] = np.arange(len(tids))
     n_cpus = int(events.cpu.max(initial=0)) + 1
-    out, counts = _spans(time, events.cpu, events.kind, ctx, events.arg0, events.arg1, slot_of, len(tids), n_cpus, t1)
+    out, counts = _spans(time, events.cpu, events.kind, events.tid, events.arg0, events.arg1, slot_of, len(tids), n_cpus,
+                         t1)
     a, b = np.maximum(out[:, 1], t0), np.minimum(out[:, 2], t1)
     ok = b > a
     slot, a, b = out[ok, 0], a[ok], b[ok]
