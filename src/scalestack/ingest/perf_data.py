@@ -57,10 +57,17 @@ from scalestack.ingest.tracepoint import (
     parse_format,
     strings_full,
 )
-from scalestack.ingest.windows import on_threads, rank_by_time, shared_strings, thread_count
+from scalestack.ingest.windows import (
+    on_threads,
+    rank_by_time,
+    rank_in_window,
+    shared_strings,
+    thread_count,
+)
 from scalestack.tools import last_line, which
 from scalestack.trace import Trace
 from scalestack.trace.events import MAX_CPUS, RawEvents
+from scalestack.units import format_ns, parse_time_ns
 
 MAGIC = b"PERFILE2"
 MAGIC_SWAPPED = b"2ELIFREP"
@@ -398,7 +405,8 @@ def _decode_window(buf, i, end, j, rank, ids, id_attr, sample_types, read_format
                    min_len, max_cpu, o_t, o_cpu, o_pid, o_tid, o_kind, o_a0, o_a1, o_a2, o_c0, o_c1,
                    h_key, h_id, s_start, s_len, s_w0, s_w1, arena, used, tag, n_tags):
     """Second pass over a window `_index` checked: decode the j-th, (j+1)-th, ... decoded sample
-    into its row in time order, rank[j]. Windows are independent, so threads share them out.
+    into its row in time order, rank[j] (none when rank[j] is -1). Windows are independent, so
+    threads share them out.
 
     Returns (i, j, code, at, event, value): 0 = done; _GROW = the string table may be full (grow
     it, call again from i, j); _SHORT = a sample of `event` at byte `at` has `value` bytes of
@@ -411,7 +419,12 @@ def _decode_window(buf, i, end, j, rank, ids, id_attr, sample_types, read_format
             _code, a, s_pid, s_tid, s_time, s_cpu, r_off, r_len = _sample(buf, i, i + size, single, ids, id_attr,
                                                                           sample_types, read_formats)
             kind = kind_tab[a]
+            row = -1
             if kind != 0 and r_off >= 0:
+                row = rank[j] if rank.shape[0] else j  # empty rank: already in time order
+                if row < 0:  # outside the chosen part of the recording
+                    j += 1
+            if row >= 0:
                 if r_len < min_len[a]:
                     return i, j, _SHORT, r_off, a, r_len
                 if s_cpu >= max_cpu:
@@ -420,7 +433,6 @@ def _decode_window(buf, i, end, j, rank, ids, id_attr, sample_types, read_format
                     return i, j, _GROW, i, 0, 0
                 a0, a1, a2, _pid, c0, c1 = decode_one(buf, r_off, r_len, a, ints, strs, preempt,
                                                       h_key, h_id, s_start, s_len, s_w0, s_w1, arena, used)
-                row = rank[j] if rank.shape[0] else j  # empty rank: already in time order
                 o_t[row] = s_time
                 o_cpu[row] = s_cpu
                 o_pid[row] = s_pid
@@ -462,11 +474,42 @@ def _decompress(buf: np.ndarray, start: int, end: int, path: str) -> np.ndarray:
 WINDOW = 32 << 20  # bytes of the data section read at a time, per thread
 
 
+def time_window(t: np.ndarray, between: tuple, path: str) -> tuple[int, int, list]:
+    """`between` (T0, T1) as absolute ns [lo, hi), T0 and T1 counted from the first event's time,
+    and the part's bounds for the state builder (None where the part reaches the recording's
+    first or last event: the whole recording's bounds hold there); one clear error when the part
+    is empty or outside the recording."""
+    if len(t) == 0:
+        raise UserError(f"{path} holds no scheduler events to choose from")
+    first, last = int(t.min()), int(t.max())
+    lo = parse_time_ns(between[0], first, what="--between start")
+    hi = parse_time_ns(between[1], first, what="--between end")
+    if hi <= lo:
+        raise UserError(f"--between: the end ({between[1]}) is not after the start ({between[0]})")
+    if lo > last or hi <= first:
+        raise UserError(f"--between {between[0]} {between[1]} is outside the recording, which runs "
+                        f"{format_ns(last - first)} from its first event")
+    return lo, hi, [lo if lo > first else None, hi if hi <= last else None]
+
+
+def events_between(events: RawEvents, between: tuple | None, path: str) -> RawEvents:
+    """The events of a part of the recording (all when `between` is None), for readers that hold
+    the whole recording anyway (perf script text)."""
+    if between is None:
+        return events
+    lo, hi, part = time_window(events.time, between, path)
+    out = events.take(np.flatnonzero((events.time >= lo) & (events.time < hi)))
+    out.stats = {**events.stats, "between_ns": part}
+    return out
+
+
 def read_perf_data(path: str | os.PathLike, threads: int | None = None, window: int = WINDOW,
-                   progress=None) -> RawEvents:
+                   progress=None, between: tuple | None = None) -> RawEvents:
     """RawEvents from a perf.data file of tracepoint samples (see the module docstring), read
     `window` bytes at a time (at least 64 KiB, the largest record) by `threads` threads (default:
-    one per CPU this process may use). `progress(done_bytes, total_bytes, stage)` follows each pass."""
+    one per CPU this process may use). `progress(done_bytes, total_bytes, stage)` follows each pass.
+    `between` (T0, T1): only the events at T0 <= time < T1, times from the first event ("1.5s")
+    or absolute ns; memory then follows those events, not the file."""
     path = os.fspath(path)
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -482,7 +525,7 @@ def read_perf_data(path: str | os.PathLike, threads: int | None = None, window: 
             return scratch[:os.preadv(fd, [memoryview(scratch)[:n]], pos)]
 
         return _read(info, path, read, lambda: np.fromfile(path, np.uint8, info.data_size, offset=info.data_offset),
-                     threads, window, progress)
+                     threads, window, progress, between)
     finally:
         os.close(fd)
 
@@ -496,7 +539,7 @@ def parse_perf_data(data: bytes, name: str = "<bytes>", threads: int | None = No
 
 
 def _read(info: PerfData, path: str, window, whole, threads: int | None, window_bytes: int,
-          progress=None) -> RawEvents:
+          progress=None, between: tuple | None = None) -> RawEvents:
     """Two passes over the data section, `window(pos, n, scratch)` bytes at a time: the first
     checks every record and notes the decoded samples' times, so each sample's row in time order
     is known before the second pass decodes it there, window by window, on every core. For
@@ -552,7 +595,11 @@ def _read(info: PerfData, path: str, window, whole, threads: int | None, window_
         start, end, inside = 0, len(data), " (offset inside the decompressed data)"
         window = lambda pos, n, scratch, data=data: data[pos:pos + n]  # noqa: E731
     del scratch
-    rank = rank_by_time(t[:n])  # t's memory now holds each sample's row
+    if between is None:
+        rank = rank_by_time(t[:n])  # t's memory now holds each sample's row
+    else:
+        lo, hi, part = time_window(t[:n], between, path)
+        rank, n = rank_in_window(t[:n], lo, hi)
     cols = [np.empty(n, dt) for dt in (np.int64, np.int32, np.int32, np.int32, np.uint8, np.int64, np.int64,
                                        np.int64, np.int32, np.int32)]
     n_threads = thread_count(len(spans), threads)
@@ -595,31 +642,48 @@ def _read(info: PerfData, path: str, window, whole, threads: int | None, window_
     ev.comms = comms
     ev.stats = {"lost_events": int(counts[0]), "lost_samples": int(counts[1]), "unknown_events": int(counts[4]),
                 "sideband_records": int(counts[2]), "source_format": "perf-data", **info.features}
+    if between is not None:
+        ev.stats["between_ns"] = part
     return ev
 
 
-def load(path: str, *, pid: int | None = None, comm: str | None = None, progress=None) -> Trace:
+def load(path: str, *, pid: int | None = None, comm: str | None = None, progress=None,
+         between: tuple | None = None) -> Trace:
     """Import a system-wide perf.data as the Trace of the process tree of `pid` (or `comm`).
 
-    `progress(done_bytes, total_bytes, stage)` is called as the stages start and end."""
-    from scalestack.trace.builder import build_trace
-
+    `progress(done_bytes, total_bytes, stage)` is called as the stages start and end. With
+    `between` (T0, T1) only that part of the recording is read (see `read_perf_data`)."""
     size = os.path.getsize(path)
-    events = read_events(path, which("perf") or "perf", reader="perf-data", progress=progress)  # perf: cross-check
+    events = read_events(path, which("perf") or "perf", reader="perf-data", progress=progress,
+                         between=between)  # perf: cross-check
     if progress is not None:  # the state builder follows
         progress(size, size, f"building the trace from {len(events):,} events")
     st = events.stats
     meta = {"source": "perf-data", "input": os.path.abspath(path), "reader": "perf-data",
             "cores": (st.get("nr_cpus") or {}).get("online"), "kernel": st.get("os_release"),
             "host": st.get("hostname"), "perf_version": st.get("perf_version"), "recorded_with": st.get("cmdline")}
-    return build_trace(events, root_pids=[pid] if pid else None, comm=comm,
-                       meta={k: v for k, v in meta.items() if v is not None})
+    return build_part(events, pid=pid, comm=comm, meta={k: v for k, v in meta.items() if v is not None})
+
+
+def build_part(events: RawEvents, *, pid: int | None, comm: str | None, meta: dict) -> Trace:
+    """The Trace of the chosen processes from `events`; when they are a part of a recording
+    (`events.stats["between_ns"]`), the trace spans exactly that part, and each thread is in an
+    unknown state until its first event there, as after an attach."""
+    from scalestack.trace.builder import build_trace
+
+    part = events.stats.get("between_ns")
+    if part is None or part == [None, None]:  # all of the recording
+        return build_trace(events, root_pids=[pid] if pid else None, comm=comm, meta=meta)
+    lo, hi = part
+    return build_trace(events, root_pids=[pid] if pid else None, comm=comm, start_ns=lo, end_ns=hi,
+                       meta={**meta, "imported_between_ns": [lo, hi]})
 
 
 LOST_RE = re.compile(r"lost (\d+) chunks", re.I)
 
 
-def read_events(perf_data: str, perf: str, reader: str = "auto", samples: bool = False, progress=None) -> RawEvents:
+def read_events(perf_data: str, perf: str, reader: str = "auto", samples: bool = False, progress=None,
+                between: tuple | None = None) -> RawEvents:
     """RawEvents from a perf.data file, by the direct reader (default) or via `perf script` text.
 
     Samples need perf's symbol resolution, so a recording with samples is read as text. With
@@ -632,12 +696,10 @@ def read_events(perf_data: str, perf: str, reader: str = "auto", samples: bool =
     if reader not in ("auto", "perf-data", "perf-script"):
         raise UserError(f"unknown reader {reader!r}; choose perf-data or perf-script")
     if reader == "perf-script":
-        return _read_text(perf_data, perf, samples)
-    from scalestack.ingest.perf_data import read_perf_data
-
-    events = read_perf_data(perf_data, progress=progress)
+        return events_between(_read_text(perf_data, perf, samples), between, perf_data)
+    events = read_perf_data(perf_data, progress=progress, between=between)
     if os.environ.get("SCALESTACK_CHECK_READERS") == "1":
-        text = _read_text(perf_data, perf, False)
+        text = events_between(_read_text(perf_data, perf, False), between, perf_data)
         if not events.equals(text) or events.stats["lost_events"] != text.stats["lost_events"]:
             raise RuntimeError(f"the perf.data reader and perf script disagree on {perf_data} "
                                f"({len(events)} vs {len(text)} events)")
