@@ -7,13 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scalestack.ingest.tracepoint import Strings, intern_at, strings_full
-from scalestack.ingest.windows import (
-    on_threads,
-    rank_by_time,
-    rank_in_window,
-    shared_strings,
-    thread_count,
-)
+from scalestack.ingest.windows import on_threads, rank_by_time, shared_strings, thread_count
 
 
 def test_rank_worked_example():
@@ -31,22 +25,6 @@ def test_rank_places_each_event_where_a_stable_sort_does(times):
     placed = np.empty_like(t)
     placed[rank] = np.arange(len(t))
     assert placed.tolist() == np.argsort(t, kind="stable").tolist()
-
-
-def test_rank_in_window_worked_example():
-    rank, n = rank_in_window(np.array([5, 1, 3, 9, 3, 4], np.int64), 3, 6)
-    assert n == 4 and rank.tolist() == [3, -1, 0, -1, 1, 2]
-
-
-@given(st.lists(st.integers(-5, 5), max_size=60), st.integers(-6, 6), st.integers(-6, 6))
-def test_rank_in_window_places_the_part_where_a_stable_sort_of_it_does(times, lo, hi):
-    t = np.array(times, np.int64)
-    rank, n = rank_in_window(t.copy(), lo, hi)
-    inside = np.flatnonzero((t >= lo) & (t < hi))
-    assert n == len(inside) and np.all(rank[(t < lo) | (t >= hi)] == -1)
-    placed = np.empty(n, np.int64)
-    placed[rank[inside]] = inside
-    assert placed.tolist() == inside[np.argsort(t[inside], kind="stable")].tolist()
 
 
 def _intern(table: Strings, text: bytes) -> int:

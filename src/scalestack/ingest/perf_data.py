@@ -60,7 +60,6 @@ from scalestack.ingest.tracepoint import (
 from scalestack.ingest.windows import (
     on_threads,
     rank_by_time,
-    rank_in_window,
     shared_strings,
     thread_count,
 )
@@ -76,7 +75,8 @@ PERF_TYPE_TRACEPOINT = 2
 FEAT_TRACING_DATA = 1
 FEAT_BITS = 256
 _FEATURE_NAMES = {3: "hostname", 4: "os_release", 5: "perf_version", 6: "arch", 7: "nr_cpus",
-                  11: "cmdline", 23: "clockid", 27: "compressed"}
+                  11: "cmdline", 21: "sample_time", 23: "clockid", 27: "compressed"}
+_ALL = (-(1 << 63), (1 << 63) - 1)  # every time: lo <= t < hi
 
 # sample_type bits (include/uapi/linux/perf_event.h), in the order fields appear in a sample
 S_IP, S_TID, S_TIME, S_ADDR, S_READ, S_CALLCHAIN, S_ID, S_CPU, S_PERIOD, S_STREAM_ID, S_RAW = (
@@ -202,6 +202,8 @@ def _feature_value(bit: int, raw: bytes) -> object:
             return out
         if bit == 23:
             return struct.unpack_from("<Q", raw, 0)[0]
+        if bit == 21:  # the first and last sample's time
+            return list(struct.unpack_from("<QQ", raw, 0))
         if bit == 27:
             return dict(zip(("version", "type", "level", "ratio", "mmap_len"), struct.unpack_from("<IIIII", raw, 0),
                             strict=True))
@@ -356,10 +358,11 @@ def _sample(buf, i, rec_end, single, ids, id_attr, sample_types, read_formats):
 
 
 @numba.njit(cache=True, nogil=True)
-def _index(buf, end, last, ids, id_attr, sample_types, read_formats, kind_tab, t_out, j, counts):
+def _index(buf, end, last, ids, id_attr, sample_types, read_formats, kind_tab, lo, hi, t_out, j, counts):
     """First pass over a window buf[:end]: check every record, count LOST, LOST_SAMPLES,
-    side-band, COMPRESSED records and samples of events not decoded into counts[0:5], and note
-    the time of each sample that will be decoded (t_out[j], t_out[j + 1], ...).
+    side-band, COMPRESSED records and samples of events not decoded into counts[0:5], keep the
+    first and last time of those decoded in counts[5:7], and note the time of each that will be
+    decoded, the ones at lo <= time < hi (t_out[j], t_out[j + 1], ...).
 
     Returns (j, pos, code, at): code 0 = done; _MORE = the record at pos runs past `end` but the
     data goes on (the next window starts there); 1-5 = _ERR at byte `at`."""
@@ -382,8 +385,11 @@ def _index(buf, end, last, ids, id_attr, sample_types, read_formats, kind_tab, t
             if kind_tab[a] == 0 or r_off < 0:
                 counts[4] += 1
             else:
-                t_out[j] = s_time
-                j += 1
+                counts[5] = min(counts[5], s_time)
+                counts[6] = max(counts[6], s_time)
+                if lo <= s_time < hi:
+                    t_out[j] = s_time
+                    j += 1
         elif typ == 2:  # LOST: u64 id, u64 lost
             if size < 24:
                 return j, i, 5, i
@@ -402,11 +408,11 @@ def _index(buf, end, last, ids, id_attr, sample_types, read_formats, kind_tab, t
 
 @numba.njit(cache=True, nogil=True)
 def _decode_window(buf, i, end, j, rank, ids, id_attr, sample_types, read_formats, kind_tab, ints, strs, preempt,
-                   min_len, max_cpu, o_t, o_cpu, o_pid, o_tid, o_kind, o_a0, o_a1, o_a2, o_c0, o_c1,
+                   min_len, max_cpu, lo, hi, o_t, o_cpu, o_pid, o_tid, o_kind, o_a0, o_a1, o_a2, o_c0, o_c1,
                    h_key, h_id, s_start, s_len, s_w0, s_w1, arena, used, tag, n_tags):
     """Second pass over a window `_index` checked: decode the j-th, (j+1)-th, ... decoded sample
-    into its row in time order, rank[j] (none when rank[j] is -1). Windows are independent, so
-    threads share them out.
+    at lo <= time < hi into its row in time order, rank[j]; skip the others undecoded. Windows
+    are independent, so threads share them out.
 
     Returns (i, j, code, at, event, value): 0 = done; _GROW = the string table may be full (grow
     it, call again from i, j); _SHORT = a sample of `event` at byte `at` has `value` bytes of
@@ -419,12 +425,7 @@ def _decode_window(buf, i, end, j, rank, ids, id_attr, sample_types, read_format
             _code, a, s_pid, s_tid, s_time, s_cpu, r_off, r_len = _sample(buf, i, i + size, single, ids, id_attr,
                                                                           sample_types, read_formats)
             kind = kind_tab[a]
-            row = -1
-            if kind != 0 and r_off >= 0:
-                row = rank[j] if rank.shape[0] else j  # empty rank: already in time order
-                if row < 0:  # outside the chosen part of the recording
-                    j += 1
-            if row >= 0:
+            if kind != 0 and r_off >= 0 and lo <= s_time < hi:
                 if r_len < min_len[a]:
                     return i, j, _SHORT, r_off, a, r_len
                 if s_cpu >= max_cpu:
@@ -433,6 +434,7 @@ def _decode_window(buf, i, end, j, rank, ids, id_attr, sample_types, read_format
                     return i, j, _GROW, i, 0, 0
                 a0, a1, a2, _pid, c0, c1 = decode_one(buf, r_off, r_len, a, ints, strs, preempt,
                                                       h_key, h_id, s_start, s_len, s_w0, s_w1, arena, used)
+                row = rank[j] if rank.shape[0] else j  # empty rank: already in time order
                 o_t[row] = s_time
                 o_cpu[row] = s_cpu
                 o_pid[row] = s_pid
@@ -474,32 +476,36 @@ def _decompress(buf: np.ndarray, start: int, end: int, path: str) -> np.ndarray:
 WINDOW = 32 << 20  # bytes of the data section read at a time, per thread
 
 
-def time_window(t: np.ndarray, between: tuple, path: str) -> tuple[int, int, list]:
-    """`between` (T0, T1) as absolute ns [lo, hi), T0 and T1 counted from the first event's time,
-    and the part's bounds for the state builder (None where the part reaches the recording's
-    first or last event: the whole recording's bounds hold there); one clear error when the part
-    is empty or outside the recording."""
-    if len(t) == 0:
-        raise UserError(f"{path} holds no scheduler events to choose from")
-    first, last = int(t.min()), int(t.max())
+def part_bounds(between: tuple, first: int) -> tuple[int, int]:
+    """`between` (T0, T1) as absolute ns [lo, hi): T0 and T1 count from `first` (the recording's
+    first event) unless they are absolute ns."""
     lo = parse_time_ns(between[0], first, what="--between start")
     hi = parse_time_ns(between[1], first, what="--between end")
     if hi <= lo:
         raise UserError(f"--between: the end ({between[1]}) is not after the start ({between[0]})")
-    if lo > last or hi <= first:
-        raise UserError(f"--between {between[0]} {between[1]} is outside the recording, which runs "
+    return lo, hi
+
+
+def _part_stats(between: tuple, lo: int, hi: int, first: int, last: int, n: int, path: str) -> dict:
+    """What the state builder needs to know of a part; one clear error when it holds no event."""
+    if first > last:
+        raise UserError(f"{path} holds no scheduler events")
+    if n == 0:
+        raise UserError(f"--between {between[0]} {between[1]} holds no events: the recording runs "
                         f"{format_ns(last - first)} from its first event")
-    return lo, hi, [lo if lo > first else None, hi if hi <= last else None]
+    return {"between_ns": [lo, hi], "time_range_ns": [first, last]}
 
 
-def events_between(events: RawEvents, between: tuple | None, path: str) -> RawEvents:
+def events_between(events: RawEvents, between: tuple | None, path: str, zero: int | None = None) -> RawEvents:
     """The events of a part of the recording (all when `between` is None), for readers that hold
-    the whole recording anyway (perf script text)."""
+    the whole recording anyway (perf script text). Times count from `zero` (default: the first
+    event's time)."""
     if between is None:
         return events
-    lo, hi, part = time_window(events.time, between, path)
+    first, last = (int(events.time.min()), int(events.time.max())) if len(events) else (1, 0)
+    lo, hi = part_bounds(between, first if zero is None else zero)
     out = events.take(np.flatnonzero((events.time >= lo) & (events.time < hi)))
-    out.stats = {**events.stats, "between_ns": part}
+    out.stats.update(_part_stats(between, lo, hi, first, last, len(out), path))
     return out
 
 
@@ -569,11 +575,16 @@ def _read(info: PerfData, path: str, window, whole, threads: int | None, window_
     start, end, inside = info.data_offset, info.data_offset + info.data_size, ""
     window_bytes = max(int(window_bytes), 1 << 16)  # a window holds the largest record (u16 size)
     scratch = np.empty(min(window_bytes, max(end - start, 1)), np.uint8)
+    lo, hi = _ALL
+    zero = int((info.features.get("sample_time") or [0])[0]) if between is not None else 0
+    if zero > 0:  # perf's header gives the first sample's time
+        lo, hi = part_bounds(between, zero)
+    need_zero = between is not None and zero <= 0
     while True:
         # times sized for the most samples the bytes could hold: pages never written are never
         # committed, so memory follows the samples found, not this bound
         t = np.empty((end - start) // max(min_sample, 8) + 1, np.int64)
-        counts = np.zeros(5, np.int64)
+        counts = np.array([0, 0, 0, 0, 0, _ALL[1], _ALL[0]], np.int64)
         spans = []  # (file offset, bytes, first sample) of each window
         n, pos = 0, start
         while pos < end:
@@ -582,24 +593,28 @@ def _read(info: PerfData, path: str, window, whole, threads: int | None, window_
                 raise _err(path, pos, "the file ends inside its data section")
             first = n
             n, used, code, at = _index(buf, len(buf), pos + len(buf) >= end, ids, id_attr, sample_types, read_formats,
-                                       table.kind, t, n, counts)
+                                       table.kind, lo, hi, t, n, counts)
             if code not in (0, _MORE):
                 raise _err(path, pos + at, _ERR[code] + inside)
             spans.append((pos, used, first))
             pos += used
             if progress is not None:
                 progress(pos - start, end - start, "checking records" + (" (decompressed)" if inside else ""))
-        if not counts[3] or inside:
-            break
-        data = _decompress(whole(), 0, info.data_size, path)  # `perf record -z`: the records are inside
-        start, end, inside = 0, len(data), " (offset inside the decompressed data)"
-        window = lambda pos, n, scratch, data=data: data[pos:pos + n]  # noqa: E731
+        if counts[3] and not inside:
+            data = _decompress(whole(), 0, info.data_size, path)  # `perf record -z`: the records are inside
+            start, end, inside = 0, len(data), " (offset inside the decompressed data)"
+            window = lambda pos, n, scratch, data=data: data[pos:pos + n]  # noqa: E731
+            continue
+        if need_zero:  # no time in the header: this pass found the first event's
+            need_zero = False
+            if counts[5] > counts[6]:
+                raise UserError(f"{path} holds no scheduler events")
+            zero = int(counts[5])
+            lo, hi = part_bounds(between, zero)
+            continue  # again over the same records, noting the part's times only
+        break
     del scratch
-    if between is None:
-        rank = rank_by_time(t[:n])  # t's memory now holds each sample's row
-    else:
-        lo, hi, part = time_window(t[:n], between, path)
-        rank, n = rank_in_window(t[:n], lo, hi)
+    rank = rank_by_time(t[:n])  # t's memory now holds each sample's row
     cols = [np.empty(n, dt) for dt in (np.int64, np.int32, np.int32, np.int32, np.uint8, np.int64, np.int64,
                                        np.int64, np.int32, np.int32)]
     n_threads = thread_count(len(spans), threads)
@@ -615,7 +630,8 @@ def _read(info: PerfData, path: str, window, whole, threads: int | None, window_
             while True:
                 i, j, code, at, a, value = _decode_window(
                     buf, i, len(buf), j, rank, ids, id_attr, sample_types, read_formats, table.kind, table.ints,
-                    table.strs, table.preempt, table.min_len, max_cpu, *cols, *tables[k].arrays(), k, n_threads)
+                    table.strs, table.preempt, table.min_len, max_cpu, lo, hi, *cols, *tables[k].arrays(), k,
+                    n_threads)
                 if code != _GROW:
                     break
                 tables[k].grow()
@@ -643,7 +659,7 @@ def _read(info: PerfData, path: str, window, whole, threads: int | None, window_
     ev.stats = {"lost_events": int(counts[0]), "lost_samples": int(counts[1]), "unknown_events": int(counts[4]),
                 "sideband_records": int(counts[2]), "source_format": "perf-data", **info.features}
     if between is not None:
-        ev.stats["between_ns"] = part
+        ev.stats.update(_part_stats(between, lo, hi, int(counts[5]), int(counts[6]), n, path))
     return ev
 
 
@@ -671,11 +687,13 @@ def build_part(events: RawEvents, *, pid: int | None, comm: str | None, meta: di
     unknown state until its first event there, as after an attach."""
     from scalestack.trace.builder import build_trace
 
-    part = events.stats.get("between_ns")
-    if part is None or part == [None, None]:  # all of the recording
+    lo, hi = events.stats.get("between_ns") or (None, None)
+    first, last = events.stats.get("time_range_ns") or (None, None)
+    start = lo if lo is not None and lo > first else None  # else the whole recording's bounds hold
+    end = hi if hi is not None and hi <= last else None
+    if start is None and end is None:
         return build_trace(events, root_pids=[pid] if pid else None, comm=comm, meta=meta)
-    lo, hi = part
-    return build_trace(events, root_pids=[pid] if pid else None, comm=comm, start_ns=lo, end_ns=hi,
+    return build_trace(events, root_pids=[pid] if pid else None, comm=comm, start_ns=start, end_ns=end,
                        meta={**meta, "imported_between_ns": [lo, hi]})
 
 
@@ -699,7 +717,9 @@ def read_events(perf_data: str, perf: str, reader: str = "auto", samples: bool =
         return events_between(_read_text(perf_data, perf, samples), between, perf_data)
     events = read_perf_data(perf_data, progress=progress, between=between)
     if os.environ.get("SCALESTACK_CHECK_READERS") == "1":
-        text = events_between(_read_text(perf_data, perf, False), between, perf_data)
+        text = _read_text(perf_data, perf, False)
+        if between is not None:
+            text = events_between(text, tuple(events.stats["between_ns"]), perf_data)
         if not events.equals(text) or events.stats["lost_events"] != text.stats["lost_events"]:
             raise RuntimeError(f"the perf.data reader and perf script disagree on {perf_data} "
                                f"({len(events)} vs {len(text)} events)")

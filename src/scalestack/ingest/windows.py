@@ -5,8 +5,7 @@ pass notes each event's time, one stable sort gives every event its row (`rank_b
 second pass decodes the windows straight into those rows on several threads (`on_threads`),
 each interning strings in its own `Strings` table, merged at the end (`shared_strings`). Memory
 holds the events and one window per thread: never the file, never a sorted copy of a column (on
-a VM, freshly touched memory costs about a second per GB, as much as the decoding). A part of a
-recording (`rank_in_window`) ranks only its own events; the others are skipped undecoded.
+a VM, freshly touched memory costs about a second per GB, as much as the decoding).
 """
 
 from __future__ import annotations
@@ -21,47 +20,20 @@ import numpy as np
 from scalestack.ingest.tracepoint import Strings
 
 
+@numba.njit(cache=True, nogil=True)
+def _rank_of(order, rank):
+    for i in range(order.shape[0]):
+        rank[order[i]] = i
+
+
 def rank_by_time(t: np.ndarray) -> np.ndarray:
     """Each event's row in time order (ties keep input order), written over `t`; an empty array
     when `t` is already in order (row j is event j)."""
     if len(t) < 2 or bool(np.all(t[1:] >= t[:-1])):
         return np.empty(0, np.int64)
     order = np.argsort(t, kind="stable")
-    _rank_at(order, np.empty(0, np.int64), t)
+    _rank_of(order, t)
     return t
-
-
-@numba.njit(cache=True, nogil=True)
-def _rank_at(order, rows, rank):
-    """rank[rows[order[i]]] = i (no `rows`: rank[order[i]] = i)."""
-    for i in range(order.shape[0]):
-        rank[rows[order[i]] if rows.shape[0] else order[i]] = i
-
-
-@numba.njit(cache=True, nogil=True)
-def _rows_between(t, lo, hi):
-    """np.flatnonzero((t >= lo) & (t < hi)) without the three boolean temporaries."""
-    k = 0
-    for x in t:
-        k += lo <= x < hi
-    rows = np.empty(k, np.int64)
-    k = 0
-    for i in range(t.shape[0]):
-        if lo <= t[i] < hi:
-            rows[k] = i
-            k += 1
-    return rows
-
-
-def rank_in_window(t: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, int]:
-    """Each event's row in time order among those with lo <= time < hi (ties keep input order),
-    -1 for the others, written over `t`; and how many rows there are. The decoder skips the
-    events ranked -1, so a part of a big recording costs the memory of its own events."""
-    rows = _rows_between(t, lo, hi)
-    order = np.argsort(t[rows], kind="stable")
-    t.fill(-1)
-    _rank_at(order, rows, t)
-    return t, len(rows)
 
 
 def thread_count(windows: int, threads: int | None) -> int:
