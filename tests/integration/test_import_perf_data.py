@@ -5,7 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import numpy as np
+
 import scalestack
+from scalestack.trace import State
 from scalestack.trace.events import RECORD_TRACEPOINTS
 
 from ..conftest import requires_recording
@@ -29,3 +32,55 @@ def test_import_perf_data_by_name(c_programs, tmp_path):
     trace.validate()
     assert trace.meta["source"] == "perf-data" and len(trace.threads) == 3
     assert scalestack.criticality(trace).share.max() > 0.5
+
+
+def test_import_a_part_of_a_recording(c_programs, tmp_path):
+    """`import --between`: all of the recording gives the whole import's Trace exactly; a part
+    spans exactly that part, and from each thread's first event in it on, its time in each state
+    is the whole import's over the same stretch (to 2%); a part outside the recording, or a
+    --between for a Chrome trace, is one line and writes nothing."""
+    data = tmp_path / "perf.data"
+    subprocess.run(["perf", "record", "-q", "-a", "-k", "CLOCK_MONOTONIC", "-o", str(data), "-e",
+                    ",".join(RECORD_TRACEPOINTS), "--", str(c_programs["prodcons"]), "20000", "2", "200"],
+                   check=True, capture_output=True)
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "scalestack.cli", "import", str(data), "--comm", "prodcons", *args],
+                              capture_output=True, text=True)
+
+    for name, args in [("whole", []), ("all", ["--between", "0", "1000s"])]:
+        assert run(*args, "-o", str(tmp_path / f"{name}.trace")).returncode == 0
+    whole = scalestack.load(tmp_path / "whole.trace")
+    assert whole.equals(scalestack.load(tmp_path / "all.trace"))
+    t0, t1 = whole.start_ns + whole.wall_ns // 4, whole.start_ns + whole.wall_ns // 2
+    proc = run("--between", str(t0), str(t1), "-o", str(tmp_path / "part.trace"))
+    assert proc.returncode == 0, proc.stderr
+    part = scalestack.load(tmp_path / "part.trace")
+    part.validate()
+    assert (part.start_ns, part.end_ns) == (t0, t1) and part.meta["imported_between_ns"] == [t0, t1]
+    cut = whole.between(t0, t1)
+    checked = 0
+    for tid in part.threads.tid:
+        s = part.states
+        known = (s.tid == tid) & (s.state != State.UNKNOWN)
+        if not known.any():
+            continue
+        since = int(s.start_ns[known].min())
+        for state in (State.RUNNING, State.RUNNABLE, State.SYNC_WAIT):
+            a, b = _time_in(cut, tid, state, since), _time_in(part, tid, state, since)
+            assert abs(a - b) <= max(0.02 * a, 1_000_000), (tid, state.label, a, b)
+            checked += a > 0
+    assert checked >= 4
+    bad = run("--between", "1000s", "1001s", "-o", str(tmp_path / "none.trace"))
+    assert bad.returncode != 0 and "holds no events" in bad.stderr and "Traceback" not in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and not (tmp_path / "none.trace").exists()
+    (tmp_path / "t.json").write_text("[]")
+    chrome = subprocess.run([sys.executable, "-m", "scalestack.cli", "import", "chrome", str(tmp_path / "t.json"),
+                             "--between", "0", "1s"], capture_output=True, text=True)
+    assert chrome.returncode != 0 and "--between is for perf inputs" in chrome.stderr
+
+
+def _time_in(trace, tid, state, since):
+    s = trace.states
+    m = (s.tid == tid) & (s.state == state)
+    return int(np.clip(s.end_ns[m] - np.maximum(s.start_ns[m], since), 0, None).sum())

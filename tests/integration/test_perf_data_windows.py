@@ -12,6 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from scalestack.errors import UserError
+from scalestack.ingest import perf_data
 from scalestack.ingest.perf_data import parse_perf_data, read_events, read_perf_data
 from scalestack.trace.events import RECORD_TRACEPOINTS
 
@@ -42,6 +44,12 @@ def _same(a, b):
     assert a.stats == b.stats
 
 
+def _part(events, lo, hi):
+    part = events.take(np.flatnonzero((events.time >= lo) & (events.time < hi)))
+    part.stats.update(between_ns=[lo, hi], time_range_ns=[int(events.time[0]), int(events.time[-1])])
+    return part
+
+
 def test_many_windows_on_threads_equal_perf_script(storm):
     data, one = storm
     assert len(one) > 50_000 and np.all(one.time[1:] >= one.time[:-1])
@@ -67,3 +75,35 @@ def test_progress_follows_both_passes_to_the_end(storm):
         mine = [(d, t) for s, d, t in calls if s == stage]
         assert len(mine) > 1 and mine[-1][0] == mine[-1][1]  # many windows, the last one completes
         assert all(b[0] > a[0] for a, b in zip(mine, mine[1:], strict=False))  # each window adds to what is done
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(a=st.floats(0, 1), b=st.floats(0, 1), window=st.integers(1 << 16, 1 << 20), threads=st.integers(1, 3),
+       header=st.booleans())
+def test_a_part_of_the_recording_is_the_whole_readings_events_in_it(storm, a, b, window, threads, header):
+    """Absolute and relative times; relative ones from perf's header (its first sample's time),
+    or, for a file without it, from a first pass that finds the first event."""
+    data, one = storm
+    first, last = int(one.time[0]), int(one.time[-1])
+    assert one.stats["sample_time"] in ([first, last], [0, 0])  # perf record -z leaves it 0
+    lo, hi = sorted((first + int(a * (last - first)), first + int(b * (last - first))))
+    hi += 1
+    part = read_perf_data(data, threads=threads, window=window, between=(lo, hi))  # absolute ns
+    _same(_part(one, lo, hi), part)
+    names = dict(perf_data._FEATURE_NAMES)
+    if not header:
+        del names[21]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(perf_data, "_FEATURE_NAMES", names)
+        relative = read_perf_data(data, threads=threads, window=window, between=(f"{lo - first}ns", f"{hi - first}ns"))
+    relative.stats.pop("sample_time", None)
+    part.stats.pop("sample_time")
+    _same(part, relative)
+
+
+def test_a_part_with_nothing_in_it_says_so_in_one_line(storm):
+    data, one = storm
+    with pytest.raises(UserError, match="holds no events: the recording runs"):
+        read_perf_data(data, between=("1000s", "1001s"))
+    with pytest.raises(UserError, match="not after the start"):
+        read_perf_data(data, between=("2ms", "1ms"))

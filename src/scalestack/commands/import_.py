@@ -18,8 +18,11 @@ from scalestack.trace.store import save_or_keep
 @click.option("--pid", type=int, help="perf inputs: the process whose tree to keep.")
 @click.option("--comm", help="perf inputs: keep every process with this name instead.")
 @click.option("--threads-as-roles", "roles", metavar="RULES", help="Thread-role rules REGEX=ROLE,...")
+@click.option("--between", nargs=2, metavar="T0 T1",
+              help="perf inputs: only this part of the recording (times from its first event: 10s 12s, or absolute "
+                   "ns); a perf.data is then read in the memory the part needs.")
 @click.option("--list", "list_only", is_flag=True, help="perf inputs: list the processes in FILE and exit.")
-def command(fmt, path, output, pid, comm, roles, list_only):
+def command(fmt, path, output, pid, comm, roles, between, list_only):
     """Import FILE. FORMAT is one of perf-data, perf-script, chrome (guessed when omitted).
 
     perf inputs hold every process on the machine: choose one with --pid or --comm.
@@ -35,13 +38,16 @@ def command(fmt, path, output, pid, comm, roles, list_only):
     if fmt not in IMPORTERS:
         raise UserError(f"unknown format {fmt!r}; choose one of: {', '.join(IMPORTERS)}")
     if list_only:
-        _list(fmt, path)
+        _list(fmt, path, between)
         return
     options = {}
     if fmt in ("perf-data", "perf-script"):
         if pid is None and comm is None:
             raise UserError(f"{path} records the whole machine: choose the program with --pid PID or --comm NAME")
-        options = {"pid": pid, "comm": comm}
+        options = {"pid": pid, "comm": comm, "between": between}
+    elif between:
+        raise UserError(f"--between is for perf inputs; import the whole {fmt} file and give "
+                        "`report --between` instead")
     big = os.path.getsize(path) > (32 << 20)
     if big and fmt in ("perf-data", "perf-script"):
         from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
@@ -65,17 +71,21 @@ def command(fmt, path, output, pid, comm, roles, list_only):
                err=True)
 
 
-def _list(fmt: str, path: str) -> None:
-    """Print the processes a system-wide perf recording holds, busiest first."""
+def _list(fmt: str, path: str, between) -> None:
+    """Print the processes a system-wide perf recording (or the part `between` of it) holds,
+    busiest first."""
+    from scalestack.ingest.perf_data import events_between, read_perf_data
     from scalestack.trace.builder import list_processes
 
     if fmt == "perf-script":
-        from scalestack.ingest.perf_script import parse_perf_script as read
+        from scalestack.ingest.perf_script import parse_perf_script
+
+        events = events_between(parse_perf_script(path), between, path)
     elif fmt == "perf-data":
-        from scalestack.ingest.perf_data import read_perf_data as read
+        events = read_perf_data(path, between=between)
     else:
         raise UserError(f"--list is for perf inputs; {path} is {fmt}")
-    rows = list_processes(read(path))
+    rows = list_processes(events)
     if not rows:
         raise UserError(f"{path} does not say which process each thread belongs to (no pid column); "
                         "produce it with `perf script -F comm,pid,tid,cpu,time,event,trace --ns`")

@@ -57,10 +57,16 @@ from scalestack.ingest.tracepoint import (
     parse_format,
     strings_full,
 )
-from scalestack.ingest.windows import on_threads, rank_by_time, shared_strings, thread_count
+from scalestack.ingest.windows import (
+    on_threads,
+    rank_by_time,
+    shared_strings,
+    thread_count,
+)
 from scalestack.tools import last_line, which
 from scalestack.trace import Trace
 from scalestack.trace.events import MAX_CPUS, RawEvents
+from scalestack.units import format_ns, parse_time_ns
 
 MAGIC = b"PERFILE2"
 MAGIC_SWAPPED = b"2ELIFREP"
@@ -69,7 +75,8 @@ PERF_TYPE_TRACEPOINT = 2
 FEAT_TRACING_DATA = 1
 FEAT_BITS = 256
 _FEATURE_NAMES = {3: "hostname", 4: "os_release", 5: "perf_version", 6: "arch", 7: "nr_cpus",
-                  11: "cmdline", 23: "clockid", 27: "compressed"}
+                  11: "cmdline", 21: "sample_time", 23: "clockid", 27: "compressed"}
+_ALL = (-(1 << 63), (1 << 63) - 1)  # every time: lo <= t < hi
 
 # sample_type bits (include/uapi/linux/perf_event.h), in the order fields appear in a sample
 S_IP, S_TID, S_TIME, S_ADDR, S_READ, S_CALLCHAIN, S_ID, S_CPU, S_PERIOD, S_STREAM_ID, S_RAW = (
@@ -195,6 +202,8 @@ def _feature_value(bit: int, raw: bytes) -> object:
             return out
         if bit == 23:
             return struct.unpack_from("<Q", raw, 0)[0]
+        if bit == 21:  # the first and last sample's time
+            return list(struct.unpack_from("<QQ", raw, 0))
         if bit == 27:
             return dict(zip(("version", "type", "level", "ratio", "mmap_len"), struct.unpack_from("<IIIII", raw, 0),
                             strict=True))
@@ -349,10 +358,11 @@ def _sample(buf, i, rec_end, single, ids, id_attr, sample_types, read_formats):
 
 
 @numba.njit(cache=True, nogil=True)
-def _index(buf, end, last, ids, id_attr, sample_types, read_formats, kind_tab, t_out, j, counts):
+def _index(buf, end, last, ids, id_attr, sample_types, read_formats, kind_tab, lo, hi, t_out, j, counts):
     """First pass over a window buf[:end]: check every record, count LOST, LOST_SAMPLES,
-    side-band, COMPRESSED records and samples of events not decoded into counts[0:5], and note
-    the time of each sample that will be decoded (t_out[j], t_out[j + 1], ...).
+    side-band, COMPRESSED records and samples of events not decoded into counts[0:5], keep the
+    first and last time of those decoded in counts[5:7], and note the time of each that will be
+    decoded, the ones at lo <= time < hi (t_out[j], t_out[j + 1], ...).
 
     Returns (j, pos, code, at): code 0 = done; _MORE = the record at pos runs past `end` but the
     data goes on (the next window starts there); 1-5 = _ERR at byte `at`."""
@@ -375,8 +385,11 @@ def _index(buf, end, last, ids, id_attr, sample_types, read_formats, kind_tab, t
             if kind_tab[a] == 0 or r_off < 0:
                 counts[4] += 1
             else:
-                t_out[j] = s_time
-                j += 1
+                counts[5] = min(counts[5], s_time)
+                counts[6] = max(counts[6], s_time)
+                if lo <= s_time < hi:
+                    t_out[j] = s_time
+                    j += 1
         elif typ == 2:  # LOST: u64 id, u64 lost
             if size < 24:
                 return j, i, 5, i
@@ -395,10 +408,11 @@ def _index(buf, end, last, ids, id_attr, sample_types, read_formats, kind_tab, t
 
 @numba.njit(cache=True, nogil=True)
 def _decode_window(buf, i, end, j, rank, ids, id_attr, sample_types, read_formats, kind_tab, ints, strs, preempt,
-                   min_len, max_cpu, o_t, o_cpu, o_pid, o_tid, o_kind, o_a0, o_a1, o_a2, o_c0, o_c1,
+                   min_len, max_cpu, lo, hi, o_t, o_cpu, o_pid, o_tid, o_kind, o_a0, o_a1, o_a2, o_c0, o_c1,
                    h_key, h_id, s_start, s_len, s_w0, s_w1, arena, used, tag, n_tags):
     """Second pass over a window `_index` checked: decode the j-th, (j+1)-th, ... decoded sample
-    into its row in time order, rank[j]. Windows are independent, so threads share them out.
+    at lo <= time < hi into its row in time order, rank[j]; skip the others undecoded. Windows
+    are independent, so threads share them out.
 
     Returns (i, j, code, at, event, value): 0 = done; _GROW = the string table may be full (grow
     it, call again from i, j); _SHORT = a sample of `event` at byte `at` has `value` bytes of
@@ -411,7 +425,7 @@ def _decode_window(buf, i, end, j, rank, ids, id_attr, sample_types, read_format
             _code, a, s_pid, s_tid, s_time, s_cpu, r_off, r_len = _sample(buf, i, i + size, single, ids, id_attr,
                                                                           sample_types, read_formats)
             kind = kind_tab[a]
-            if kind != 0 and r_off >= 0:
+            if kind != 0 and r_off >= 0 and lo <= s_time < hi:
                 if r_len < min_len[a]:
                     return i, j, _SHORT, r_off, a, r_len
                 if s_cpu >= max_cpu:
@@ -462,11 +476,46 @@ def _decompress(buf: np.ndarray, start: int, end: int, path: str) -> np.ndarray:
 WINDOW = 32 << 20  # bytes of the data section read at a time, per thread
 
 
+def part_bounds(between: tuple, first: int) -> tuple[int, int]:
+    """`between` (T0, T1) as absolute ns [lo, hi): T0 and T1 count from `first` (the recording's
+    first event) unless they are absolute ns."""
+    lo = parse_time_ns(between[0], first, what="--between start")
+    hi = parse_time_ns(between[1], first, what="--between end")
+    if hi <= lo:
+        raise UserError(f"--between: the end ({between[1]}) is not after the start ({between[0]})")
+    return lo, hi
+
+
+def _part_stats(between: tuple, lo: int, hi: int, first: int, last: int, n: int, path: str) -> dict:
+    """What the state builder needs to know of a part; one clear error when it holds no event."""
+    if first > last:
+        raise UserError(f"{path} holds no scheduler events")
+    if n == 0:
+        raise UserError(f"--between {between[0]} {between[1]} holds no events: the recording runs "
+                        f"{format_ns(last - first)} from its first event")
+    return {"between_ns": [lo, hi], "time_range_ns": [first, last]}
+
+
+def events_between(events: RawEvents, between: tuple | None, path: str, zero: int | None = None) -> RawEvents:
+    """The events of a part of the recording (all when `between` is None), for readers that hold
+    the whole recording anyway (perf script text). Times count from `zero` (default: the first
+    event's time)."""
+    if between is None:
+        return events
+    first, last = (int(events.time.min()), int(events.time.max())) if len(events) else (1, 0)
+    lo, hi = part_bounds(between, first if zero is None else zero)
+    out = events.take(np.flatnonzero((events.time >= lo) & (events.time < hi)))
+    out.stats.update(_part_stats(between, lo, hi, first, last, len(out), path))
+    return out
+
+
 def read_perf_data(path: str | os.PathLike, threads: int | None = None, window: int = WINDOW,
-                   progress=None) -> RawEvents:
+                   progress=None, between: tuple | None = None) -> RawEvents:
     """RawEvents from a perf.data file of tracepoint samples (see the module docstring), read
     `window` bytes at a time (at least 64 KiB, the largest record) by `threads` threads (default:
-    one per CPU this process may use). `progress(done_bytes, total_bytes, stage)` follows each pass."""
+    one per CPU this process may use). `progress(done_bytes, total_bytes, stage)` follows each pass.
+    `between` (T0, T1): only the events at T0 <= time < T1, times from the first event ("1.5s")
+    or absolute ns; memory then follows those events, not the file."""
     path = os.fspath(path)
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -482,7 +531,7 @@ def read_perf_data(path: str | os.PathLike, threads: int | None = None, window: 
             return scratch[:os.preadv(fd, [memoryview(scratch)[:n]], pos)]
 
         return _read(info, path, read, lambda: np.fromfile(path, np.uint8, info.data_size, offset=info.data_offset),
-                     threads, window, progress)
+                     threads, window, progress, between)
     finally:
         os.close(fd)
 
@@ -496,7 +545,7 @@ def parse_perf_data(data: bytes, name: str = "<bytes>", threads: int | None = No
 
 
 def _read(info: PerfData, path: str, window, whole, threads: int | None, window_bytes: int,
-          progress=None) -> RawEvents:
+          progress=None, between: tuple | None = None) -> RawEvents:
     """Two passes over the data section, `window(pos, n, scratch)` bytes at a time: the first
     checks every record and notes the decoded samples' times, so each sample's row in time order
     is known before the second pass decodes it there, window by window, on every core. For
@@ -526,11 +575,16 @@ def _read(info: PerfData, path: str, window, whole, threads: int | None, window_
     start, end, inside = info.data_offset, info.data_offset + info.data_size, ""
     window_bytes = max(int(window_bytes), 1 << 16)  # a window holds the largest record (u16 size)
     scratch = np.empty(min(window_bytes, max(end - start, 1)), np.uint8)
+    lo, hi = _ALL
+    zero = int((info.features.get("sample_time") or [0])[0]) if between is not None else 0
+    if zero > 0:  # perf's header gives the first sample's time
+        lo, hi = part_bounds(between, zero)
+    need_zero = between is not None and zero <= 0
     while True:
         # times sized for the most samples the bytes could hold: pages never written are never
         # committed, so memory follows the samples found, not this bound
         t = np.empty((end - start) // max(min_sample, 8) + 1, np.int64)
-        counts = np.zeros(5, np.int64)
+        counts = np.array([0, 0, 0, 0, 0, _ALL[1], _ALL[0]], np.int64)
         spans = []  # (file offset, bytes, first sample) of each window
         n, pos = 0, start
         while pos < end:
@@ -539,18 +593,26 @@ def _read(info: PerfData, path: str, window, whole, threads: int | None, window_
                 raise _err(path, pos, "the file ends inside its data section")
             first = n
             n, used, code, at = _index(buf, len(buf), pos + len(buf) >= end, ids, id_attr, sample_types, read_formats,
-                                       table.kind, t, n, counts)
+                                       table.kind, lo, hi, t, n, counts)
             if code not in (0, _MORE):
                 raise _err(path, pos + at, _ERR[code] + inside)
             spans.append((pos, used, first))
             pos += used
             if progress is not None:
                 progress(pos - start, end - start, "checking records" + (" (decompressed)" if inside else ""))
-        if not counts[3] or inside:
-            break
-        data = _decompress(whole(), 0, info.data_size, path)  # `perf record -z`: the records are inside
-        start, end, inside = 0, len(data), " (offset inside the decompressed data)"
-        window = lambda pos, n, scratch, data=data: data[pos:pos + n]  # noqa: E731
+        if counts[3] and not inside:
+            data = _decompress(whole(), 0, info.data_size, path)  # `perf record -z`: the records are inside
+            start, end, inside = 0, len(data), " (offset inside the decompressed data)"
+            window = lambda pos, n, scratch, data=data: data[pos:pos + n]  # noqa: E731
+            continue
+        if need_zero:  # no time in the header: this pass found the first event's
+            need_zero = False
+            if counts[5] > counts[6]:
+                raise UserError(f"{path} holds no scheduler events")
+            zero = int(counts[5])
+            lo, hi = part_bounds(between, zero)
+            continue  # again over the same records, noting the part's times only
+        break
     del scratch
     rank = rank_by_time(t[:n])  # t's memory now holds each sample's row
     cols = [np.empty(n, dt) for dt in (np.int64, np.int32, np.int32, np.int32, np.uint8, np.int64, np.int64,
@@ -568,7 +630,8 @@ def _read(info: PerfData, path: str, window, whole, threads: int | None, window_
             while True:
                 i, j, code, at, a, value = _decode_window(
                     buf, i, len(buf), j, rank, ids, id_attr, sample_types, read_formats, table.kind, table.ints,
-                    table.strs, table.preempt, table.min_len, max_cpu, *cols, *tables[k].arrays(), k, n_threads)
+                    table.strs, table.preempt, table.min_len, max_cpu, lo, hi, *cols, *tables[k].arrays(), k,
+                    n_threads)
                 if code != _GROW:
                     break
                 tables[k].grow()
@@ -595,31 +658,50 @@ def _read(info: PerfData, path: str, window, whole, threads: int | None, window_
     ev.comms = comms
     ev.stats = {"lost_events": int(counts[0]), "lost_samples": int(counts[1]), "unknown_events": int(counts[4]),
                 "sideband_records": int(counts[2]), "source_format": "perf-data", **info.features}
+    if between is not None:
+        ev.stats.update(_part_stats(between, lo, hi, int(counts[5]), int(counts[6]), n, path))
     return ev
 
 
-def load(path: str, *, pid: int | None = None, comm: str | None = None, progress=None) -> Trace:
+def load(path: str, *, pid: int | None = None, comm: str | None = None, progress=None,
+         between: tuple | None = None) -> Trace:
     """Import a system-wide perf.data as the Trace of the process tree of `pid` (or `comm`).
 
-    `progress(done_bytes, total_bytes, stage)` is called as the stages start and end."""
-    from scalestack.trace.builder import build_trace
-
+    `progress(done_bytes, total_bytes, stage)` is called as the stages start and end. With
+    `between` (T0, T1) only that part of the recording is read (see `read_perf_data`)."""
     size = os.path.getsize(path)
-    events = read_events(path, which("perf") or "perf", reader="perf-data", progress=progress)  # perf: cross-check
+    events = read_events(path, which("perf") or "perf", reader="perf-data", progress=progress,
+                         between=between)  # perf: cross-check
     if progress is not None:  # the state builder follows
         progress(size, size, f"building the trace from {len(events):,} events")
     st = events.stats
     meta = {"source": "perf-data", "input": os.path.abspath(path), "reader": "perf-data",
             "cores": (st.get("nr_cpus") or {}).get("online"), "kernel": st.get("os_release"),
             "host": st.get("hostname"), "perf_version": st.get("perf_version"), "recorded_with": st.get("cmdline")}
-    return build_trace(events, root_pids=[pid] if pid else None, comm=comm,
-                       meta={k: v for k, v in meta.items() if v is not None})
+    return build_part(events, pid=pid, comm=comm, meta={k: v for k, v in meta.items() if v is not None})
+
+
+def build_part(events: RawEvents, *, pid: int | None, comm: str | None, meta: dict) -> Trace:
+    """The Trace of the chosen processes from `events`; when they are a part of a recording
+    (`events.stats["between_ns"]`), the trace spans exactly that part, and each thread is in an
+    unknown state until its first event there, as after an attach."""
+    from scalestack.trace.builder import build_trace
+
+    lo, hi = events.stats.get("between_ns") or (None, None)
+    first, last = events.stats.get("time_range_ns") or (None, None)
+    start = lo if lo is not None and lo > first else None  # else the whole recording's bounds hold
+    end = hi if hi is not None and hi <= last else None
+    if start is None and end is None:
+        return build_trace(events, root_pids=[pid] if pid else None, comm=comm, meta=meta)
+    return build_trace(events, root_pids=[pid] if pid else None, comm=comm, start_ns=start, end_ns=end,
+                       meta={**meta, "imported_between_ns": [lo, hi]})
 
 
 LOST_RE = re.compile(r"lost (\d+) chunks", re.I)
 
 
-def read_events(perf_data: str, perf: str, reader: str = "auto", samples: bool = False, progress=None) -> RawEvents:
+def read_events(perf_data: str, perf: str, reader: str = "auto", samples: bool = False, progress=None,
+                between: tuple | None = None) -> RawEvents:
     """RawEvents from a perf.data file, by the direct reader (default) or via `perf script` text.
 
     Samples need perf's symbol resolution, so a recording with samples is read as text. With
@@ -632,12 +714,12 @@ def read_events(perf_data: str, perf: str, reader: str = "auto", samples: bool =
     if reader not in ("auto", "perf-data", "perf-script"):
         raise UserError(f"unknown reader {reader!r}; choose perf-data or perf-script")
     if reader == "perf-script":
-        return _read_text(perf_data, perf, samples)
-    from scalestack.ingest.perf_data import read_perf_data
-
-    events = read_perf_data(perf_data, progress=progress)
+        return events_between(_read_text(perf_data, perf, samples), between, perf_data)
+    events = read_perf_data(perf_data, progress=progress, between=between)
     if os.environ.get("SCALESTACK_CHECK_READERS") == "1":
         text = _read_text(perf_data, perf, False)
+        if between is not None:
+            text = events_between(text, tuple(events.stats["between_ns"]), perf_data)
         if not events.equals(text) or events.stats["lost_events"] != text.stats["lost_events"]:
             raise RuntimeError(f"the perf.data reader and perf script disagree on {perf_data} "
                                f"({len(events)} vs {len(text)} events)")

@@ -715,10 +715,12 @@ def sniff(head: bytes) -> bool:
     return False
 
 
-def load(path: str, *, pid: int | None = None, comm: str | None = None, progress=None, **meta):
-    """Import a perf script text file as a Trace of the process tree of `pid` (or `comm`)."""
-    from scalestack.trace.builder import build_trace
+def load(path: str, *, pid: int | None = None, comm: str | None = None, progress=None,
+         between: tuple | None = None, **meta):
+    """Import a perf script text file as a Trace of the process tree of `pid` (or `comm`), or of
+    the part `between` (T0, T1) of it (parsed whole, then cut)."""
+    from scalestack.ingest.perf_data import build_part, events_between
 
-    events = parse_perf_script(path, progress=progress)
-    return build_trace(events, root_pids=[pid] if pid else None, comm=comm,
-                       meta={"source": "perf-script", "input": os.path.abspath(path), **meta})
+    events = events_between(parse_perf_script(path, progress=progress), between, path)
+    return build_part(events, pid=pid, comm=comm,
+                      meta={"source": "perf-script", "input": os.path.abspath(path), **meta})

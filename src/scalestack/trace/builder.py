@@ -125,11 +125,15 @@ def _walk(time, cpu, tid, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, w
     return _walk_result(tuple(np.concatenate([r, t]) for r, t in zip(rows, tail, strict=True)), carry)
 
 
-def _walk_parts(time, cpu, tid, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, wait_ops_mask, win_start):
-    """`_walk`'s rows as the walk and its end emit them (not joined: `_walk_states` reads both), and its carry."""
+def _walk_parts(time, cpu, tid, kind, a0, a1, a2, slot_of, born_at, n_slots, n_cpus, wait_ops_mask, win_start,
+                close_at=None):
+    """`_walk`'s rows as the walk and its end emit them (not joined: `_walk_states` reads both), and its carry.
+    What is open at the end closes at the last event, or at `close_at` when later (a part of a
+    recording that goes on: its threads stay as they were until the part's end)."""
     carry = _walk_start(n_slots, n_cpus, born_at, time[0] if time.shape[0] > 0 else 0)
     rows = _walk_chunk(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait_ops_mask, win_start, carry)
-    tail = _walk_end(time[time.shape[0] - 1] if time.shape[0] > 0 else 0, n_slots, carry)
+    t_last = time[time.shape[0] - 1] if time.shape[0] > 0 else 0
+    tail = _walk_end(t_last if close_at is None else max(int(t_last), int(close_at)), n_slots, carry)
     return rows, tail, carry
 
 
@@ -1313,7 +1317,8 @@ def build_trace(
     comm : str, optional
         Alternatively, trace every process with this name.
     start_ns, end_ns : int, optional
-        Window of the trace; default from the first to the last event. Intervals are clipped.
+        Window of the trace; default from the first to the last event. Intervals are clipped;
+        threads alive at the last event stay in their state until `end_ns` when it is later.
     meta : dict, optional
         Facts about the run (command, cores, ...) merged into the Trace metadata.
     role_rules : RoleRules or str, optional
@@ -1355,7 +1360,7 @@ def build_trace(
     n_cpus = int(max(events.cpu.max(initial=0) + 1, 1))
     win_start = int(events.time[0]) - 1 if start_ns is None else int(start_ns)
     rows, tail, carry = _walk_parts(events.time, events.cpu, events.tid, events.kind, events.arg0, events.arg1, events.arg2,
-                                    slot_of, born_at, len(tids), n_cpus, _WAIT_OPS_MASK, win_start)
+                                    slot_of, born_at, len(tids), n_cpus, _WAIT_OPS_MASK, win_start, end_ns)
     (_, dead, end_time, gaps, gaps_traced, missing_wakeups, double_running, uncertain, repairs,
      kernel_rt, settled) = _walk_result(None, carry)
     t_first, t_last = int(events.time[0]), int(events.time[-1])
