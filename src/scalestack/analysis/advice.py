@@ -19,7 +19,7 @@ import re
 import numpy as np
 
 from scalestack.analysis.bottle import bottle
-from scalestack.analysis.criticality import criticality, sweep
+from scalestack.analysis.criticality import criticality, share_memo, sweep
 from scalestack.analysis.whatif import whatif
 from scalestack.analysis.where import WhereResult, where
 from scalestack.results import Result
@@ -167,7 +167,9 @@ def with_inferred_wakers(trace: Trace, slack_ns: int = 50_000) -> Trace:
     waker[lost[one]] = hi[one]
     cols = st.columns()
     cols["waker"] = waker
-    return dataclasses.replace(trace, states=type(st)(**cols))
+    out = dataclasses.replace(trace, states=type(st)(**cols))
+    share_memo(trace, out)  # only the wakers changed: the sweeps and criticality stacks still hold
+    return out
 
 
 def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[int, Trace] | None = None
