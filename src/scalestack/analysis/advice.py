@@ -16,14 +16,16 @@ from __future__ import annotations
 import dataclasses
 import re
 
+import numba
 import numpy as np
 
 from scalestack.analysis.bottle import bottle
-from scalestack.analysis.criticality import criticality, share_memo, sweep
+from scalestack.analysis.criticality import criticality, share_memo, sweep, thread_lookup
 from scalestack.analysis.whatif import whatif
 from scalestack.analysis.where import WhereResult, where
 from scalestack.results import Result
 from scalestack.trace import State, Trace
+from scalestack.trace.lookup import find_sorted, sift_runs
 from scalestack.units import format_ns
 
 
@@ -119,9 +121,24 @@ def _lock_finding(trace: Trace, name: str, wait: float, span: int, sel: np.ndarr
 
 
 def alone_time(trace: Trace) -> dict[int, int]:
-    """ns each thread was the only RUNNING thread: G(t) = time with exactly one runner so far,
-    integrated over each thread's own running intervals (only it runs then). Reads the shared
-    sweep of the running intervals (the criticality stack's) instead of sorting them again."""
+    """ns each thread was the only RUNNING thread. One compiled merge of the threads' running
+    intervals in time order (each thread's come sorted), counting who runs; a table whose rows of
+    one thread are out of time order gets the sweep (`_alone_by_sweep`). The sweep of all running
+    intervals (64 bytes each) is no longer built for this when the criticality stack uses switch
+    spans: 130 MB for 1.25 M intervals."""
+    s = trace.states
+    tids, rows = thread_lookup(trace)
+    alone, has, bad, ok = _alone(s.tid, s.start_ns, s.end_ns, s.state, tids, rows, trace.start_ns, trace.end_ns)
+    if bad >= 0:
+        trace.thread_index(s.tid[bad])  # raises KeyError, as the sweep does
+    if not ok:
+        return _alone_by_sweep(trace)
+    return {int(trace.threads.tid[k]): int(alone[k]) for k in np.flatnonzero(has).tolist()}
+
+
+def _alone_by_sweep(trace: Trace) -> dict[int, int]:
+    """`alone_time` from the shared sweep of the running intervals: G(t) = time with exactly one
+    runner so far, integrated over each thread's own running intervals (only it runs then)."""
     rows, a, _, tl, where = sweep(trace, "running", trace.start_ns, trace.end_ns)
     if len(a) == 0:
         return {}
@@ -131,6 +148,97 @@ def alone_time(trace: Trace) -> dict[int, int]:
     sums = np.zeros(len(trace.threads), np.int64)
     np.add.at(sums, rows, per)
     return {int(trace.threads.tid[k]): int(sums[k]) for k in np.unique(rows).tolist()}
+
+
+@numba.njit(cache=True, inline="always")
+def _next_running(state, start, end, i, stop, t0, t1):
+    """The first row from i (before stop) RUNNING for some time inside [t0, t1], else stop."""
+    while i < stop and (state[i] != 0 or min(max(end[i], t0), t1) <= min(max(start[i], t0), t1)):
+        i += 1
+    return i
+
+
+@numba.njit(cache=True)
+def _alone(tid, start, end, state, tids, rows, t0, t1):
+    """Per thread row: ns it ran alone, whether it ran at all; the first RUNNING row whose tid is
+    not a thread (-1: none); whether each thread's running intervals come in time order (else the
+    caller sweeps). Runs are a thread's consecutive rows; a heap of them by their next start or
+    end gives the instants in time order, and the count of runners with the sum of their rows
+    names the runner when there is one."""
+    n = rows.shape[0]
+    m = tid.shape[0]
+    alone = np.zeros(n, np.int64)
+    has = np.zeros(n, np.bool_)
+    n_runs = 0
+    for i in range(m):
+        if i == 0 or tid[i] != tid[i - 1]:
+            n_runs += 1
+    first = np.empty(n_runs + 1, np.int64)
+    run_k = np.zeros(n_runs, np.int64)
+    j = 0
+    prev_end = t0
+    for i in range(m):
+        if i == 0 or tid[i] != tid[i - 1]:
+            first[j] = i
+            j += 1
+            prev_end = t0
+        if state[i] != 0:
+            continue
+        p = find_sorted(tids, tid[i])
+        if p < 0:
+            return alone, has, i, False
+        run_k[j - 1] = rows[p]
+        a = min(max(start[i], t0), t1)
+        b = min(max(end[i], t0), t1)
+        if b > a:
+            if a < prev_end:
+                return alone, has, -1, False
+            prev_end = b
+            has[rows[p]] = True
+    first[n_runs] = m
+    cur = np.empty(n_runs, np.int64)
+    head_t = np.empty(n_runs, np.int64)
+    head_k = np.zeros(n_runs, np.int8)  # ties need no order: no time passes between them
+    inside = np.zeros(n_runs, np.bool_)
+    heap = np.empty(n_runs, np.int64)
+    size = 0
+    for r in range(n_runs):
+        i = _next_running(state, start, end, first[r], first[r + 1], t0, t1)
+        if i < first[r + 1]:
+            cur[r] = i
+            head_t[r] = min(max(start[i], t0), t1)
+            heap[size] = r
+            size += 1
+    for at in range(size // 2 - 1, -1, -1):
+        sift_runs(heap, size, at, head_t, head_k)
+    running = 0
+    who = 0  # the sum of the running threads' rows: the runner's when one runs
+    last = t0
+    while size > 0:
+        r = heap[0]
+        t = head_t[r]
+        if running == 1:
+            alone[who] += t - last
+        last = t
+        i = cur[r]
+        if not inside[r]:
+            running += 1
+            who += run_k[r]
+            inside[r] = True
+            head_t[r] = min(max(end[i], t0), t1)
+        else:
+            running -= 1
+            who -= run_k[r]
+            inside[r] = False
+            i = _next_running(state, start, end, i + 1, first[r + 1], t0, t1)
+            if i < first[r + 1]:
+                cur[r] = i
+                head_t[r] = min(max(start[i], t0), t1)
+            else:
+                size -= 1
+                heap[0] = heap[size]
+        sift_runs(heap, size, 0, head_t, head_k)
+    return alone, has, -1, True
 
 
 def with_inferred_wakers(trace: Trace, slack_ns: int = 50_000) -> Trace:

@@ -20,7 +20,7 @@ import numpy as np
 from scalestack.analysis.criticality import shared
 from scalestack.results import Result
 from scalestack.trace import State, Trace
-from scalestack.trace.lookup import find_sorted
+from scalestack.trace.lookup import find_sorted, sift_runs
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ class _Events:
         self.heap = np.arange(len(starts), dtype=np.int64)
         self.ctl = np.array([len(starts), 0], np.int64)
         for at in range(len(starts) // 2 - 1, -1, -1):
-            _sift(self.heap, len(starts), at, self.head_t, self.head_k)
+            sift_runs(self.heap, len(starts), at, self.head_t, self.head_k)
 
     def args(self, trace: Trace) -> tuple:
         st = trace.states
@@ -154,31 +154,6 @@ def _breaks(tid, ends, states, i):
     return ends[i] == ends[i - 1] and states[i] == 0 and states[i - 1] != 0  # RUNNING goes first
 
 
-@numba.njit(cache=True, inline="always")
-def _less(a, b, head_t, head_k):
-    """Whether run a's next event comes before run b's: by time, RUNNING first, then by row."""
-    if head_t[a] != head_t[b]:
-        return head_t[a] < head_t[b]
-    if head_k[a] != head_k[b]:
-        return head_k[a] < head_k[b]
-    return a < b
-
-
-@numba.njit(cache=True, inline="always")
-def _sift(heap, size, at, head_t, head_k):
-    """Move heap[at] down to its place."""
-    while True:
-        c = 2 * at + 1
-        if c >= size:
-            return
-        if c + 1 < size and _less(heap[c + 1], heap[c], head_t, head_k):
-            c += 1
-        if not _less(heap[c], heap[at], head_t, head_k):
-            return
-        heap[at], heap[c] = heap[c], heap[at]
-        at = c
-
-
 BLOCK = 1 << 14  # events merged per call of _fill
 
 
@@ -209,7 +184,7 @@ def _fill(rows, ks, births, birth_ns, heap, cur, stop, run_k, head_t, head_k, ct
         else:
             size -= 1
             heap[0] = heap[size]
-        _sift(heap, size, 0, head_t, head_k)
+        sift_runs(heap, size, 0, head_t, head_k)
     ctl[0], ctl[1] = size, b
     return e
 

@@ -209,3 +209,29 @@ def find_sorted(sorted_values, v):
         else:
             hi = mid
     return lo if lo < sorted_values.shape[0] and sorted_values[lo] == v else -1
+
+
+@numba.njit(cache=True, inline="always")
+def _run_before(a, b, head_t, head_k):
+    if head_t[a] != head_t[b]:
+        return head_t[a] < head_t[b]
+    if head_k[a] != head_k[b]:
+        return head_k[a] < head_k[b]
+    return a < b
+
+
+@numba.njit(cache=True, inline="always")
+def sift_runs(heap, size, at, head_t, head_k):
+    """Move heap[at] down to its place in a min-heap of sorted runs (ids, numbered in row order)
+    keyed by their next event: (head_t, head_k, id), i.e. time, then kind, then row order. Merging
+    a table's per-thread runs so gives its events in time order without sorting (or storing) them."""
+    while True:
+        c = 2 * at + 1
+        if c >= size:
+            return
+        if c + 1 < size and _run_before(heap[c + 1], heap[c], head_t, head_k):
+            c += 1
+        if not _run_before(heap[c], heap[at], head_t, head_k):
+            return
+        heap[at], heap[c] = heap[c], heap[at]
+        at = c
