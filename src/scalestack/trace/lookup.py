@@ -235,3 +235,28 @@ def sift_runs(heap, size, at, head_t, head_k):
             return
         heap[at], heap[c] = heap[c], heap[at]
         at = c
+
+
+def state_sums(tid, start, end, state, sorted_tids, rows, n_states) -> np.ndarray | None:
+    """`np.bincount(row * n_states + state, weights=end - start)` over a state table (row: each tid's
+    row, from sorted_tids and rows), the same float sums in the same order, without its four
+    per-interval temporaries (+88 MB for 2.9 M states); None where a tid is not in sorted_tids or
+    a state is n_states or more (the NumPy statement then says what is wrong)."""
+    sums, ok = _state_sums(tid, start, end, state, sorted_tids, rows, n_states)
+    return sums if ok else None
+
+
+@numba.njit(cache=True)
+def _state_sums(tid, start, end, state, sorted_tids, rows, n_states):
+    sums = np.zeros(rows.shape[0] * n_states)
+    k = -1
+    for i in range(tid.shape[0]):
+        if i == 0 or tid[i] != tid[i - 1]:
+            p = find_sorted(sorted_tids, tid[i])
+            if p < 0:
+                return sums, False
+            k = rows[p]
+        if state[i] >= n_states:
+            return sums, False
+        sums[k * n_states + state[i]] += float(end[i] - start[i])
+    return sums, True
