@@ -195,6 +195,7 @@ def load(path: str | os.PathLike, window: tuple[int, int] | None = None) -> Trac
                 tables[m] = _read(cls, zf, m, mapped, timed) if f"{m}.parquet" in names else cls.empty()
         finally:
             mapped.close()
+            pa.default_memory_pool().release_unused()  # Arrow's allocator kept 24 MB of decoded pages
     return Trace(threads=tables["threads"], states=tables["states"], names=tables["names"], meta=meta,
                  samples=tables["samples"], switch_spans=tables["switch_spans"], frames=tables["frames"],
                  stacks=tables["stacks"], futex_calls=tables["futex_calls"])
