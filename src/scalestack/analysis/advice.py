@@ -241,6 +241,34 @@ def _alone(tid, start, end, state, tids, rows, t0, t1):
     return alone, has, -1, True
 
 
+def _lengths(st, mask: np.ndarray) -> np.ndarray:
+    """`st.duration_ns[mask]` without the duration of every row first (23 MB for 2.9 M states)."""
+    return st.end_ns[mask] - st.start_ns[mask]
+
+
+def caused_wait(trace: Trace, woken: np.ndarray) -> dict[int, int]:
+    """ns of the `woken` waits (their wakers are threads of the trace) summed per waker, wakers in
+    the order of their first such wait: one compiled pass, where a Python loop over the waits'
+    wakers and durations as lists held 43 MB of ints for 714 K waits."""
+    tids = np.sort(trace.threads.tid)
+    st = trace.states
+    sums, first = _caused(woken, st.waker, st.start_ns, st.end_ns, tids)
+    return {int(tids[p]): int(sums[p]) for p in sorted(np.flatnonzero(first >= 0).tolist(), key=lambda p: first[p])}
+
+
+@numba.njit(cache=True)
+def _caused(woken, waker, start, end, tids):
+    sums = np.zeros(tids.shape[0], np.int64)
+    first = np.full(tids.shape[0], -1, np.int64)
+    for i in range(woken.shape[0]):
+        if woken[i]:
+            p = find_sorted(tids, waker[i])
+            if first[p] < 0:
+                first[p] = i
+            sums[p] += end[i] - start[i]
+    return sums, first
+
+
 def with_inferred_wakers(trace: Trace, slack_ns: int = 50_000) -> Trace:
     """The trace with each futex wait whose waker is not one of its threads (a wakeup the kernel
     delivered from the idle task or an interrupt on the waiter's CPU reports that context) given
@@ -294,9 +322,7 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
     trace = with_inferred_wakers(trace)
     st = trace.states
     woken = (st.state == State.SYNC_WAIT) & np.isin(st.waker, trace.threads.tid)
-    caused: dict[int, int] = {}
-    for w, d in zip(st.waker[woken].tolist(), st.duration_ns[woken].tolist(), strict=True):
-        caused[w] = caused.get(w, 0) + int(d)
+    caused = caused_wait(trace, woken)
     share = cr.share
     ran = cr.running_ns > 0
     n_ran = int(ran.sum())
@@ -336,7 +362,7 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
         addr = None
         if caused.get(t, 0) > 0.02 * span:
             addrs, inv = np.unique(st.addr[mine], return_inverse=True)
-            per_addr = np.bincount(inv, weights=st.duration_ns[mine])
+            per_addr = np.bincount(inv, weights=_lengths(st, mine))
             once = np.bincount(inv) < 2
             if not np.all(once):  # a join waits once: name the lock or barrier waited on again and again
                 per_addr[once] = 0
@@ -378,7 +404,7 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
                                           factor, addr0, top_lock))
     elif np.any(sync) and code is None:
         addrs, inv = np.unique(st.addr[sync], return_inverse=True)
-        per_addr = np.bincount(inv, weights=st.duration_ns[sync])
+        per_addr = np.bincount(inv, weights=_lengths(st, sync))
         per_addr[np.bincount(inv) < 3] = 0  # a join waits once per thread: not a lock or barrier
         k = int(np.argmax(per_addr))
         wait = float(per_addr[k])
@@ -388,7 +414,7 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
                                           int(addrs[k]), None))
 
     # 4. CPU contention: runnable time (more runnable threads than cores)
-    rq = float(st.duration_ns[st.state == State.RUNNABLE].sum())
+    rq = float(_lengths(st, st.state == State.RUNNABLE).sum())
     cores = trace.meta.get("cores")
     if rq > 0.2 * span:
         findings.append(Finding(
@@ -502,7 +528,7 @@ def _pool_findings(trace: Trace, span: int, factor: float, label) -> list[Findin
         addr, gain = None, bound
         if np.any(sel):
             addrs, inv = np.unique(st.addr[sel], return_inverse=True)
-            per = np.bincount(inv, weights=st.duration_ns[sel])
+            per = np.bincount(inv, weights=_lengths(st, sel))
             addr = int(addrs[int(np.argmax(per))])
             rel = sel & (st.addr == addr) & np.isin(st.waker, trace.threads.tid)
             detail += f" Its threads wait {format_ns(int(per.max()))} on futex {addr:#x}"
