@@ -34,7 +34,7 @@ class Timeline:
     """F(t) = ∫ dt / r(t) at the sorted breakpoints u, with r after each breakpoint."""
 
     u: np.ndarray  # int64 breakpoints
-    r: np.ndarray  # int64 active count on [u[k], u[k+1])
+    r: np.ndarray  # int32 active count on [u[k], u[k+1])
     F: np.ndarray  # float64 F(u[k])
     idle_cum: np.ndarray  # int64 time with r == 0 before u[k]
 
@@ -63,11 +63,42 @@ def active_intervals(trace: Trace, active: str, t0: int, t1: int) -> tuple[np.nd
     if active not in ACTIVE:
         raise UserError(f"active must be one of {', '.join(ACTIVE)}, not {active!r}")
     s = trace.states
-    mask = np.isin(s.state, [int(x) for x in ACTIVE[active]])
-    rows = trace.thread_index(s.tid[mask]) if np.any(mask) else np.zeros(0, dtype=np.int64)
-    a, b = np.clip(s.start_ns[mask], t0, t1), np.clip(s.end_ns[mask], t0, t1)
-    keep = b > a
-    return rows[keep], a[keep], b[keep]
+    return _kept(trace, s.tid, s.start_ns, s.end_ns, np.isin(s.state, [int(x) for x in ACTIVE[active]]), t0, t1, True)
+
+
+def _kept(trace: Trace, tid, start, end, mask, t0: int, t1: int, strict: bool):
+    """(thread row, start, end) of the masked rows, clipped to [t0, t1], the empty ones dropped, in
+    two compiled passes: masking, looking up and clipping whole columns held ten per-row
+    temporaries. A tid that is not a thread raises KeyError (`strict`, as thread_index) or drops
+    the row. Rows are int32: a thread row always fits."""
+    tids, rows = thread_lookup(trace)
+    n, bad = _clipped(tid, start, end, mask, tids, rows, t0, t1, strict, np.empty(0, np.int32), np.empty(0, np.int64),
+                      np.empty(0, np.int64), False)
+    if bad >= 0:
+        trace.thread_index(tid[bad])  # raises KeyError, as for the whole column
+    out = np.empty(n, np.int32), np.empty(n, np.int64), np.empty(n, np.int64)
+    _clipped(tid, start, end, mask, tids, rows, t0, t1, strict, *out, True)
+    return out
+
+
+@numba.njit(cache=True)
+def _clipped(tid, start, end, mask, tids, rows, t0, t1, strict, out_row, out_a, out_b, fill):
+    n = 0
+    for i in range(tid.shape[0]):
+        if not mask[i]:
+            continue
+        p = find_sorted(tids, tid[i])
+        if p < 0:
+            if strict:
+                return n, i
+            continue
+        a = min(max(start[i], t0), t1)
+        b = min(max(end[i], t0), t1)
+        if b > a:
+            if fill:
+                out_row[n], out_a[n], out_b[n] = rows[p], a, b
+            n += 1
+    return n, -1
 
 
 def thread_lookup(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
@@ -124,7 +155,9 @@ def timeline(start: np.ndarray, end: np.ndarray, t0: int, t1: int) -> tuple[Time
     times[1:2 * n:2] = end
     times[2 * n], times[2 * n + 1] = t0, t1
     order = np.argsort(times, kind="stable")
-    u, r, F, idle, where = (np.empty(len(order), dt) for dt in (np.int64, np.int64, np.float64, np.int64, np.int64))
+    # r fits int32 (it counts threads), where too below 2^31 points: 8 of the sweep's 40 bytes a point
+    small = np.int32 if len(order) < 2**31 else np.int64
+    u, r, F, idle, where = (np.empty(len(order), dt) for dt in (np.int64, np.int32, np.float64, np.int64, small))
     _sweep(times, order, n, u, r, F, idle, where)
     return Timeline(u, r, F, idle), where
 
@@ -299,11 +332,10 @@ def _span(trace: Trace, between) -> tuple[int, int]:
 
 
 def _switch_intervals(trace: Trace, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Thread rows and [a, b) of the trace's switch-instant spans, clipped to [t0, t1)."""
+    """Thread rows and [a, b) of the trace's switch-instant spans, clipped to [t0, t1); spans of
+    tids that are not threads are left out."""
     sp = trace.switch_spans
-    a, b = np.maximum(sp.start_ns, t0), np.minimum(sp.end_ns, t1)
-    ok = (b > a) & np.isin(sp.tid, trace.threads.tid)
-    return trace.thread_index(sp.tid[ok]), a[ok], b[ok]
+    return _kept(trace, sp.tid, sp.start_ns, sp.end_ns, np.ones(len(sp), np.bool_), t0, t1, False)
 
 
 def criticality(trace: Trace | AggregateRecording, *, active: str = "running",
