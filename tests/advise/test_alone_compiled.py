@@ -8,7 +8,12 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalestack.analysis.advice import _alone_by_sweep, alone_time, caused_wait
+from scalestack.analysis.advice import (
+    _alone_by_sweep,
+    alone_time,
+    caused_wait,
+    with_inferred_wakers,
+)
 from scalestack.analysis.criticality import active_intervals, active_ns
 
 from ..unit.test_replay_events import _any_traces, _trace
@@ -62,3 +67,43 @@ def test_caused_wait_is_the_loop(tr):
     woken = (tr.states.state == 2) & np.isin(tr.states.waker, tr.threads.tid)
     got, want = caused_wait(tr, woken), _caused_by_loop(tr, woken)
     assert got == want and list(got) == list(want)
+
+
+def _inferred_by_numpy(trace, slack_ns=50_000):
+    """The wakers with_inferred_wakers gave with its 64-column NumPy arrays."""
+    st = trace.states
+    waker = st.waker.copy()
+    lost = np.flatnonzero((st.state == 2) & ~np.isin(st.waker, trace.threads.tid))
+    run = np.flatnonzero(st.state == 0)
+    if len(lost) == 0 or len(run) == 0:
+        return waker
+    order = run[np.argsort(st.start_ns[run], kind="stable")]
+    starts, ends, who = st.start_ns[order], st.end_ns[order], st.tid[order]
+    t = st.end_ns[lost]
+    k = np.searchsorted(starts, t, side="right")
+    idx = k[:, None] - 1 - np.arange(64)[None, :]
+    ok = idx >= 0
+    idx = np.maximum(idx, 0)
+    near = ok & (ends[idx] >= (t - slack_ns)[:, None]) & (who[idx] != st.tid[lost][:, None])
+    cand = who[idx].astype(np.int64)
+    lo = np.where(near, cand, np.iinfo(np.int64).max).min(axis=1)
+    hi = np.where(near, cand, -1).max(axis=1)
+    one = (lo == hi) & (hi >= 0)
+    waker[lost[one]] = hi[one]
+    return waker
+
+
+def test_hand_checked_inferred_waker():
+    # threads 1 and 3 wait [0,10) for no traced thread (-1, 77); thread 2 ran [0,9), the only
+    # candidate: within 5 ns of their end it is their waker, within 0 ns it is not
+    tr = _trace([(1, 0), (2, 0), (3, 0)], [(1, 0, 10, 2, -1), (2, 0, 9, 0, -1), (2, 9, 10, 4, -1),
+                                           (3, 0, 10, 2, 77)])
+    assert with_inferred_wakers(tr, slack_ns=5).states.waker.tolist() == [2, -1, -1, 2]
+    assert with_inferred_wakers(tr, slack_ns=0).states.waker.tolist() == [-1, -1, -1, 77]  # 2 stopped at 9
+
+
+@settings(max_examples=200, deadline=None)
+@given(_any_traces(), st.integers(0, 3))
+def test_inferred_wakers_are_numpys(tr, slack):
+    got = with_inferred_wakers(tr, slack_ns=slack).states.waker
+    assert np.array_equal(got, _inferred_by_numpy(tr, slack))
