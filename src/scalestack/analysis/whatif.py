@@ -7,7 +7,7 @@ segments divided by F, and a wait with a known waker ends when the waker reaches
 re-timed schedule, the point where it released the waiter. Waits with no known waker keep their
 duration. Limitation: the replay does not model core contention (RUNNABLE time is kept as is).
 The walk is sequential (each wait ends where its waker's re-timed schedule has got to), so it is one
-numba-compiled loop over the events, sorted and indexed by NumPy beforehand.
+numba-compiled loop over the events, merged in time order from the threads' runs of states as it goes.
 """
 
 from __future__ import annotations
