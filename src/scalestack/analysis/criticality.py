@@ -281,6 +281,12 @@ def shared(trace: Trace, key: tuple, make: Callable[[], Any]) -> Any:
     return memo[key]
 
 
+def forget(trace: Trace) -> None:
+    """Drop what `shared` keeps for `trace` (its sweeps: 84 bytes a switch span, and more), for a
+    caller that asks no more of it: the report command before it renders its files."""
+    _SHARED.pop(trace, None)
+
+
 def share_memo(old: Trace, new: Trace, kinds: tuple[str, ...] = ("sweep", "switch-sweep", "criticality")) -> None:
     """Give `new` the memo entries of `old` of these kinds (they read the states' threads, states and
     times and the switch spans, nothing else), for a trace that differs from `old` in other columns
