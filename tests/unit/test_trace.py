@@ -11,6 +11,8 @@ import scalestack
 from scalestack.errors import UserError
 from scalestack.trace import State, make_trace
 
+from .test_replay_events import _any_traces
+
 
 def small_trace():
     return make_trace(
@@ -108,3 +110,29 @@ def test_between_keeps_tiling(trace, t0, width):
     # time in states inside the window = sum of each thread's overlap with it
     overlap = np.clip(np.minimum(trace.threads.end_ns, hi) - np.maximum(trace.threads.start_ns, lo), 0, None)
     assert part.time_in_states().sum() == overlap.sum()
+
+
+def _time_in_states_numpy(trace):
+    """time_in_states as NumPy computes it (the compiled lookup.state_sums replaces it)."""
+    out = np.zeros((len(trace.threads), len(State)), dtype=np.int64)
+    if len(trace.states):
+        flat = trace.thread_index(trace.states.tid) * len(State) + trace.states.state.astype(np.int64)
+        out.ravel()[:] = np.bincount(flat, weights=trace.states.duration_ns, minlength=out.size).astype(np.int64)
+    return out
+
+
+@settings(max_examples=100, deadline=None)
+@given(tiled_traces(), st.data())
+def test_time_in_states_is_the_bincount(trace, data):
+    assert np.array_equal(trace.time_in_states(), _time_in_states_numpy(trace))
+    other = data.draw(_any_traces())  # rows in any order, a thread's rows apart
+    assert np.array_equal(other.time_in_states(), _time_in_states_numpy(other))
+
+
+def test_time_in_states_of_a_tid_that_is_not_a_thread():
+    t = small_trace()
+    cols = t.states.columns()
+    cols["tid"] = np.where(cols["tid"] == 11, 12, cols["tid"])
+    bad = type(t)(threads=t.threads, states=type(t.states)(**cols), names=t.names, meta=t.meta)
+    with pytest.raises(KeyError, match="tid 12"):
+        bad.time_in_states()

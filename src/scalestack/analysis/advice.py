@@ -16,14 +16,16 @@ from __future__ import annotations
 import dataclasses
 import re
 
+import numba
 import numpy as np
 
 from scalestack.analysis.bottle import bottle
-from scalestack.analysis.criticality import criticality, sweep
+from scalestack.analysis.criticality import criticality, share_memo, sweep, thread_lookup
 from scalestack.analysis.whatif import whatif
 from scalestack.analysis.where import WhereResult, where
 from scalestack.results import Result
 from scalestack.trace import State, Trace
+from scalestack.trace.lookup import find_sorted, sift_runs
 from scalestack.units import format_ns
 
 
@@ -119,9 +121,24 @@ def _lock_finding(trace: Trace, name: str, wait: float, span: int, sel: np.ndarr
 
 
 def alone_time(trace: Trace) -> dict[int, int]:
-    """ns each thread was the only RUNNING thread: G(t) = time with exactly one runner so far,
-    integrated over each thread's own running intervals (only it runs then). Reads the shared
-    sweep of the running intervals (the criticality stack's) instead of sorting them again."""
+    """ns each thread was the only RUNNING thread. One compiled merge of the threads' running
+    intervals in time order (each thread's come sorted), counting who runs; a table whose rows of
+    one thread are out of time order gets the sweep (`_alone_by_sweep`). The sweep of all running
+    intervals (64 bytes each) is no longer built for this when the criticality stack uses switch
+    spans: 130 MB for 1.25 M intervals."""
+    s = trace.states
+    tids, rows = thread_lookup(trace)
+    alone, has, bad, ok = _alone(s.tid, s.start_ns, s.end_ns, s.state, tids, rows, trace.start_ns, trace.end_ns)
+    if bad >= 0:
+        trace.thread_index(s.tid[bad])  # raises KeyError, as the sweep does
+    if not ok:
+        return _alone_by_sweep(trace)
+    return {int(trace.threads.tid[k]): int(alone[k]) for k in np.flatnonzero(has).tolist()}
+
+
+def _alone_by_sweep(trace: Trace) -> dict[int, int]:
+    """`alone_time` from the shared sweep of the running intervals: G(t) = time with exactly one
+    runner so far, integrated over each thread's own running intervals (only it runs then)."""
     rows, a, _, tl, where = sweep(trace, "running", trace.start_ns, trace.end_ns)
     if len(a) == 0:
         return {}
@@ -131,6 +148,125 @@ def alone_time(trace: Trace) -> dict[int, int]:
     sums = np.zeros(len(trace.threads), np.int64)
     np.add.at(sums, rows, per)
     return {int(trace.threads.tid[k]): int(sums[k]) for k in np.unique(rows).tolist()}
+
+
+@numba.njit(cache=True, inline="always")
+def _next_running(state, start, end, i, stop, t0, t1):
+    """The first row from i (before stop) RUNNING for some time inside [t0, t1], else stop."""
+    while i < stop and (state[i] != 0 or min(max(end[i], t0), t1) <= min(max(start[i], t0), t1)):
+        i += 1
+    return i
+
+
+@numba.njit(cache=True)
+def _alone(tid, start, end, state, tids, rows, t0, t1):
+    """Per thread row: ns it ran alone, whether it ran at all; the first RUNNING row whose tid is
+    not a thread (-1: none); whether each thread's running intervals come in time order (else the
+    caller sweeps). Runs are a thread's consecutive rows; a heap of them by their next start or
+    end gives the instants in time order, and the count of runners with the sum of their rows
+    names the runner when there is one."""
+    n = rows.shape[0]
+    m = tid.shape[0]
+    alone = np.zeros(n, np.int64)
+    has = np.zeros(n, np.bool_)
+    n_runs = 0
+    for i in range(m):
+        if i == 0 or tid[i] != tid[i - 1]:
+            n_runs += 1
+    first = np.empty(n_runs + 1, np.int64)
+    run_k = np.zeros(n_runs, np.int64)
+    j = 0
+    prev_end = t0
+    for i in range(m):
+        if i == 0 or tid[i] != tid[i - 1]:
+            first[j] = i
+            j += 1
+            prev_end = t0
+        if state[i] != 0:
+            continue
+        p = find_sorted(tids, tid[i])
+        if p < 0:
+            return alone, has, i, False
+        run_k[j - 1] = rows[p]
+        a = min(max(start[i], t0), t1)
+        b = min(max(end[i], t0), t1)
+        if b > a:
+            if a < prev_end:
+                return alone, has, -1, False
+            prev_end = b
+            has[rows[p]] = True
+    first[n_runs] = m
+    cur = np.empty(n_runs, np.int64)
+    head_t = np.empty(n_runs, np.int64)
+    head_k = np.zeros(n_runs, np.int8)  # ties need no order: no time passes between them
+    inside = np.zeros(n_runs, np.bool_)
+    heap = np.empty(n_runs, np.int64)
+    size = 0
+    for r in range(n_runs):
+        i = _next_running(state, start, end, first[r], first[r + 1], t0, t1)
+        if i < first[r + 1]:
+            cur[r] = i
+            head_t[r] = min(max(start[i], t0), t1)
+            heap[size] = r
+            size += 1
+    for at in range(size // 2 - 1, -1, -1):
+        sift_runs(heap, size, at, head_t, head_k)
+    running = 0
+    who = 0  # the sum of the running threads' rows: the runner's when one runs
+    last = t0
+    while size > 0:
+        r = heap[0]
+        t = head_t[r]
+        if running == 1:
+            alone[who] += t - last
+        last = t
+        i = cur[r]
+        if not inside[r]:
+            running += 1
+            who += run_k[r]
+            inside[r] = True
+            head_t[r] = min(max(end[i], t0), t1)
+        else:
+            running -= 1
+            who -= run_k[r]
+            inside[r] = False
+            i = _next_running(state, start, end, i + 1, first[r + 1], t0, t1)
+            if i < first[r + 1]:
+                cur[r] = i
+                head_t[r] = min(max(start[i], t0), t1)
+            else:
+                size -= 1
+                heap[0] = heap[size]
+        sift_runs(heap, size, 0, head_t, head_k)
+    return alone, has, -1, True
+
+
+def _lengths(st, mask: np.ndarray) -> np.ndarray:
+    """`st.duration_ns[mask]` without the duration of every row first (23 MB for 2.9 M states)."""
+    return st.end_ns[mask] - st.start_ns[mask]
+
+
+def caused_wait(trace: Trace, woken: np.ndarray) -> dict[int, int]:
+    """ns of the `woken` waits (their wakers are threads of the trace) summed per waker, wakers in
+    the order of their first such wait: one compiled pass, where a Python loop over the waits'
+    wakers and durations as lists held 43 MB of ints for 714 K waits."""
+    tids = np.sort(trace.threads.tid)
+    st = trace.states
+    sums, first = _caused(woken, st.waker, st.start_ns, st.end_ns, tids)
+    return {int(tids[p]): int(sums[p]) for p in sorted(np.flatnonzero(first >= 0).tolist(), key=lambda p: first[p])}
+
+
+@numba.njit(cache=True)
+def _caused(woken, waker, start, end, tids):
+    sums = np.zeros(tids.shape[0], np.int64)
+    first = np.full(tids.shape[0], -1, np.int64)
+    for i in range(woken.shape[0]):
+        if woken[i]:
+            p = find_sorted(tids, waker[i])
+            if first[p] < 0:
+                first[p] = i
+            sums[p] += end[i] - start[i]
+    return sums, first
 
 
 def with_inferred_wakers(trace: Trace, slack_ns: int = 50_000) -> Trace:
@@ -148,26 +284,46 @@ def with_inferred_wakers(trace: Trace, slack_ns: int = 50_000) -> Trace:
     if len(lost) == 0:
         return trace
     run = np.flatnonzero(st.state == State.RUNNING)
-    order = run[np.argsort(st.start_ns[run], kind="stable")]
-    starts, ends, who = st.start_ns[order], st.end_ns[order], st.tid[order]
-    waker = st.waker.copy()
-    if len(order) == 0:
+    if len(run) == 0:
         return trace
+    key = st.start_ns[run]
+    order = run[np.argsort(key, kind="stable")]  # running rows by start
+    del key, run
+    waker = st.waker.copy()
     # the 64 running intervals that started last before each wait ended are the candidates
-    t = st.end_ns[lost]
-    k = np.searchsorted(starts, t, side="right")
-    idx = k[:, None] - 1 - np.arange(64)[None, :]
-    ok = idx >= 0
-    idx = np.maximum(idx, 0)
-    near = ok & (ends[idx] >= (t - slack_ns)[:, None]) & (who[idx] != st.tid[lost][:, None])
-    cand = who[idx].astype(np.int64)
-    lo = np.where(near, cand, np.iinfo(np.int64).max).min(axis=1)
-    hi = np.where(near, cand, -1).max(axis=1)
-    one = (lo == hi) & (hi >= 0)  # exactly one distinct candidate
-    waker[lost[one]] = hi[one]
+    _infer_wakers(lost, order, st.start_ns, st.end_ns, st.tid, waker, slack_ns)
     cols = st.columns()
     cols["waker"] = waker
-    return dataclasses.replace(trace, states=type(st)(**cols))
+    out = dataclasses.replace(trace, states=type(st)(**cols))
+    share_memo(trace, out)  # only the wakers changed: the sweeps and criticality stacks still hold
+    return out
+
+
+@numba.njit(cache=True)
+def _infer_wakers(lost, order, start, end, tid, waker, slack_ns):
+    """For each lost wait: the tids of the 64 running intervals (by start, `order`) that started
+    last before it ended, those that ran until slack_ns before its end or later and are not the
+    waiter's; one distinct tid is its waker. Per wait one binary search and 64 steps, where the
+    arrays of 64 candidates for every lost wait took 40 bytes x 64 a wait (2.5 GB for 10^6 of them)."""
+    m = order.shape[0]
+    for j in range(lost.shape[0]):
+        i = lost[j]
+        t = end[i]
+        lo, hi = 0, m
+        while lo < hi:  # the running intervals that started by t: order[:lo]
+            mid = (lo + hi) // 2
+            if start[order[mid]] <= t:
+                lo = mid + 1
+            else:
+                hi = mid
+        first, last = np.iinfo(np.int64).max, -1
+        for c in range(1, min(lo, 64) + 1):
+            r = order[lo - c]
+            if end[r] >= t - slack_ns and tid[r] != tid[i]:
+                first = min(first, np.int64(tid[r]))
+                last = max(last, np.int64(tid[r]))
+        if first == last and last >= 0:  # exactly one distinct candidate
+            waker[i] = last
 
 
 def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[int, Trace] | None = None
@@ -184,9 +340,7 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
     trace = with_inferred_wakers(trace)
     st = trace.states
     woken = (st.state == State.SYNC_WAIT) & np.isin(st.waker, trace.threads.tid)
-    caused: dict[int, int] = {}
-    for w, d in zip(st.waker[woken].tolist(), st.duration_ns[woken].tolist(), strict=True):
-        caused[w] = caused.get(w, 0) + int(d)
+    caused = caused_wait(trace, woken)
     share = cr.share
     ran = cr.running_ns > 0
     n_ran = int(ran.sum())
@@ -226,7 +380,7 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
         addr = None
         if caused.get(t, 0) > 0.02 * span:
             addrs, inv = np.unique(st.addr[mine], return_inverse=True)
-            per_addr = np.bincount(inv, weights=st.duration_ns[mine])
+            per_addr = np.bincount(inv, weights=_lengths(st, mine))
             once = np.bincount(inv) < 2
             if not np.all(once):  # a join waits once: name the lock or barrier waited on again and again
                 per_addr[once] = 0
@@ -268,7 +422,7 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
                                           factor, addr0, top_lock))
     elif np.any(sync) and code is None:
         addrs, inv = np.unique(st.addr[sync], return_inverse=True)
-        per_addr = np.bincount(inv, weights=st.duration_ns[sync])
+        per_addr = np.bincount(inv, weights=_lengths(st, sync))
         per_addr[np.bincount(inv) < 3] = 0  # a join waits once per thread: not a lock or barrier
         k = int(np.argmax(per_addr))
         wait = float(per_addr[k])
@@ -278,7 +432,7 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
                                           int(addrs[k]), None))
 
     # 4. CPU contention: runnable time (more runnable threads than cores)
-    rq = float(st.duration_ns[st.state == State.RUNNABLE].sum())
+    rq = float(_lengths(st, st.state == State.RUNNABLE).sum())
     cores = trace.meta.get("cores")
     if rq > 0.2 * span:
         findings.append(Finding(
@@ -392,7 +546,7 @@ def _pool_findings(trace: Trace, span: int, factor: float, label) -> list[Findin
         addr, gain = None, bound
         if np.any(sel):
             addrs, inv = np.unique(st.addr[sel], return_inverse=True)
-            per = np.bincount(inv, weights=st.duration_ns[sel])
+            per = np.bincount(inv, weights=_lengths(st, sel))
             addr = int(addrs[int(np.argmax(per))])
             rel = sel & (st.addr == addr) & np.isin(st.waker, trace.threads.tid)
             detail += f" Its threads wait {format_ns(int(per.max()))} on futex {addr:#x}"

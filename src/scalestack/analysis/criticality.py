@@ -24,6 +24,7 @@ from scalestack.errors import UserError
 from scalestack.results import Result
 from scalestack.trace import State, Trace
 from scalestack.trace.aggregate import AggregateRecording, refuse_trace_options
+from scalestack.trace.lookup import find_sorted, sift_runs
 
 ACTIVE = {"running": (State.RUNNING,), "running+runnable": (State.RUNNING, State.RUNNABLE)}
 
@@ -33,7 +34,7 @@ class Timeline:
     """F(t) = ∫ dt / r(t) at the sorted breakpoints u, with r after each breakpoint."""
 
     u: np.ndarray  # int64 breakpoints
-    r: np.ndarray  # int64 active count on [u[k], u[k+1])
+    r: np.ndarray  # int32 active count on [u[k], u[k+1])
     F: np.ndarray  # float64 F(u[k])
     idle_cum: np.ndarray  # int64 time with r == 0 before u[k]
 
@@ -62,30 +63,158 @@ def active_intervals(trace: Trace, active: str, t0: int, t1: int) -> tuple[np.nd
     if active not in ACTIVE:
         raise UserError(f"active must be one of {', '.join(ACTIVE)}, not {active!r}")
     s = trace.states
-    mask = np.isin(s.state, [int(x) for x in ACTIVE[active]])
-    rows = trace.thread_index(s.tid[mask]) if np.any(mask) else np.zeros(0, dtype=np.int64)
-    a, b = np.clip(s.start_ns[mask], t0, t1), np.clip(s.end_ns[mask], t0, t1)
-    keep = b > a
-    return rows[keep], a[keep], b[keep]
+    return _kept(trace, s.tid, s.start_ns, s.end_ns, np.isin(s.state, [int(x) for x in ACTIVE[active]]), t0, t1, True)
+
+
+def _kept(trace: Trace, tid, start, end, mask, t0: int, t1: int, strict: bool):
+    """(thread row, start, end) of the masked rows, clipped to [t0, t1], the empty ones dropped, in
+    two compiled passes: masking, looking up and clipping whole columns held ten per-row
+    temporaries. A tid that is not a thread raises KeyError (`strict`, as thread_index) or drops
+    the row. Rows are int32: a thread row always fits."""
+    tids, rows = thread_lookup(trace)
+    n, bad = _clipped(tid, start, end, mask, tids, rows, t0, t1, strict, np.empty(0, np.int32), np.empty(0, np.int64),
+                      np.empty(0, np.int64), False)
+    if bad >= 0:
+        trace.thread_index(tid[bad])  # raises KeyError, as for the whole column
+    out = np.empty(n, np.int32), np.empty(n, np.int64), np.empty(n, np.int64)
+    _clipped(tid, start, end, mask, tids, rows, t0, t1, strict, *out, True)
+    return out
+
+
+@numba.njit(cache=True)
+def _clipped(tid, start, end, mask, tids, rows, t0, t1, strict, out_row, out_a, out_b, fill):
+    n = 0
+    for i in range(tid.shape[0]):
+        if not mask[i]:
+            continue
+        p = find_sorted(tids, tid[i])
+        if p < 0:
+            if strict:
+                return n, i
+            continue
+        a = min(max(start[i], t0), t1)
+        b = min(max(end[i], t0), t1)
+        if b > a:
+            if fill:
+                out_row[n], out_a[n], out_b[n] = rows[p], a, b
+            n += 1
+    return n, -1
+
+
+def thread_lookup(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted tids, their rows in trace.threads): `Trace.thread_index` for compiled code, by
+    `lookup.find_sorted`."""
+    order = np.argsort(trace.threads.tid, kind="stable")
+    return trace.threads.tid[order], order
+
+
+def active_ns(trace: Trace, active: str, t0: int, t1: int) -> np.ndarray:
+    """ns each thread was active inside [t0, t1] (float64, one thread a row of trace.threads): the
+    sums of `np.bincount` over `active_intervals`, in the same order, in one compiled pass. With
+    switch spans the criticality stack needs no sweep of the active intervals, and building it for
+    this sum alone held 130 MB for 1.25 M running intervals."""
+    s = trace.states
+    codes = np.zeros(256, np.bool_)
+    codes[[int(x) for x in ACTIVE[active]]] = True
+    tids, rows = thread_lookup(trace)
+    run, bad = _active_ns(s.tid, s.start_ns, s.end_ns, s.state, codes, tids, rows, t0, t1)
+    if bad >= 0:
+        trace.thread_index(s.tid[bad])  # raises KeyError, as active_intervals does
+    return run
+
+
+@numba.njit(cache=True)
+def _active_ns(tid, start, end, state, codes, tids, rows, t0, t1):
+    """Per thread row, the sum of the clipped active intervals' lengths; and the first active row
+    whose tid is not a thread (-1: none)."""
+    run = np.zeros(rows.shape[0])
+    for i in range(tid.shape[0]):
+        if not codes[state[i]]:
+            continue
+        p = find_sorted(tids, tid[i])
+        if p < 0:
+            return run, i
+        a = min(max(start[i], t0), t1)
+        b = min(max(end[i], t0), t1)
+        if b > a:
+            run[rows[p]] += float(b - a)
+    return run, -1
 
 
 def timeline(start: np.ndarray, end: np.ndarray, t0: int, t1: int) -> tuple[Timeline, np.ndarray]:
     """The F(t) timeline of active intervals over [t0, t1], and where each endpoint landed.
 
-    Endpoints are laid out start, end, start, end, ... Intervals come sorted per thread, so
-    that array is a few sorted runs, which a stable (merge) sort orders in near-linear time.
-    Returns the timeline and, for every endpoint, its index in the timeline: F(b) - F(a) is
-    then a gather, not a search. Equal times may repeat in the timeline (dt = 0 between them).
+    Endpoints are laid out start, end, start, end, ..., t0, t1 and taken in stable sorted order.
+    Intervals come sorted per thread, so that layout is a few sorted runs, merged by a heap of
+    runs as the sweep walks (`_merge_sweep`): the laid-out times and their sort order (32 bytes
+    an interval, 27 MB for 854 K switch spans) are not built; with many runs they are, and a
+    stable sort orders them. Returns the timeline and, for every endpoint, its index in the
+    timeline: F(b) - F(a) is then a gather, not a search. Equal times may repeat in the timeline
+    (dt = 0 between them).
     """
     n = len(start)
-    times = np.empty(2 * n + 2, dtype=np.int64)
-    times[0:2 * n:2] = start
-    times[1:2 * n:2] = end
-    times[2 * n], times[2 * n + 1] = t0, t1
-    order = np.argsort(times, kind="stable")
-    u, r, F, idle, where = (np.empty(len(order), dt) for dt in (np.int64, np.int64, np.float64, np.int64, np.int64))
-    _sweep(times, order, n, u, r, F, idle, where)
+    m = 2 * n + 2
+    # r fits int32 (it counts threads), where too below 2^31 points: 8 of the sweep's 40 bytes a point
+    small = np.int32 if m < 2**31 else np.int64
+    u, r, F, idle, where = (np.empty(m, dt) for dt in (np.int64, np.int32, np.float64, np.int64, small))
+    start = np.ascontiguousarray(start, dtype=np.int64)
+    end = np.ascontiguousarray(end, dtype=np.int64)
+    firsts = _point_runs(start, end, t0, t1)
+    if 16 * len(firsts) <= m:
+        _merge_sweep(start, end, t0, t1, firsts, u, r, F, idle, where)
+    else:
+        times = np.empty(m, dtype=np.int64)
+        times[0:2 * n:2] = start
+        times[1:2 * n:2] = end
+        times[2 * n], times[2 * n + 1] = t0, t1
+        _sweep(times, np.argsort(times, kind="stable"), n, u, r, F, idle, where)
     return Timeline(u, r, F, idle), where
+
+
+@numba.njit(cache=True, inline="always")
+def _point(start, end, t0, t1, p):
+    """The time of laid-out endpoint p (start 2i, end 2i + 1, then t0 and t1)."""
+    n = start.shape[0]
+    if p < 2 * n:
+        return start[p >> 1] if p % 2 == 0 else end[p >> 1]
+    return t0 if p == 2 * n else t1
+
+
+@numba.njit(cache=True)
+def _point_runs(start, end, t0, t1):
+    """First positions of the maximal non-decreasing stretches of the laid-out endpoints."""
+    m = 2 * start.shape[0] + 2
+    count = 1
+    for p in range(1, m):
+        count += _point(start, end, t0, t1, p) < _point(start, end, t0, t1, p - 1)
+    out = np.empty(count, np.int64)
+    out[0] = 0
+    j = 1
+    for p in range(1, m):
+        if _point(start, end, t0, t1, p) < _point(start, end, t0, t1, p - 1):
+            out[j] = p
+            j += 1
+    return out
+
+
+@numba.njit(cache=True, inline="always")
+def _visit(k, e, t, n, count, f, gone, u, r, F, idle, where):
+    """Endpoint e at time t is the k-th in sorted order: F and the idle time before it, the active
+    count after it."""
+    if k > 0:
+        dt = t - u[k - 1]
+        if count > 0:
+            f += dt / count
+        else:
+            gone += dt
+    u[k] = t
+    F[k] = f
+    idle[k] = gone
+    if e < 2 * n:
+        count += 1 if e % 2 == 0 else -1
+    r[k] = count
+    where[e] = k
+    return count, f, gone
 
 
 @numba.njit(cache=True)
@@ -94,25 +223,42 @@ def _sweep(times, order, n, u, r, F, idle, where):
     before each (the same sums, in the same order, as cumulative sums over the whole arrays;
     without their seven whole-length temporaries). Endpoint 2i starts interval i, 2i + 1 ends it;
     the last two are the window's bounds."""
-    count = 0
-    f = 0.0
-    gone = 0
+    count, f, gone = 0, 0.0, 0
     for k in range(order.shape[0]):
         e = order[k]
-        t = times[e]
-        if k > 0:
-            dt = t - u[k - 1]
-            if count > 0:
-                f += dt / count
-            else:
-                gone += dt
-        u[k] = t
-        F[k] = f
-        idle[k] = gone
-        if e < 2 * n:
-            count += 1 if e % 2 == 0 else -1
-        r[k] = count
-        where[e] = k
+        count, f, gone = _visit(k, e, times[e], n, count, f, gone, u, r, F, idle, where)
+
+
+@numba.njit(cache=True)
+def _merge_sweep(start, end, t0, t1, firsts, u, r, F, idle, where):
+    """`_sweep` over the endpoints in the same order (by time, then position), merged from their
+    sorted runs (first positions `firsts`) by a heap keyed by (time, position)."""
+    n = start.shape[0]
+    m = 2 * n + 2
+    runs = firsts.shape[0]
+    cur = firsts.copy()
+    stop = np.empty(runs, np.int64)
+    stop[:-1] = firsts[1:]
+    stop[-1] = m
+    head_t = np.empty(runs, np.int64)
+    for j in range(runs):
+        head_t[j] = _point(start, end, t0, t1, cur[j])
+    heap = np.arange(runs)
+    for at in range(runs // 2 - 1, -1, -1):
+        sift_runs(heap, runs, at, head_t, cur)
+    size = runs
+    count, f, gone = 0, 0.0, 0
+    for k in range(m):
+        run = heap[0]
+        e = cur[run]
+        count, f, gone = _visit(k, e, head_t[run], n, count, f, gone, u, r, F, idle, where)
+        if e + 1 < stop[run]:
+            cur[run] = e + 1
+            head_t[run] = _point(start, end, t0, t1, e + 1)
+        else:
+            size -= 1
+            heap[0] = heap[size]
+        sift_runs(heap, size, 0, head_t, cur)
 
 
 # Per-trace memo of the costly steps (a Trace never changes after it is made). The sweep over a
@@ -133,6 +279,23 @@ def shared(trace: Trace, key: tuple, make: Callable[[], Any]) -> Any:
             memo.pop(next(iter(memo)))
         memo[key] = make()
     return memo[key]
+
+
+def forget(trace: Trace) -> None:
+    """Drop what `shared` keeps for `trace` (its sweeps: 84 bytes a switch span, and more), for a
+    caller that asks no more of it: the report command before it renders its files."""
+    _SHARED.pop(trace, None)
+
+
+def share_memo(old: Trace, new: Trace, kinds: tuple[str, ...] = ("sweep", "switch-sweep", "criticality")) -> None:
+    """Give `new` the memo entries of `old` of these kinds (they read the states' threads, states and
+    times and the switch spans, nothing else), for a trace that differs from `old` in other columns
+    only: advice's trace with inferred wakers computed all of them again (+205 MB, 0.5 s here)."""
+    memo = _SHARED.get(old)
+    if memo and new is not old:
+        for key, value in memo.items():
+            if key[0] in kinds:
+                shared(new, key, lambda v=value: v)
 
 
 def _frozen(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -247,11 +410,10 @@ def _span(trace: Trace, between) -> tuple[int, int]:
 
 
 def _switch_intervals(trace: Trace, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Thread rows and [a, b) of the trace's switch-instant spans, clipped to [t0, t1)."""
+    """Thread rows and [a, b) of the trace's switch-instant spans, clipped to [t0, t1); spans of
+    tids that are not threads are left out."""
     sp = trace.switch_spans
-    a, b = np.maximum(sp.start_ns, t0), np.minimum(sp.end_ns, t1)
-    ok = (b > a) & np.isin(sp.tid, trace.threads.tid)
-    return trace.thread_index(sp.tid[ok]), a[ok], b[ok]
+    return _kept(trace, sp.tid, sp.start_ns, sp.end_ns, np.ones(len(sp), np.bool_), t0, t1, False)
 
 
 def criticality(trace: Trace | AggregateRecording, *, active: str = "running",
@@ -280,9 +442,8 @@ def criticality(trace: Trace | AggregateRecording, *, active: str = "running",
 
 
 def _criticality(trace: Trace, active: str, t0: int, t1: int) -> CriticalityResult:
-    rows, a, b, _, _ = sweep(trace, active, t0, t1)
     n = len(trace.threads)
-    run = np.bincount(rows, weights=(b - a).astype(np.float64), minlength=n)  # Run_j: the kernel's charge
+    run = active_ns(trace, active, t0, t1)  # Run_j: the kernel's charge
     rows, a, b, tl, where = critical_sweep(trace, active, t0, t1)
     m = len(a)
     crit = np.bincount(rows, weights=tl.F[where[1:2 * m:2]] - tl.F[where[0:2 * m:2]], minlength=n).astype(np.float64)

@@ -7,7 +7,7 @@ segments divided by F, and a wait with a known waker ends when the waker reaches
 re-timed schedule, the point where it released the waiter. Waits with no known waker keep their
 duration. Limitation: the replay does not model core contention (RUNNABLE time is kept as is).
 The walk is sequential (each wait ends where its waker's re-timed schedule has got to), so it is one
-numba-compiled loop over the events, sorted and indexed by NumPy beforehand.
+numba-compiled loop over the events, merged in time order from the threads' runs of states as it goes.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import numpy as np
 from scalestack.analysis.criticality import shared
 from scalestack.results import Result
 from scalestack.trace import State, Trace
+from scalestack.trace.lookup import find_sorted, sift_runs
 
 
 @dataclass(frozen=True)
@@ -69,40 +70,143 @@ def replay_runtime(trace: Trace, scale: dict[int, float]) -> float:
     st = trace.states
     root_k = int(trace.thread_index(trace.meta.get("root_tid", int(tids[0])), missing=-1)[0])
     inv = 1.0 / np.array([scale.get(int(t), 1.0) for t in tids], dtype=np.float64)
-    kinds, idxs, k_of, waker_k, first_row, first_of = shared(trace, ("replay-events",), lambda: _replay_events(trace))
-    return _replay(kinds, idxs, trace.threads.start_ns.astype(np.int64, copy=False),
-                   st.start_ns.astype(np.int64, copy=False), st.end_ns.astype(np.int64, copy=False), st.state, k_of,
-                   waker_k, first_row, first_of, inv, root_k, float(trace.start_ns))
+    ev = _Events(trace)
+    return _replay(*ev.args(trace), st.start_ns.astype(np.int64, copy=False), st.tid, st.waker,
+                   ev.sorted_tids, ev.sorted_k, ev.first_of, inv, root_k, float(trace.start_ns))
 
 
-def _replay_events(trace: Trace) -> tuple[np.ndarray, ...]:
-    """The replay's events in time order, the same for every thread and factor asked about (one
-    report asks for several): births (kind 0), then per instant segment ends, RUNNING (kind 1)
-    before waits (kind 2); with each state's thread, its waker's thread and each thread's first row."""
+class _Events:
+    """The replay's events in time order, merged while the replay walks them: births (by time),
+    then per instant segment ends, RUNNING before waits, each in row order (the order of
+    ``np.lexsort((kind, time))`` over births and state ends). A thread's states come in time
+    order, so the table is a few sorted runs and a heap of runs orders them: no per-row array
+    (the sorted events and per-row thread indices took 111 MB for 2.9 M states).
+
+    Runs are maximal row ranges of one thread in event order, numbered in row order; the heap
+    holds the unfinished ones by their next row cur[run] (which ends before stop[run]), whose
+    end time and kind (0: RUNNING) are cached in head_t / head_k. ctl: [heap size, next birth]."""
+
+    def __init__(self, trace: Trace):
+        st = trace.states
+        starts, self.stop, self.run_k, self.births, self.sorted_k, self.sorted_tids, self.first_of = shared(
+            trace, ("replay-runs",), lambda: _static(trace))
+        self.cur = starts.copy()
+        self.head_t = st.end_ns[starts].astype(np.int64)
+        self.head_k = (st.state[starts] != State.RUNNING).astype(np.int8)
+        self.heap = np.arange(len(starts), dtype=np.int64)
+        self.ctl = np.array([len(starts), 0], np.int64)
+        for at in range(len(starts) // 2 - 1, -1, -1):
+            sift_runs(self.heap, len(starts), at, self.head_t, self.head_k)
+
+    def args(self, trace: Trace) -> tuple:
+        st = trace.states
+        return (self.births, trace.threads.start_ns.astype(np.int64, copy=False), self.heap, self.cur, self.stop,
+                self.run_k, self.head_t, self.head_k, self.ctl, st.end_ns, st.state)
+
+    def order(self, trace: Trace) -> np.ndarray:
+        """All events in replay order as positions in [births..., state rows...] (for the tests)."""
+        return _order(*self.args(trace), len(trace.threads) + len(trace.states))
+
+
+def _static(trace: Trace) -> tuple[np.ndarray, ...]:
+    """What every replay of `trace` starts from (a few numbers per thread; the scan for the runs
+    takes 30 ms over 2.9 M states): runs' first rows and ends, their threads, the threads in birth
+    order and by tid, each thread's first row."""
     st = trace.states
-    n = len(trace.threads)
-    k_of = trace.thread_index(st.tid).astype(np.int64, copy=False)
-    waker_k = trace.thread_index(st.waker, missing=-1).astype(np.int64, copy=False)
-    ev_t = np.concatenate([trace.threads.start_ns, st.end_ns])
-    ev_kind = np.concatenate([np.zeros(n, np.int8), np.where(st.state == State.RUNNING, 1, 2).astype(np.int8)])
-    order = np.lexsort((ev_kind, ev_t))
-    del ev_t
-    kinds = ev_kind[order]
-    idxs = np.where(order < n, order, order - n)  # the thread (births) or the state row
-    del order, ev_kind
-    first_row = np.ones(len(st), dtype=np.bool_)
-    first_row[1:] = st.tid[1:] != st.tid[:-1]
-    first_of = np.full(n, -1, np.int64)
-    rows = np.flatnonzero(first_row)
-    first_of[k_of[rows]] = rows
-    out = (kinds, idxs, k_of, waker_k, first_row, first_of)
+    th = trace.threads
+    starts = _runs(st.tid, st.end_ns, st.state)
+    stop = np.append(starts[1:], len(st)).astype(np.int64)
+    run_k = trace.thread_index(st.tid[starts]).astype(np.int64, copy=False)
+    births = np.argsort(th.start_ns, kind="stable")
+    sorted_k = np.argsort(th.tid, kind="stable")
+    block = starts[(starts == 0) | (st.tid[starts] != st.tid[np.maximum(starts - 1, 0)])]  # a thread's rows
+    first_of = np.full(len(th), -1, np.int64)
+    first_of[trace.thread_index(st.tid[block])] = block
+    out = (starts, stop, run_k, births, sorted_k, th.tid[sorted_k], first_of)
     for x in out:
         x.flags.writeable = False  # shared between the calls
     return out
 
 
 @numba.njit(cache=True)
-def _replay(kinds, idxs, birth_ns, starts, ends, states, k_of, waker_k, first_row, first_of, inv, root_k, t0):
+def _runs(tid, ends, states):
+    """First row of each run: rows of one thread whose (end, RUNNING first) order is the row order."""
+    m = tid.shape[0]
+    count = 1 if m else 0
+    for i in range(1, m):
+        count += _breaks(tid, ends, states, i)
+    out = np.empty(count, np.int64)
+    if m:
+        out[0] = 0
+    j = 1
+    for i in range(1, m):
+        if _breaks(tid, ends, states, i):
+            out[j] = i
+            j += 1
+    return out
+
+
+@numba.njit(cache=True, inline="always")
+def _breaks(tid, ends, states, i):
+    """Whether row i starts a run: another thread, or an end before row i - 1's."""
+    if tid[i] != tid[i - 1] or ends[i] < ends[i - 1]:
+        return True
+    return ends[i] == ends[i - 1] and states[i] == 0 and states[i - 1] != 0  # RUNNING goes first
+
+
+BLOCK = 1 << 14  # events merged per call of _fill
+
+
+@numba.njit(cache=True)
+def _fill(rows, ks, births, birth_ns, heap, cur, stop, run_k, head_t, head_k, ctl, ends, states):
+    """The next (up to len(rows)) events: rows[e] the thread of a birth (ks[e] = -1) or the state row
+    of a segment end (ks[e] its thread); births come first at equal times. Returns how many."""
+    size, b = ctl[0], ctl[1]
+    e = 0
+    while e < rows.shape[0]:
+        if b < births.shape[0] and (size == 0 or birth_ns[births[b]] <= head_t[heap[0]]):
+            rows[e] = births[b]
+            ks[e] = -1
+            b += 1
+            e += 1
+            continue
+        if size == 0:
+            break
+        run = heap[0]
+        i = cur[run]
+        rows[e] = i
+        ks[e] = run_k[run]
+        e += 1
+        cur[run] = i + 1
+        if i + 1 < stop[run]:
+            head_t[run] = ends[i + 1]
+            head_k[run] = 0 if states[i + 1] == 0 else 1
+        else:
+            size -= 1
+            heap[0] = heap[size]
+        sift_runs(heap, size, 0, head_t, head_k)
+    ctl[0], ctl[1] = size, b
+    return e
+
+
+@numba.njit(cache=True)
+def _order(births, birth_ns, heap, cur, stop, run_k, head_t, head_k, ctl, ends, states, total):
+    out = np.empty(total, np.int64)
+    rows = np.empty(BLOCK, np.int64)
+    ks = np.empty(BLOCK, np.int64)
+    at = 0
+    while True:
+        got = _fill(rows, ks, births, birth_ns, heap, cur, stop, run_k, head_t, head_k, ctl, ends, states)
+        if got == 0:
+            return out[:at]
+        for e in range(got):
+            out[at + e] = rows[e] if ks[e] < 0 else births.shape[0] + rows[e]
+        at += got
+
+
+@numba.njit(cache=True)
+def _replay(births, birth_ns, heap, cur, stop, run_k, head_t, head_k, ctl, ends, states, starts, tid, waker,
+            sorted_tids, sorted_k, first_of, inv, root_k, t0):
     """The replay's walk over events in time order: each thread's cursor in the re-timed schedule.
 
     cursor[k]: where thread k's re-timed schedule has reached; last_end[k]: the original instant it
@@ -113,34 +217,39 @@ def _replay(kinds, idxs, birth_ns, starts, ends, states, k_of, waker_k, first_ro
     cursor = np.zeros(n)
     last_end = birth_ns.astype(np.float64)
     nxt_running = np.zeros(n, dtype=np.bool_)
-    for e in range(len(kinds)):
-        kind, i = kinds[e], idxs[e]
-        if kind == 0:
-            s = float(birth_ns[i])
-            if root_k >= 0 and root_k != i and s > t0:
-                w = root_k
-                cursor[i] = cursor[w] + (s - last_end[w]) * (inv[w] if nxt_running[w] else 1.0)
+    rows = np.empty(BLOCK, np.int64)
+    ks = np.empty(BLOCK, np.int64)
+    got = 1
+    while got:
+        got = _fill(rows, ks, births, birth_ns, heap, cur, stop, run_k, head_t, head_k, ctl, ends, states)
+        for e in range(got):
+            i, k = rows[e], ks[e]
+            if k < 0:
+                s = float(birth_ns[i])
+                if root_k >= 0 and root_k != i and s > t0:
+                    w = root_k
+                    cursor[i] = cursor[w] + (s - last_end[w]) * (inv[w] if nxt_running[w] else 1.0)
+                else:
+                    cursor[i] = s
+                last_end[i] = s
+                r = first_of[i]
+                nxt_running[i] = r >= 0 and states[r] == running
+                continue
+            d = float(ends[i] - starts[i])
+            if states[i] == running:
+                new_end = cursor[k] + d * inv[k]
             else:
-                cursor[i] = s
-            last_end[i] = s
-            r = first_of[i]
-            nxt_running[i] = r >= 0 and states[r] == running
-            continue
-        k = k_of[i]
-        d = float(ends[i] - starts[i])
-        if states[i] == running:
-            new_end = cursor[k] + d * inv[k]
-        else:
-            w = waker_k[i]
-            if w >= 0 and w != k and states[i] != runnable:
-                at_w = cursor[w] + (float(ends[i]) - last_end[w]) * (inv[w] if nxt_running[w] else 1.0)
-                new_end = max(cursor[k], at_w)
-            else:
-                new_end = cursor[k] + d
-        cursor[k] = new_end
-        last_end[k] = float(ends[i])
-        nr = i + 1
-        nxt_running[k] = nr < m and not first_row[nr] and states[nr] == running
+                p = find_sorted(sorted_tids, waker[i])
+                w = sorted_k[p] if p >= 0 else -1
+                if w >= 0 and w != k and states[i] != runnable:
+                    at_w = cursor[w] + (float(ends[i]) - last_end[w]) * (inv[w] if nxt_running[w] else 1.0)
+                    new_end = max(cursor[k], at_w)
+                else:
+                    new_end = cursor[k] + d
+            cursor[k] = new_end
+            last_end[k] = float(ends[i])
+            nr = i + 1
+            nxt_running[k] = nr < m and tid[nr] == tid[i] and states[nr] == running
     return cursor.max() - t0
 
 
@@ -174,7 +283,7 @@ def whatif(trace: Trace, tid: int, factor: float = 2.0) -> WhatIfResult:
     rep = replay_runtime(trace, {tid: factor})
     st = trace.states
     blocked = (st.state != State.RUNNING) & (st.state != State.RUNNABLE)
-    dur = st.duration_ns
-    tot = dur[blocked].sum()
-    unk = dur[blocked & (st.waker < 0)].sum()
+    tot = (st.end_ns[blocked] - st.start_ns[blocked]).sum()  # no duration of every row (23 MB here)
+    unk = blocked & (st.waker < 0)
+    unk = (st.end_ns[unk] - st.start_ns[unk]).sum()
     return WhatIfResult(tid, float(factor), span, crit_rt, rep, float(unk / tot) if tot else 0.0)

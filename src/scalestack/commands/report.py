@@ -55,6 +55,9 @@ def command(path, out_dir, window, group_by, baseline, active, between, no_timel
 
         part = trace.between(*options.between) if options.between is not None else trace
         report.sections.insert(0, compare_section(compare(scalestack.load(baseline), part, labels=(baseline, path))))
+    from scalestack.analysis.criticality import forget
+
+    forget(trace)  # every analysis is done: the shared sweeps need not stay while the files are rendered
     out_dir = out_dir or os.path.splitext(path)[0] + "-report"
     written = write_report(report, out_dir)
     if not quiet:

@@ -18,6 +18,7 @@ import gzip
 import html
 import json
 import re
+import zlib
 from importlib import resources
 from typing import Any
 
@@ -25,6 +26,7 @@ import numba
 import numpy as np
 
 from scalestack.trace import STATE_NAMES, Trace
+from scalestack.trace.lookup import find_sorted
 from scalestack.units import format_ns
 
 ROLE_ORDER = {"main": 0, "app": 1, "": 2, "runtime": 3, "jit": 4, "gc": 5}
@@ -145,18 +147,22 @@ def _put(out_s, out_e, out_k, n_out, s, e, k):
     return n_out + 1
 
 
-def coarsen(lane_off: np.ndarray, starts: np.ndarray, ends: np.ndarray, keys: np.ndarray, lo: int, width: int
+def coarsen(lane_off: np.ndarray, starts: np.ndarray, ends: np.ndarray, keys: np.ndarray, lo: int, width: int,
+            rows_lo: np.ndarray | None = None, rows_hi: np.ndarray | None = None
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Every lane (rows lane_off[k]:lane_off[k + 1]) summarised by `_coarsen` with buckets of
-    `width` ns from `lo`: (lane_off, starts, ends, keys) of the summary."""
+    """Every lane (rows lane_off[k]:lane_off[k + 1], or rows_lo[k]:rows_hi[k] of the columns when
+    given: no reordered copy of them) summarised by `_coarsen` with buckets of `width` ns from
+    `lo`: (lane_off, starts, ends, keys) of the summary."""
+    if rows_lo is None:
+        rows_lo, rows_hi = lane_off[:-1], lane_off[1:]
     n_buckets = int((int(ends.max(initial=lo)) - lo) // width) + 2
     cap = min(len(starts), (len(lane_off) - 1) * n_buckets) + len(lane_off) + 2
     out_s, out_e, out_k = np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int64)
     off = np.zeros(len(lane_off), np.int64)
     n = 0
     for k in range(len(lane_off) - 1):
-        a, b = int(lane_off[k]), int(lane_off[k + 1])
-        n = _coarsen(starts[a:b], ends[a:b], keys[a:b].astype(np.int64), lo, width, out_s, out_e, out_k, n)
+        a, b = int(rows_lo[k]), int(rows_hi[k])
+        n = _coarsen(starts[a:b], ends[a:b], keys[a:b], lo, width, out_s, out_e, out_k, n)
         off[k + 1] = n
     return off, out_s[:n], out_e[:n], out_k[:n]
 
@@ -175,28 +181,152 @@ def critical_segments(trace: Trace, lane_of_row: np.ndarray, active: str = "runn
     """The criticality strip: maximal segments of the run with the same running set's size r and,
     when r == 1, the same lone thread. Returns (start_ns, end_ns, r, lane) arrays, times absolute,
     lane -1 unless exactly one thread ran. Uses the same active intervals as `criticality` (the
-    switch-instant spans of recordings, else RUNNING)."""
+    switch-instant spans of recordings, else RUNNING), and their shared sorted timeline: sorting
+    the endpoints again, with the running counts and lane sums as whole arrays, took 150 MB and
+    0.3 s for 854 K spans."""
     from scalestack.analysis.criticality import critical_sweep
 
-    t0, t1 = trace.start_ns, trace.end_ns
-    rows, a, b, _, _ = critical_sweep(trace, active, t0, t1)
-    lanes = lane_of_row[rows].astype(np.int64)
-    times = np.concatenate([a, b, [t0, t1]]).astype(np.int64)
-    delta = np.concatenate([np.ones(len(a), np.int64), -np.ones(len(b), np.int64), [0, 0]])
-    order = np.argsort(times, kind="stable")
-    u = times[order]
-    r = np.cumsum(delta[order])
-    s = np.cumsum(np.concatenate([lanes, -lanes, [0, 0]])[order])  # sum of running lanes: the lane when r == 1
-    lone = np.where(r == 1, s, -1)
-    start, end, rr, ll = u[:-1], u[1:], r[:-1], lone[:-1]
-    keep = end > start
-    start, end, rr, ll = start[keep], end[keep], rr[keep], ll[keep]
-    if len(start) == 0:
-        return start, end, rr, ll
-    change = np.r_[True, (rr[1:] != rr[:-1]) | (ll[1:] != ll[:-1]) | (start[1:] != end[:-1])]
-    idx = np.flatnonzero(change)
-    ends = np.r_[end[idx[1:] - 1], end[-1]]
-    return start[idx], ends, rr[idx], ll[idx]
+    rows, _, _, tl, where = critical_sweep(trace, active, trace.start_ns, trace.end_ns)
+    lane_at = _lane_at(where, rows, lane_of_row.astype(np.int64, copy=False), len(tl.u))
+    n = _strip(tl.u, tl.r, lane_at, np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64),
+               np.empty(0, np.int64), False)
+    out = tuple(np.empty(n, np.int64) for _ in range(4))
+    _strip(tl.u, tl.r, lane_at, *out, True)
+    return out
+
+
+@numba.njit(cache=True)
+def _lane_at(where, rows, lane_of_row, n_points):
+    """At each point of the sorted timeline, the lane its interval starts (+) or ends (-) there."""
+    out = np.zeros(n_points, np.int64)
+    for i in range(rows.shape[0]):
+        lane = lane_of_row[rows[i]]
+        out[where[2 * i]] = lane
+        out[where[2 * i + 1]] = -lane
+    return out
+
+
+@numba.njit(cache=True)
+def _strip(u, r, lane_at, start, end, rr, lone, fill):
+    """The strip's segments between the timeline's points, equal neighbours merged: how many, and
+    with `fill` the segments themselves. Between u[k] and u[k + 1] run r[k] threads whose lanes
+    add up to the sum of lane_at up to k; points at one instant leave no segment between them,
+    so their order does not matter."""
+    n = 0
+    total = 0
+    rr_prev, lone_prev, end_prev = -1, -1, -1
+    for k in range(u.shape[0] - 1):
+        total += lane_at[k]
+        if u[k + 1] <= u[k]:
+            continue
+        who = total if r[k] == 1 else -1
+        if n > 0 and rr_prev == r[k] and lone_prev == who and end_prev == u[k]:
+            end_prev = u[k + 1]
+            if fill:
+                end[n - 1] = end_prev
+            continue
+        rr_prev, lone_prev, end_prev = r[k], who, u[k + 1]
+        if fill:
+            start[n], end[n], rr[n], lone[n] = u[k], u[k + 1], r[k], who
+        n += 1
+    return n
+
+
+def _thread_blocks(trace: Trace) -> tuple[Any, np.ndarray, np.ndarray]:
+    """The states with each thread's rows together and in time order (the table itself when they
+    are, as in every trace the builder makes; else sorted so, stably), and each thread row's rows
+    [lo, hi) there. The lane-order copies of all columns took 113 MB for 2.9 M states."""
+    from scalestack.analysis.criticality import thread_lookup
+
+    st = trace.states
+    tids, rows = thread_lookup(trace)
+    lo, hi, bad, ok = _blocks(st.tid, st.start_ns, tids, rows)
+    if bad >= 0:
+        trace.thread_index(st.tid[bad])  # raises KeyError, as thread_index over the column does
+    if not ok:
+        st = st.take(np.lexsort((st.start_ns, trace.thread_index(st.tid))))
+        lo, hi, _, _ = _blocks(st.tid, st.start_ns, tids, rows)
+    return st, lo, hi
+
+
+@numba.njit(cache=True)
+def _blocks(tid, start, tids, rows):
+    """Each thread row's first and end row; the first row whose tid is not a thread (-1: none);
+    whether every thread's rows are one block in time order."""
+    lo = np.zeros(rows.shape[0], np.int64)
+    hi = np.zeros(rows.shape[0], np.int64)
+    seen = np.zeros(rows.shape[0], np.bool_)
+    ok = True
+    k = 0
+    for i in range(tid.shape[0]):
+        if i == 0 or tid[i] != tid[i - 1]:
+            p = find_sorted(tids, tid[i])
+            if p < 0:
+                return lo, hi, i, False
+            k = rows[p]
+            ok = ok and not seen[k]
+            seen[k] = True
+            lo[k] = i
+        elif start[i] < start[i - 1]:
+            ok = False
+        hi[k] = i + 1
+    return lo, hi, -1, ok
+
+
+PIECE = 1 << 18  # rows converted at a time when the page's arrays are written
+
+
+def _pieces(lo: np.ndarray, hi: np.ndarray):
+    """(first row, end row, position in lane order) of every lane's rows, at most PIECE at a time."""
+    at = 0
+    for a, b in zip(lo.tolist(), hi.tolist(), strict=True):
+        for x in range(a, b, PIECE):
+            y = min(x + PIECE, b)
+            yield x, y, at
+            at += y - x
+
+
+@numba.njit(cache=True)
+def _gaps(starts, ends, lo, hi):
+    """Positions (in lane order) and starts of the intervals that do not begin where the previous
+    one of their lane ended."""
+    n = 0
+    for k in range(lo.shape[0]):
+        for i in range(lo[k] + 1, hi[k]):
+            n += starts[i] != ends[i - 1]
+    rows = np.empty(n, np.int64)
+    at = np.empty(n, np.int64)
+    n = 0
+    pos = 0
+    for k in range(lo.shape[0]):
+        for i in range(lo[k] + 1, hi[k]):
+            if starts[i] != ends[i - 1]:
+                rows[n] = pos + i - lo[k]
+                at[n] = starts[i]
+                n += 1
+        pos += hi[k] - lo[k]
+    return rows, at
+
+
+def _pack(sections) -> tuple[str, dict[str, list]]:
+    """The page's arrays one after the other (each at a multiple of 8 bytes), gzip-compressed,
+    base64: each array goes to the compressor as it is converted, piece by piece (`data` is an
+    array or a function giving its pieces), so the whole buffer (51 MB for 2.9 M intervals) is
+    never held. The same bytes as gzip.compress(buffer, 6, mtime=0): zlib's stream does not
+    depend on how its input is cut."""
+    layout, end = {}, 0
+    z = zlib.compressobj(6, zlib.DEFLATED, 31)  # what gzip.compress(..., mtime=0) asks of zlib
+    out = []
+    for name, n, dtype, data in sections:
+        pad = -end % 8
+        out.append(z.compress(bytes(pad)))
+        end += pad
+        layout[name] = [end, n, np.dtype(dtype).str.lstrip("<|=")]
+        for piece in (data() if callable(data) else [data]):
+            out.append(z.compress(np.ascontiguousarray(piece, dtype=dtype)))
+        end += n * np.dtype(dtype).itemsize
+    out.append(z.flush())
+    return base64.b64encode(b"".join(out)).decode("ascii"), layout
 
 
 def _nice_window(span_ns: int, n: int = 8) -> int:
@@ -225,61 +355,55 @@ def timeline_data(trace: Trace, options: Any = None, marks: list[dict] | None = 
     labels = [f"{th.name[i]} ({th.tid[i]})" for i in range(len(th))]
     colour = colours_for(labels, [str(r) for r in th.role])
 
-    # intervals sorted by lane, then time (states are sorted by tid, then time)
-    lane = lane_of_row[trace.thread_index(st.tid)] if len(st) else np.zeros(0, np.int64)
-    idx = np.lexsort((st.start_ns, lane))
-    lane = lane[idx]
-    counts = np.bincount(lane, minlength=n_lanes)
-    lane_off = np.r_[0, np.cumsum(counts)].astype(np.int64)
-    starts, ends, state = st.start_ns[idx], st.end_ns[idx], st.state[idx]
-    cpu, addr, waker = st.cpu[idx], st.addr[idx], st.waker[idx].astype("<i4")
+    # each lane's intervals in time order: a block of rows of the states (sorted by tid, then time)
+    st, lo, hi = _thread_blocks(trace)
+    lo, hi = lo[order], hi[order]
+    cols = [st.start_ns, st.end_ns, st.state, st.cpu, st.addr, st.waker]
     cs, ce, cr, cl = critical_segments(trace, lane_of_row, active)
     width = detail_width(trace.wall_ns, len(st) + len(cs), n_lanes, MAX_DETAIL)
     if width:  # too many to carry one by one: each lane's dominant state per `width` ns
-        lane_off, starts, ends, state = coarsen(lane_off, starts, ends, state, t0, width)
-        counts = np.diff(lane_off)
-        cpu, addr, waker = np.full(len(starts), -1), np.zeros(len(starts), np.uint64), np.full(len(starts), -1, "<i4")
+        lane_off, starts, ends, state = coarsen(np.r_[0, np.cumsum(hi - lo)], st.start_ns, st.end_ns, st.state, t0,
+                                                width, lo, hi)
+        lo, hi = lane_off[:-1], lane_off[1:]
+        cols = [starts, ends, state, np.full(len(starts), -1), np.zeros(len(starts), np.uint64),
+                np.full(len(starts), -1, "<i4")]
         key = (cl.astype(np.int64) + 1) * 256 + np.minimum(cr, 255)  # the strip: lone lane and count together
         _, cs, ce, key = coarsen(np.array([0, len(cs)]), cs, ce, key, t0, width)
         cl, cr = key // 256 - 1, key % 256
-    lane_off = lane_off.astype("<u4")
-    first = lane_off[:-1][counts > 0]
+    counts = hi - lo
+    lane_off = np.r_[0, np.cumsum(counts)].astype("<u4")
+    n_rows = int(counts.sum())
     lane_start = np.zeros(n_lanes)
-    lane_start[counts > 0] = starts[first] - t0
+    lane_start[counts > 0] = cols[0][lo[counts > 0]] - t0
     # intervals tile each lifetime, so a lane is its start plus durations; a gap (none in a
     # validated trace) is kept exact by folding it into the previous duration's successor's start
-    dur, dur_kind = _durations(ends - starts)
-    gaps = np.zeros(len(starts), dtype=bool)
-    if len(starts) > 1:
-        prev_end = np.r_[0, ends[:-1]]
-        gaps = (starts != prev_end)
-        gaps[first] = False
-    addrs, obj = np.unique(addr, return_inverse=True)
-    if len(addrs) and addrs[0] == 0:
-        names_addr = [f"0x{int(a):x}" for a in addrs]
+    pieces = list(_pieces(lo, hi))
+    gap_rows, gap_starts = _gaps(cols[0], cols[1], lo, hi)
+    longest = max((int((cols[1][a:b] - cols[0][a:b]).max()) for a, b, _ in pieces), default=0)
+    dur_kind, dur_dtype = ("u32", "<u4") if longest < 2**32 else ("f64", "<f8")
+    addrs = np.unique(np.concatenate([np.zeros(0, np.uint64)] + [np.unique(cols[4][a:b]) for a, b, _ in pieces]))
+    shift = 0 if len(addrs) and addrs[0] == 0 else 1
+    names_addr = [""] * shift + [f"0x{int(x):x}" for x in addrs]
+    if shift == 0:
         names_addr[0] = ""
-    else:
-        names_addr = [""] + [f"0x{int(a):x}" for a in addrs]
-        obj = obj + 1
     cdur, cdur_kind = _durations(ce - cs)
     crit_start = float(cs[0] - t0) if len(cs) else 0.0
-    # intervals that do not follow the previous one of their lane (not in a valid trace): their starts
-    gap_rows = np.flatnonzero(gaps)
 
-    arrays: list[tuple[str, np.ndarray]] = [
-        ("lane_off", lane_off), ("lane_start", lane_start.astype("<f8")), ("dur", dur),
-        ("state", state.astype("u1")), ("cpu", cpu.astype("<i2")),
-        ("obj", obj.astype("<u4")), ("waker", waker),
-        ("gap_row", gap_rows.astype("<u4")), ("gap_start", (starts[gap_rows] - t0).astype("<f8")),
-        ("crit_dur", cdur), ("crit_r", np.minimum(cr, 255).astype("u1")), ("crit_lane", cl.astype("<i4")),
+    def per_row(fn):  # an array of every interval, in lane order, from the columns piece by piece
+        return lambda: (fn(a, b) for a, b, _ in pieces)
+
+    sections: list[tuple[str, int, str, Any]] = [
+        ("lane_off", len(lane_off), "<u4", lane_off), ("lane_start", n_lanes, "<f8", lane_start),
+        ("dur", n_rows, dur_dtype, per_row(lambda a, b: cols[1][a:b] - cols[0][a:b])),
+        ("state", n_rows, "u1", per_row(lambda a, b: cols[2][a:b])),
+        ("cpu", n_rows, "<i2", per_row(lambda a, b: cols[3][a:b])),
+        ("obj", n_rows, "<u4", per_row(lambda a, b: np.searchsorted(addrs, cols[4][a:b]) + shift)),
+        ("waker", n_rows, "<i4", per_row(lambda a, b: cols[5][a:b])),
+        ("gap_row", len(gap_rows), "<u4", gap_rows), ("gap_start", len(gap_rows), "<f8", gap_starts - t0),
+        ("crit_dur", len(cdur), cdur.dtype.str, cdur), ("crit_r", len(cr), "u1", np.minimum(cr, 255)),
+        ("crit_lane", len(cl), "<i4", cl),
     ]
-    blob, layout = bytearray(), {}
-    for name, arr in arrays:
-        blob.extend(b"\0" * (-len(blob) % 8))
-        raw = np.ascontiguousarray(arr).tobytes()
-        layout[name] = [len(blob), len(arr), arr.dtype.str.lstrip("<|=")]
-        blob.extend(raw)
-    packed = base64.b64encode(gzip.compress(bytes(blob), compresslevel=6, mtime=0)).decode("ascii")
+    packed, layout = _pack(sections)
 
     lanes = [{"tid": int(th.tid[i]), "name": str(th.name[i]), "role": str(th.role[i]), "group": groups[k],
               "colour": colour[labels[i]], "intervals": int(counts[k])} for k, i in enumerate(order)]
@@ -298,12 +422,12 @@ def timeline_data(trace: Trace, options: Any = None, marks: list[dict] | None = 
         "span": trace.wall_ns, "lanes": lanes,
         "states": [{"name": n, "colour": STATE_COLOURS[n]} for n in STATE_NAMES],
         "addrs": names_addr, "marks": page_marks, "durKind": dur_kind, "critDurKind": cdur_kind,
-        "critStart": crit_start, "intervals": int(len(starts)), "critSegments": int(len(cs)), "summaryNs": width,
+        "critStart": crit_start, "intervals": n_rows, "critSegments": int(len(cs)), "summaryNs": width,
         "traceIntervals": int(len(st)),
         "layout": layout, "blob": packed,
     }
     summary = {"lanes": [{k: v for k, v in ln.items() if k != "colour"} for ln in lanes],
-               "intervals": int(len(starts)), "critical_segments": int(len(cs)), "marks": len(page_marks),
+               "intervals": n_rows, "critical_segments": int(len(cs)), "marks": len(page_marks),
                "trace_intervals": int(len(st)), "summary_ns": width,
                "packed_bytes": len(packed)}
     return {"payload": payload, "summary": summary}

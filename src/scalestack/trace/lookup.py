@@ -208,3 +208,54 @@ def find_sorted(sorted_values, v):
         else:
             hi = mid
     return lo if lo < sorted_values.shape[0] and sorted_values[lo] == v else -1
+
+
+@numba.njit(cache=True, inline="always")
+def _run_before(a, b, head_t, head_k):
+    if head_t[a] != head_t[b]:
+        return head_t[a] < head_t[b]
+    if head_k[a] != head_k[b]:
+        return head_k[a] < head_k[b]
+    return a < b
+
+
+@numba.njit(cache=True, inline="always")
+def sift_runs(heap, size, at, head_t, head_k):
+    """Move heap[at] down to its place in a min-heap of sorted runs (ids, numbered in row order)
+    keyed by their next event: (head_t, head_k, id), i.e. time, then kind, then row order. Merging
+    a table's per-thread runs so gives its events in time order without sorting (or storing) them."""
+    while True:
+        c = 2 * at + 1
+        if c >= size:
+            return
+        if c + 1 < size and _run_before(heap[c + 1], heap[c], head_t, head_k):
+            c += 1
+        if not _run_before(heap[c], heap[at], head_t, head_k):
+            return
+        heap[at], heap[c] = heap[c], heap[at]
+        at = c
+
+
+def state_sums(tid, start, end, state, sorted_tids, rows, n_states) -> np.ndarray | None:
+    """`np.bincount(row * n_states + state, weights=end - start)` over a state table (row: each tid's
+    row, from sorted_tids and rows), the same float sums in the same order, without its four
+    per-interval temporaries (+88 MB for 2.9 M states); None where a tid is not in sorted_tids or
+    a state is n_states or more (the NumPy statement then says what is wrong)."""
+    sums, ok = _state_sums(tid, start, end, state, sorted_tids, rows, n_states)
+    return sums if ok else None
+
+
+@numba.njit(cache=True)
+def _state_sums(tid, start, end, state, sorted_tids, rows, n_states):
+    sums = np.zeros(rows.shape[0] * n_states)
+    k = -1
+    for i in range(tid.shape[0]):
+        if i == 0 or tid[i] != tid[i - 1]:
+            p = find_sorted(sorted_tids, tid[i])
+            if p < 0:
+                return sums, False
+            k = rows[p]
+        if state[i] >= n_states:
+            return sums, False
+        sums[k * n_states + state[i]] += float(end[i] - start[i])
+    return sums, True

@@ -337,7 +337,16 @@ class Trace:
         moment it read its own schedstat.
         """
         out = np.zeros((len(self.threads), len(State)), dtype=np.int64)
-        if len(self.states):
+        if len(self.states) and until_ns is None:
+            from scalestack.trace.lookup import state_sums
+
+            order = np.argsort(self.threads.tid, kind="stable")
+            sums = state_sums(self.states.tid, self.states.start_ns, self.states.end_ns, self.states.state,
+                              self.threads.tid[order], order, len(State))
+            if sums is not None:
+                out.ravel()[:] = sums.astype(np.int64)
+                return out
+        if len(self.states):  # a time limit, or a tid that is not a thread or a state beyond State: as always
             row = self.thread_index(self.states.tid)
             dur = self.states.duration_ns
             if until_ns is not None:
