@@ -105,6 +105,13 @@ def scenario(draw):
     return states, (RawEvents.from_rows(rows) if rows else RawEvents.empty()), waits, wake
 
 
+def _same_table(got, want):
+    for k, v in want.columns().items():
+        g = getattr(got, k)
+        assert g.dtype == v.dtype
+        np.testing.assert_array_equal(g, v, err_msg=k)
+
+
 @settings(max_examples=400, deadline=None)
 @given(scenario())
 def test_compiled_split_is_the_numpy_statement(case):
@@ -112,10 +119,7 @@ def test_compiled_split_is_the_numpy_statement(case):
     got, n_got = _runnable_from_wake(states, EventIndex(events), waits, wake)
     want, n_want = reference(states, events, waits, wake)
     assert n_got == n_want
-    for k, v in want.columns().items():
-        g = getattr(got, k)
-        assert g.dtype == v.dtype
-        np.testing.assert_array_equal(g, v, err_msg=k)
+    _same_table(got, want)
 
 
 @settings(max_examples=300, deadline=None)
@@ -133,10 +137,7 @@ def test_wakers_and_joins_written_by_the_split_are_those_set_before_and_done_aft
         want = _merge_adjacent(want)
     got, n_got = _runnable_from_wake(states, EventIndex(events), waits, wake, wakers, join)
     assert n_got == n_want
-    for k, v in want.columns().items():
-        g = getattr(got, k)
-        assert g.dtype == v.dtype
-        np.testing.assert_array_equal(g, v, err_msg=k)
+    _same_table(got, want)
 
 
 @settings(max_examples=300, deadline=None)
@@ -152,10 +153,7 @@ def test_the_split_written_over_its_own_table_is_the_split_into_a_new_one(case, 
         col[: len(states)] = getattr(states, name).view(col.dtype) if name == "addr" else getattr(states, name)
     got, n_got = _runnable_from_wake(states, EventIndex(events), waits, wake, wakers, join, room)
     assert n_got == n_want
-    for k, v in want.columns().items():
-        g = getattr(got, k)
-        assert g.dtype == v.dtype
-        np.testing.assert_array_equal(g, v, err_msg=k)
+    _same_table(got, want)
 
 
 def test_worked_example():
