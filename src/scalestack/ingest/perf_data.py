@@ -371,7 +371,8 @@ def _sample(buf, i, rec_end, single, ids, id_attr, sample_types, read_formats):
 
 
 @numba.njit(cache=True, nogil=True)
-def _index(buf, end, last, ids, id_attr, sample_types, read_formats, kind_tab, t_out, j, counts):
+def _index(buf, end, last, ids, id_attr, id_keys, id_events, sample_types, read_formats, layout, kind_tab, t_out, j,
+           counts):
     """First pass over a window buf[:end]: check every record, count LOST, LOST_SAMPLES,
     side-band, COMPRESSED records and samples of events not decoded into counts[0:5], and note
     the time of each sample that will be decoded (t_out[j], t_out[j + 1], ...).
@@ -389,9 +390,22 @@ def _index(buf, end, last, ids, id_attr, sample_types, read_formats, kind_tab, t
             return j, i, 1, i
         if i + size > end:
             return j, i, _MORE if not last else 2, i
-        if typ == 9:  # PERF_RECORD_SAMPLE
-            code, a, _pid, _tid, s_time, _cpu, r_off, _len = _sample(buf, i, i + size, single, ids, id_attr,
-                                                                     sample_types, read_formats)
+        if typ == 9:  # PERF_RECORD_SAMPLE; events of a fixed layout are checked here, others by _sample
+            code, a = 0, 0
+            if not single:
+                if size < 16:
+                    code = 4
+                else:
+                    a = event_of(le_u64(buf, i + 8), id_keys, id_events)
+                    code = 3 if a < 0 else 0
+            if code == 0 and layout[a, 0] != _VARIABLE:
+                s_time = np.int64(le_u64(buf, i + layout[a, 1])) if layout[a, 1] >= 0 else 0
+                r_off = i + layout[a, 3] + 4 if layout[a, 3] >= 0 else -1
+                if size < layout[a, 4] or (r_off >= 0 and r_off + np.int64(le_u32(buf, r_off - 4)) > i + size):
+                    code = 4
+            elif code == 0:
+                code, a, _pid, _tid, s_time, _cpu, r_off, _len = _sample(buf, i, i + size, single, ids, id_attr,
+                                                                         sample_types, read_formats)
             if code:
                 return j, i, code, i
             if kind_tab[a] == 0 or r_off < 0:
@@ -418,11 +432,12 @@ def _index(buf, end, last, ids, id_attr, sample_types, read_formats, kind_tab, t
 _VARIABLE = -2  # a sample_type whose fields move from sample to sample (callchains, read groups)
 
 
-def sample_layout(sample_type: int, read_format: int) -> tuple[int, int, int, int]:
+def sample_layout(sample_type: int, read_format: int) -> tuple[int, int, int, int, int]:
     """Where a sample's pid/tid, time, cpu and raw-size fields start, counted from its record
-    header, in the order `_sample` walks them (-1: absent), or all `_VARIABLE`."""
+    header, in the order `_sample` walks them (-1: absent), and the fewest bytes such a record
+    has (`_sample` finds it short otherwise); all `_VARIABLE` if the fields move."""
     if sample_type & S_CALLCHAIN or (sample_type & S_READ and read_format & R_GROUP):
-        return (_VARIABLE,) * 4
+        return (_VARIABLE,) * 5
     p, out = 8, {}
     for bit in (S_IDENTIFIER, S_IP, S_TID, S_TIME, S_ADDR, S_ID, S_STREAM_ID, S_CPU, S_PERIOD):
         if sample_type & bit:
@@ -431,12 +446,46 @@ def sample_layout(sample_type: int, read_format: int) -> tuple[int, int, int, in
     if sample_type & S_READ:
         per = 8 + (8 if read_format & R_ID else 0) + (8 if read_format & R_LOST else 0)
         p += per + (8 if read_format & R_TOTAL_TIME_ENABLED else 0) + (8 if read_format & R_TOTAL_TIME_RUNNING else 0)
-    out[S_RAW] = p if sample_type & S_RAW else -1
-    return out.get(S_TID, -1), out.get(S_TIME, -1), out.get(S_CPU, -1), out[S_RAW]
+    raw = p if sample_type & S_RAW else -1
+    return out.get(S_TID, -1), out.get(S_TIME, -1), out.get(S_CPU, -1), raw, p + 4 if raw >= 0 else p
+
+
+def id_table(ids: np.ndarray, id_attr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sample id -> event as an open-addressing hash table (keys, events; event -1 = empty slot)
+    at most half full, for `event_of`."""
+    cap = 1 << max(2, (2 * len(ids)).bit_length())
+    keys, events = np.zeros(cap, np.uint64), np.full(cap, -1, np.int64)
+    for sid, a in zip(ids.tolist(), id_attr.tolist(), strict=True):
+        k = _id_slot(sid, cap)
+        while events[k] >= 0:
+            k = (k + 1) & (cap - 1)
+        keys[k], events[k] = sid, a
+    return keys, events
+
+
+def _id_slot(sid: int, cap: int) -> int:
+    """`event_of`'s first slot for sid."""
+    return ((sid * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) >> 40 & (cap - 1)
+
+
+@numba.njit(cache=True, inline="always")
+def event_of(sid, keys, events):
+    """The event of sample id sid (-1: none) by `id_table`'s table. One exit and no helper
+    given the arrays: either costs reference counts in the loops (see `_decode_window`)."""
+    m = keys.shape[0] - 1
+    k = np.int64((sid * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(40)) & m
+    a = -2
+    while a == -2:
+        if events[k] < 0:
+            a = -1
+        elif keys[k] == sid:
+            a = events[k]
+        k = (k + 1) & m
+    return a
 
 
 @numba.njit(cache=True, nogil=True)
-def _decode_window(buf, i, end, j, rank, ids, id_attr, id_lo, id_lut, sample_types, read_formats, layout, kind_tab,
+def _decode_window(buf, i, end, j, rank, ids, id_attr, id_keys, id_events, sample_types, read_formats, layout, kind_tab,
                    ints, strs, preempt, min_len, max_cpu, o_t, o_cpu, o_pid, o_tid, o_kind, o_a0, o_a1, o_a2, o_c0, o_c1,
                    h_key, h_id, s_start, s_len, s_w0, s_w1, arena, used, tag, n_tags):
     """Second pass over a window `_index` checked: decode the j-th, (j+1)-th, ... decoded sample
@@ -456,10 +505,7 @@ def _decode_window(buf, i, end, j, rank, ids, id_attr, id_lo, id_lut, sample_typ
     while i < end and code == 0:
         size = np.int64(_rd(buf, i + 6, 2))
         if le_u32(buf, i) == 9:
-            a = 0
-            if not single:  # _index found each id
-                k = np.int64(le_u64(buf, i + 8)) - id_lo
-                a = id_lut[k] if 0 <= k < id_lut.shape[0] else id_attr[find_sorted(ids, le_u64(buf, i + 8))]
+            a = 0 if single else event_of(le_u64(buf, i + 8), id_keys, id_events)  # _index found each id
             kind = kind_tab[a]
             off_tid = layout[a, 0]
             if off_tid == _VARIABLE:
@@ -581,16 +627,11 @@ def _read(info: PerfData, path: str, window, whole, threads: int | None, window_
     if len(attrs) > 1 and not np.all(sample_types & S_IDENTIFIER):
         raise _err(path, 24, "several events whose samples carry no PERF_SAMPLE_IDENTIFIER (perf before 3.12?): "
                    "cannot tell which event a sample belongs to")
-    layout = np.array([sample_layout(a.sample_type, a.read_format) for a in attrs], np.int64).reshape(-1, 4)
+    layout = np.array([sample_layout(a.sample_type, a.read_format) for a in attrs], np.int64).reshape(-1, 5)
     pairs = sorted((i, k) for k, a in enumerate(attrs) for i in a.ids)
     ids = np.array([p[0] for p in pairs], np.uint64)
     id_attr = np.array([p[1] for p in pairs], np.int64)
-    # id -> event as a table when the ids are close together (perf numbers them in turn)
-    id_lo = int(ids[0]) if len(ids) else 0
-    span = int(ids[-1]) - id_lo + 1 if len(ids) else 0
-    id_lut = np.full(span if 0 < span <= 1 << 16 and int(ids[-1]) < 1 << 63 else 0, -1, np.int64)
-    if len(id_lut):
-        id_lut[ids.astype(np.int64) - id_lo] = id_attr
+    id_keys, id_events = id_table(ids, id_attr)
     if len(sample_types) > 1 and len(ids) == 0:
         raise _err(path, 24, "several events but no sample ids")
     # each event's row in the decode table: its tracepoint format, if it is one we decode
@@ -619,8 +660,8 @@ def _read(info: PerfData, path: str, window, whole, threads: int | None, window_
             if len(buf) == 0:
                 raise _err(path, pos, "the file ends inside its data section")
             first = n
-            n, used, code, at = _index(buf, len(buf), pos + len(buf) >= end, ids, id_attr, sample_types, read_formats,
-                                       table.kind, t, n, counts)
+            n, used, code, at = _index(buf, len(buf), pos + len(buf) >= end, ids, id_attr, id_keys, id_events,
+                                       sample_types, read_formats, layout, table.kind, t, n, counts)
             if code not in (0, _MORE):
                 raise _err(path, pos + at, _ERR[code] + inside)
             spans.append((pos, used, first))
@@ -648,7 +689,7 @@ def _read(info: PerfData, path: str, window, whole, threads: int | None, window_
             i = 0
             while True:
                 i, j, code, at, a, value = _decode_window(
-                    buf, i, len(buf), j, rank, ids, id_attr, id_lo, id_lut, sample_types, read_formats, layout,
+                    buf, i, len(buf), j, rank, ids, id_attr, id_keys, id_events, sample_types, read_formats, layout,
                     table.kind, table.ints, table.strs, table.preempt, table.min_len, max_cpu, *cols,
                     *tables[k].arrays(), k, n_threads)
                 if code != _GROW:
