@@ -37,6 +37,7 @@ Bad input gives one `TraceFormatError` line with the byte offset.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import mmap
 import os
 import re
@@ -433,6 +434,7 @@ def _index(buf, end, last, ids, id_attr, id_keys, id_events, sample_types, read_
 _VARIABLE = -2  # a sample_type whose fields move from sample to sample (callchains, read groups)
 
 
+@functools.lru_cache(maxsize=64)
 def sample_layout(sample_type: int, read_format: int) -> tuple[int, int, int, int, int]:
     """Where a sample's pid/tid, time, cpu and raw-size fields start, counted from its record
     header, in the order `_sample` walks them (-1: absent), and the fewest bytes such a record
@@ -455,18 +457,13 @@ def id_table(ids: np.ndarray, id_attr: np.ndarray) -> tuple[np.ndarray, np.ndarr
     """Sample id -> event as an open-addressing hash table (keys, events; event -1 = empty slot)
     at most half full, for `event_of`."""
     cap = 1 << max(2, (2 * len(ids)).bit_length())
-    keys, events = np.zeros(cap, np.uint64), np.full(cap, -1, np.int64)
+    keys, events = [0] * cap, [-1] * cap
     for sid, a in zip(ids.tolist(), id_attr.tolist(), strict=True):
-        k = _id_slot(sid, cap)
+        k = ((sid * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) >> 40 & (cap - 1)  # event_of's first slot
         while events[k] >= 0:
             k = (k + 1) & (cap - 1)
         keys[k], events[k] = sid, a
-    return keys, events
-
-
-def _id_slot(sid: int, cap: int) -> int:
-    """`event_of`'s first slot for sid."""
-    return ((sid * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) >> 40 & (cap - 1)
+    return np.array(keys, np.uint64), np.array(events, np.int64)
 
 
 @numba.njit(cache=True, inline="always")
@@ -602,7 +599,7 @@ def read_perf_data(path: str | os.PathLike, threads: int | None = None, window: 
         def read(pos: int, n: int, scratch: np.ndarray) -> np.ndarray:
             """The window mapped, not copied (a copy cost ~40 ns/event over both passes); the file
             is read into `scratch` if it has shrunk since, where a mapping would fault."""
-            if pos + n > os.fstat(fd).st_size:
+            if n < 1 << 20 or pos + n > os.fstat(fd).st_size:  # (small: a copy is cheaper than a mapping)
                 return scratch[:os.preadv(fd, [memoryview(scratch)[:n]], pos)]
             base = pos - pos % mmap.ALLOCATIONGRANULARITY
             return np.frombuffer(mmap.mmap(fd, pos + n - base, prot=mmap.PROT_READ, offset=base), np.uint8)[pos - base:]
