@@ -20,12 +20,12 @@ The file (tools/perf/Documentation/perf.data-file-format.txt) is read in three s
    every sample it will decode. One stable time sort of those times (per-CPU buffers
    interleave) gives each sample its row before any is decoded.
 3. A second compiled pass decodes each window's samples straight into their rows by their
-   events' formats (`scalestack.ingest.tracepoint.decode_one`, shared with the tracefs reader),
-   windows shared out among threads (one per core; the compiled code releases the GIL), each
-   thread interning comm strings in its own table, merged at the end.
+   events' formats (the steps of `scalestack.ingest.tracepoint.decode_one`, shared with the
+   tracefs reader), windows shared out among threads (one per core; the compiled code releases
+   the GIL), each thread interning comm strings in its own table, merged at the end.
 
-So memory holds the events and one window per thread, never the file, and no column is copied
-to sort it. ``perf record -z`` data (PERF_RECORD_COMPRESSED, one zstd stream) is decompressed
+So memory holds the events and one window per thread (mapped, not copied), never the file, and
+no column is copied to sort it. ``perf record -z`` data (PERF_RECORD_COMPRESSED, one zstd stream) is decompressed
 whole and read the same way.
 
 The RawEvents equal those of the perf-script text path (same rows, same order), which a
