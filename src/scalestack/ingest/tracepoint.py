@@ -157,9 +157,21 @@ def decode_table(formats: list[EventFormat | None]) -> DecodeTable:
 
 
 @numba.njit(cache=True, inline="always")
+def byte_at(buf, i):
+    """buf[i] as uint64, indexed unsigned: numba then adds no negative-index wraparound (a compare
+    and a conditional move per byte), so LLVM joins neighbouring byte loads into one load."""
+    return np.uint64(buf[np.uint64(i)])
+
+
+@numba.njit(cache=True, inline="always")
 def le_u32(buf, i):
-    return (np.uint64(buf[i]) | np.uint64(buf[i + 1]) << np.uint64(8) | np.uint64(buf[i + 2]) << np.uint64(16)
-            | np.uint64(buf[i + 3]) << np.uint64(24))
+    return (byte_at(buf, i) | byte_at(buf, i + 1) << np.uint64(8) | byte_at(buf, i + 2) << np.uint64(16)
+            | byte_at(buf, i + 3) << np.uint64(24))
+
+
+@numba.njit(cache=True, inline="always")
+def le_u64(buf, i):
+    return le_u32(buf, i) | le_u32(buf, i + 4) << np.uint64(32)
 
 
 @numba.njit(cache=True, inline="always")
@@ -167,13 +179,13 @@ def _int_at(buf, i, size, signed):
     """Little-endian integer of 1, 2, 4 or 8 bytes (straight-line code for 4 and 8, which the
     compiler turns into single loads)."""
     if size == 8:
-        return np.int64(le_u32(buf, i) | le_u32(buf, i + 4) << np.uint64(32))
+        return np.int64(le_u64(buf, i))
     if size == 4:
         v = le_u32(buf, i)
     elif size == 2:
-        v = np.uint64(buf[i]) | np.uint64(buf[i + 1]) << np.uint64(8)
+        v = byte_at(buf, i) | byte_at(buf, i + 1) << np.uint64(8)
     else:
-        v = np.uint64(buf[i])
+        v = byte_at(buf, i)
     if signed and (v >> np.uint64(8 * size - 1)) & np.uint64(1):
         v |= ~((np.uint64(1) << np.uint64(8 * size)) - np.uint64(1))
     return np.int64(v)
@@ -253,34 +265,46 @@ def strings_full(h_id, arena, used):
 @numba.njit(cache=True, inline="always")
 def _first_zero_byte(w):
     """Index (0-7) of the lowest zero byte of the little-endian word w, 8 if none. The lowest flag
-    of (w - 0x01..) & ~w & 0x80.. is exact (only flags above a zero byte can be borrows)."""
+    of (w - 0x01..) & ~w & 0x80.. is exact (only flags above a zero byte can be borrows); a
+    multiply turns the flag at bit 8z + 7 into z without a loop."""
     y = (w - np.uint64(0x0101010101010101)) & ~w & np.uint64(0x8080808080808080)
     if y == 0:
         return 8
-    z = 0
-    while not (y >> np.uint64(8 * z + 7)) & np.uint64(1):
-        z += 1
-    return z
+    low = (y & (~y + np.uint64(1))) >> np.uint64(7)  # 1 << 8z
+    return np.int64((low * np.uint64(0x0001020304050607)) >> np.uint64(56))
+
+
+@numba.njit(cache=True, inline="always")
+def _low_bytes(w, k):
+    """The k (0-8) lowest bytes of w, the others zero."""
+    if k >= 8:
+        return w
+    return w & ((np.uint64(1) << np.uint64(8 * k)) - np.uint64(1))
 
 
 @numba.njit(cache=True, inline="always")
 def intern_at(buf, start, n, h_key, h_id, s_start, s_len, s_w0, s_w1, arena, used):
-    """Id of the NUL-terminated string in buf[start:start + n] (at most n bytes), added if new."""
+    """Id of the NUL-terminated string in buf[start:start + n] (at most n bytes), added if new.
+
+    One exit, no `return` inside the probe loop: numba (0.68) gives an inlined function's arrays
+    reference counts that LLVM removes only then; with several exits every call paid ~30 ns."""
     cap = h_id.shape[0]
-    if n >= 16:  # a comm (char[16]): two word loads, the NUL found by a bit trick, not byte by byte
-        w0 = le_u32(buf, start) | le_u32(buf, start + 4) << np.uint64(32)
-        w1 = le_u32(buf, start + 8) | le_u32(buf, start + 12) << np.uint64(32)
+    if n >= 16 or start + 16 <= buf.shape[0]:  # two word loads, the NUL found by a bit trick
+        w0 = le_u64(buf, start)
+        w1 = le_u64(buf, start + 8)
+        if n < 16:  # (a __data_loc string) the bytes from n on are not the string's
+            w0 = _low_bytes(w0, n)
+            w1 = _low_bytes(w1, max(n - 8, 0))
         z0 = _first_zero_byte(w0)
         if z0 < 8:
             m = z0
-            w0 &= (np.uint64(1) << np.uint64(8 * z0)) - np.uint64(1)
+            w0 = _low_bytes(w0, z0)
             w1 = np.uint64(0)
         else:
             z1 = _first_zero_byte(w1)
             m = 8 + z1
-            if z1 < 8:
-                w1 &= (np.uint64(1) << np.uint64(8 * z1)) - np.uint64(1)
-            else:
+            w1 = _low_bytes(w1, z1)
+            if z1 == 8:
                 while m < n and buf[start + m] != 0:
                     m += 1
     else:
@@ -295,7 +319,8 @@ def intern_at(buf, start, n, h_key, h_id, s_start, s_len, s_w0, s_w1, arena, use
             m += 1
     h = _hash(buf, start, m) if m > 16 else _mix(w0, w1, m)
     j = np.int64(h & np.uint64(cap - 1))
-    while True:
+    found = -1
+    while found < 0:
         e = h_id[j]
         if e < 0:
             ns = used[0]
@@ -312,47 +337,59 @@ def intern_at(buf, start, n, h_key, h_id, s_start, s_len, s_w0, s_w1, arena, use
             h_key[j] = h
             h_id[j] = ns
             used[0] = ns + 1
-            return ns
-        if h_key[j] == h and s_len[e] == m and s_w0[e] == w0 and s_w1[e] == w1:
-            same = True
+            found = ns
+        elif h_key[j] == h and s_len[e] == m and s_w0[e] == w0 and s_w1[e] == w1:
+            found = e
             for b in range(16, m):
                 if arena[s_start[e] + b] != buf[start + b]:
-                    same = False
+                    found = -1
                     break
-            if same:
-                return e
         j = (j + 1) & (cap - 1)
+    return found
+
+
+@numba.njit(cache=True, inline="always")
+def switch_state(prev_state, flag):
+    """sched_switch's prev_state as RawEvents keeps it: 0 (runnable) when the preempt `flag` is set."""
+    return 0 if prev_state & flag else prev_state & (flag - 1)
+
+
+@numba.njit(cache=True, inline="always")
+def comm_span(buf, base, ln, off, size, data_loc):
+    """(start, length) of the comm field at `off` (`size` bytes, or a __data_loc u32 of offset |
+    length << 16) of the record at buf[base:base + ln], cut to the record."""
+    if data_loc:
+        loc = np.int64(le_u32(buf, base + off))
+        start = base + (loc & 0xFFFF)
+        n = (loc >> 16) & 0xFFFF
+    else:
+        start = base + off
+        n = size
+    return start, max(min(n, base + ln - start), 0)
 
 
 @numba.njit(cache=True, inline="always")
 def decode_one(buf, base, ln, t, ints, strs, preempt, h_key, h_id, s_start, s_len, s_w0, s_w1, arena, used):
     """Fields of the record of type t at buf[base:base + ln]: (arg0, arg1, arg2, common_pid,
-    comm0 id, comm1 id). The caller checked ln >= min_len[t] and not strings_full."""
+    comm0 id, comm1 id). The caller checked ln >= min_len[t] and not strings_full.
+
+    The perf.data reader's loop spells these steps out rather than calling this: numba gives the
+    arrays passed to an inlined helper that passes them on reference counts (two atomic
+    operations per array per call), which made up three quarters of that loop's time."""
     a0 = _int_at(buf, base + ints[t, 0, 0], ints[t, 0, 1], ints[t, 0, 2]) if ints[t, 0, 1] else 0
     a1 = _int_at(buf, base + ints[t, 1, 0], ints[t, 1, 1], ints[t, 1, 2]) if ints[t, 1, 1] else 0
     a2 = _int_at(buf, base + ints[t, 2, 0], ints[t, 2, 1], ints[t, 2, 2]) if ints[t, 2, 1] else 0
     pid = _int_at(buf, base + ints[t, 3, 0], ints[t, 3, 1], ints[t, 3, 2]) if ints[t, 3, 1] else -1
     if preempt[t]:
-        flag = preempt[t]
-        a2 = 0 if a2 & flag else a2 & (flag - 1)
+        a2 = switch_state(a2, preempt[t])
     c0 = -1
     c1 = -1
-    for slot in range(2):
-        size = strs[t, slot, 1]
-        if size:
-            if strs[t, slot, 2]:  # __data_loc: u32 (offset | length << 16) into the record
-                loc = np.int64(le_u32(buf, base + strs[t, slot, 0]))
-                start = base + (loc & 0xFFFF)
-                n = (loc >> 16) & 0xFFFF
-            else:
-                start = base + strs[t, slot, 0]
-                n = size
-            n = max(min(n, base + ln - start), 0)
-            cid = intern_at(buf, start, n, h_key, h_id, s_start, s_len, s_w0, s_w1, arena, used)
-            if slot == 0:
-                c0 = cid
-            else:
-                c1 = cid
+    if strs[t, 0, 1]:
+        start, n = comm_span(buf, base, ln, strs[t, 0, 0], strs[t, 0, 1], strs[t, 0, 2])
+        c0 = intern_at(buf, start, n, h_key, h_id, s_start, s_len, s_w0, s_w1, arena, used)
+    if strs[t, 1, 1]:
+        start, n = comm_span(buf, base, ln, strs[t, 1, 0], strs[t, 1, 1], strs[t, 1, 2])
+        c1 = intern_at(buf, start, n, h_key, h_id, s_start, s_len, s_w0, s_w1, arena, used)
     return a0, a1, a2, pid, c0, c1
 
 
