@@ -213,7 +213,8 @@ def test_attach_to_a_running_process(c_programs):
     # the main thread sits in pthread_join with no event while we watch: its state is unknown, not guessed
     assert times[proc.pid][State.UNKNOWN] == th.end_ns[main_row] - th.start_ns[main_row]
     slow = max((t for t in times if t != proc.pid), key=lambda t: times[t][State.RUNNING])
-    assert times[slow][State.RUNNING] > 0.8 * trace.wall_ns
+    # the slow worker computes throughout: on a CPU, or queued for one when other jobs load the machine
+    assert times[slow][State.RUNNING] + times[slow][State.RUNNABLE] > 0.8 * trace.wall_ns
 
 
 def test_attach_errors_are_one_line():

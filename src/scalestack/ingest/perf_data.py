@@ -498,8 +498,7 @@ def event_of(sid, keys, events):
 @numba.njit(cache=True, nogil=True)
 def _decode_window(buf, i, end, j, rank, ids, id_attr, id_keys, id_events, sample_types, read_formats, layout, kind_tab,
                    ints, strs, preempt, min_len, max_cpu, lo, hi, o_t, o_cpu, o_pid, o_tid, o_kind, o_a0, o_a1, o_a2,
-                   o_c0, o_c1,
-                   h_key, h_id, s_start, s_len, s_w0, s_w1, arena, used, tag, n_tags):
+                   o_c0, o_c1, h_key, h_id, s_start, s_len, s_w0, s_w1, arena, used, tag, n_tags):
     """Second pass over a window `_index` checked: decode the j-th, (j+1)-th, ... decoded sample
     at lo <= time < hi into its row in time order, rank[j]; skip the others undecoded. Windows
     are independent, so threads share them out.
