@@ -141,3 +141,17 @@ def test_impossible_cpu_or_thread_id_is_one_clear_error():
         col[col == bad.tid[0]] = big
     with pytest.raises(UserError, match="thread id 5000000, beyond Linux's limit of 4194304"):
         build_trace(bad, root_pids=[int(big)])
+
+
+def test_a_part_of_perf_script_text_is_the_same_part_of_the_perf_data():
+    """`import --between` on perf script text (parsed whole, then cut) and on the perf.data it was
+    printed from (only the part decoded) give the same Trace."""
+    from scalestack.ingest import perf_data, perf_script
+
+    events = read_perf_data(DATA / "barrier.perf.data")
+    first, last = int(events.time[0]), int(events.time[-1])
+    between = (f"{(last - first) // 3}ns", f"{2 * (last - first) // 3}ns")
+    a = perf_data.load(str(DATA / "barrier.perf.data"), comm="bi", between=between)
+    b = perf_script.load(str(DATA / "barrier.perf.txt"), comm="bi", between=between)
+    assert a.start_ns == first + (last - first) // 3 and a.end_ns == first + 2 * (last - first) // 3
+    assert len(a.threads) == 3 and a.states == b.states and a.threads == b.threads

@@ -74,7 +74,8 @@ def command(fmt, path, output, pid, comm, roles, between, list_only):
 def _list(fmt: str, path: str, between) -> None:
     """Print the processes a system-wide perf recording (or the part `between` of it) holds,
     busiest first."""
-    from scalestack.ingest.perf_data import events_between, read_perf_data
+    from scalestack.ingest.parts import events_between
+    from scalestack.ingest.perf_data import read_perf_data
     from scalestack.trace.builder import list_processes
 
     if fmt == "perf-script":

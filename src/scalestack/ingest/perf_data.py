@@ -50,6 +50,7 @@ import numba
 import numpy as np
 
 from scalestack.errors import TraceFormatError, UserError
+from scalestack.ingest.parts import build_part, events_between, part_bounds, part_stats
 from scalestack.ingest.tracepoint import (
     EventFormat,
     Strings,
@@ -74,7 +75,6 @@ from scalestack.tools import last_line, which
 from scalestack.trace import Trace
 from scalestack.trace.events import MAX_CPUS, RawEvents
 from scalestack.trace.lookup import find_sorted
-from scalestack.units import format_ns, parse_time_ns
 
 MAGIC = b"PERFILE2"
 MAGIC_SWAPPED = b"2ELIFREP"
@@ -594,39 +594,6 @@ def _decompress(buf: np.ndarray, start: int, end: int, path: str) -> np.ndarray:
 WINDOW = 32 << 20  # bytes of the data section read at a time, per thread
 
 
-def part_bounds(between: tuple, first: int) -> tuple[int, int]:
-    """`between` (T0, T1) as absolute ns [lo, hi): T0 and T1 count from `first` (the recording's
-    first event) unless they are absolute ns."""
-    lo = parse_time_ns(between[0], first, what="--between start")
-    hi = parse_time_ns(between[1], first, what="--between end")
-    if hi <= lo:
-        raise UserError(f"--between: the end ({between[1]}) is not after the start ({between[0]})")
-    return lo, hi
-
-
-def _part_stats(between: tuple, lo: int, hi: int, first: int, last: int, n: int, path: str) -> dict:
-    """What the state builder needs to know of a part; one clear error when it holds no event."""
-    if first > last:
-        raise UserError(f"{path} holds no scheduler events")
-    if n == 0:
-        raise UserError(f"--between {between[0]} {between[1]} holds no events: the recording runs "
-                        f"{format_ns(last - first)} from its first event")
-    return {"between_ns": [lo, hi], "time_range_ns": [first, last]}
-
-
-def events_between(events: RawEvents, between: tuple | None, path: str, zero: int | None = None) -> RawEvents:
-    """The events of a part of the recording (all when `between` is None), for readers that hold
-    the whole recording anyway (perf script text). Times count from `zero` (default: the first
-    event's time)."""
-    if between is None:
-        return events
-    first, last = (int(events.time.min()), int(events.time.max())) if len(events) else (1, 0)
-    lo, hi = part_bounds(between, first if zero is None else zero)
-    out = events.take(np.flatnonzero((events.time >= lo) & (events.time < hi)))
-    out.stats.update(_part_stats(between, lo, hi, first, last, len(out), path))
-    return out
-
-
 def read_perf_data(path: str | os.PathLike, threads: int | None = None, window: int = WINDOW,
                    progress=None, between: tuple | None = None) -> RawEvents:
     """RawEvents from a perf.data file of tracepoint samples (see the module docstring), read
@@ -784,7 +751,7 @@ def _read(info: PerfData, path: str, window, whole, threads: int | None, window_
     ev.stats = {"lost_events": int(counts[0]), "lost_samples": int(counts[1]), "unknown_events": int(counts[4]),
                 "sideband_records": int(counts[2]), "source_format": "perf-data", **info.features}
     if between is not None:
-        ev.stats.update(_part_stats(between, lo, hi, int(counts[5]), int(counts[6]), n, path))
+        ev.stats.update(part_stats(between, lo, hi, int(counts[5]), int(counts[6]), n, path))
     return ev
 
 
@@ -804,22 +771,6 @@ def load(path: str, *, pid: int | None = None, comm: str | None = None, progress
             "cores": (st.get("nr_cpus") or {}).get("online"), "kernel": st.get("os_release"),
             "host": st.get("hostname"), "perf_version": st.get("perf_version"), "recorded_with": st.get("cmdline")}
     return build_part(events, pid=pid, comm=comm, meta={k: v for k, v in meta.items() if v is not None})
-
-
-def build_part(events: RawEvents, *, pid: int | None, comm: str | None, meta: dict) -> Trace:
-    """The Trace of the chosen processes from `events`; when they are a part of a recording
-    (`events.stats["between_ns"]`), the trace spans exactly that part, and each thread is in an
-    unknown state until its first event there, as after an attach."""
-    from scalestack.trace.builder import build_trace
-
-    lo, hi = events.stats.get("between_ns") or (None, None)
-    first, last = events.stats.get("time_range_ns") or (None, None)
-    start = lo if lo is not None and lo > first else None  # else the whole recording's bounds hold
-    end = hi if hi is not None and hi <= last else None
-    if start is None and end is None:
-        return build_trace(events, root_pids=[pid] if pid else None, comm=comm, meta=meta)
-    return build_trace(events, root_pids=[pid] if pid else None, comm=comm, start_ns=start, end_ns=end,
-                       meta={**meta, "imported_between_ns": [lo, hi]})
 
 
 LOST_RE = re.compile(r"lost (\d+) chunks", re.I)

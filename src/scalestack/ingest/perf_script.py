@@ -719,7 +719,7 @@ def load(path: str, *, pid: int | None = None, comm: str | None = None, progress
          between: tuple | None = None, **meta):
     """Import a perf script text file as a Trace of the process tree of `pid` (or `comm`), or of
     the part `between` (T0, T1) of it (parsed whole, then cut)."""
-    from scalestack.ingest.perf_data import build_part, events_between
+    from scalestack.ingest.parts import build_part, events_between
 
     events = events_between(parse_perf_script(path, progress=progress), between, path)
     return build_part(events, pid=pid, comm=comm,
