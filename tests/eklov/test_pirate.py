@@ -183,20 +183,23 @@ def test_one_pirate_holds_each_of_several_sizes():
 
     info = P.llc_info(0)
     small, big = 16 << 10, 4 << 20
-    with P.Pirate([small, big], info.cpus[-1]) as pir:
-        per_line, refs = {}, {}
-        for w in (small, big, small, big):
-            pir.hold(w)
-            with pir.segment() as seg:
-                time.sleep(0.05)
-            per_line.setdefault(w, []).append(seg["ns"] / seg["lines"])
-            refs[w] = pir.calib_ns_per_line
-            assert seg["lines"] > 0
-        assert min(per_line[big]) > 1.5 * max(per_line[small]), per_line
-        assert refs[big] > 1.5 * refs[small], refs
-        assert struct.unpack_from("<Q", pir._map, P._ACTIVE)[0] == big  # what the pirate reads at SS_WARM
-        with pytest.raises(ValueError, match="not one of"):
-            pir.hold(8 << 20)
+    for _ in range(2):  # the host's other guests share the cache: a CI run's references read 3.0 vs 4.3 ns once
+        with P.Pirate([small, big], info.cpus[-1]) as pir:
+            per_line, refs = {}, {}
+            for w in (small, big, small, big):
+                pir.hold(w)
+                with pir.segment() as seg:
+                    time.sleep(0.05)
+                per_line.setdefault(w, []).append(seg["ns"] / seg["lines"])
+                refs[w] = pir.calib_ns_per_line
+                assert seg["lines"] > 0
+            assert struct.unpack_from("<Q", pir._map, P._ACTIVE)[0] == big  # what the pirate reads at SS_WARM
+            with pytest.raises(ValueError, match="not one of"):
+                pir.hold(8 << 20)
+        if min(per_line[big]) > 1.5 * max(per_line[small]) and refs[big] > 1.5 * refs[small]:
+            break
+    assert min(per_line[big]) > 1.5 * max(per_line[small]), per_line
+    assert refs[big] > 1.5 * refs[small], refs
 
 
 def test_too_many_sizes_is_one_line_error():
