@@ -56,7 +56,6 @@ def build_part(events: RawEvents, *, pid: int | None, comm: str | None, meta: di
     first, last = events.stats.get("time_range_ns") or (None, None)
     start = lo if lo is not None and lo > first else None  # else the whole recording's bounds hold
     end = hi if hi is not None and hi <= last else None
-    if start is None and end is None:
-        return build_trace(events, root_pids=[pid] if pid else None, comm=comm, meta=meta)
-    return build_trace(events, root_pids=[pid] if pid else None, comm=comm, start_ns=start, end_ns=end,
-                       meta={**meta, "imported_between_ns": [lo, hi]})
+    if start is not None or end is not None:
+        meta = {**meta, "imported_between_ns": [lo, hi]}
+    return build_trace(events, root_pids=[pid] if pid else None, comm=comm, start_ns=start, end_ns=end, meta=meta)
