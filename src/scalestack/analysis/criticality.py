@@ -316,12 +316,15 @@ def sweep(trace: Trace, active: str, t0: int, t1: int) -> tuple[np.ndarray, np.n
     return shared(trace, ("sweep", active, int(t0), int(t1)), make)
 
 
-def critical_sweep(trace: Trace, active: str, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, Timeline,
-                                                                         np.ndarray]:
+def critical_sweep(trace: Trace, active: str, t0: int, t1: int, spans: bool | None = None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Timeline, np.ndarray]:
     """As `sweep`, over the intervals the criticality stack divides time among: for "running", the
     switch-instant spans where the recording has them (where each slice lies in time), else the
-    active intervals. Shared, read-only, like `sweep`."""
-    if not (active == "running" and len(trace.switch_spans)):
+    active intervals. Shared, read-only, like `sweep`. `spans`: whether the recording has them,
+    when `trace` is a part of it that may hold none (a chunk of a stored trace)."""
+    if spans is None:
+        spans = len(trace.switch_spans) > 0
+    if not (active == "running" and spans):
         return sweep(trace, active, t0, t1)
 
     def make():
@@ -441,10 +444,10 @@ def criticality(trace: Trace | AggregateRecording, *, active: str = "running",
     return shared(trace, ("criticality", active, t0, t1), lambda: _criticality(trace, active, t0, t1))
 
 
-def _criticality(trace: Trace, active: str, t0: int, t1: int) -> CriticalityResult:
+def _criticality(trace: Trace, active: str, t0: int, t1: int, spans: bool | None = None) -> CriticalityResult:
     n = len(trace.threads)
     run = active_ns(trace, active, t0, t1)  # Run_j: the kernel's charge
-    rows, a, b, tl, where = critical_sweep(trace, active, t0, t1)
+    rows, a, b, tl, where = critical_sweep(trace, active, t0, t1, spans)
     m = len(a)
     crit = np.bincount(rows, weights=tl.F[where[1:2 * m:2]] - tl.F[where[0:2 * m:2]], minlength=n).astype(np.float64)
     idle = float(tl.idle_cum[where[2 * m + 1]] - tl.idle_cum[where[2 * m]])

@@ -37,3 +37,44 @@ def load_between(path, between):
     window = (parse_time_ns(between[0], int(start), what="--between start"),
               parse_time_ns(between[1], int(start), what="--between end"))
     return load(path, window=window), window
+
+
+def chunk_option(fn):
+    return click.option("--chunk-rows", type=click.IntRange(min=0), default=None, metavar="N",
+                        help="Read a trace of more than N state rows and switch spans in time chunks of about N "
+                             "(memory follows N, not the trace) [default: 4194304; 0: always whole].")(fn)
+
+
+def stored_source(path, between, chunk_rows):
+    """How a crit/bottle command reads `path`: (None, window) where it should go in chunks
+    (`analysis.chunked`: a trace of more rows than `chunk_rows`), else (trace, window) as
+    `load_between` gives them. `window` is --between in absolute ns (None: the whole run)."""
+    from scalestack.analysis.chunked import CHUNK_ROWS, stored_rows
+    from scalestack.trace.store import read_meta
+
+    limit = CHUNK_ROWS if chunk_rows is None else chunk_rows
+    start = read_meta(path).get("start_ns")
+    if limit > 0 and start is not None and stored_rows(path) > limit:
+        window = None if not between else (parse_time_ns(between[0], int(start), what="--between start"),
+                                           parse_time_ns(between[1], int(start), what="--between end"))
+        return None, window
+    return load_between(path, between)
+
+
+def chunk_progress(path):
+    """A transient progress bar for a chunked analysis (on stderr), as a context manager giving
+    the `progress(done, total)` callback."""
+    import contextlib
+    import os
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    @contextlib.contextmanager
+    def bar():
+        with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                      TimeRemainingColumn(), transient=True, console=Console(stderr=True)) as p:
+            task = p.add_task(f"chunks of {os.path.basename(path)}", total=None)
+            yield lambda done, total: p.update(task, completed=done, total=total)
+
+    return bar()

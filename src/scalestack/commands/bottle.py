@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from scalestack.commands._analysis_options import analysis_options, load_between
+from scalestack.commands._analysis_options import analysis_options, chunk_option, chunk_progress, stored_source
 
 
 @click.command()
@@ -14,7 +14,8 @@ from scalestack.commands._analysis_options import analysis_options, load_between
 @click.option("--group-by", metavar="role|REGEX=LABEL,...", help="Group threads into boxes by role or name pattern.")
 @click.option("--window", metavar="DURATION", help="One bottle graph per window, e.g. 500ms.")
 @analysis_options
-def command(path, as_json, output, group_by, window, active, between):
+@chunk_option
+def command(path, as_json, output, group_by, window, active, between, chunk_rows):
     """Boxes: height = criticality, width = parallelism, area = running time."""
     from scalestack.analysis.bottle import bottle
     from scalestack.commands._output import emit
@@ -25,6 +26,13 @@ def command(path, as_json, output, group_by, window, active, between):
     if rec is not None:
         w = parse_duration_ns(window, what="--window") if window is not None else None
         return emit(bottle(rec, group_by=group_by, window=w), as_json, output, "bottle")
-    trace, between = load_between(path, between)
-    res = bottle(trace, group_by=group_by, active=active, between=between, window=window)
+    trace, between = stored_source(path, between, chunk_rows)
+    if trace is None:  # bigger than a chunk: read in time chunks
+        from scalestack.analysis import chunked
+
+        with chunk_progress(path) as progress:
+            res = chunked.bottle(path, group_by=group_by, active=active, between=between, window=window,
+                                 max_rows=chunk_rows or chunked.CHUNK_ROWS, progress=progress)
+    else:
+        res = bottle(trace, group_by=group_by, active=active, between=between, window=window)
     emit(res, as_json, output, "bottle")

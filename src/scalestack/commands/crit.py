@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from scalestack.commands._analysis_options import analysis_options, load_between
+from scalestack.commands._analysis_options import analysis_options, chunk_option, chunk_progress, stored_source
 
 
 @click.command()
@@ -12,7 +12,8 @@ from scalestack.commands._analysis_options import analysis_options, load_between
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("-o", "--output", help="Write the figure (.png/.svg) or data (.json) here.")
 @analysis_options
-def command(path, as_json, output, active, between):
+@chunk_option
+def command(path, as_json, output, active, between, chunk_rows):
     """Each thread's share of the run time: every instant divided among the threads running then."""
     from scalestack.analysis.criticality import criticality
     from scalestack.trace.aggregate import load_if_aggregate
@@ -20,8 +21,15 @@ def command(path, as_json, output, active, between):
     rec = load_if_aggregate(path, active, between)  # `record --aggregate` counters
     if rec is not None:
         return _emit(criticality(rec), as_json, output, "criticality")
-    trace, between = load_between(path, between)
-    res = criticality(trace, active=active, between=between)
+    trace, between = stored_source(path, between, chunk_rows)
+    if trace is None:  # bigger than a chunk: read in time chunks
+        from scalestack.analysis import chunked
+
+        with chunk_progress(path) as progress:
+            res = chunked.criticality(path, active=active, between=between, max_rows=chunk_rows or chunked.CHUNK_ROWS,
+                                      progress=progress)
+    else:
+        res = criticality(trace, active=active, between=between)
     _emit(res, as_json, output, "criticality")
 
 

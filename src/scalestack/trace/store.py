@@ -145,7 +145,11 @@ def _overlaps(group, t0: int, t1: int) -> bool:
     return True
 
 
-ROW_GROUP = 1 << 19  # rows per Parquet row group: the unit a windowed load reads or skips
+# rows per Parquet row group: the unit a windowed load (or a chunked analysis) reads or skips. A
+# window reads at least one group per thread of the states and the switch spans: 2^17 rows keep
+# that at 1 M rows for 4 threads (4 MB of footer on 10^8 rows, and 2-3% larger files than 2^19)
+ROW_GROUP = 1 << 17
+THREAD_GROUPED = ("states", "switch_spans")  # thread-sorted tables whose row groups follow threads
 
 
 def save(trace: Trace, path: str | os.PathLike) -> None:
@@ -161,9 +165,50 @@ def write(trace: Trace, fh) -> None:
         meta["schema_version"] = SCHEMA_VERSION
         zf.writestr("meta.json", json.dumps(meta, indent=1, sort_keys=True, default=_json_default))
         for member in [*TABLES, *(m for m in OPTIONAL_TABLES if len(getattr(trace, m)))]:
+            table = getattr(trace, member)
+            arrow = _to_arrow(table)
             buf = io.BytesIO()
-            pq.write_table(_to_arrow(getattr(trace, member)), buf, compression="zstd", row_group_size=ROW_GROUP)
+            with pq.ParquetWriter(buf, arrow.schema, **_encodings(type(table))) as w:
+                bounds = group_bounds(table.tid, ROW_GROUP) if member in THREAD_GROUPED else \
+                    np.arange(0, len(table) + ROW_GROUP, ROW_GROUP).clip(max=len(table))
+                for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+                    w.write_table(arrow.slice(a, b - a), row_group_size=ROW_GROUP)
             zf.writestr(f"{member}.parquet", buf.getvalue())
+
+
+def _encodings(cls) -> dict:
+    """Parquet options of a table: times as deltas (DELTA_BINARY_PACKED; rows of one thread follow
+    each other in time), dictionaries for text only. On a 2.9 M-row state table: 14.4 MB, written
+    in 0.25 s and read in 0.12 s, where zstd over dictionaries and plain values took 18.1 MB, 0.44 s
+    and 0.13 s (2^19-row groups; 26.5 MB with 2^17)."""
+    times = [name for name, dtype in cls.SCHEMA.items() if name in ("start_ns", "end_ns", "time_ns")
+             and dtype is not object and np.dtype(dtype).kind in "iu"]
+    text = [name for name, dtype in cls.SCHEMA.items() if dtype is object]
+    return {"compression": "zstd", "use_dictionary": text or False,
+            "column_encoding": {name: "DELTA_BINARY_PACKED" for name in times} or None}
+
+
+def group_bounds(tid: np.ndarray, size: int) -> np.ndarray:
+    """Row-group boundaries of a thread-sorted table: at most `size` rows a group, and a thread
+    with at least size // 8 rows in groups of its own. A group holding the end of one thread and
+    the start of the next spans the whole run in time, so a windowed load (or a chunked analysis)
+    would read it for every window; small threads still share groups (their rows are few)."""
+    n = len(tid)
+    starts = np.flatnonzero(np.r_[True, tid[1:] != tid[:-1]]) if n else np.zeros(0, np.int64)
+    ends = np.r_[starts[1:], n]
+    big = max(size // 8, 1)
+    cuts = [0]
+    for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
+        own = hi - lo >= big
+        if own and lo > cuts[-1]:
+            cuts.append(lo)
+        while hi - cuts[-1] > size:
+            cuts.append(cuts[-1] + size)
+        if own and hi > cuts[-1]:
+            cuts.append(hi)
+    if cuts[-1] < n or n == 0:
+        cuts.append(n)
+    return np.asarray(cuts, np.int64)
 
 
 def _json_default(value):
@@ -199,6 +244,31 @@ def load(path: str | os.PathLike, window: tuple[int, int] | None = None) -> Trac
     return Trace(threads=tables["threads"], states=tables["states"], names=tables["names"], meta=meta,
                  samples=tables["samples"], switch_spans=tables["switch_spans"], frames=tables["frames"],
                  stacks=tables["stacks"], futex_calls=tables["futex_calls"])
+
+
+def group_ranges(path: str | os.PathLike, member: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each row group of a table with start_ns/end_ns columns (states, switch_spans): its rows, the
+    earliest start and the latest end, from the Parquet statistics alone (a group without them
+    spans all time). Empty arrays when the file has no such member. What a chunked analysis plans
+    its windows with before reading any row."""
+    path = os.fspath(path)
+    with _opened(path) as (zf, names):
+        if f"{member}.parquet" not in names:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        with zf.open(f"{member}.parquet") as fh:
+            md = pq.ParquetFile(fh).metadata
+    rows, lo, hi = (np.empty(md.num_row_groups, np.int64) for _ in range(3))
+    for g in range(md.num_row_groups):
+        group = md.row_group(g)
+        stats = {}
+        for c in range(group.num_columns):
+            col = group.column(c)
+            if col.statistics is not None and col.statistics.has_min_max:
+                stats[col.path_in_schema] = (col.statistics.min, col.statistics.max)
+        rows[g] = group.num_rows
+        lo[g] = stats["start_ns"][0] if "start_ns" in stats else np.iinfo(np.int64).min
+        hi[g] = stats["end_ns"][1] if "end_ns" in stats else np.iinfo(np.int64).max
+    return rows, lo, hi
 
 
 @contextlib.contextmanager
