@@ -1,0 +1,183 @@
+"""Criticality and bottle graphs of a stored trace read in time chunks equal the whole trace's:
+Run_j and idle exactly, C_j to the rounding of its float sums; row groups follow threads."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import zipfile
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import scalestack
+from scalestack.analysis import chunked
+from scalestack.analysis.bottle import bottle
+from scalestack.analysis.criticality import criticality
+from scalestack.cli import cli
+from scalestack.trace import State, SwitchSpanTable, store
+
+from ..conftest import requires_recording
+from ..unit.test_trace import tiled_traces
+
+TOL = 1e-6  # ns: C_j's float sums, in another order
+
+
+def _with_spans(trace, shift: int):
+    """The trace with switch spans: its RUNNING rows, shifted (spans need not match RUNNING)."""
+    s = trace.states
+    run = s.state == int(State.RUNNING)
+    spans = SwitchSpanTable(tid=s.tid[run], start_ns=s.start_ns[run] + shift, end_ns=s.end_ns[run] + shift,
+                            repaired=np.zeros(int(run.sum()), bool))
+    return dataclasses.replace(trace, switch_spans=spans)
+
+
+def _same_crit(whole, part):
+    assert np.array_equal(whole.tids, part.tids)
+    assert np.array_equal(whole.running_ns, part.running_ns)
+    assert whole.idle_ns == part.idle_ns
+    assert (whole.span_ns, whole.t0_ns, whole.active) == (part.span_ns, part.t0_ns, part.active)
+    np.testing.assert_allclose(part.criticality_ns, whole.criticality_ns, rtol=0, atol=TOL)
+
+
+def _same_boxes(whole, part):
+    assert [(b.label, b.tids, b.area_ns) for b in whole.boxes] == [(b.label, b.tids, b.area_ns) for b in part.boxes]
+    np.testing.assert_allclose([b.height_ns for b in part.boxes], [b.height_ns for b in whole.boxes], rtol=0, atol=TOL)
+    assert (whole.idle_ns, whole.span_ns, whole.t0_ns) == (part.idle_ns, part.span_ns, part.t0_ns)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(trace=tiled_traces(), spans=st.sampled_from([None, 0, 7]), group=st.integers(1, 6),
+       max_rows=st.integers(1, 40), active=st.sampled_from(["running", "running+runnable"]),
+       between=st.one_of(st.none(), st.tuples(st.integers(0, 10_000), st.integers(1, 10_000))))
+def test_chunks_give_the_whole_traces_stack_and_bottle(tmp_path_factory, monkeypatch, trace, spans, group, max_rows,
+                                                      active, between):
+    monkeypatch.setattr(store, "ROW_GROUP", group)  # many row groups, so chunks can skip most
+    if spans is not None:
+        trace = _with_spans(trace, spans)
+    path = tmp_path_factory.mktemp("c") / "t.trace"
+    store.save(trace, path)
+    if between is not None:
+        between = (between[0], between[0] + between[1])
+        if min(between[1], trace.end_ns) <= max(between[0], trace.start_ns):
+            return
+    _same_crit(criticality(trace, active=active, between=between),
+               chunked.criticality(path, active=active, between=between, max_rows=max_rows))
+    _same_boxes(bottle(trace, group_by="role", active=active, between=between),
+                chunked.bottle(path, group_by="role", active=active, between=between, max_rows=max_rows))
+    whole = bottle(trace, active=active, between=between, window=997)
+    part = chunked.bottle(path, active=active, between=between, window=997, max_rows=max_rows)
+    assert len(part.windows) == len(whole.windows)
+    for w, p in zip(whole.windows, part.windows, strict=True):
+        _same_boxes(w, p)
+
+
+@given(sizes=st.lists(st.integers(1, 60), min_size=0, max_size=8), size=st.integers(1, 40))
+def test_row_groups_hold_a_big_thread_alone(sizes, size):
+    tid = np.repeat(np.arange(len(sizes)), sizes)
+    bounds = store.group_bounds(tid, size)
+    assert bounds[0] == 0 and bounds[-1] == len(tid) and np.all(np.diff(bounds) > 0)
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        assert b - a <= size
+        members = np.unique(tid[a:b])
+        if len(members) > 1:  # shared only by threads with fewer than size // 8 rows
+            assert all(sizes[m] < max(size // 8, 1) for m in members)
+
+
+@given(max_rows=st.integers(1, 50), grid=st.one_of(st.none(), st.integers(1, 3000)))
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_plan_tiles_the_span(tmp_path_factory, monkeypatch, max_rows, grid):
+    monkeypatch.setattr(store, "ROW_GROUP", 4)
+    n = 200
+    trace = scalestack.trace.make_trace(
+        {"tid": [1, 2], "name": ["a", "b"], "start_ns": [0, 0], "end_ns": [n * 10, n * 10]},
+        {"tid": [1] * n + [2] * n, "start_ns": [i * 10 for i in range(n)] * 2,
+         "end_ns": [(i + 1) * 10 for i in range(n)] * 2, "state": [i % 3 for i in range(2 * n)]})
+    path = tmp_path_factory.mktemp("p") / "t.trace"
+    store.save(trace, path)
+    windows = chunked.plan(path, 5, 1995, max_rows, grid)
+    assert windows[0][0] == 5 and windows[-1][1] == 1995
+    assert all(a < b for a, b in windows) and all(w[1] == v[0] for w, v in zip(windows, windows[1:]))  # noqa: RUF007
+    if grid is not None:
+        assert all((a - 5) % grid == 0 for a, _ in windows)
+    # each window overlaps no more rows than max_rows, or than twice the shortest window from its start
+    rows, lo, hi = store.group_ranges(path, "states")
+    edges = np.unique(np.r_[lo, hi]) if grid is None else 5 + grid * np.arange(1, 2000 // grid + 2)
+    for a, b in windows:
+        shortest = min(int(edges[edges > a].min(initial=1995)), 1995)
+        least = rows[(hi > a) & (lo < shortest)].sum()
+        assert rows[(hi > a) & (lo < b)].sum() <= max(max_rows, 2 * least)
+    assert len(windows) <= -(-rows.sum() // max_rows) * 4 + 2 or max_rows < 8 or grid is not None
+
+
+def test_files_group_rows_by_thread_and_delta_encode_times(tmp_path, monkeypatch):
+    monkeypatch.setattr(store, "ROW_GROUP", 16)
+    n = 100
+    trace = scalestack.trace.make_trace(
+        {"tid": [1, 2, 3], "name": ["a", "b", "c"], "start_ns": [0, 0, 0], "end_ns": [n, n, 1]},
+        {"tid": [1] * n + [2] * n + [3], "start_ns": list(range(n)) * 2 + [0],
+         "end_ns": list(range(1, n + 1)) * 2 + [1], "state": [0] * (2 * n + 1)})
+    path = tmp_path / "t.trace"
+    store.save(trace, path)
+    with zipfile.ZipFile(path) as zf, zf.open("states.parquet") as fh:
+        md = pq.ParquetFile(fh).metadata
+        groups = [md.row_group(g) for g in range(md.num_row_groups)]
+        cols = {groups[0].column(c).path_in_schema: groups[0].column(c) for c in range(groups[0].num_columns)}
+        assert "DELTA_BINARY_PACKED" in cols["start_ns"].encodings
+        tids = [(g.column(0).statistics.min, g.column(0).statistics.max) for g in groups]
+    assert all(lo == hi for lo, hi in tids[:-1]) and max(g.num_rows for g in groups) <= 16
+    assert store.load(path).equals(trace)
+
+
+@requires_recording
+def test_cli_chunks_a_real_recording(c_programs, tmp_path, monkeypatch):
+    """`crit`/`bottle` of a recorded producer/consumer switch storm (3 threads on 2 cores), saved in
+    row groups of 256 rows and read in chunks of a twentieth of its rows, give the JSON of the whole
+    load."""
+    monkeypatch.setattr(store, "ROW_GROUP", 256)
+    path = tmp_path / "m.trace"
+    scalestack.record([str(c_programs["prodcons"]), "30000", "2", "200"], str(path))
+    rows = chunked.stored_rows(path)
+    assert rows > 3_000, rows
+    meta = store.read_meta(path)
+    assert len(chunked.plan(path, meta["start_ns"], meta["end_ns"], rows // 20)) >= 5
+    run = CliRunner().invoke
+    for args in (["crit"], ["crit", "--active", "running+runnable"], ["bottle", "--group-by", "role"],
+                 ["bottle", "--window", "20ms"], ["crit", "--between", "10ms", "60ms"]):
+        out = {}
+        for chunk in ("0", str(rows // 20)):
+            res = run(cli, [*args, str(path), "--json", "--chunk-rows", chunk])
+            assert res.exit_code == 0, res.output
+            out[chunk] = json.loads(res.stdout)
+        whole, part = out.values()
+        assert json.dumps(_rounded(whole)) == json.dumps(_rounded(part)), args
+
+
+def _rounded(x):
+    """Floats to 1e-3 ns (C_j's sums in another order); shares and widths to 9 digits."""
+    if isinstance(x, dict):
+        return {k: _rounded(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_rounded(v) for v in x]
+    if isinstance(x, float):
+        return float(f"{x:.9g}") if abs(x) < 1e3 else round(x, 3)
+    return x
+
+
+def test_cli_refuses_a_negative_chunk(tmp_path):
+    res = CliRunner().invoke(cli, ["crit", str(tmp_path / "x.trace"), "--chunk-rows", "-1"])
+    assert res.exit_code == 2 and "chunk-rows" in res.output
+
+
+@pytest.mark.parametrize("between", [(10**12, 10**12 + 5)])
+def test_a_range_outside_the_trace_is_one_line(tmp_path, between):
+    trace = scalestack.trace.make_trace({"tid": [1], "name": ["a"], "start_ns": [0], "end_ns": [10]},
+                                        {"tid": [1], "start_ns": [0], "end_ns": [10], "state": [0]})
+    path = tmp_path / "t.trace"
+    store.save(trace, path)
+    with pytest.raises(scalestack.errors.UserError, match="empty or outside"):
+        chunked.criticality(path, between=between, max_rows=1)
