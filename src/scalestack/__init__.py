@@ -6,6 +6,7 @@ Public API (mirrors the CLI)::
     trace = scalestack.load("run.sst")       # or scalestack.record(["./prog", "4"])
     scalestack.criticality(trace).to_frame()
     scalestack.bottle(trace, window="500ms").to_json()
+    scalestack.criticality("big.sst")        # a file too big to hold: read in time chunks
     scalestack.save(trace, "copy.sst")
 """
 
@@ -42,15 +43,26 @@ def save(trace: Trace, path: str) -> None:
     _save(trace, path)
 
 
-def criticality(trace: Trace, **params):
-    """Criticality stack of `trace`: each thread's share of the run time (`scalestack.analysis.criticality`)."""
+def criticality(trace: Trace | str | _os.PathLike, **params):
+    """Criticality stack of `trace`: each thread's share of the run time (`scalestack.analysis.criticality`).
+    Given a trace file's path, it is read in time chunks (`scalestack.analysis.chunked`: memory
+    follows the chunk, `max_rows=`, not the trace)."""
+    if isinstance(trace, (str, _os.PathLike)):
+        from scalestack.analysis.chunked import criticality as _chunked
+
+        return _chunked(trace, **params)
     from scalestack.analysis.criticality import criticality as _criticality
 
     return _criticality(trace, **params)
 
 
-def bottle(trace: Trace, **params):
-    """Bottle graph of `trace` (`scalestack.analysis.bottle`): height criticality, width parallelism."""
+def bottle(trace: Trace | str | _os.PathLike, **params):
+    """Bottle graph of `trace` (`scalestack.analysis.bottle`): height criticality, width parallelism.
+    Given a trace file's path, it is read in time chunks, as `criticality`."""
+    if isinstance(trace, (str, _os.PathLike)):
+        from scalestack.analysis.chunked import bottle as _chunked
+
+        return _chunked(trace, **params)
     from scalestack.analysis.bottle import bottle as _bottle
 
     return _bottle(trace, **params)

@@ -19,7 +19,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from scalestack.analysis.bottle import BottleResult, WindowedBottleResult, _boxes, bottle as _bottle, group_threads
+from scalestack.analysis.bottle import BottleResult, WindowedBottleResult, _boxes, group_threads
+from scalestack.analysis.bottle import bottle as _bottle
 from scalestack.analysis.criticality import ACTIVE, CriticalityResult, _criticality
 from scalestack.errors import UserError
 from scalestack.trace import ThreadTable

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import click
 
-from scalestack.commands._analysis_options import analysis_options, chunk_option, chunk_progress, stored_source
+from scalestack.commands._analysis_options import (
+    analysis_options,
+    chunk_option,
+    chunk_progress,
+    stored_source,
+)
 
 
 @click.command()
