@@ -49,3 +49,21 @@ def test_merge_is_the_stable_sort(pairs, t0, t1, runs):
     a = [x for x, _ in pairs]
     b = [y for _, y in pairs]
     _same(a, b, t0, t1)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 30)), max_size=40), st.integers(0, 5),
+       st.integers(20, 40), st.booleans())
+def test_interval_F_is_the_timelines(pairs, t0, t1, runs):
+    """F(b) - F(a) and the idle time without a timeline: the timeline's, bit for bit, merged or
+    sorted."""
+    if runs:
+        cuts = sorted({x for p in pairs for x in p})
+        pairs = list(zip(cuts[:-1], cuts[1:], strict=True))
+    a = np.asarray([x for x, _ in pairs], np.int64)
+    b = np.asarray([y for _, y in pairs], np.int64)
+    tl, where = c.timeline(a, b, t0, t1)
+    m = len(a)
+    diff, idle = c.interval_F(a, b, t0, t1)
+    assert np.array_equal(diff, tl.F[where[1:2 * m:2]] - tl.F[where[0:2 * m:2]])
+    assert idle == float(tl.idle_cum[where[2 * m + 1]] - tl.idle_cum[where[2 * m]])

@@ -99,6 +99,30 @@ def test_criticality_strip_adds_up_to_the_criticality_stack(trace):
     assert np.all(alone <= crit_by_lane + 1e-6)
 
 
+@settings(max_examples=100, deadline=None)
+@given(traces(), st.sampled_from(["running", "running+runnable"]), st.booleans())
+def test_strip_without_a_timeline_is_the_timelines(trace, active, spans):
+    """The strip merged from the intervals as they go (no shared timeline yet) is the one read from
+    the shared timeline, segment for segment; so is the criticality stack."""
+    import dataclasses
+
+    from scalestack.analysis import criticality as crit_module
+    from scalestack.trace import SwitchSpanTable
+
+    if spans:  # switch spans: the RUNNING rows, a little later
+        s = trace.states
+        run = s.state == int(State.RUNNING)
+        trace = dataclasses.replace(trace, switch_spans=SwitchSpanTable(
+            tid=s.tid[run], start_ns=s.start_ns[run] + 3, end_ns=s.end_ns[run] + 3, repaired=np.zeros(int(run.sum()), bool)))
+    lanes = np.arange(len(trace.threads), dtype=np.int64)[::-1].copy()
+    fresh = critical_segments(trace, lanes, active)
+    first = crit_module._criticality(trace, active, trace.start_ns, trace.end_ns)
+    crit_module.critical_sweep(trace, active, trace.start_ns, trace.end_ns)  # now shared
+    assert all(np.array_equal(x, y) for x, y in zip(fresh, critical_segments(trace, lanes, active), strict=True))
+    again = crit_module._criticality(trace, active, trace.start_ns, trace.end_ns)
+    assert np.array_equal(first.criticality_ns, again.criticality_ns) and first.idle_ns == again.idle_ns
+
+
 def test_fig32_strip_names_the_thread_that_runs_alone():
     """Thesis fig. 3.2: T0 runs alone for the last 5 units; before, 2 to 4 threads share the CPUs."""
     tr = fig32_trace()
@@ -198,6 +222,12 @@ def test_coarsen_worked_example():
     off, s, e, k = coarsen(np.array([0, 3]), np.array([0, 30, 35]), np.array([30, 35, 100]), np.array([1, 2, 3]), 0, 20)
     # [0,20) wholly state 1; [20,40): 10 ns of 1, 5 of 2, 5 of 3 -> 1; [40,100) wholly state 3
     assert off.tolist() == [0, 2] and s.tolist() == [0, 40] and e.tolist() == [40, 100] and k.tolist() == [1, 3]
+
+
+def test_coarsen_keeps_a_lane_that_starts_where_the_one_before_ended():
+    # lane 0: [0, 1) state 0; lane 1: [1, 2) state 0; one bucket of 2 ns: lane 1 keeps its own row
+    off, s, e, k = coarsen(np.array([0, 1, 2]), np.array([0, 1]), np.array([1, 2]), np.array([0, 0]), 0, 2)
+    assert off.tolist() == [0, 1, 2] and s.tolist() == [0, 1] and e.tolist() == [1, 2] and k.tolist() == [0, 0]
 
 
 @settings(max_examples=100, deadline=None)
