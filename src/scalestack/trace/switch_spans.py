@@ -35,7 +35,7 @@ import numpy as np
 
 from scalestack.trace import SwitchSpanTable
 from scalestack.trace.events import Kind, RawEvents, context_of
-from scalestack.trace.lookup import order_by_key_then
+from scalestack.trace.rows import RELEASE_EVERY, give_back
 
 # event kinds as compile-time constants of the compiled walk (numba freezes globals)
 K_SWITCH, K_STAT_RUNTIME = int(Kind.SWITCH), int(Kind.STAT_RUNTIME)
@@ -219,10 +219,56 @@ def switch_spans(events: RawEvents, tids: np.ndarray, t0: int | None = None, t1:
     n_cpus = int(events.cpu.max(initial=0)) + 1
     out, counts = _spans(time, events.cpu, events.kind, events.tid, events.arg0, events.arg1, slot_of, len(tids), n_cpus,
                          t1)
-    a, b = np.maximum(out[:, 1], t0), np.minimum(out[:, 2], t1)
-    ok = b > a
-    slot, a, b = out[ok, 0], a[ok], b[ok]
-    order = order_by_key_then(slot, len(tids), a)
-    return SwitchSpans(tid=tids[slot[order]], start_ns=a[order], end_ns=b[order],
-                       repaired=out[ok, 3][order].astype(bool), tids=tids, complete=counts[:, 0],
+    tid, a, b, rep, in_order = _clipped_by_thread(out, t0, t1, tids, RELEASE_EVERY)
+    del out  # given back as it was read
+    if not in_order:  # some thread's spans out of start order: sort them (stable, as a lexsort of all was)
+        order = np.lexsort((a, tid))
+        tid, a, b, rep = tid[order], a[order], b[order], rep[order]
+    return SwitchSpans(tid=tid, start_ns=a, end_ns=b, repaired=rep, tids=tids, complete=counts[:, 0],
                        lost_in=counts[:, 1], lost_out=counts[:, 2], lost_whole=counts[:, 3])
+
+
+@numba.njit(cache=True)
+def _clipped_by_thread(out, t0, t1, tids, release):
+    """`_spans`' rows clipped to [t0, t1), those left empty dropped, in thread order (a stable
+    counting sort by slot: each thread's spans in the order written), as columns: tid (`tids[slot]`),
+    start, end, repaired; and whether each thread's starts are in order (else the caller sorts).
+    With `release` > 0, `out` is given back every `release` rows read (`give_back`: the caller
+    drops it): the NumPy statements this replaces held five copies of the spans at once (+1.3 GB
+    for 12.5 M spans)."""
+    n = out.shape[0]
+    n_slots = tids.shape[0]
+    off = np.zeros(n_slots + 1, np.int64)
+    for i in range(n):
+        if min(out[i, 2], t1) > max(out[i, 1], t0):
+            off[out[i, 0] + 1] += 1
+    for k in range(n_slots):
+        off[k + 1] += off[k]
+    tid = np.empty(off[n_slots], tids.dtype)
+    start = np.empty(off[n_slots], np.int64)
+    end = np.empty(off[n_slots], np.int64)
+    rep = np.empty(off[n_slots], np.bool_)
+    fill = off[:-1].copy()
+    done = 0
+    for i in range(n):
+        if release > 0 and i - done == release:
+            give_back(out, done, i)
+            done = i
+        a = max(out[i, 1], t0)
+        b = min(out[i, 2], t1)
+        if b > a:
+            s = out[i, 0]
+            j = fill[s]
+            fill[s] += 1
+            tid[j] = tids[s]
+            start[j] = a
+            end[j] = b
+            rep[j] = out[i, 3] != 0
+    if release > 0:
+        give_back(out, done, n)
+    in_order = True
+    for k in range(n_slots):
+        for j in range(off[k] + 1, off[k + 1]):
+            if start[j] < start[j - 1]:
+                in_order = False
+    return tid, start, end, rep, in_order
