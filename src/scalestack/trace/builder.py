@@ -534,11 +534,12 @@ def kernel_runtime_check(states: StateTable, tids: np.ndarray, kernel_rt: np.nda
     """
     if not available:
         return {"available": False}
-    run = np.zeros(len(tids), np.int64)
-    if len(states):
+    run, ok = _running_sums(states.tid, states.start_ns, states.end_ns, states.state, np.asarray(tids, np.int64),
+                            int(State.RUNNING))
+    if not ok:  # a tid sorting after every one of tids: NumPy says what is wrong
+        run = np.zeros(len(tids), np.int64)
         m = states.state == int(State.RUNNING)
-        pos = np.searchsorted(tids, states.tid[m])
-        np.add.at(run, pos, states.duration_ns[m])
+        np.add.at(run, np.searchsorted(tids, states.tid[m]), states.duration_ns[m])
     diff = run - kernel_rt
     bad = (np.abs(diff) > RUNNING_TOL * np.maximum(kernel_rt, 1)) & (np.abs(diff) > ABS_TOL_NS) & (kernel_rt > 0)
     rel = np.where(kernel_rt > 0, diff / np.maximum(kernel_rt, 1), 0.0)
@@ -549,6 +550,34 @@ def kernel_runtime_check(states: StateTable, tids: np.ndarray, kernel_rt: np.nda
         "disagreeing": [[int(t), int(r), int(k), float(x)] for t, r, k, x, b in zip(tids, run, kernel_rt, rel, bad,
                                                                                       strict=True) if b],
     }
+
+
+@numba.njit(cache=True)
+def _running_sums(tid, start, end, state, tids, running):
+    """`np.add.at(run, np.searchsorted(tids, tid[m]), (end - start)[m])` over the rows m in state
+    `running`, with no copy of those rows (+0.5 GB for 37.5 M states); False where a row's position
+    is past the end of tids (the statement raises)."""
+    run = np.zeros(tids.shape[0], np.int64)
+    ok = True
+    last = -1  # the row whose tid's position `lo` is (rows come thread by thread)
+    lo = 0
+    for i in range(tid.shape[0]):
+        if state[i] == running:
+            v = tid[i]
+            if last < 0 or tid[last] != v:
+                lo, hi = 0, tids.shape[0]
+                while lo < hi:  # np.searchsorted's position (side "left")
+                    mid = (lo + hi) // 2
+                    if tids[mid] < v:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                last = i
+            if lo < tids.shape[0]:
+                run[lo] += end[i] - start[i]
+            else:
+                ok = False
+    return run, ok
 
 
 def _per_thread(states: StateTable):
@@ -1089,8 +1118,7 @@ def traced_tids(events: RawEvents, root_pids: list[int] | None = None, comm: str
     if comm is not None:
         is_name = np.array([s == comm for s in events.comms] + [False], np.bool_)
         # the task each event names: a thread group for TASK_COMM, a thread otherwise
-        who, groups = _named_tasks(kind, events.comm0, events.arg0, events.arg1, is_name)
-        candidates, groups = _unique(who), _unique(groups)
+        candidates, groups = _named_tasks(kind, events.comm0, events.arg0, events.arg1, is_name)
         # threads -> their thread groups, where the source says (perf's sample pid): its first event's
         first = _first_pid(events.tid, events.pid, candidates)
         mapped = np.where(first > 0, first, candidates)
@@ -1122,35 +1150,77 @@ def traced_tids(events: RawEvents, root_pids: list[int] | None = None, comm: str
     return np.array(sorted(tracked), dtype=np.int64), parents
 
 
-@numba.njit(cache=True)
-def _named_tasks(kind, comm0, arg0, arg1, is_name):
-    """The tasks the events naming a comm (is_name[comm0]) name: threads (the child of a FORK, else
-    arg0; EXEC left out) and thread groups (TASK_COMM's pid)."""
-    n = kind.shape[0]
-    n_who = 0
-    n_grp = 0
-    for i in range(n):
-        c = comm0[i]
-        if 0 <= c < is_name.shape[0] and is_name[c]:
-            if kind[i] == K_TASK_COMM:
-                n_grp += 1
-            elif kind[i] != K_EXEC:
-                n_who += 1
-    who = np.empty(n_who, np.int64)
-    grp = np.empty(n_grp, np.int64)
-    n_who = 0
-    n_grp = 0
-    for i in range(n):
-        c = comm0[i]
-        if 0 <= c < is_name.shape[0] and is_name[c]:
-            k = kind[i]
-            if k == K_TASK_COMM:
-                grp[n_grp] = arg1[i]
-                n_grp += 1
-            elif k != K_EXEC:
-                who[n_who] = arg1[i] if k == K_FORK else arg0[i]
-                n_who += 1
+def _named_tasks(kind, comm0, arg0, arg1, is_name) -> tuple[np.ndarray, np.ndarray]:
+    """The tasks the events naming a comm (is_name[comm0]) name, each once, sorted (int64): threads
+    (the child of a FORK, else arg0; EXEC left out) and thread groups (TASK_COMM's pid). Marked in
+    tables of Linux's task ids, those outside listed (corrupt inputs): nearly every event of a
+    system-wide recording names the traced command, and a list of them took 8 bytes an event."""
+    who, grp, n_out_who, n_out_grp = _named_task_tables(kind, comm0, arg0, arg1, is_name, PID_MAX_LIMIT)
+    who, grp = np.flatnonzero(who).astype(np.int64), np.flatnonzero(grp).astype(np.int64)
+    if n_out_who or n_out_grp:
+        out_who, out_grp = _named_tasks_outside(kind, comm0, arg0, arg1, is_name, PID_MAX_LIMIT, n_out_who, n_out_grp)
+        who, grp = np.unique(np.concatenate([who, out_who])), np.unique(np.concatenate([grp, out_grp]))
     return who, grp
+
+
+@numba.njit(cache=True, inline="always")
+def _named_task(kind, comm0, arg0, arg1, is_name, i):
+    """The task event i names, whether it is a thread group (TASK_COMM), and whether it names one."""
+    c = comm0[i]
+    who = -1
+    group = False
+    named = False
+    if 0 <= c < is_name.shape[0] and is_name[c]:
+        k = kind[i]
+        if k == K_TASK_COMM:
+            who = arg1[i]
+            group = True
+            named = True
+        elif k != K_EXEC:
+            who = arg1[i] if k == K_FORK else arg0[i]
+            named = True
+    return who, group, named
+
+
+@numba.njit(cache=True)
+def _named_task_tables(kind, comm0, arg0, arg1, is_name, limit):
+    """`_named_tasks` for the tasks in [0, limit]: two tables; and how many name one outside."""
+    who_seen = np.zeros(limit + 1, np.bool_)
+    grp_seen = np.zeros(limit + 1, np.bool_)
+    n_who = 0
+    n_grp = 0
+    for i in range(kind.shape[0]):
+        who, group, named = _named_task(kind, comm0, arg0, arg1, is_name, i)
+        if named:
+            if 0 <= who <= limit:
+                if group:
+                    grp_seen[who] = True
+                else:
+                    who_seen[who] = True
+            elif group:
+                n_grp += 1
+            else:
+                n_who += 1
+    return who_seen, grp_seen, n_who, n_grp
+
+
+@numba.njit(cache=True)
+def _named_tasks_outside(kind, comm0, arg0, arg1, is_name, limit, n_who, n_grp):
+    """`_named_tasks` outside [0, limit] (with repeats)."""
+    out_who = np.empty(n_who, np.int64)
+    out_grp = np.empty(n_grp, np.int64)
+    n_who = 0
+    n_grp = 0
+    for i in range(kind.shape[0]):
+        who, group, named = _named_task(kind, comm0, arg0, arg1, is_name, i)
+        if named and not 0 <= who <= limit:
+            if group:
+                out_grp[n_grp] = who
+                n_grp += 1
+            else:
+                out_who[n_who] = who
+                n_who += 1
+    return out_who, out_grp
 
 
 @numba.njit(cache=True)
@@ -1232,7 +1302,7 @@ def list_processes(events: RawEvents) -> list[dict]:
 def _thread_names(events: RawEvents, tids: np.ndarray, end_of: dict[int, int],
                   index: EventIndex | None = None) -> NameTable:
     """Name history of each traced thread, from every event that states a task's comm. One
-    compiled pass over the naming events buckets the statements by thread (time order kept);
+    compiled pass over the naming events keeps each thread's changes of name (`_name_changes`);
     statements at one instant keep the order of the kinds below, as the sort by (tid, time) of
     their concatenation kept it."""
     index = index if index is not None else EventIndex(events.sorted())
@@ -1242,10 +1312,11 @@ def _thread_names(events: RawEvents, tids: np.ndarray, end_of: dict[int, int],
         return _thread_names_sorted(events, tids)
     slot_of = np.full(int(tids.max()) + 1, -1, np.int64)
     slot_of[tids] = np.arange(len(tids))
-    rows = index.rows(Kind.SWITCH, Kind.FORK, Kind.RENAME, Kind.TASK_COMM, Kind.WAKEUP, Kind.WAKEUP_NEW,
-                      Kind.STAT_RUNTIME, Kind.MIGRATE)
+    naming = np.zeros(256, np.bool_)
+    naming[[Kind.SWITCH, Kind.FORK, Kind.RENAME, Kind.TASK_COMM, Kind.WAKEUP, Kind.WAKEUP_NEW, Kind.STAT_RUNTIME,
+            Kind.MIGRATE]] = True
     slot, t, c = _name_changes(events.time, events.kind, events.arg0, events.arg1, events.comm0, events.comm1,
-                               rows, slot_of)
+                               naming, slot_of)
     return NameTable(tid=tids[slot], time_ns=t, name=[events.comms[i] for i in c])
 
 
@@ -1298,64 +1369,99 @@ def _name_statement(kind, arg0, arg1, comm0, comm1, r, second):
 
 
 @numba.njit(cache=True)
-def _name_changes(time, kind, arg0, arg1, comm0, comm1, rows, slot_of):
+def _name_changes(time, kind, arg0, arg1, comm0, comm1, naming, slot_of):
     """Per thread slot, in time order (ties by the statement's kind rank, then event order), the
-    statements whose comm differs from the thread's previous one: (slot, time, comm index)."""
+    statements whose comm differs from the thread's previous one: (slot, time, comm index). One
+    pass over the events of the kinds `naming` marks; the statements of one instant are held until
+    the time moves on, then taken in (slot, rank) order (a stable insertion sort). No list of the
+    events or of every statement (+0.8 GB on 10^8 events: nearly all name a traced thread); the
+    changes, few, are bucketed by slot at the end."""
     n_map = slot_of.shape[0]
     n_slots = 0
     for v in slot_of:
         if v + 1 > n_slots:
             n_slots = v + 1
-    off = np.zeros(n_slots + 1, np.int64)
-    for r in rows:
-        for second in (False, True):
-            who, c, rank = _name_statement(kind, arg0, arg1, comm0, comm1, r, second)
-            if rank >= 0 and c >= 0 and 0 <= who < n_map and slot_of[who] >= 0:
-                off[slot_of[who] + 1] += 1
-    for s in range(n_slots):
-        off[s + 1] += off[s]
-    e_t = np.empty(off[n_slots], np.int64)
-    e_c = np.empty(off[n_slots], np.int32)  # comm indices and kind ranks: 13 bytes a statement, not 24
-    e_rank = np.empty(off[n_slots], np.int8)
-    fill = off[:-1].copy()
-    for r in rows:
-        for second in (False, True):
-            who, c, rank = _name_statement(kind, arg0, arg1, comm0, comm1, r, second)
-            if rank >= 0 and c >= 0 and 0 <= who < n_map and slot_of[who] >= 0:
-                s = slot_of[who]
-                e_t[fill[s]] = time[r]
-                e_c[fill[s]] = c
-                e_rank[fill[s]] = rank
-                fill[s] += 1
-    o_slot = np.empty(off[n_slots], np.int32)
-    o_t = np.empty(off[n_slots], np.int64)
-    o_c = np.empty(off[n_slots], np.int32)
+    last_c = np.full(n_slots, -1, np.int64)  # the comm of each thread's previous statement (-1: none yet)
+    # the statements of the current instant
+    q_slot = np.empty(64, np.int64)
+    q_c = np.empty(64, np.int64)
+    q_rank = np.empty(64, np.int64)
+    q = 0
+    q_t = 0
+    # the changes, in time order
+    c_slot = np.empty(1024, np.int64)
+    c_t = np.empty(1024, np.int64)
+    c_c = np.empty(1024, np.int64)
     m = 0
-    for s in range(n_slots):
-        lo, hi = off[s], off[s + 1]
-        i = lo
-        while i < hi:
-            # statements at one instant: stable insertion sort by kind rank (event order kept)
-            j = i + 1
-            while j < hi and e_t[j] == e_t[i]:
-                j += 1
-            for a in range(i + 1, j):
-                rk, cc = e_rank[a], e_c[a]
+    n = kind.shape[0]
+    for r in range(n + 1):
+        if r < n and not naming[kind[r]]:
+            continue
+        if q > 0 and (r == n or time[r] != q_t):  # the instant is over: its statements, in (slot, rank) order
+            for a in range(1, q):
+                s_, c_, k_ = q_slot[a], q_c[a], q_rank[a]
                 b = a - 1
-                while b >= i and e_rank[b] > rk:
-                    e_rank[b + 1] = e_rank[b]
-                    e_c[b + 1] = e_c[b]
+                while b >= 0 and (q_slot[b] > s_ or (q_slot[b] == s_ and q_rank[b] > k_)):
+                    q_slot[b + 1] = q_slot[b]
+                    q_c[b + 1] = q_c[b]
+                    q_rank[b + 1] = q_rank[b]
                     b -= 1
-                e_rank[b + 1] = rk
-                e_c[b + 1] = cc
-            for a in range(i, j):
-                if a == lo or e_c[a] != e_c[a - 1]:
-                    o_slot[m] = s
-                    o_t[m] = e_t[a]
-                    o_c[m] = e_c[a]
+                q_slot[b + 1] = s_
+                q_c[b + 1] = c_
+                q_rank[b + 1] = k_
+            if m + q > c_slot.shape[0]:
+                size = 2 * (m + q)
+                c_slot = _grown(c_slot, m, size)
+                c_t = _grown(c_t, m, size)
+                c_c = _grown(c_c, m, size)
+            for a in range(q):
+                s_ = q_slot[a]
+                if q_c[a] != last_c[s_]:
+                    c_slot[m] = s_
+                    c_t[m] = q_t
+                    c_c[m] = q_c[a]
                     m += 1
-            i = j
-    return o_slot[:m], o_t[:m], o_c[:m]
+                    last_c[s_] = q_c[a]
+            q = 0
+        if r == n:
+            break
+        for second in (False, True):
+            who, c, rank = _name_statement(kind, arg0, arg1, comm0, comm1, r, second)
+            if rank >= 0 and c >= 0 and 0 <= who < n_map and slot_of[who] >= 0:
+                if q == q_slot.shape[0]:
+                    q_slot = _grown(q_slot, q, 2 * q)
+                    q_c = _grown(q_c, q, 2 * q)
+                    q_rank = _grown(q_rank, q, 2 * q)
+                q_slot[q] = slot_of[who]
+                q_c[q] = c
+                q_rank[q] = rank
+                q_t = time[r]
+                q += 1
+    # bucketed by slot, each thread's changes in the order found (a stable counting sort)
+    off = np.zeros(n_slots + 1, np.int64)
+    for a in range(m):
+        off[c_slot[a] + 1] += 1
+    for k in range(n_slots):
+        off[k + 1] += off[k]
+    o_slot = np.empty(m, np.int32)
+    o_t = np.empty(m, np.int64)
+    o_c = np.empty(m, np.int32)
+    fill = off[:-1].copy()
+    for a in range(m):
+        j = fill[c_slot[a]]
+        fill[c_slot[a]] += 1
+        o_slot[j] = c_slot[a]
+        o_t[j] = c_t[a]
+        o_c[j] = c_c[a]
+    return o_slot, o_t, o_c
+
+
+@numba.njit(cache=True)
+def _grown(a, m, n):
+    """The first m values of `a` in room for n."""
+    out = np.empty(n, a.dtype)
+    out[:m] = a[:m]
+    return out
 
 
 def build_trace(
