@@ -174,11 +174,10 @@ def _addr_hash(x, mask):
 
 
 @numba.njit(cache=True)
-def _scan_futex_calls(etid, arg0, arg1, fe, tids, q_tids, wake_mask, i, table, addrs, n_addr, n_w, w_rows, w_id,
-                      e_q, e_off):
-    """`_last_wakes`' pass over the futex calls from the i-th: each call's waiting thread (counted
-    in e_off), each wake call's row and address id. Stops where the address table would be more
-    than half full; returns where it stopped and the counts so far."""
+def _scan_futex_calls(etid, arg0, arg1, fe, tids, q_tids, wake_mask, i, table, addrs, n_addr, w_cnt, e_off):
+    """`_last_wakes`' pass over the futex calls from the i-th: the calls of each waiting thread
+    (counted in e_off), the wake calls on each address (by id, in w_cnt). Stops where the address
+    table would be more than half full; returns where it stopped and the addresses so far."""
     size = table.shape[0]
     n_fe = fe.shape[0]
     while i < n_fe:
@@ -189,7 +188,6 @@ def _scan_futex_calls(etid, arg0, arg1, fe, tids, q_tids, wake_mask, i, table, a
         if op < 63:
             if (wake_mask >> op) & 1:
                 wake = find_sorted(tids, etid[r]) >= 0
-        b = -1
         if wake:
             a = arg0[r]
             h = _addr_hash(a, size - 1)
@@ -197,20 +195,16 @@ def _scan_futex_calls(etid, arg0, arg1, fe, tids, q_tids, wake_mask, i, table, a
                 h = (h + 1) & (size - 1)
             if table[h] < 0:
                 if 2 * (n_addr + 1) > size:
-                    return i, n_addr, n_w  # grow first
+                    return i, n_addr  # grow first
                 addrs[n_addr] = a
                 table[h] = n_addr
+                w_cnt[n_addr] = 0
                 n_addr += 1
-            b = table[h]
-        e_q[i] = qs
+            w_cnt[table[h]] += 1
         if qs >= 0:
             e_off[qs + 1] += 1
-        if wake:
-            w_rows[n_w] = r
-            w_id[n_w] = b
-            n_w += 1
         i += 1
-    return i, n_addr, n_w
+    return i, n_addr
 
 
 @numba.njit(cache=True)
@@ -219,20 +213,19 @@ def _last_wakes(time, etid, arg0, arg1, fe, tids, q_tids, wake_mask, q_tid, q_st
     of `tids` on its address at or before its end (-1 if none), and the time of its thread's last
     futex call at or before its start (the start if none, or if later). `fe`: the futex calls'
     rows in time order; `q_tids` the waits' distinct threads, sorted."""
-    # the wake calls, and each one's address id (open addressing on the address); the scan stops
-    # to grow the table (arrays replaced inside a compiled loop slow every iteration of it)
+    # the wake calls counted by address id (open addressing on the address); the scan stops to
+    # grow the table (arrays replaced inside a compiled loop slow every iteration of it). A second
+    # pass finds each call's thread and address again rather than keep them (12 bytes a call)
     n_fe = fe.shape[0]
-    w_rows = np.empty(n_fe, fe.dtype)  # rows and ids of 4 bytes where the rows fit
-    w_id = np.empty(n_fe, fe.dtype)
     addrs = np.empty(n_fe + 1, np.int64)  # address id -> address (only the ids used are written)
     e_off = np.zeros(q_tids.shape[0] + 1, np.int64)
-    e_q = np.empty(n_fe, np.int32)  # each call's waiting thread (-1: none)
     size = 1024
     table = np.full(size, -1, np.int64)  # slot -> address id
-    i, n_addr, n_w = 0, 0, 0
+    w_cnt = np.empty(size // 2 + 1, np.int64)  # wake calls per address id
+    i, n_addr = 0, 0
     while True:
-        i, n_addr, n_w = _scan_futex_calls(etid, arg0, arg1, fe, tids, q_tids, wake_mask, i, table, addrs, n_addr,
-                                           n_w, w_rows, w_id, e_q, e_off)
+        i, n_addr = _scan_futex_calls(etid, arg0, arg1, fe, tids, q_tids, wake_mask, i, table, addrs, n_addr, w_cnt,
+                                      e_off)
         if i >= n_fe:
             break
         size *= 2
@@ -242,29 +235,38 @@ def _last_wakes(time, etid, arg0, arg1, fe, tids, q_tids, wake_mask, q_tid, q_st
             while table[g] >= 0:
                 g = (g + 1) & (size - 1)
             table[g] = b
+        grown = np.empty(size // 2 + 1, np.int64)
+        grown[:n_addr] = w_cnt[:n_addr]
+        w_cnt = grown
     # wake calls by address, futex calls by waiting thread: stable counting sorts (time order kept),
     # with their times side by side (a binary search then reads one array, not rows then times)
     w_off = np.zeros(n_addr + 1, np.int64)
-    for i in range(n_w):
-        w_off[w_id[i] + 1] += 1
     for a in range(n_addr):
-        w_off[a + 1] += w_off[a]
+        w_off[a + 1] = w_off[a] + w_cnt[a]
+    n_w = w_off[n_addr]
     w_by = np.empty(n_w, fe.dtype)
     w_t = np.empty(n_w, np.int64)
     fill = w_off[:-1].copy()
-    for i in range(n_w):
-        w_by[fill[w_id[i]]] = w_rows[i]
-        w_t[fill[w_id[i]]] = time[w_rows[i]]
-        fill[w_id[i]] += 1
     for q in range(q_tids.shape[0]):
         e_off[q + 1] += e_off[q]
     e_t = np.empty(e_off[q_tids.shape[0]], np.int64)
     e_fill = e_off[:-1].copy()
     for i in range(n_fe):
-        qs = e_q[i]
+        r = fe[i]
+        qs = find_sorted(q_tids, etid[r])
         if qs >= 0:
-            e_t[e_fill[qs]] = time[fe[i]]
+            e_t[e_fill[qs]] = time[r]
             e_fill[qs] += 1
+        op = arg1[r] & FUTEX_CMD_MASK
+        if op < 63 and (wake_mask >> op) & 1 and find_sorted(tids, etid[r]) >= 0:
+            a = arg0[r]
+            h = _addr_hash(a, size - 1)
+            while table[h] >= 0 and addrs[table[h]] != a:  # found by the scan: it is in the table
+                h = (h + 1) & (size - 1)
+            b = table[h]
+            w_by[fill[b]] = r
+            w_t[fill[b]] = time[r]
+            fill[b] += 1
     n_q = q_tid.shape[0]
     out = np.full(n_q, -1, np.int64)
     since = np.empty(n_q, np.int64)
