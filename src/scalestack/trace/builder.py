@@ -1184,23 +1184,35 @@ def _named_task(kind, comm0, arg0, arg1, is_name, i):
 
 @numba.njit(cache=True)
 def _named_task_tables(kind, comm0, arg0, arg1, is_name, limit):
-    """`_named_tasks` for the tasks in [0, limit]: two tables; and how many name one outside."""
+    """`_named_tasks` for the tasks in [0, limit]: two tables; and how many name one outside. (A
+    table entry is written when the task differs from the last one written: stores to one entry
+    for every event made this pass 6x slower.)"""
     who_seen = np.zeros(limit + 1, np.bool_)
     grp_seen = np.zeros(limit + 1, np.bool_)
     n_who = 0
     n_grp = 0
+    last_who = -1
+    last_grp = -1
     for i in range(kind.shape[0]):
-        who, group, named = _named_task(kind, comm0, arg0, arg1, is_name, i)
-        if named:
-            if 0 <= who <= limit:
-                if group:
-                    grp_seen[who] = True
+        c = comm0[i]
+        if 0 <= c < is_name.shape[0] and is_name[c]:
+            k = kind[i]
+            if k == K_TASK_COMM:
+                w = arg1[i]
+                if 0 <= w <= limit:
+                    if w != last_grp:
+                        grp_seen[w] = True
+                        last_grp = w
                 else:
-                    who_seen[who] = True
-            elif group:
-                n_grp += 1
-            else:
-                n_who += 1
+                    n_grp += 1
+            elif k != K_EXEC:
+                w = arg1[i] if k == K_FORK else arg0[i]
+                if 0 <= w <= limit:
+                    if w != last_who:
+                        who_seen[w] = True
+                        last_who = w
+                else:
+                    n_who += 1
     return who_seen, grp_seen, n_who, n_grp
 
 
@@ -1372,75 +1384,32 @@ def _name_statement(kind, arg0, arg1, comm0, comm1, r, second):
 def _name_changes(time, kind, arg0, arg1, comm0, comm1, naming, slot_of):
     """Per thread slot, in time order (ties by the statement's kind rank, then event order), the
     statements whose comm differs from the thread's previous one: (slot, time, comm index). One
-    pass over the events of the kinds `naming` marks; the statements of one instant are held until
-    the time moves on, then taken in (slot, rank) order (a stable insertion sort). No list of the
-    events or of every statement (+0.8 GB on 10^8 events: nearly all name a traced thread); the
-    changes, few, are bucketed by slot at the end."""
+    pass over the events of the kinds `naming` marks (`_name_scan`); the statements of one instant
+    are held until the time moves on. No list of the events or of every statement (+0.8 GB on
+    10^8 events: nearly all name a traced thread); the changes, few, are bucketed by slot at the end."""
     n_map = slot_of.shape[0]
     n_slots = 0
     for v in slot_of:
         if v + 1 > n_slots:
             n_slots = v + 1
     last_c = np.full(n_slots, -1, np.int64)  # the comm of each thread's previous statement (-1: none yet)
-    # the statements of the current instant
-    q_slot = np.empty(64, np.int64)
-    q_c = np.empty(64, np.int64)
-    q_rank = np.empty(64, np.int64)
-    q = 0
-    q_t = 0
-    # the changes, in time order
-    c_slot = np.empty(1024, np.int64)
-    c_t = np.empty(1024, np.int64)
-    c_c = np.empty(1024, np.int64)
-    m = 0
-    n = kind.shape[0]
-    for r in range(n + 1):
-        if r < n and not naming[kind[r]]:
-            continue
-        if q > 0 and (r == n or time[r] != q_t):  # the instant is over: its statements, in (slot, rank) order
-            for a in range(1, q):
-                s_, c_, k_ = q_slot[a], q_c[a], q_rank[a]
-                b = a - 1
-                while b >= 0 and (q_slot[b] > s_ or (q_slot[b] == s_ and q_rank[b] > k_)):
-                    q_slot[b + 1] = q_slot[b]
-                    q_c[b + 1] = q_c[b]
-                    q_rank[b + 1] = q_rank[b]
-                    b -= 1
-                q_slot[b + 1] = s_
-                q_c[b + 1] = c_
-                q_rank[b + 1] = k_
-            if m + q > c_slot.shape[0]:
-                size = 2 * (m + q)
-                c_slot = _grown(c_slot, m, size)
-                c_t = _grown(c_t, m, size)
-                c_c = _grown(c_c, m, size)
-            for a in range(q):
-                s_ = q_slot[a]
-                if q_c[a] != last_c[s_]:
-                    c_slot[m] = s_
-                    c_t[m] = q_t
-                    c_c[m] = q_c[a]
-                    m += 1
-                    last_c[s_] = q_c[a]
-            q = 0
-        if r == n:
+    held = np.empty((64, 3), np.int64)  # the current instant's statements: slot, comm, rank
+    out = np.empty((1024, 3), np.int64)  # the changes in time order: slot, time, comm
+    r, q, q_t, m = 0, 0, 0, 0
+    while True:
+        r, q, q_t, m = _name_scan(time, kind, arg0, arg1, comm0, comm1, naming, slot_of, n_map, last_c, held, out, r,
+                                  q, q_t, m)
+        if r > kind.shape[0]:
             break
-        for second in (False, True):
-            who, c, rank = _name_statement(kind, arg0, arg1, comm0, comm1, r, second)
-            if rank >= 0 and c >= 0 and 0 <= who < n_map and slot_of[who] >= 0:
-                if q == q_slot.shape[0]:
-                    q_slot = _grown(q_slot, q, 2 * q)
-                    q_c = _grown(q_c, q, 2 * q)
-                    q_rank = _grown(q_rank, q, 2 * q)
-                q_slot[q] = slot_of[who]
-                q_c[q] = c
-                q_rank[q] = rank
-                q_t = time[r]
-                q += 1
+        # stopped for room: the buffers grow outside the loop (a replaced array slows it 2x)
+        if q + 2 > held.shape[0]:
+            held = _grown(held, q, 2 * held.shape[0])
+        if m + q > out.shape[0]:
+            out = _grown(out, m, 2 * (m + q))
     # bucketed by slot, each thread's changes in the order found (a stable counting sort)
     off = np.zeros(n_slots + 1, np.int64)
     for a in range(m):
-        off[c_slot[a] + 1] += 1
+        off[out[a, 0] + 1] += 1
     for k in range(n_slots):
         off[k + 1] += off[k]
     o_slot = np.empty(m, np.int32)
@@ -1448,18 +1417,68 @@ def _name_changes(time, kind, arg0, arg1, comm0, comm1, naming, slot_of):
     o_c = np.empty(m, np.int32)
     fill = off[:-1].copy()
     for a in range(m):
-        j = fill[c_slot[a]]
-        fill[c_slot[a]] += 1
-        o_slot[j] = c_slot[a]
-        o_t[j] = c_t[a]
-        o_c[j] = c_c[a]
+        j = fill[out[a, 0]]
+        fill[out[a, 0]] += 1
+        o_slot[j] = out[a, 0]
+        o_t[j] = out[a, 1]
+        o_c[j] = out[a, 2]
     return o_slot, o_t, o_c
 
 
 @numba.njit(cache=True)
+def _name_scan(time, kind, arg0, arg1, comm0, comm1, naming, slot_of, n_map, last_c, held, out, r, q, q_t, m):
+    """`_name_changes` from event r (event n: the end), `held` holding q statements of the instant
+    q_t and `out` m changes, until the events end (then r = n + 1) or a buffer has no room for the
+    next step (then r is the event to go on from): (r, q, q_t, m)."""
+    n = kind.shape[0]
+    while r <= n:
+        if r < n and not naming[kind[r]]:
+            r += 1
+            continue
+        if q > 0 and (r == n or time[r] != q_t):  # the instant is over: its statements in (slot, rank) order
+            if m + q > out.shape[0]:
+                break
+            for a in range(1, q):  # a stable insertion sort (a few statements)
+                s_, c_, k_ = held[a, 0], held[a, 1], held[a, 2]
+                b = a - 1
+                while b >= 0 and (held[b, 0] > s_ or (held[b, 0] == s_ and held[b, 2] > k_)):
+                    held[b + 1, 0] = held[b, 0]
+                    held[b + 1, 1] = held[b, 1]
+                    held[b + 1, 2] = held[b, 2]
+                    b -= 1
+                held[b + 1, 0] = s_
+                held[b + 1, 1] = c_
+                held[b + 1, 2] = k_
+            for a in range(q):
+                s_ = held[a, 0]
+                if held[a, 1] != last_c[s_]:
+                    out[m, 0] = s_
+                    out[m, 1] = q_t
+                    out[m, 2] = held[a, 1]
+                    m += 1
+                    last_c[s_] = held[a, 1]
+            q = 0
+        if r == n:
+            r += 1
+            break
+        if q + 2 > held.shape[0]:
+            break
+        for second in (False, True):
+            who, c, rank = _name_statement(kind, arg0, arg1, comm0, comm1, r, second)
+            if rank >= 0 and c >= 0 and 0 <= who < n_map and slot_of[who] >= 0:
+                held[q, 0] = slot_of[who]
+                held[q, 1] = c
+                held[q, 2] = rank
+                q_t = time[r]
+                q += 1
+        r += 1
+    return r, q, q_t, m
+
+
+@numba.njit(cache=True)
 def _grown(a, m, n):
-    """The first m values of `a` in room for n."""
-    out = np.empty(n, a.dtype)
+    """The first m rows of `a` (a table of 3 columns) in room for n."""
+    out = np.empty((n, 3), a.dtype)
     out[:m] = a[:m]
     return out
 
@@ -1652,6 +1671,7 @@ def build_trace(
     spans = switch_spans(events, present, t0, t1) if index.count(Kind.SWITCH) else None
     span_table = SwitchSpanTable.empty() if spans is None else spans.table()
     meta["switch_spans_rebuilt"] = {} if spans is None else {str(t): k for t, k in spans.gaps().items()}
+    del spans  # its int64 tids (the table has its own int32 ones): 8 bytes a span
     trace = Trace(threads=threads, states=states, names=names, meta=meta,
                   samples=_samples(events, present, t0, t1, index), switch_spans=span_table)
     return trace.with_roles(role_rules)
