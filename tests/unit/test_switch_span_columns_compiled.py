@@ -12,16 +12,18 @@ from scalestack.trace.switch_spans import _clipped_by_thread
 
 
 def reference(out, t0, t1, tids):
-    """What `switch_spans` did with `_spans`' rows."""
+    """What `switch_spans` did with `_spans`' rows (a table of slot, start, end, repaired), and
+    then the table its tids (int32)."""
     a, b = np.maximum(out[:, 1], t0), np.minimum(out[:, 2], t1)
     ok = b > a
     slot, a, b = out[ok, 0], a[ok], b[ok]
     order = order_by_key_then(slot, len(tids), a)
-    return tids[slot[order]], a[order], b[order], out[ok, 3][order].astype(bool)
+    return tids[slot[order]].astype(np.int32), a[order], b[order], out[ok, 3][order].astype(bool)
 
 
 def finished(out, t0, t1, tids, release):
-    tid, a, b, rep, in_order = _clipped_by_thread(out, t0, t1, tids, release)
+    cols = (out[:, 0].astype(np.int32), out[:, 1].copy(), out[:, 2].copy(), out[:, 3].astype(bool))
+    tid, a, b, rep, in_order = _clipped_by_thread(cols, t0, t1, tids, release)
     if not in_order:
         order = np.lexsort((a, tid))
         tid, a, b, rep = tid[order], a[order], b[order], rep[order]
@@ -43,7 +45,7 @@ def test_compiled_finish_is_the_numpy_statements(seed, n, t0, width, sorted_star
         out = out[np.argsort(out[:, 1], kind="stable")]
     tids = np.array([100, 101, 250], np.int64)
     want = reference(out, t0, t0 + width, tids)
-    got = finished(out.copy(), t0, t0 + width, tids, 0)
+    got = finished(out, t0, t0 + width, tids, 0)
     for g, w in zip(got, want, strict=True):
         assert g.dtype == w.dtype
         np.testing.assert_array_equal(g, w)
@@ -60,7 +62,7 @@ def test_giving_the_rows_back_changes_nothing(seed, release, sorted_starts):
         out = out[np.argsort(out[:, 1], kind="stable")]
     tids = np.array([7, 8, 9, 12], np.int64)
     want = reference(out, 1000, 10**6 - 1000, tids)
-    got = finished(out.copy(), 1000, 10**6 - 1000, tids, release)
+    got = finished(out, 1000, 10**6 - 1000, tids, release)
     for g, w in zip(got, want, strict=True):
         assert g.dtype == w.dtype
         np.testing.assert_array_equal(g, w)
