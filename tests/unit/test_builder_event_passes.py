@@ -187,3 +187,16 @@ def test_named_tasks_are_the_masks_statement(rows):
     who, grp = _named_tasks(kind, comm0, arg0, arg1, is_name)
     assert who.dtype == grp.dtype == np.int64
     assert who.tolist() == want_who.tolist() and grp.tolist() == want_grp.tolist()
+
+
+def test_names_with_many_statements_at_one_instant_and_many_changes():
+    """More statements at one instant (300) and more changes of name (4000) than `_name_changes`
+    first holds room for: its buffers grow, and the names are still the masks' statement."""
+    rows = [(5, 0, 100, 100, int(Kind.RENAME if k % 3 else Kind.SWITCH), 100 + k % 2, 101 - k % 2, 0, k % 2, 1 - k % 2)
+            for k in range(300)]
+    rows += [(10 + k, 0, 101, 100, int(Kind.RENAME), 100 + k % 2, 0, 0, (k // 2) % 2, -1) for k in range(8000)]
+    ev = RawEvents.from_rows(rows, comms=COMMS)
+    tids = np.array([100, 101], np.int64)
+    names = _thread_names(ev, tids, {}, EventIndex(ev))
+    assert len(names) > 4000
+    assert (names.tid.tolist(), names.time_ns.tolist(), list(names.name)) == ref_names(ev, tids)
