@@ -164,3 +164,39 @@ def test_group_members_beyond_the_table_are_listed(events, limit):
     want = set(events.tid[known].tolist()) | set(events.arg0[side].tolist())
     assert set(np.flatnonzero(seen).tolist()) | set(extra.tolist()) == want
     assert all(not 0 <= v <= limit for v in extra.tolist())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(KINDS), st.integers(-1, 3), st.sampled_from([*TASKS, 1 << 23, 1 << 40]),
+                          st.sampled_from([*TASKS, 1 << 23, -7])), max_size=40))
+def test_named_tasks_are_the_masks_statement(rows):
+    """The tasks named by the events of a comm, from tables and a list of those beyond Linux's task
+    ids, against the masks and sorts they replace (which listed every naming event)."""
+    from scalestack.trace.builder import _named_tasks
+
+    kind = np.array([int(r[0]) for r in rows], np.uint8)
+    comm0 = np.array([r[1] for r in rows], np.int32)
+    arg0 = np.array([r[2] for r in rows], np.int64)
+    arg1 = np.array([r[3] for r in rows], np.int64)
+    is_name = np.array([True, False, True, False])
+    named = (comm0 >= 0) & is_name[np.clip(comm0, 0, 3)]
+    group = named & (kind == Kind.TASK_COMM)
+    thread = named & (kind != Kind.TASK_COMM) & (kind != Kind.EXEC)
+    want_who = np.unique(np.where(kind == Kind.FORK, arg1, arg0)[thread])
+    want_grp = np.unique(arg1[group])
+    who, grp = _named_tasks(kind, comm0, arg0, arg1, is_name)
+    assert who.dtype == grp.dtype == np.int64
+    assert who.tolist() == want_who.tolist() and grp.tolist() == want_grp.tolist()
+
+
+def test_names_with_many_statements_at_one_instant_and_many_changes():
+    """More statements at one instant (300) and more changes of name (4000) than `_name_changes`
+    first holds room for: its buffers grow, and the names are still the masks' statement."""
+    rows = [(5, 0, 100, 100, int(Kind.RENAME if k % 3 else Kind.SWITCH), 100 + k % 2, 101 - k % 2, 0, k % 2, 1 - k % 2)
+            for k in range(300)]
+    rows += [(10 + k, 0, 101, 100, int(Kind.RENAME), 100 + k % 2, 0, 0, (k // 2) % 2, -1) for k in range(8000)]
+    ev = RawEvents.from_rows(rows, comms=COMMS)
+    tids = np.array([100, 101], np.int64)
+    names = _thread_names(ev, tids, {}, EventIndex(ev))
+    assert len(names) > 4000
+    assert (names.tid.tolist(), names.time_ns.tolist(), list(names.name)) == ref_names(ev, tids)

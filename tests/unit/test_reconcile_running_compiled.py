@@ -143,3 +143,52 @@ def test_worked_example_report_moves_running_start_and_drops_uncovered_tail():
     assert got.state.tolist() == [int(State.SLEEP), RUN, RUN, int(State.SLEEP), int(State.SLEEP)]
     assert got.repaired.tolist() == [False, True, False, True, False]
     assert changed == {"100": [5, 2]} and stolen == {}
+
+
+def _big_case(seed):
+    """Threads of thousands of rows (many memory pages), some with a row reaching over the next ones,
+    one without reports; reports over each thread's life."""
+    rng = np.random.default_rng(seed)
+    cols, rows = {k: [] for k in StateTable.SCHEMA}, []
+    for tid in (100, 101, 102, 103):
+        n = int(rng.integers(2000, 6000))
+        start = np.cumsum(rng.integers(0, 30, n)) * 1000
+        end = start + rng.integers(0, 40, n) * 1000
+        if tid == 101:
+            end[n // 2] += 500_000  # out of order: the thread's cuts come from one sorted array
+        cols["tid"].append(np.full(n, tid, np.int32))
+        cols["start_ns"].append(start)
+        cols["end_ns"].append(end)
+        cols["state"].append(rng.choice([RUN, RUN, int(State.RUNNABLE), int(State.SYNC_WAIT), UNK], n).astype(np.uint8))
+        cols["cpu"].append(rng.integers(-1, 2, n).astype(np.int16))
+        cols["addr"].append(rng.choice([0, 0xABC], n).astype(np.uint64))
+        cols["waker"].append(rng.choice([-1, 7], n).astype(np.int32))
+        cols["repaired"].append(rng.integers(0, 2, n).astype(bool))
+        if tid != 103:
+            for t in rng.integers(0, int(end[-1]), n // 3):
+                rows.append((int(t), int(rng.integers(0, 2)), tid, 1, int(Kind.STAT_RUNTIME), tid,
+                             int(rng.integers(1, 200)) * 1000, 0, -1, -1))
+    rows.sort(key=lambda r: r[0])
+    return {k: np.concatenate(v) for k, v in cols.items()}, RawEvents.from_rows(rows, comms=[])
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 2**32), st.integers(1, 3000))
+def test_giving_the_table_back_changes_nothing(seed, release):
+    """Given back every `release` rows as the pass reads them (the builder's way: the table is
+    dropped afterwards), the new table is the same: no row is read after its memory went back (it
+    would read zeros)."""
+    from scalestack.trace.builder import _reconcile_rows, _reconcile_steals
+    from scalestack.trace.lookup import EventIndex
+
+    cols, events = _big_case(seed)
+    got = []
+    for r in (0, release):
+        index = EventIndex(events)
+        states = StateTable(**{k: v.copy() for k, v in cols.items()})
+        table, changed, stolen, _ = _reconcile_steals(_reconcile_rows(states, index, r), index)
+        got.append((table, changed, stolen))
+    (want, w_changed, w_stolen), (table, changed, stolen) = got
+    for k in StateTable.SCHEMA:
+        np.testing.assert_array_equal(getattr(table, k), getattr(want, k), err_msg=k)
+    assert changed == w_changed and stolen == w_stolen

@@ -707,6 +707,9 @@ def _read(info: PerfData, path: str, window, whole, threads: int | None, window_
         break
     del scratch
     rank = rank_by_time(t[:n])  # t's memory now holds each sample's row
+    if len(rank) and n < 2**31 - 1:  # rows in 4 bytes through the decode, beside the events' 53 (-0.4 GB at 10^8)
+        rank = rank.astype(np.int32)
+    del t
     cols = [np.empty(n, dt) for dt in (np.int64, np.int32, np.int32, np.int32, np.uint8, np.int64, np.int64,
                                        np.int64, np.int32, np.int32)]
     n_threads = thread_count(len(spans), threads)

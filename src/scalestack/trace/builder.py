@@ -57,7 +57,16 @@ from scalestack.trace.events import (
 from scalestack.trace.futex_wakers import attribute_futex_wakers
 from scalestack.trace.kernel_accounting import ABS_TOL_NS, RUNNING_TOL
 from scalestack.trace.lookup import EventIndex, find_sorted, member, order_by_key_then, unique_first
-from scalestack.trace.rows import emit_row, new_rows, put_row, rows_cut, rows_grown, state_table
+from scalestack.trace.rows import (
+    RELEASE_EVERY,
+    emit_row,
+    give_back,
+    new_rows,
+    put_row,
+    rows_cut,
+    rows_grown,
+    state_table,
+)
 from scalestack.trace.switch_spans import switch_spans
 
 # The compiled walk uses the enum values as literals; keep them in step.
@@ -138,10 +147,12 @@ def _walk_parts(time, cpu, tid, kind, a0, a1, a2, slot_of, born_at, n_slots, n_c
 
 
 @numba.njit(cache=True)
-def _walk_states(rows, tail, t0, t1, tids):
+def _walk_states(rows, tail, t0, t1, tids, release):
     """The walk's rows (then its end's) clipped to [t0, t1), as the state table's columns in thread
     order (a stable counting sort by slot; tids sorted), each thread's rows in emission order; and
-    whether those are in start order within each thread (else the caller sorts)."""
+    whether those are in start order within each thread (else the caller sorts). With `release` > 0,
+    the rows' memory is given back every `release` rows copied (`give_back`: the caller drops
+    them), so the copy adds little above them (it added all of them: +1.3 GB for 37.5 M rows)."""
     n_slots = tids.shape[0]
     off = np.zeros(n_slots + 1, np.int64)
     for part in (rows, tail):
@@ -155,7 +166,11 @@ def _walk_states(rows, tail, t0, t1, tids):
     fill = off[:-1].copy()
     for part in (rows, tail):
         p_slot, p_start, p_end, p_state, p_cpu, p_addr, p_waker, p_rep = part
+        done = 0
         for i in range(p_slot.shape[0]):
+            if release > 0 and i - done == release:
+                _give_back_rows(part, done, i)
+                done = i
             if p_end[i] > t0 and p_start[i] < t1:
                 s = p_slot[i]
                 j = fill[s]
@@ -168,12 +183,27 @@ def _walk_states(rows, tail, t0, t1, tids):
                 addr[j] = p_addr[i]
                 waker[j] = p_waker[i]
                 rep[j] = p_rep[i]
+        if release > 0:
+            _give_back_rows(part, done, p_slot.shape[0])
     in_order = True
     for k in range(n_slots):
         for j in range(off[k] + 1, off[k + 1]):
             if start[j] < start[j - 1]:
                 in_order = False
     return tid, start, end, state, cpu, addr, waker, rep, in_order
+
+
+@numba.njit(cache=True)
+def _give_back_rows(rows, lo, hi):
+    """`give_back` rows lo..hi of every column of `new_rows`."""
+    give_back(rows[0], lo, hi)
+    give_back(rows[1], lo, hi)
+    give_back(rows[2], lo, hi)
+    give_back(rows[3], lo, hi)
+    give_back(rows[4], lo, hi)
+    give_back(rows[5], lo, hi)
+    give_back(rows[6], lo, hi)
+    give_back(rows[7], lo, hi)
 
 
 def _walk_result(out, carry):
@@ -504,11 +534,12 @@ def kernel_runtime_check(states: StateTable, tids: np.ndarray, kernel_rt: np.nda
     """
     if not available:
         return {"available": False}
-    run = np.zeros(len(tids), np.int64)
-    if len(states):
+    run, ok = _running_sums(states.tid, states.start_ns, states.end_ns, states.state, np.asarray(tids, np.int64),
+                            int(State.RUNNING))
+    if not ok:  # a tid sorting after every one of tids: NumPy says what is wrong
+        run = np.zeros(len(tids), np.int64)
         m = states.state == int(State.RUNNING)
-        pos = np.searchsorted(tids, states.tid[m])
-        np.add.at(run, pos, states.duration_ns[m])
+        np.add.at(run, np.searchsorted(tids, states.tid[m]), states.duration_ns[m])
     diff = run - kernel_rt
     bad = (np.abs(diff) > RUNNING_TOL * np.maximum(kernel_rt, 1)) & (np.abs(diff) > ABS_TOL_NS) & (kernel_rt > 0)
     rel = np.where(kernel_rt > 0, diff / np.maximum(kernel_rt, 1), 0.0)
@@ -519,6 +550,34 @@ def kernel_runtime_check(states: StateTable, tids: np.ndarray, kernel_rt: np.nda
         "disagreeing": [[int(t), int(r), int(k), float(x)] for t, r, k, x, b in zip(tids, run, kernel_rt, rel, bad,
                                                                                       strict=True) if b],
     }
+
+
+@numba.njit(cache=True)
+def _running_sums(tid, start, end, state, tids, running):
+    """`np.add.at(run, np.searchsorted(tids, tid[m]), (end - start)[m])` over the rows m in state
+    `running`, with no copy of those rows (+0.5 GB for 37.5 M states); False where a row's position
+    is past the end of tids (the statement raises)."""
+    run = np.zeros(tids.shape[0], np.int64)
+    ok = True
+    last = -1  # the row whose tid's position `lo` is (rows come thread by thread)
+    lo = 0
+    for i in range(tid.shape[0]):
+        if state[i] == running:
+            v = tid[i]
+            if last < 0 or tid[last] != v:
+                lo, hi = 0, tids.shape[0]
+                while lo < hi:  # np.searchsorted's position (side "left")
+                    mid = (lo + hi) // 2
+                    if tids[mid] < v:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                last = i
+            if lo < tids.shape[0]:
+                run[lo] += end[i] - start[i]
+            else:
+                ok = False
+    return run, ok
 
 
 def _per_thread(states: StateTable):
@@ -573,18 +632,23 @@ def reconcile_running(states: StateTable, events: RawEvents, t0: int, t1: int,
     return _reconcile_steals(cut, index)[:3]
 
 
-def _reconcile_rows(states: StateTable, index: EventIndex):
+def _reconcile_rows(states: StateTable, index: EventIndex, release: int = 0):
     """`reconcile_running`'s new rows, each stretch that may have been stolen written as not
-    stolen and left for `_reconcile_steals` to decide; None if no runtime report counts."""
+    stolen and left for `_reconcile_steals` to decide; None if no runtime report counts. With
+    `release` > 0 (the caller drops `states` afterwards, unless None is returned), `states`' memory
+    is given back as the pass reads it, every `release` rows (`give_back`), so the new table adds
+    little above the old one (it added all of it: +1.5 GB for 37.5 M rows)."""
     events = index.events
     rep = index.rows(Kind.STAT_RUNTIME)
     if len(rep) == 0 or len(states) == 0 or not np.any(events.arg1[rep] > 0):
         return None
     bounds = _thread_bounds(states.tid)
     th_tid = states.tid[bounds[:-1]].astype(np.int64)
+    if release > 0:
+        give_back(states.tid, 0, len(states))  # read only by `_thread_bounds`
     rows, m, sums = _reconcile_cut(
         states.start_ns, states.end_ns, states.state, states.repaired, states.cpu, states.addr.view(np.int64),
-        states.waker, bounds, th_tid, rep, _STEAL_MIN_NS, events.time, events.arg0, events.arg1)
+        states.waker, bounds, th_tid, rep, _STEAL_MIN_NS, events.time, events.arg0, events.arg1, release)
     return rows, m, sums, th_tid
 
 
@@ -663,7 +727,7 @@ def _next_cut(xa, xb, xc, xd, ia, ib, ic, id_):
 
 @numba.njit(cache=True)
 def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid, rep, steal_min, e_time, e_arg0,
-                   e_arg1):
+                   e_arg1, release):
     """The per-thread pass of `reconcile_running`: each thread with runtime reports is cut at its
     rows' bounds and at the edges of the union of its reports (clipped to its life); a thread
     without reports keeps its rows. A segment becomes RUNNING where a report covers it (add); stops
@@ -675,7 +739,9 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
     added and dropped. The reports (`rep`:
     rows of runtime reports; those charging > 0 ns, of a thread in `th_tid`, count) are bucketed
     by thread in one pass; only each thread's own reports are sorted, and its cuts are read from
-    the four sorted lists they come from as they merge (no array of them)."""
+    the four sorted lists they come from as they merge (no array of them). With `release`, the
+    input rows are given back (`give_back`, every `release` rows if > 0) once read for the last time
+    (a row read later, the state of the last stretch that was not RUNNING, is kept in a variable)."""
     n_th = bounds.shape[0] - 1
     # each report's thread, then the reports' rows bucketed by thread (stable counting sort)
     r_th = np.full(rep.shape[0], -1, np.int32)
@@ -705,13 +771,18 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
     out = new_rows(2 * start.shape[0] + 2 * n_r + 1)  # cuts: both bounds of every row, both edges of every span
     sums = np.zeros((3, n_th), np.int64)
     m = 0
+    done = 0  # rows before this are given back (with `release`)
     for j in range(n_th):
         lo = bounds[j]
         hi = bounds[j + 1]
         ra = r_off[j]
         rb = r_off[j + 1]
+        if release > 0:
+            done = _cut_given_back(start, end, state, repaired, cpu, addr, waker, done, lo)
         if rb == ra:  # no reports: the thread's rows as they are
             for r in range(lo, hi):
+                if release > 0 and r - done >= release:
+                    done = _cut_given_back(start, end, state, repaired, cpu, addr, waker, done, r)
                 m = put_row(out, m, th_tid[j], start[r], end[r], state[r], cpu[r], addr[r], waker[r], repaired[r])
             continue
         life0 = start[lo]
@@ -746,15 +817,17 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
         # the four lists is sorted (rows tile the thread's time, spans are disjoint) unless a row
         # reaches over the next ones; then their one sorted array
         xa, xb, xc, xd = start[lo:hi], end[lo:hi], ua[:n_sp], ub[:n_sp]
+        merged = False
         if not (is_sorted(xa) and is_sorted(xb)):
             xa = np.concatenate((start[lo:hi], end[lo:hi], ua[:n_sp], ub[:n_sp]))
             xa.sort()
             xb, xc, xd = xa[:0], xa[:0], xa[:0]
+            merged = True
         ia = ib = ic = id_ = 0
         p = lo  # the row the segment lies in: the last starting at or before it
-        last_nonrun = -1
+        nonrun_state = -1  # the state of the last row before it that is not RUNNING (-1: none)
         if state[lo] != S_RUNNING:
-            last_nonrun = lo
+            nonrun_state = state[lo]
         sp = -1  # the last span starting at or before the segment
         prev = -1
         have = False
@@ -777,7 +850,10 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
                 while p + 1 < hi and start[p + 1] <= a:
                     p += 1
                     if state[p] != S_RUNNING:
-                        last_nonrun = p
+                        nonrun_state = state[p]
+                if release > 0 and p - done >= release:  # rows before p, lo + ia and lo + ib are read no more
+                    done = _cut_given_back(start, end, state, repaired, cpu, addr, waker, done,
+                                           p if merged else min(p, lo + ia, lo + ib))
                 while sp + 1 < n_sp and ua[sp + 1] <= a:
                     sp += 1
                 covered = sp >= 0 and a < ub[sp]
@@ -787,7 +863,7 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
                         new_state = S_RUNNING
                         sums[0, j] += c - a
                     else:  # drop
-                        new_state = state[last_nonrun] if last_nonrun >= 0 else S_UNKNOWN
+                        new_state = nonrun_state if nonrun_state >= 0 else S_UNKNOWN
                         sums[1, j] += c - a
                     if not covered and not repaired[p] and cpu[p] >= 0 and c - a >= steal_min:  # stolen?
                         m = emit_row(out, m, th_tid[j], a, c, new_state, cpu[p], 0, _ASK, True)
@@ -797,7 +873,24 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
                     m = put_row(out, m, th_tid[j], a, c, state[p], cpu[p], addr[p], waker[p], repaired[p])
             prev = c
             have = True
+    if release > 0:
+        _cut_given_back(start, end, state, repaired, cpu, addr, waker, done, start.shape[0])
     return out, m, sums
+
+
+@numba.njit(cache=True)
+def _cut_given_back(start, end, state, repaired, cpu, addr, waker, lo, hi):
+    """`give_back` rows lo..hi of `_reconcile_cut`'s input columns; hi (from where the next call starts)."""
+    if hi > lo:
+        give_back(start, lo, hi)
+        give_back(end, lo, hi)
+        give_back(state, lo, hi)
+        give_back(repaired, lo, hi)
+        give_back(cpu, lo, hi)
+        give_back(addr, lo, hi)
+        give_back(waker, lo, hi)
+        lo = hi
+    return lo
 
 
 @numba.njit(cache=True)
@@ -1025,8 +1118,7 @@ def traced_tids(events: RawEvents, root_pids: list[int] | None = None, comm: str
     if comm is not None:
         is_name = np.array([s == comm for s in events.comms] + [False], np.bool_)
         # the task each event names: a thread group for TASK_COMM, a thread otherwise
-        who, groups = _named_tasks(kind, events.comm0, events.arg0, events.arg1, is_name)
-        candidates, groups = _unique(who), _unique(groups)
+        candidates, groups = _named_tasks(kind, events.comm0, events.arg0, events.arg1, is_name)
         # threads -> their thread groups, where the source says (perf's sample pid): its first event's
         first = _first_pid(events.tid, events.pid, candidates)
         mapped = np.where(first > 0, first, candidates)
@@ -1058,35 +1150,89 @@ def traced_tids(events: RawEvents, root_pids: list[int] | None = None, comm: str
     return np.array(sorted(tracked), dtype=np.int64), parents
 
 
+def _named_tasks(kind, comm0, arg0, arg1, is_name) -> tuple[np.ndarray, np.ndarray]:
+    """The tasks the events naming a comm (is_name[comm0]) name, each once, sorted (int64): threads
+    (the child of a FORK, else arg0; EXEC left out) and thread groups (TASK_COMM's pid). Marked in
+    tables of Linux's task ids, those outside listed (corrupt inputs): nearly every event of a
+    system-wide recording names the traced command, and a list of them took 8 bytes an event."""
+    who, grp, n_out_who, n_out_grp = _named_task_tables(kind, comm0, arg0, arg1, is_name, PID_MAX_LIMIT)
+    who, grp = np.flatnonzero(who).astype(np.int64), np.flatnonzero(grp).astype(np.int64)
+    if n_out_who or n_out_grp:
+        out_who, out_grp = _named_tasks_outside(kind, comm0, arg0, arg1, is_name, PID_MAX_LIMIT, n_out_who, n_out_grp)
+        who, grp = np.unique(np.concatenate([who, out_who])), np.unique(np.concatenate([grp, out_grp]))
+    return who, grp
+
+
+@numba.njit(cache=True, inline="always")
+def _named_task(kind, comm0, arg0, arg1, is_name, i):
+    """The task event i names, whether it is a thread group (TASK_COMM), and whether it names one."""
+    c = comm0[i]
+    who = -1
+    group = False
+    named = False
+    if 0 <= c < is_name.shape[0] and is_name[c]:
+        k = kind[i]
+        if k == K_TASK_COMM:
+            who = arg1[i]
+            group = True
+            named = True
+        elif k != K_EXEC:
+            who = arg1[i] if k == K_FORK else arg0[i]
+            named = True
+    return who, group, named
+
+
 @numba.njit(cache=True)
-def _named_tasks(kind, comm0, arg0, arg1, is_name):
-    """The tasks the events naming a comm (is_name[comm0]) name: threads (the child of a FORK, else
-    arg0; EXEC left out) and thread groups (TASK_COMM's pid)."""
-    n = kind.shape[0]
+def _named_task_tables(kind, comm0, arg0, arg1, is_name, limit):
+    """`_named_tasks` for the tasks in [0, limit]: two tables; and how many name one outside. (A
+    table entry is written when the task differs from the last one written: stores to one entry
+    for every event made this pass 6x slower.)"""
+    who_seen = np.zeros(limit + 1, np.bool_)
+    grp_seen = np.zeros(limit + 1, np.bool_)
     n_who = 0
     n_grp = 0
-    for i in range(n):
-        c = comm0[i]
-        if 0 <= c < is_name.shape[0] and is_name[c]:
-            if kind[i] == K_TASK_COMM:
-                n_grp += 1
-            elif kind[i] != K_EXEC:
-                n_who += 1
-    who = np.empty(n_who, np.int64)
-    grp = np.empty(n_grp, np.int64)
-    n_who = 0
-    n_grp = 0
-    for i in range(n):
+    last_who = -1
+    last_grp = -1
+    for i in range(kind.shape[0]):
         c = comm0[i]
         if 0 <= c < is_name.shape[0] and is_name[c]:
             k = kind[i]
             if k == K_TASK_COMM:
-                grp[n_grp] = arg1[i]
-                n_grp += 1
+                w = arg1[i]
+                if 0 <= w <= limit:
+                    if w != last_grp:
+                        grp_seen[w] = True
+                        last_grp = w
+                else:
+                    n_grp += 1
             elif k != K_EXEC:
-                who[n_who] = arg1[i] if k == K_FORK else arg0[i]
+                w = arg1[i] if k == K_FORK else arg0[i]
+                if 0 <= w <= limit:
+                    if w != last_who:
+                        who_seen[w] = True
+                        last_who = w
+                else:
+                    n_who += 1
+    return who_seen, grp_seen, n_who, n_grp
+
+
+@numba.njit(cache=True)
+def _named_tasks_outside(kind, comm0, arg0, arg1, is_name, limit, n_who, n_grp):
+    """`_named_tasks` outside [0, limit] (with repeats)."""
+    out_who = np.empty(n_who, np.int64)
+    out_grp = np.empty(n_grp, np.int64)
+    n_who = 0
+    n_grp = 0
+    for i in range(kind.shape[0]):
+        who, group, named = _named_task(kind, comm0, arg0, arg1, is_name, i)
+        if named and not 0 <= who <= limit:
+            if group:
+                out_grp[n_grp] = who
+                n_grp += 1
+            else:
+                out_who[n_who] = who
                 n_who += 1
-    return who, grp
+    return out_who, out_grp
 
 
 @numba.njit(cache=True)
@@ -1168,7 +1314,7 @@ def list_processes(events: RawEvents) -> list[dict]:
 def _thread_names(events: RawEvents, tids: np.ndarray, end_of: dict[int, int],
                   index: EventIndex | None = None) -> NameTable:
     """Name history of each traced thread, from every event that states a task's comm. One
-    compiled pass over the naming events buckets the statements by thread (time order kept);
+    compiled pass over the naming events keeps each thread's changes of name (`_name_changes`);
     statements at one instant keep the order of the kinds below, as the sort by (tid, time) of
     their concatenation kept it."""
     index = index if index is not None else EventIndex(events.sorted())
@@ -1178,10 +1324,11 @@ def _thread_names(events: RawEvents, tids: np.ndarray, end_of: dict[int, int],
         return _thread_names_sorted(events, tids)
     slot_of = np.full(int(tids.max()) + 1, -1, np.int64)
     slot_of[tids] = np.arange(len(tids))
-    rows = index.rows(Kind.SWITCH, Kind.FORK, Kind.RENAME, Kind.TASK_COMM, Kind.WAKEUP, Kind.WAKEUP_NEW,
-                      Kind.STAT_RUNTIME, Kind.MIGRATE)
+    naming = np.zeros(256, np.bool_)
+    naming[[Kind.SWITCH, Kind.FORK, Kind.RENAME, Kind.TASK_COMM, Kind.WAKEUP, Kind.WAKEUP_NEW, Kind.STAT_RUNTIME,
+            Kind.MIGRATE]] = True
     slot, t, c = _name_changes(events.time, events.kind, events.arg0, events.arg1, events.comm0, events.comm1,
-                               rows, slot_of)
+                               naming, slot_of)
     return NameTable(tid=tids[slot], time_ns=t, name=[events.comms[i] for i in c])
 
 
@@ -1234,64 +1381,106 @@ def _name_statement(kind, arg0, arg1, comm0, comm1, r, second):
 
 
 @numba.njit(cache=True)
-def _name_changes(time, kind, arg0, arg1, comm0, comm1, rows, slot_of):
+def _name_changes(time, kind, arg0, arg1, comm0, comm1, naming, slot_of):
     """Per thread slot, in time order (ties by the statement's kind rank, then event order), the
-    statements whose comm differs from the thread's previous one: (slot, time, comm index)."""
+    statements whose comm differs from the thread's previous one: (slot, time, comm index). One
+    pass over the events of the kinds `naming` marks (`_name_scan`); the statements of one instant
+    are held until the time moves on. No list of the events or of every statement (+0.8 GB on
+    10^8 events: nearly all name a traced thread); the changes, few, are bucketed by slot at the end."""
     n_map = slot_of.shape[0]
     n_slots = 0
     for v in slot_of:
         if v + 1 > n_slots:
             n_slots = v + 1
+    last_c = np.full(n_slots, -1, np.int64)  # the comm of each thread's previous statement (-1: none yet)
+    held = np.empty((64, 3), np.int64)  # the current instant's statements: slot, comm, rank
+    out = np.empty((1024, 3), np.int64)  # the changes in time order: slot, time, comm
+    r, q, q_t, m = 0, 0, 0, 0
+    while True:
+        r, q, q_t, m = _name_scan(time, kind, arg0, arg1, comm0, comm1, naming, slot_of, n_map, last_c, held, out, r,
+                                  q, q_t, m)
+        if r > kind.shape[0]:
+            break
+        # stopped for room: the buffers grow outside the loop (a replaced array slows it 2x)
+        if q + 2 > held.shape[0]:
+            held = _grown(held, q, 2 * held.shape[0])
+        if m + q > out.shape[0]:
+            out = _grown(out, m, 2 * (m + q))
+    # bucketed by slot, each thread's changes in the order found (a stable counting sort)
     off = np.zeros(n_slots + 1, np.int64)
-    for r in rows:
-        for second in (False, True):
-            who, c, rank = _name_statement(kind, arg0, arg1, comm0, comm1, r, second)
-            if rank >= 0 and c >= 0 and 0 <= who < n_map and slot_of[who] >= 0:
-                off[slot_of[who] + 1] += 1
-    for s in range(n_slots):
-        off[s + 1] += off[s]
-    e_t = np.empty(off[n_slots], np.int64)
-    e_c = np.empty(off[n_slots], np.int32)  # comm indices and kind ranks: 13 bytes a statement, not 24
-    e_rank = np.empty(off[n_slots], np.int8)
+    for a in range(m):
+        off[out[a, 0] + 1] += 1
+    for k in range(n_slots):
+        off[k + 1] += off[k]
+    o_slot = np.empty(m, np.int32)
+    o_t = np.empty(m, np.int64)
+    o_c = np.empty(m, np.int32)
     fill = off[:-1].copy()
-    for r in rows:
+    for a in range(m):
+        j = fill[out[a, 0]]
+        fill[out[a, 0]] += 1
+        o_slot[j] = out[a, 0]
+        o_t[j] = out[a, 1]
+        o_c[j] = out[a, 2]
+    return o_slot, o_t, o_c
+
+
+@numba.njit(cache=True)
+def _name_scan(time, kind, arg0, arg1, comm0, comm1, naming, slot_of, n_map, last_c, held, out, r, q, q_t, m):
+    """`_name_changes` from event r (event n: the end), `held` holding q statements of the instant
+    q_t and `out` m changes, until the events end (then r = n + 1) or a buffer has no room for the
+    next step (then r is the event to go on from): (r, q, q_t, m)."""
+    n = kind.shape[0]
+    while r <= n:
+        if r < n and not naming[kind[r]]:
+            r += 1
+            continue
+        if q > 0 and (r == n or time[r] != q_t):  # the instant is over: its statements in (slot, rank) order
+            if m + q > out.shape[0]:
+                break
+            for a in range(1, q):  # a stable insertion sort (a few statements)
+                s_, c_, k_ = held[a, 0], held[a, 1], held[a, 2]
+                b = a - 1
+                while b >= 0 and (held[b, 0] > s_ or (held[b, 0] == s_ and held[b, 2] > k_)):
+                    held[b + 1, 0] = held[b, 0]
+                    held[b + 1, 1] = held[b, 1]
+                    held[b + 1, 2] = held[b, 2]
+                    b -= 1
+                held[b + 1, 0] = s_
+                held[b + 1, 1] = c_
+                held[b + 1, 2] = k_
+            for a in range(q):
+                s_ = held[a, 0]
+                if held[a, 1] != last_c[s_]:
+                    out[m, 0] = s_
+                    out[m, 1] = q_t
+                    out[m, 2] = held[a, 1]
+                    m += 1
+                    last_c[s_] = held[a, 1]
+            q = 0
+        if r == n:
+            r += 1
+            break
+        if q + 2 > held.shape[0]:
+            break
         for second in (False, True):
             who, c, rank = _name_statement(kind, arg0, arg1, comm0, comm1, r, second)
             if rank >= 0 and c >= 0 and 0 <= who < n_map and slot_of[who] >= 0:
-                s = slot_of[who]
-                e_t[fill[s]] = time[r]
-                e_c[fill[s]] = c
-                e_rank[fill[s]] = rank
-                fill[s] += 1
-    o_slot = np.empty(off[n_slots], np.int32)
-    o_t = np.empty(off[n_slots], np.int64)
-    o_c = np.empty(off[n_slots], np.int32)
-    m = 0
-    for s in range(n_slots):
-        lo, hi = off[s], off[s + 1]
-        i = lo
-        while i < hi:
-            # statements at one instant: stable insertion sort by kind rank (event order kept)
-            j = i + 1
-            while j < hi and e_t[j] == e_t[i]:
-                j += 1
-            for a in range(i + 1, j):
-                rk, cc = e_rank[a], e_c[a]
-                b = a - 1
-                while b >= i and e_rank[b] > rk:
-                    e_rank[b + 1] = e_rank[b]
-                    e_c[b + 1] = e_c[b]
-                    b -= 1
-                e_rank[b + 1] = rk
-                e_c[b + 1] = cc
-            for a in range(i, j):
-                if a == lo or e_c[a] != e_c[a - 1]:
-                    o_slot[m] = s
-                    o_t[m] = e_t[a]
-                    o_c[m] = e_c[a]
-                    m += 1
-            i = j
-    return o_slot[:m], o_t[:m], o_c[:m]
+                held[q, 0] = slot_of[who]
+                held[q, 1] = c
+                held[q, 2] = rank
+                q_t = time[r]
+                q += 1
+        r += 1
+    return r, q, q_t, m
+
+
+@numba.njit(cache=True)
+def _grown(a, m, n):
+    """The first m rows of `a` (a table of 3 columns) in room for n."""
+    out = np.empty((n, 3), a.dtype)
+    out[:m] = a[:m]
+    return out
 
 
 def build_trace(
@@ -1371,14 +1560,14 @@ def build_trace(
     if t1 <= t0:
         raise UserError("the chosen time window is empty")
     # clipped to the window, in thread then time order
-    *cols, in_order = _walk_states(rows, tail, t0, t1, tids)
+    *cols, in_order = _walk_states(rows, tail, t0, t1, tids, RELEASE_EVERY)  # gives the rows back as it copies them
     del rows, tail
     if not in_order:
         order = np.lexsort((cols[1], cols[0]))
         cols = [c[order] for c in cols]
     states = state_table(cols)
     del cols  # each pass below holds one table besides its output, not this one too
-    cut = _reconcile_rows(states, index)  # reconcile_running, freeing the walk's table before the CPU buckets exist
+    cut = _reconcile_rows(states, index, release=RELEASE_EVERY)  # reconcile_running, giving the walk's table back as it goes
     room = None  # the reconciled table's columns with their room to spare: the futex split is written over them
     if cut is None:
         states, reconciled, stolen = _merge_adjacent(states), {}, {}
@@ -1482,6 +1671,7 @@ def build_trace(
     spans = switch_spans(events, present, t0, t1) if index.count(Kind.SWITCH) else None
     span_table = SwitchSpanTable.empty() if spans is None else spans.table()
     meta["switch_spans_rebuilt"] = {} if spans is None else {str(t): k for t, k in spans.gaps().items()}
+    del spans  # its int64 tids (the table has its own int32 ones): 8 bytes a span
     trace = Trace(threads=threads, states=states, names=names, meta=meta,
                   samples=_samples(events, present, t0, t1, index), switch_spans=span_table)
     return trace.with_roles(role_rules)

@@ -157,60 +157,33 @@ for _op in FUTEX_WAKE_OPS:
 
 
 @numba.njit(cache=True, inline="always")
-def _last_at_or_before(times, lo, hi, t):
-    """The last position in times[lo:hi] (sorted) at or before t, or lo - 1."""
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if times[mid] <= t:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo - 1
-
-
-@numba.njit(cache=True, inline="always")
 def _addr_hash(x, mask):
     return ((x >> 3) ^ (x >> 17) ^ (x >> 31) ^ (x >> 47)) & mask
 
 
 @numba.njit(cache=True)
-def _scan_futex_calls(etid, arg0, arg1, fe, tids, q_tids, wake_mask, i, table, addrs, n_addr, n_w, w_rows, w_id,
-                      e_q, e_off):
-    """`_last_wakes`' pass over the futex calls from the i-th: each call's waiting thread (counted
-    in e_off), each wake call's row and address id. Stops where the address table would be more
-    than half full; returns where it stopped and the counts so far."""
+def _scan_futex_calls(etid, arg0, arg1, fe, tids, wake_mask, i, table, addrs, n_addr):
+    """`_last_wakes`' pass over the futex calls from the i-th: the addresses of the wake calls, each
+    given an id. Stops where the address table would be more than half full; returns where it
+    stopped and the addresses so far."""
     size = table.shape[0]
     n_fe = fe.shape[0]
     while i < n_fe:
         r = fe[i]
-        qs = find_sorted(q_tids, etid[r])
         op = arg1[r] & FUTEX_CMD_MASK
-        wake = False
-        if op < 63:
-            if (wake_mask >> op) & 1:
-                wake = find_sorted(tids, etid[r]) >= 0
-        b = -1
-        if wake:
+        if op < 63 and (wake_mask >> op) & 1 and find_sorted(tids, etid[r]) >= 0:
             a = arg0[r]
             h = _addr_hash(a, size - 1)
             while table[h] >= 0 and addrs[table[h]] != a:
                 h = (h + 1) & (size - 1)
             if table[h] < 0:
                 if 2 * (n_addr + 1) > size:
-                    return i, n_addr, n_w  # grow first
+                    return i, n_addr  # grow first
                 addrs[n_addr] = a
                 table[h] = n_addr
                 n_addr += 1
-            b = table[h]
-        e_q[i] = qs
-        if qs >= 0:
-            e_off[qs + 1] += 1
-        if wake:
-            w_rows[n_w] = r
-            w_id[n_w] = b
-            n_w += 1
         i += 1
-    return i, n_addr, n_w
+    return i, n_addr
 
 
 @numba.njit(cache=True)
@@ -218,21 +191,19 @@ def _last_wakes(time, etid, arg0, arg1, fe, tids, q_tids, wake_mask, q_tid, q_st
     """Per wait (thread, start, end, address): the row of the last wake-type futex call by a thread
     of `tids` on its address at or before its end (-1 if none), and the time of its thread's last
     futex call at or before its start (the start if none, or if later). `fe`: the futex calls'
-    rows in time order; `q_tids` the waits' distinct threads, sorted."""
-    # the wake calls, and each one's address id (open addressing on the address); the scan stops
-    # to grow the table (arrays replaced inside a compiled loop slow every iteration of it)
+    rows in time order; `q_tids` the waits' distinct threads, sorted. Two sweeps over the calls,
+    the waits taken in order of their start, then of their end, each holding the last call so far
+    per thread or address: no list of the calls by thread or address (their rows and times took
+    12 bytes a wake call and 8 a waiting thread's call)."""
+    # the wake calls' addresses, each an id (open addressing); the scan stops to grow the table
+    # (arrays replaced inside a compiled loop slow every iteration of it)
     n_fe = fe.shape[0]
-    w_rows = np.empty(n_fe, fe.dtype)  # rows and ids of 4 bytes where the rows fit
-    w_id = np.empty(n_fe, fe.dtype)
     addrs = np.empty(n_fe + 1, np.int64)  # address id -> address (only the ids used are written)
-    e_off = np.zeros(q_tids.shape[0] + 1, np.int64)
-    e_q = np.empty(n_fe, np.int32)  # each call's waiting thread (-1: none)
     size = 1024
     table = np.full(size, -1, np.int64)  # slot -> address id
-    i, n_addr, n_w = 0, 0, 0
+    i, n_addr = 0, 0
     while True:
-        i, n_addr, n_w = _scan_futex_calls(etid, arg0, arg1, fe, tids, q_tids, wake_mask, i, table, addrs, n_addr,
-                                           n_w, w_rows, w_id, e_q, e_off)
+        i, n_addr = _scan_futex_calls(etid, arg0, arg1, fe, tids, wake_mask, i, table, addrs, n_addr)
         if i >= n_fe:
             break
         size *= 2
@@ -242,50 +213,51 @@ def _last_wakes(time, etid, arg0, arg1, fe, tids, q_tids, wake_mask, q_tid, q_st
             while table[g] >= 0:
                 g = (g + 1) & (size - 1)
             table[g] = b
-    # wake calls by address, futex calls by waiting thread: stable counting sorts (time order kept),
-    # with their times side by side (a binary search then reads one array, not rows then times)
-    w_off = np.zeros(n_addr + 1, np.int64)
-    for i in range(n_w):
-        w_off[w_id[i] + 1] += 1
-    for a in range(n_addr):
-        w_off[a + 1] += w_off[a]
-    w_by = np.empty(n_w, fe.dtype)
-    w_t = np.empty(n_w, np.int64)
-    fill = w_off[:-1].copy()
-    for i in range(n_w):
-        w_by[fill[w_id[i]]] = w_rows[i]
-        w_t[fill[w_id[i]]] = time[w_rows[i]]
-        fill[w_id[i]] += 1
-    for q in range(q_tids.shape[0]):
-        e_off[q + 1] += e_off[q]
-    e_t = np.empty(e_off[q_tids.shape[0]], np.int64)
-    e_fill = e_off[:-1].copy()
-    for i in range(n_fe):
-        qs = e_q[i]
-        if qs >= 0:
-            e_t[e_fill[qs]] = time[fe[i]]
-            e_fill[qs] += 1
     n_q = q_tid.shape[0]
     out = np.full(n_q, -1, np.int64)
     since = np.empty(n_q, np.int64)
-    for q in range(n_q):
+    # each waiting thread's last futex call at or before the wait's start
+    last_call = np.zeros(q_tids.shape[0], np.int64)
+    called = np.zeros(q_tids.shape[0], np.bool_)
+    order = np.argsort(q_start)
+    i = 0
+    for o in range(n_q):
+        q = order[o]
+        t = q_start[q]
+        while i < n_fe and time[fe[i]] <= t:
+            qs = find_sorted(q_tids, etid[fe[i]])
+            if qs >= 0:
+                last_call[qs] = time[fe[i]]
+                called[qs] = True
+            i += 1
         qs = find_sorted(q_tids, q_tid[q])
-        since[q] = q_start[q]
-        k = _last_at_or_before(e_t, e_off[qs], e_off[qs + 1], q_start[q])
-        if k >= e_off[qs] and e_t[k] < since[q]:
-            since[q] = e_t[k]
-        if n_addr == 0:
-            continue
-        a = q_addr[q]
-        h = _addr_hash(a, size - 1)
-        while table[h] >= 0 and addrs[table[h]] != a:
-            h = (h + 1) & (size - 1)
-        if table[h] < 0:
-            continue
-        b = table[h]
-        k = _last_at_or_before(w_t, w_off[b], w_off[b + 1], q_end[q])
-        if k >= w_off[b]:
-            out[q] = w_by[k]
+        since[q] = t
+        if called[qs] and last_call[qs] < t:
+            since[q] = last_call[qs]
+    if n_addr > 0:
+        # the last wake call on the wait's address at or before its end
+        last_wake = np.full(n_addr, -1, np.int64)
+        order = np.argsort(q_end)
+        i = 0
+        for o in range(n_q):
+            q = order[o]
+            t = q_end[q]
+            while i < n_fe and time[fe[i]] <= t:
+                r = fe[i]
+                op = arg1[r] & FUTEX_CMD_MASK
+                if op < 63 and (wake_mask >> op) & 1 and find_sorted(tids, etid[r]) >= 0:
+                    a = arg0[r]
+                    h = _addr_hash(a, size - 1)
+                    while table[h] >= 0 and addrs[table[h]] != a:  # the scan put it there
+                        h = (h + 1) & (size - 1)
+                    last_wake[table[h]] = r
+                i += 1
+            a = q_addr[q]
+            h = _addr_hash(a, size - 1)
+            while table[h] >= 0 and addrs[table[h]] != a:
+                h = (h + 1) & (size - 1)
+            if table[h] >= 0:
+                out[q] = last_wake[table[h]]
     return out, since
 
 

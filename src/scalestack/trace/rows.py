@@ -7,8 +7,31 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from numba import types
 
 from scalestack.trace.model import StateTable
+
+# madvise(2), resolved in the running process's C library when a compiled pass is loaded
+_madvise = types.ExternalFunction("madvise", types.intc(types.uintp, types.uintp, types.intc))
+_MADV_DONTNEED = 4  # Linux and the BSDs
+_PAGE = 4096
+RELEASE_EVERY = 1 << 20  # rows a pass reads between two `give_back` calls: a few ms of work, 4-36 MB
+
+
+@numba.njit(cache=True)
+def give_back(a, lo, hi):
+    """Return to the system the memory pages of a[:hi] (rows of a C-contiguous array) not given
+    back by an earlier call that ended at lo: a pass that has read a prefix of its source and
+    reads it no more copies the source with no second copy alive (the source and its copy were
+    2x the table at the peak). Only whole pages of a[:hi] go. Only for arrays the caller owns and
+    drops afterwards: what is read there afterwards is zeros."""
+    if hi > lo:
+        row = a.nbytes // a.shape[0]
+        base = a.ctypes.data
+        p0 = max((base + _PAGE - 1) // _PAGE * _PAGE, (base + lo * row) // _PAGE * _PAGE)
+        p1 = (base + hi * row) // _PAGE * _PAGE
+        if p1 > p0:
+            _madvise(p0, p1 - p0, _MADV_DONTNEED)
 
 
 @numba.njit(cache=True, inline="always")
