@@ -123,6 +123,26 @@ def test_strip_without_a_timeline_is_the_timelines(trace, active, spans):
     assert np.array_equal(first.criticality_ns, again.criticality_ns) and first.idle_ns == again.idle_ns
 
 
+@settings(max_examples=100, deadline=None)
+@given(traces(), st.sampled_from(["running", "running+runnable"]), st.integers(1, 3000))
+def test_summarised_strip_without_its_segments_is_the_summary_of_its_segments(trace, active, width):
+    """The strip summarised as its segments are made equals `coarsen` of the whole strip, with and
+    without a shared timeline; and its count is the strip's."""
+    from scalestack.analysis import criticality as crit_module
+    from scalestack.report.timeline import coarsen, critical_segment_count, critical_segments_coarse
+
+    lanes = np.arange(len(trace.threads), dtype=np.int64)
+    cs, ce, cr, cl = critical_segments(trace, lanes, active)
+    key = (cl + 1) * 256 + np.minimum(cr, 255)
+    want = coarsen(np.array([0, len(cs)]), cs, ce, key, trace.start_ns, width)[1:]
+    assert critical_segment_count(trace, lanes, active) == len(cs)
+    got = critical_segments_coarse(trace, lanes, active, trace.start_ns, width, len(cs))
+    assert all(np.array_equal(x, y) for x, y in zip(got, want, strict=True))
+    crit_module.critical_sweep(trace, active, trace.start_ns, trace.end_ns)  # now shared
+    got = critical_segments_coarse(trace, lanes, active, trace.start_ns, width, len(cs))
+    assert all(np.array_equal(x, y) for x, y in zip(got, want, strict=True))
+
+
 def test_fig32_strip_names_the_thread_that_runs_alone():
     """Thesis fig. 3.2: T0 runs alone for the last 5 units; before, 2 to 4 threads share the CPUs."""
     tr = fig32_trace()

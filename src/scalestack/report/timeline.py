@@ -88,47 +88,50 @@ def _coarsen(starts, ends, keys, lo, width, out_s, out_e, out_k, n_out):
     first = n_out
     acc_k = np.empty(64, np.int64)
     acc_d = np.zeros(64, np.int64)
-    n_acc = 0
-    cur = -1
-    cov_s = 0
-    cov_e = 0
+    n_acc, cur, cov_s, cov_e = 0, -1, 0, 0
     for i in range(starts.shape[0]):
-        s = starts[i]
-        e = ends[i]
-        k = keys[i]
-        while s < e:
-            b = (s - lo) // width
-            bs = lo + b * width
-            be = bs + width
-            if b != cur and n_acc > 0:  # a gap since the last bucket: close it
-                n_out = _emit(out_s, out_e, out_k, n_out, cov_s, cov_e, acc_k, acc_d, n_acc, first)
-                n_acc = 0
-            cur = b
-            if s == bs and e >= be and n_acc == 0:  # whole buckets in this one segment
-                full = (e - bs) // width
-                n_out = _put(out_s, out_e, out_k, n_out, bs, bs + full * width, k, first)
-                s = bs + full * width
-                continue
-            stop = min(e, be)
-            if n_acc == 0:
-                cov_s = s
-            cov_e = stop
-            j = 0
-            while j < n_acc and acc_k[j] != k:
-                j += 1
-            if j == n_acc and n_acc < 64:
-                acc_k[j] = k
-                acc_d[j] = 0
-                n_acc += 1
-            if j < n_acc:
-                acc_d[j] += stop - s
-            s = stop
-            if s == be:
-                n_out = _emit(out_s, out_e, out_k, n_out, cov_s, cov_e, acc_k, acc_d, n_acc, first)
-                n_acc = 0
+        n_out, n_acc, cur, cov_s, cov_e = _coarse_step(starts[i], ends[i], keys[i], lo, width, out_s, out_e, out_k,
+                                                       n_out, first, acc_k, acc_d, n_acc, cur, cov_s, cov_e)
     if n_acc > 0:
         n_out = _emit(out_s, out_e, out_k, n_out, cov_s, cov_e, acc_k, acc_d, n_acc, first)
     return n_out
+
+
+@numba.njit(cache=True, inline="always")
+def _coarse_step(s, e, k, lo, width, out_s, out_e, out_k, n_out, first, acc_k, acc_d, n_acc, cur, cov_s, cov_e):
+    """`_coarsen` of one more segment [s, e) with key k, after the lane's earlier ones (its state:
+    the keys weighed in the open bucket `cur`, their ns, and the stretch they covered); one exit."""
+    while s < e:
+        b = (s - lo) // width
+        bs = lo + b * width
+        be = bs + width
+        if b != cur and n_acc > 0:  # a gap since the last bucket: close it
+            n_out = _emit(out_s, out_e, out_k, n_out, cov_s, cov_e, acc_k, acc_d, n_acc, first)
+            n_acc = 0
+        cur = b
+        if s == bs and e >= be and n_acc == 0:  # whole buckets in this one segment
+            full = (e - bs) // width
+            n_out = _put(out_s, out_e, out_k, n_out, bs, bs + full * width, k, first)
+            s = bs + full * width
+            continue
+        stop = min(e, be)
+        if n_acc == 0:
+            cov_s = s
+        cov_e = stop
+        j = 0
+        while j < n_acc and acc_k[j] != k:
+            j += 1
+        if j == n_acc and n_acc < 64:
+            acc_k[j] = k
+            acc_d[j] = 0
+            n_acc += 1
+        if j < n_acc:
+            acc_d[j] += stop - s
+        s = stop
+        if s == be:
+            n_out = _emit(out_s, out_e, out_k, n_out, cov_s, cov_e, acc_k, acc_d, n_acc, first)
+            n_acc = 0
+    return n_out, n_acc, cur, cov_s, cov_e
 
 
 @numba.njit(cache=True, inline="always")
@@ -185,24 +188,17 @@ def critical_segments(trace: Trace, lane_of_row: np.ndarray, active: str = "runn
     """The criticality strip: maximal segments of the run with the same running set's size r and,
     when r == 1, the same lone thread. Returns (start_ns, end_ns, r, lane) arrays, times absolute,
     lane -1 unless exactly one thread ran. Uses the same active intervals as `criticality` (the
-    switch-instant spans of recordings, else RUNNING), and their shared sorted timeline: sorting
-    the endpoints again, with the running counts and lane sums as whole arrays, took 150 MB and
-    0.3 s for 854 K spans."""
-    from scalestack.analysis.criticality import (
-        _point_runs,
-        _switch_intervals,
-        active_intervals,
-        critical_sweep,
-        has_shared,
-    )
+    switch-instant spans of recordings, else RUNNING): their shared sorted timeline where another
+    analysis made it, else merged from their sorted runs as they go (`_merged_strip`: the same
+    segments, without the timeline's 56 bytes an interval)."""
+    from scalestack.analysis.criticality import _point_runs, critical_sweep
 
     t0, t1 = trace.start_ns, trace.end_ns
-    use_spans = active == "running" and len(trace.switch_spans) > 0
-    key = ("switch-sweep", int(t0), int(t1)) if use_spans else ("sweep", active, int(t0), int(t1))
     lanes = lane_of_row.astype(np.int64, copy=False)
     empty = [np.empty(0, np.int64) for _ in range(4)]
-    if not has_shared(trace, key):  # no timeline made yet: the same segments from the intervals merged as they go
-        rows, a, b = _switch_intervals(trace, t0, t1) if use_spans else active_intervals(trace, active, t0, t1)
+    src = _strip_source(trace, active)
+    if src is not None:  # no timeline made yet: the same segments from the intervals merged as they go
+        rows, a, b = src
         lane = lanes[rows]
         firsts = _point_runs(a, b, t0, t1)
         n = _merged_strip(a, b, t0, t1, firsts, lane, *empty, False)
@@ -215,6 +211,52 @@ def critical_segments(trace: Trace, lane_of_row: np.ndarray, active: str = "runn
     out = tuple(np.empty(n, np.int64) for _ in range(4))
     _strip(tl.u, tl.r, lane_at, *out, True)
     return out
+
+
+def _strip_source(trace: Trace, active: str):
+    """The intervals the strip is made of (thread rows, starts, ends), or None where a shared
+    timeline of them already exists (read it instead)."""
+    from scalestack.analysis.criticality import _switch_intervals, active_intervals, has_shared
+
+    t0, t1 = trace.start_ns, trace.end_ns
+    use_spans = active == "running" and len(trace.switch_spans) > 0
+    key = ("switch-sweep", int(t0), int(t1)) if use_spans else ("sweep", active, int(t0), int(t1))
+    if has_shared(trace, key):
+        return None
+    return _switch_intervals(trace, t0, t1) if use_spans else active_intervals(trace, active, t0, t1)
+
+
+def critical_segment_count(trace: Trace, lane_of_row: np.ndarray, active: str = "running") -> int:
+    """How many segments `critical_segments` gives, without them."""
+    from scalestack.analysis.criticality import _point_runs
+
+    src = _strip_source(trace, active)
+    if src is None:
+        return len(critical_segments(trace, lane_of_row, active)[0])
+    rows, a, b = src
+    empty = np.empty(0, np.int64)
+    return int(_merged_strip(a, b, trace.start_ns, trace.end_ns, _point_runs(a, b, trace.start_ns, trace.end_ns),
+                             lane_of_row.astype(np.int64, copy=False)[rows], empty, empty, empty, empty, False))
+
+
+def critical_segments_coarse(trace: Trace, lane_of_row: np.ndarray, active: str, lo: int, width: int,
+                             n_segments: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`coarsen` of the strip `critical_segments` gives, keyed (lone lane + 1) * 256 + min(r, 255):
+    (starts, ends, keys), from the intervals as they merge where no timeline is shared."""
+    from scalestack.analysis.criticality import _point_runs
+
+    src = _strip_source(trace, active)
+    if src is None:
+        cs, ce, cr, cl = critical_segments(trace, lane_of_row, active)
+        key = (cl.astype(np.int64) + 1) * 256 + np.minimum(cr, 255)
+        return coarsen(np.array([0, len(cs)]), cs, ce, key, lo, width)[1:]
+    rows, a, b = src
+    t0, t1 = trace.start_ns, trace.end_ns
+    cap = min(n_segments, int((t1 - lo) // width) + 2) + 4  # as `coarsen` sizes one lane's summary
+    out = tuple(np.empty(cap, np.int64) for _ in range(3))
+    n = _merged_strip_coarse(a, b, t0, t1, _point_runs(a, b, t0, t1), lane_of_row.astype(np.int64, copy=False)[rows],
+                             lo, width, *out)
+    return tuple(x[:n] for x in out)
 
 
 @numba.njit(cache=True)
@@ -309,6 +351,74 @@ def _strip(u, r, lane_at, start, end, rr, lone, fill):
             start[n], end[n], rr[n], lone[n] = u[k], u[k + 1], r[k], who
         n += 1
     return n
+
+
+@numba.njit(cache=True)
+def _merged_strip_coarse(a, b, t0, t1, firsts, lane, lo, width, out_s, out_e, out_k):
+    """`_merged_strip`'s segments summarised as `_coarsen` summarises them (key: (lone lane + 1) *
+    256 + min(r, 255)), each fed to the summary as it is complete: the strip of a trace too big
+    to draw interval by interval without its segments (32 bytes each: 0.8 GB for a 10^8-event
+    trace). Returns the summary's row count."""
+    n_iv = a.shape[0]
+    m = 2 * n_iv + 2
+    runs = firsts.shape[0]
+    cur = firsts.copy()
+    stop = np.empty(runs, np.int64)
+    stop[:-1] = firsts[1:]
+    stop[-1] = m
+    head_t = np.empty(runs, np.int64)
+    for j in range(runs):
+        head_t[j] = _point(a, b, t0, t1, cur[j])
+    heap = np.arange(runs)
+    for at in range(runs // 2 - 1, -1, -1):
+        sift_runs(heap, runs, at, head_t, cur)
+    size = runs
+    acc_k = np.empty(64, np.int64)
+    acc_d = np.zeros(64, np.int64)
+    n_acc, bucket, cov_s, cov_e = 0, -1, 0, 0
+    n_out = 0
+    have = False
+    count = 0
+    total = 0
+    prev_t = 0
+    rr_prev, lone_prev, s_prev, end_prev = -1, -1, -1, -1
+    for k in range(m):
+        run = heap[0]
+        e = cur[run]
+        t = head_t[run]
+        if k > 0 and t > prev_t:  # the segment since the previous point, as `_strip` writes it
+            who = total if count == 1 else -1
+            if have and rr_prev == count and lone_prev == who and end_prev == prev_t:
+                end_prev = t
+            else:
+                if have:
+                    n_out, n_acc, bucket, cov_s, cov_e = _coarse_step(
+                        s_prev, end_prev, (lone_prev + 1) * 256 + min(rr_prev, 255), lo, width, out_s, out_e, out_k,
+                        n_out, 0, acc_k, acc_d, n_acc, bucket, cov_s, cov_e)
+                rr_prev, lone_prev, s_prev, end_prev = count, who, prev_t, t
+                have = True
+        if e < 2 * n_iv:
+            if e % 2 == 0:
+                count += 1
+                total += lane[e >> 1]
+            else:
+                count -= 1
+                total -= lane[e >> 1]
+        prev_t = t
+        if e + 1 < stop[run]:
+            cur[run] = e + 1
+            head_t[run] = _point(a, b, t0, t1, e + 1)
+        else:
+            size -= 1
+            heap[0] = heap[size]
+        sift_runs(heap, size, 0, head_t, cur)
+    if have:
+        n_out, n_acc, bucket, cov_s, cov_e = _coarse_step(
+            s_prev, end_prev, (lone_prev + 1) * 256 + min(rr_prev, 255), lo, width, out_s, out_e, out_k, n_out, 0,
+            acc_k, acc_d, n_acc, bucket, cov_s, cov_e)
+    if n_acc > 0:
+        n_out = _emit(out_s, out_e, out_k, n_out, cov_s, cov_e, acc_k, acc_d, n_acc, 0)
+    return n_out
 
 
 def _thread_blocks(trace: Trace) -> tuple[Any, np.ndarray, np.ndarray]:
@@ -438,17 +548,19 @@ def timeline_data(trace: Trace, options: Any = None, marks: list[dict] | None = 
     st, lo, hi = _thread_blocks(trace)
     lo, hi = lo[order], hi[order]
     cols = [st.start_ns, st.end_ns, st.state, st.cpu, st.addr, st.waker]
-    cs, ce, cr, cl = critical_segments(trace, lane_of_row, active)
-    width = detail_width(trace.wall_ns, len(st) + len(cs), n_lanes, MAX_DETAIL)
+    n_segments = critical_segment_count(trace, lane_of_row, active)
+    width = detail_width(trace.wall_ns, len(st) + n_segments, n_lanes, MAX_DETAIL)
     if width:  # too many to carry one by one: each lane's dominant state per `width` ns
         lane_off, starts, ends, state = coarsen(np.r_[0, np.cumsum(hi - lo)], st.start_ns, st.end_ns, st.state, t0,
                                                 width, lo, hi)
         lo, hi = lane_off[:-1], lane_off[1:]
         cols = [starts, ends, state, np.full(len(starts), -1), np.zeros(len(starts), np.uint64),
                 np.full(len(starts), -1, "<i4")]
-        key = (cl.astype(np.int64) + 1) * 256 + np.minimum(cr, 255)  # the strip: lone lane and count together
-        _, cs, ce, key = coarsen(np.array([0, len(cs)]), cs, ce, key, t0, width)
+        # the strip: lone lane and count together as the key
+        cs, ce, key = critical_segments_coarse(trace, lane_of_row, active, t0, width, n_segments)
         cl, cr = key // 256 - 1, key % 256
+    else:
+        cs, ce, cr, cl = critical_segments(trace, lane_of_row, active)
     counts = hi - lo
     lane_off = np.r_[0, np.cumsum(counts)].astype("<u4")
     n_rows = int(counts.sum())
