@@ -109,3 +109,18 @@ def test_merged_events_and_replay_match_the_sorted_ones(tr, factor):
     assert np.array_equal(whatif._Events(tr).order(tr), _lexsorted(tr))
     for t in tr.threads.tid.tolist():
         assert whatif.replay_runtime(tr, {t: factor}) == _replay_reference(tr, {t: factor})
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10**12), st.integers(0, 10**9), st.integers(0, 5), st.integers(-1, 3)),
+                max_size=50))
+def test_blocked_time_is_the_masked_sums(rows):
+    """whatif's blocked and unknown-waker ns in one pass equal the masked NumPy sums they replace."""
+    start = np.array([a for a, *_ in rows], np.int64)
+    end = start + np.array([d for _, d, *_ in rows], np.int64)
+    state = np.array([s for *_, s, _ in rows], np.int8)
+    waker = np.array([w for *_, w in rows], np.int32)
+    blocked = (state != State.RUNNING) & (state != State.RUNNABLE)
+    unk = blocked & (waker < 0)
+    tot, got_unk = whatif._blocked_ns(start, end, state, waker)
+    assert tot == (end[blocked] - start[blocked]).sum() and got_unk == (end[unk] - start[unk]).sum()

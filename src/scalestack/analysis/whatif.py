@@ -282,8 +282,20 @@ def whatif(trace: Trace, tid: int, factor: float = 2.0) -> WhatIfResult:
     crit_rt = span - c * (1.0 - 1.0 / factor)
     rep = replay_runtime(trace, {tid: factor})
     st = trace.states
-    blocked = (st.state != State.RUNNING) & (st.state != State.RUNNABLE)
-    tot = (st.end_ns[blocked] - st.start_ns[blocked]).sum()  # no duration of every row (23 MB here)
-    unk = blocked & (st.waker < 0)
-    unk = (st.end_ns[unk] - st.start_ns[unk]).sum()
+    tot, unk = _blocked_ns(st.start_ns, st.end_ns, st.state, st.waker)
     return WhatIfResult(tid, float(factor), span, crit_rt, rep, float(unk / tot) if tot else 0.0)
+
+
+@numba.njit(cache=True)
+def _blocked_ns(start, end, state, waker):
+    """ns of the rows neither RUNNING nor RUNNABLE, and of those with no known waker: one pass (the
+    masked copies of the start and end columns took 475 MB for 37.5 M states)."""
+    tot = 0
+    unk = 0
+    for i in range(state.shape[0]):
+        if state[i] != 0 and state[i] != 1:  # State.RUNNING, State.RUNNABLE
+            d = end[i] - start[i]
+            tot += d
+            if waker[i] < 0:
+                unk += d
+    return tot, unk
