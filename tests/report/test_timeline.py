@@ -129,17 +129,20 @@ def test_summarised_strip_without_its_segments_is_the_summary_of_its_segments(tr
     """The strip summarised as its segments are made equals `coarsen` of the whole strip, with and
     without a shared timeline; and its count is the strip's."""
     from scalestack.analysis import criticality as crit_module
-    from scalestack.report.timeline import coarsen, critical_segment_count, critical_segments_coarse
+    from scalestack.report.timeline import CriticalStrip, coarsen
 
     lanes = np.arange(len(trace.threads), dtype=np.int64)
     cs, ce, cr, cl = critical_segments(trace, lanes, active)
     key = (cl + 1) * 256 + np.minimum(cr, 255)
     want = coarsen(np.array([0, len(cs)]), cs, ce, key, trace.start_ns, width)[1:]
-    assert critical_segment_count(trace, lanes, active) == len(cs)
-    got = critical_segments_coarse(trace, lanes, active, trace.start_ns, width, len(cs))
+    strip = CriticalStrip(trace, lanes, active)
+    assert strip.count() == len(cs)
+    got = strip.coarse(trace.start_ns, width, len(cs))
     assert all(np.array_equal(x, y) for x, y in zip(got, want, strict=True))
     crit_module.critical_sweep(trace, active, trace.start_ns, trace.end_ns)  # now shared
-    got = critical_segments_coarse(trace, lanes, active, trace.start_ns, width, len(cs))
+    strip = CriticalStrip(trace, lanes, active)
+    assert strip.count() == len(cs)
+    got = strip.coarse(trace.start_ns, width, len(cs))
     assert all(np.array_equal(x, y) for x, y in zip(got, want, strict=True))
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from scalestack.analysis.bottle import BottleResult, WindowedBottleResult, _boxes, group_threads
 from scalestack.analysis.bottle import bottle as _bottle
-from scalestack.analysis.criticality import ACTIVE, CriticalityResult, _criticality
+from scalestack.analysis.criticality import ACTIVE, CriticalityResult, _criticality, clip_span
 from scalestack.errors import UserError
 from scalestack.trace import ThreadTable
 from scalestack.trace.store import group_ranges, load, read_meta
@@ -71,16 +71,11 @@ def plan(path: str | os.PathLike, t0: int, t1: int, max_rows: int = CHUNK_ROWS,
     return out
 
 
-def _span(path, between) -> tuple[dict, int, int]:
+def _span(path, between) -> tuple[int, int]:
     meta = read_meta(path)
     if "start_ns" not in meta or "end_ns" not in meta:
         raise UserError(f"{path} does not give its time range; read it whole (scalestack.load)")
-    t0, t1 = int(meta["start_ns"]), int(meta["end_ns"])
-    if between is not None:
-        t0, t1 = max(int(between[0]), t0), min(int(between[1]), t1)
-    if t1 <= t0:
-        raise UserError(f"the time range [{t0}, {t1}) is empty or outside the trace")
-    return meta, t0, t1
+    return clip_span(meta["start_ns"], meta["end_ns"], between)
 
 
 def _chunks(path, windows, progress: Progress | None):
@@ -107,7 +102,7 @@ def _sums(path, active: str, between, max_rows: int, progress: Progress | None
           ) -> tuple[CriticalityResult, ThreadTable]:
     if active not in ACTIVE:
         raise UserError(f"active must be one of {', '.join(ACTIVE)}, not {active!r}")
-    _, t0, t1 = _span(path, between)
+    t0, t1 = _span(path, between)
     spans = int(group_ranges(path, "switch_spans")[0].sum()) > 0  # decided for the whole file, not per chunk
     crit = run = None
     idle = 0.0
@@ -140,7 +135,7 @@ def bottle(path: str | os.PathLike, *, group_by=None, active: str = "running", b
         return BottleResult(_boxes(res.criticality_ns, res.running_ns, group, labels, roles, th.tid),
                             res.idle_ns, res.span_ns, res.t0_ns, active)
     w = parse_duration_ns(window, what="--window")
-    _, t0, t1 = _span(path, between)
+    t0, t1 = _span(path, between)
     windows = []
     for a, b, part in _chunks(path, plan(path, t0, t1, max_rows, grid=w), progress):
         windows.extend(_bottle(part, group_by=group_by, active=active, between=(a, b), window=w).windows)

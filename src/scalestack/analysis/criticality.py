@@ -163,12 +163,20 @@ def timeline(start: np.ndarray, end: np.ndarray, t0: int, t1: int) -> tuple[Time
     if 16 * len(firsts) <= m:
         _merge_sweep(start, end, t0, t1, firsts, u, r, F, idle, where)
     else:
-        times = np.empty(m, dtype=np.int64)
-        times[0:2 * n:2] = start
-        times[1:2 * n:2] = end
-        times[2 * n], times[2 * n + 1] = t0, t1
+        times = _laid_out(start, end, t0, t1)
         _sweep(times, np.argsort(times, kind="stable"), n, u, r, F, idle, where)
     return Timeline(u, r, F, idle), where
+
+
+def _laid_out(start: np.ndarray, end: np.ndarray, t0: int, t1: int) -> np.ndarray:
+    """The endpoints as `_point` numbers them (start, end, start, end, ..., t0, t1), as one array:
+    what a stable sort orders when they are too many runs to merge."""
+    n = len(start)
+    times = np.empty(2 * n + 2, dtype=np.int64)
+    times[0:2 * n:2] = start
+    times[1:2 * n:2] = end
+    times[2 * n], times[2 * n + 1] = t0, t1
+    return times
 
 
 @numba.njit(cache=True, inline="always")
@@ -230,23 +238,33 @@ def _sweep(times, order, n, u, r, F, idle, where):
 
 
 @numba.njit(cache=True)
-def _merge_sweep(start, end, t0, t1, firsts, u, r, F, idle, where):
-    """`_sweep` over the endpoints in the same order (by time, then position), merged from their
-    sorted runs (first positions `firsts`) by a heap keyed by (time, position)."""
-    n = start.shape[0]
-    m = 2 * n + 2
+def merge_heap(start, end, t0, t1, firsts):
+    """The endpoints' sorted runs (first positions `firsts`) as a heap keyed by (time, position):
+    (heap of runs, each run's next position, the position it stops before, its next time). Each
+    loop that merges them pops spelt out (a helper taking these arrays doubled such a loop's
+    time by their reference counts; docs/development.md)."""
     runs = firsts.shape[0]
     cur = firsts.copy()
     stop = np.empty(runs, np.int64)
     stop[:-1] = firsts[1:]
-    stop[-1] = m
+    stop[-1] = 2 * start.shape[0] + 2
     head_t = np.empty(runs, np.int64)
     for j in range(runs):
         head_t[j] = _point(start, end, t0, t1, cur[j])
     heap = np.arange(runs)
     for at in range(runs // 2 - 1, -1, -1):
         sift_runs(heap, runs, at, head_t, cur)
-    size = runs
+    return heap, cur, stop, head_t
+
+
+@numba.njit(cache=True)
+def _merge_sweep(start, end, t0, t1, firsts, u, r, F, idle, where):
+    """`_sweep` over the endpoints in the same order (by time, then position), merged from their
+    sorted runs (first positions `firsts`) by a heap keyed by (time, position)."""
+    n = start.shape[0]
+    m = 2 * n + 2
+    heap, cur, stop, head_t = merge_heap(start, end, t0, t1, firsts)
+    size = firsts.shape[0]
     count, f, gone = 0, 0.0, 0
     for k in range(m):
         run = heap[0]
@@ -275,10 +293,7 @@ def interval_F(start: np.ndarray, end: np.ndarray, t0: int, t1: int) -> tuple[np
     if 16 * len(firsts) <= m:
         idle = _merge_diffs(start, end, t0, t1, firsts, diff)
     else:
-        times = np.empty(m, dtype=np.int64)
-        times[0:m - 2:2] = start
-        times[1:m - 2:2] = end
-        times[m - 2], times[m - 1] = t0, t1
+        times = _laid_out(start, end, t0, t1)
         idle = _sweep_diffs(times, np.argsort(times, kind="stable"), len(start), diff)
     return diff, float(idle)
 
@@ -318,23 +333,11 @@ def _sweep_diffs(times, order, n, diff):
 
 @numba.njit(cache=True)
 def _merge_diffs(start, end, t0, t1, firsts, diff):
-    """`_sweep_diffs` over the endpoints merged from their sorted runs, as `_merge_sweep` merges them
-    (the merge spelt out in each such loop, here and in `report.timeline`: a helper taking the heap's
-    arrays doubled the loop's time by their reference counts; see docs/development.md)."""
+    """`_sweep_diffs` over the endpoints merged from their sorted runs, as `_merge_sweep` merges them."""
     n = start.shape[0]
     m = 2 * n + 2
-    runs = firsts.shape[0]
-    cur = firsts.copy()
-    stop = np.empty(runs, np.int64)
-    stop[:-1] = firsts[1:]
-    stop[-1] = m
-    head_t = np.empty(runs, np.int64)
-    for j in range(runs):
-        head_t[j] = _point(start, end, t0, t1, cur[j])
-    heap = np.arange(runs)
-    for at in range(runs // 2 - 1, -1, -1):
-        sift_runs(heap, runs, at, head_t, cur)
-    size = runs
+    heap, cur, stop, head_t = merge_heap(start, end, t0, t1, firsts)
+    size = firsts.shape[0]
     marks = np.zeros(2, np.int64)
     count, f, gone, prev_t = 0, 0.0, 0, 0
     for k in range(m):
@@ -402,36 +405,42 @@ def _frozen(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
     return arrays
 
 
-def sweep(trace: Trace, active: str, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, Timeline, np.ndarray]:
-    """`active_intervals` and their `timeline` over [t0, t1], shared by every analysis of `trace`:
-    (thread rows, starts, ends, timeline, where each endpoint landed). Read-only arrays."""
+def _shared_sweep(trace: Trace, key: tuple, intervals: Callable, t0: int, t1: int):
     def make():
-        rows, a, b = active_intervals(trace, active, t0, t1)
+        rows, a, b = intervals()
         tl, where = timeline(a, b, t0, t1)
         _frozen(rows, a, b, where, tl.u, tl.r, tl.F, tl.idle_cum)
         return rows, a, b, tl, where
 
-    return shared(trace, ("sweep", active, int(t0), int(t1)), make)
+    return shared(trace, key, make)
+
+
+def sweep(trace: Trace, active: str, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, Timeline, np.ndarray]:
+    """`active_intervals` and their `timeline` over [t0, t1], shared by every analysis of `trace`:
+    (thread rows, starts, ends, timeline, where each endpoint landed). Read-only arrays."""
+    return _shared_sweep(trace, ("sweep", active, int(t0), int(t1)), lambda: active_intervals(trace, active, t0, t1),
+                         t0, t1)
+
+
+def critical_intervals(trace: Trace, active: str, t0: int, t1: int, spans: bool | None = None
+                       ) -> tuple[tuple, Callable]:
+    """What the criticality stack divides time among: for "running", the switch-instant spans
+    where the recording has them (where each slice lies in time), else the active intervals. As
+    (the key their shared sweep is kept under, a function giving (thread rows, starts, ends)).
+    `spans`: whether the recording has them, when `trace` is a part of it that may hold none (a
+    chunk of a stored trace)."""
+    if spans is None:
+        spans = len(trace.switch_spans) > 0
+    if active == "running" and spans:
+        return ("switch-sweep", int(t0), int(t1)), lambda: _switch_intervals(trace, t0, t1)
+    return ("sweep", active, int(t0), int(t1)), lambda: active_intervals(trace, active, t0, t1)
 
 
 def critical_sweep(trace: Trace, active: str, t0: int, t1: int, spans: bool | None = None
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Timeline, np.ndarray]:
-    """As `sweep`, over the intervals the criticality stack divides time among: for "running", the
-    switch-instant spans where the recording has them (where each slice lies in time), else the
-    active intervals. Shared, read-only, like `sweep`. `spans`: whether the recording has them,
-    when `trace` is a part of it that may hold none (a chunk of a stored trace)."""
-    if spans is None:
-        spans = len(trace.switch_spans) > 0
-    if not (active == "running" and spans):
-        return sweep(trace, active, t0, t1)
-
-    def make():
-        rows, a, b = _switch_intervals(trace, t0, t1)
-        tl, where = timeline(a, b, t0, t1)
-        _frozen(rows, a, b, where, tl.u, tl.r, tl.F, tl.idle_cum)
-        return rows, a, b, tl, where
-
-    return shared(trace, ("switch-sweep", int(t0), int(t1)), make)
+    """As `sweep`, over `critical_intervals`. Shared, read-only, like `sweep`."""
+    key, intervals = critical_intervals(trace, active, t0, t1, spans)
+    return _shared_sweep(trace, key, intervals, t0, t1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -502,7 +511,12 @@ class CriticalityResult(Result):
 
 
 def _span(trace: Trace, between) -> tuple[int, int]:
-    t0, t1 = trace.start_ns, trace.end_ns
+    return clip_span(trace.start_ns, trace.end_ns, between)
+
+
+def clip_span(start: int, end: int, between) -> tuple[int, int]:
+    """[start, end) cut to `between` (absolute ns; None: all of it); one line if nothing is left."""
+    t0, t1 = int(start), int(end)
     if between is not None:
         t0, t1 = max(int(between[0]), t0), min(int(between[1]), t1)
     if t1 <= t0:
@@ -545,17 +559,14 @@ def criticality(trace: Trace | AggregateRecording, *, active: str = "running",
 def _criticality(trace: Trace, active: str, t0: int, t1: int, spans: bool | None = None) -> CriticalityResult:
     n = len(trace.threads)
     run = active_ns(trace, active, t0, t1)  # Run_j: the kernel's charge
-    if spans is None:
-        spans = len(trace.switch_spans) > 0
-    use_spans = active == "running" and spans
-    key = ("switch-sweep", int(t0), int(t1)) if use_spans else ("sweep", active, int(t0), int(t1))
+    key, intervals = critical_intervals(trace, active, t0, t1, spans)
     if has_shared(trace, key):  # another analysis made the timeline: read it
         rows, a, b, tl, where = critical_sweep(trace, active, t0, t1, spans)
         m = len(a)
         diff = tl.F[where[1:2 * m:2]] - tl.F[where[0:2 * m:2]]
         idle = float(tl.idle_cum[where[2 * m + 1]] - tl.idle_cum[where[2 * m]])
     else:  # the same numbers without keeping a timeline
-        rows, a, b = _switch_intervals(trace, t0, t1) if use_spans else active_intervals(trace, active, t0, t1)
+        rows, a, b = intervals()
         diff, idle = interval_F(a, b, t0, t1)
         del a, b
     crit = np.bincount(rows, weights=diff, minlength=n).astype(np.float64)

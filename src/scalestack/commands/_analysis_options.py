@@ -26,17 +26,25 @@ def load_between(path, between):
     """The trace at `path`, and --between's (t0, t1) in ns (None: the whole run). With a window only
     the rows that may overlap it are read (`scalestack.trace.store.load`): a part of a big trace
     loads in the memory the part needs."""
-    from scalestack.trace.store import load, read_meta
+    from scalestack.trace.store import load
 
-    if not between:
-        return load(path), None
-    start = read_meta(path).get("start_ns")
-    if start is None:  # a trace from before its meta held the start: read it whole
+    start, window = _stored_window(path, between)
+    if start is None and between:  # a trace from before its meta held the start: read it whole
         trace = load(path)
         return trace, between_ns(trace, between)
-    window = (parse_time_ns(between[0], int(start), what="--between start"),
-              parse_time_ns(between[1], int(start), what="--between end"))
     return load(path, window=window), window
+
+
+def _stored_window(path, between):
+    """The stored trace's start (None when its meta lacks it) and --between in absolute ns (None
+    without --between or without the start)."""
+    from scalestack.trace.store import read_meta
+
+    start = read_meta(path).get("start_ns")
+    if not between or start is None:
+        return start, None
+    return start, (parse_time_ns(between[0], int(start), what="--between start"),
+                   parse_time_ns(between[1], int(start), what="--between end"))
 
 
 def chunk_option(fn):
@@ -45,20 +53,19 @@ def chunk_option(fn):
                              "(memory follows N, not the trace) [default: 4194304; 0: always whole].")(fn)
 
 
-def stored_source(path, between, chunk_rows):
-    """How a crit/bottle command reads `path`: (None, window) where it should go in chunks
-    (`analysis.chunked`: a trace of more rows than `chunk_rows`), else (trace, window) as
-    `load_between` gives them. `window` is --between in absolute ns (None: the whole run)."""
+def analyse_stored(path, between, chunk_rows, whole, in_chunks):
+    """What a crit/bottle command computes from `path`: `in_chunks(path, window, max_rows,
+    progress)` over time chunks (`analysis.chunked`, with a progress bar) for a trace of more
+    rows than `chunk_rows` (default `chunked.CHUNK_ROWS`; 0: never), else `whole(trace, window)`
+    of the trace as `load_between` reads it. `window`: --between in absolute ns (None: all)."""
     from scalestack.analysis.chunked import CHUNK_ROWS, stored_rows
-    from scalestack.trace.store import read_meta
 
     limit = CHUNK_ROWS if chunk_rows is None else chunk_rows
-    start = read_meta(path).get("start_ns")
+    start, window = _stored_window(path, between)
     if limit > 0 and start is not None and stored_rows(path) > limit:
-        window = None if not between else (parse_time_ns(between[0], int(start), what="--between start"),
-                                           parse_time_ns(between[1], int(start), what="--between end"))
-        return None, window
-    return load_between(path, between)
+        with chunk_progress(path) as progress:
+            return in_chunks(path, window, limit, progress)
+    return whole(*load_between(path, between))
 
 
 def chunk_progress(path):

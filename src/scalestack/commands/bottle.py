@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import click
 
-from scalestack.commands._analysis_options import (
-    analysis_options,
-    chunk_option,
-    chunk_progress,
-    stored_source,
-)
+from scalestack.commands._analysis_options import analyse_stored, analysis_options, chunk_option
 
 
 @click.command()
@@ -31,13 +26,10 @@ def command(path, as_json, output, group_by, window, active, between, chunk_rows
     if rec is not None:
         w = parse_duration_ns(window, what="--window") if window is not None else None
         return emit(bottle(rec, group_by=group_by, window=w), as_json, output, "bottle")
-    trace, between = stored_source(path, between, chunk_rows)
-    if trace is None:  # bigger than a chunk: read in time chunks
-        from scalestack.analysis import chunked
+    from scalestack.analysis import chunked
 
-        with chunk_progress(path) as progress:
-            res = chunked.bottle(path, group_by=group_by, active=active, between=between, window=window,
-                                 max_rows=chunk_rows or chunked.CHUNK_ROWS, progress=progress)
-    else:
-        res = bottle(trace, group_by=group_by, active=active, between=between, window=window)
+    res = analyse_stored(path, between, chunk_rows,
+                         lambda trace, at: bottle(trace, group_by=group_by, active=active, between=at, window=window),
+                         lambda p, at, rows, progress: chunked.bottle(p, group_by=group_by, active=active, between=at,
+                                                                      window=window, max_rows=rows, progress=progress))
     emit(res, as_json, output, "bottle")

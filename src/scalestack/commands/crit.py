@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import click
 
-from scalestack.commands._analysis_options import (
-    analysis_options,
-    chunk_option,
-    chunk_progress,
-    stored_source,
-)
+from scalestack.commands._analysis_options import analyse_stored, analysis_options, chunk_option
 
 
 @click.command()
@@ -26,15 +21,12 @@ def command(path, as_json, output, active, between, chunk_rows):
     rec = load_if_aggregate(path, active, between)  # `record --aggregate` counters
     if rec is not None:
         return _emit(criticality(rec), as_json, output, "criticality")
-    trace, between = stored_source(path, between, chunk_rows)
-    if trace is None:  # bigger than a chunk: read in time chunks
-        from scalestack.analysis import chunked
+    from scalestack.analysis import chunked
 
-        with chunk_progress(path) as progress:
-            res = chunked.criticality(path, active=active, between=between, max_rows=chunk_rows or chunked.CHUNK_ROWS,
-                                      progress=progress)
-    else:
-        res = criticality(trace, active=active, between=between)
+    res = analyse_stored(path, between, chunk_rows,
+                         lambda trace, window: criticality(trace, active=active, between=window),
+                         lambda p, window, rows, progress: chunked.criticality(p, active=active, between=window,
+                                                                               max_rows=rows, progress=progress))
     _emit(res, as_json, output, "criticality")
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from scalestack.analysis.criticality import _point
+from scalestack.analysis.criticality import _point, merge_heap
 from scalestack.trace import STATE_NAMES, Trace
 from scalestack.trace.lookup import find_sorted, sift_runs
 from scalestack.units import format_ns
@@ -187,76 +187,65 @@ def detail_width(span_ns: int, intervals: int, lanes: int, limit: int = MAX_DETA
 def critical_segments(trace: Trace, lane_of_row: np.ndarray, active: str = "running") -> tuple[np.ndarray, ...]:
     """The criticality strip: maximal segments of the run with the same running set's size r and,
     when r == 1, the same lone thread. Returns (start_ns, end_ns, r, lane) arrays, times absolute,
-    lane -1 unless exactly one thread ran. Uses the same active intervals as `criticality` (the
+    lane -1 unless exactly one thread ran (`CriticalStrip.segments`)."""
+    return CriticalStrip(trace, lane_of_row, active).segments()
+
+
+class CriticalStrip:
+    """The strip of `critical_segments`, from the same intervals as `criticality` (the
     switch-instant spans of recordings, else RUNNING): their shared sorted timeline where another
     analysis made it, else merged from their sorted runs as they go (`_merged_strip`: the same
-    segments, without the timeline's 56 bytes an interval)."""
-    from scalestack.analysis.criticality import _point_runs, critical_sweep
+    segments without the timeline's 56 bytes an interval). The intervals are looked up once for
+    the count, the segments and their summary."""
 
-    t0, t1 = trace.start_ns, trace.end_ns
-    lanes = lane_of_row.astype(np.int64, copy=False)
-    empty = [np.empty(0, np.int64) for _ in range(4)]
-    src = _strip_source(trace, active)
-    if src is not None:  # no timeline made yet: the same segments from the intervals merged as they go
-        rows, a, b = src
-        lane = lanes[rows]
-        firsts = _point_runs(a, b, t0, t1)
-        n = _merged_strip(a, b, t0, t1, firsts, lane, *empty, False)
+    def __init__(self, trace: Trace, lane_of_row: np.ndarray, active: str = "running"):
+        from scalestack.analysis.criticality import _point_runs, critical_intervals, has_shared
+
+        self.trace, self.active = trace, active
+        self.t0, self.t1 = trace.start_ns, trace.end_ns
+        self.lanes = lane_of_row.astype(np.int64, copy=False)
+        key, intervals = critical_intervals(trace, active, self.t0, self.t1)
+        self.merged = self.lane_at = None
+        if not has_shared(trace, key):  # no timeline made yet
+            rows, a, b = intervals()
+            self.merged = (a, b, self.t0, self.t1, _point_runs(a, b, self.t0, self.t1), self.lanes[rows])
+
+    def _shared(self, out: tuple, fill: bool) -> int:
+        from scalestack.analysis.criticality import critical_sweep
+
+        rows, _, _, tl, where = critical_sweep(self.trace, self.active, self.t0, self.t1)
+        if self.lane_at is None:
+            self.lane_at = _lane_at(where, rows, self.lanes, len(tl.u))
+        return _strip(tl.u, tl.r, self.lane_at, *out, fill)
+
+    def count(self) -> int:
+        """How many segments `segments` gives, without them."""
+        empty = tuple(np.empty(0, np.int64) for _ in range(4))
+        if self.merged is None:
+            return int(self._shared(empty, False))
+        return int(_merged_strip(*self.merged, *empty, False))
+
+    def segments(self, n_segments: int | None = None) -> tuple[np.ndarray, ...]:
+        """(start_ns, end_ns, r, lone lane) of each segment (`n_segments`: what `count` gave)."""
+        n = self.count() if n_segments is None else n_segments
         out = tuple(np.empty(n, np.int64) for _ in range(4))
-        _merged_strip(a, b, t0, t1, firsts, lane, *out, True)
+        if self.merged is None:
+            self._shared(out, True)
+        else:
+            _merged_strip(*self.merged, *out, True)
         return out
-    rows, _, _, tl, where = critical_sweep(trace, active, t0, t1)
-    lane_at = _lane_at(where, rows, lanes, len(tl.u))
-    n = _strip(tl.u, tl.r, lane_at, *empty, False)
-    out = tuple(np.empty(n, np.int64) for _ in range(4))
-    _strip(tl.u, tl.r, lane_at, *out, True)
-    return out
 
-
-def _strip_source(trace: Trace, active: str):
-    """The intervals the strip is made of (thread rows, starts, ends), or None where a shared
-    timeline of them already exists (read it instead)."""
-    from scalestack.analysis.criticality import _switch_intervals, active_intervals, has_shared
-
-    t0, t1 = trace.start_ns, trace.end_ns
-    use_spans = active == "running" and len(trace.switch_spans) > 0
-    key = ("switch-sweep", int(t0), int(t1)) if use_spans else ("sweep", active, int(t0), int(t1))
-    if has_shared(trace, key):
-        return None
-    return _switch_intervals(trace, t0, t1) if use_spans else active_intervals(trace, active, t0, t1)
-
-
-def critical_segment_count(trace: Trace, lane_of_row: np.ndarray, active: str = "running") -> int:
-    """How many segments `critical_segments` gives, without them."""
-    from scalestack.analysis.criticality import _point_runs
-
-    src = _strip_source(trace, active)
-    if src is None:
-        return len(critical_segments(trace, lane_of_row, active)[0])
-    rows, a, b = src
-    empty = np.empty(0, np.int64)
-    return int(_merged_strip(a, b, trace.start_ns, trace.end_ns, _point_runs(a, b, trace.start_ns, trace.end_ns),
-                             lane_of_row.astype(np.int64, copy=False)[rows], empty, empty, empty, empty, False))
-
-
-def critical_segments_coarse(trace: Trace, lane_of_row: np.ndarray, active: str, lo: int, width: int,
-                             n_segments: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`coarsen` of the strip `critical_segments` gives, keyed (lone lane + 1) * 256 + min(r, 255):
-    (starts, ends, keys), from the intervals as they merge where no timeline is shared."""
-    from scalestack.analysis.criticality import _point_runs
-
-    src = _strip_source(trace, active)
-    if src is None:
-        cs, ce, cr, cl = critical_segments(trace, lane_of_row, active)
-        key = (cl.astype(np.int64) + 1) * 256 + np.minimum(cr, 255)
-        return coarsen(np.array([0, len(cs)]), cs, ce, key, lo, width)[1:]
-    rows, a, b = src
-    t0, t1 = trace.start_ns, trace.end_ns
-    cap = min(n_segments, int((t1 - lo) // width) + 2) + 4  # as `coarsen` sizes one lane's summary
-    out = tuple(np.empty(cap, np.int64) for _ in range(3))
-    n = _merged_strip_coarse(a, b, t0, t1, _point_runs(a, b, t0, t1), lane_of_row.astype(np.int64, copy=False)[rows],
-                             lo, width, *out)
-    return tuple(x[:n] for x in out)
+    def coarse(self, lo: int, width: int, n_segments: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`coarsen` of the segments, keyed (lone lane + 1) * 256 + min(r, 255): (starts, ends,
+        keys); merged, each segment goes into the summary as it is complete (no segments first:
+        32 bytes each, 0.8 GB for a 10^8-event trace). `n_segments`: what `count` gave."""
+        if self.merged is None:
+            cs, ce, cr, cl = self.segments(n_segments)
+            return coarsen(np.array([0, len(cs)]), cs, ce, (cl + 1) * 256 + np.minimum(cr, 255), lo, width)[1:]
+        cap = min(n_segments, int((self.t1 - lo) // width) + 2) + 4  # as `coarsen` sizes one lane's summary
+        out = tuple(np.empty(cap, np.int64) for _ in range(3))
+        n = _merged_strip_coarse(*self.merged, lo, width, *out)
+        return tuple(x[:n] for x in out)
 
 
 @numba.njit(cache=True)
@@ -266,18 +255,8 @@ def _merged_strip(a, b, t0, t1, firsts, lane, start, end, rr, lone, fill):
     interval: 1.05 GB for the 12.5 M spans of a 10^8-event trace), the same segments."""
     n_iv = a.shape[0]
     m = 2 * n_iv + 2
-    runs = firsts.shape[0]
-    cur = firsts.copy()
-    stop = np.empty(runs, np.int64)
-    stop[:-1] = firsts[1:]
-    stop[-1] = m
-    head_t = np.empty(runs, np.int64)
-    for j in range(runs):
-        head_t[j] = _point(a, b, t0, t1, cur[j])
-    heap = np.arange(runs)
-    for at in range(runs // 2 - 1, -1, -1):
-        sift_runs(heap, runs, at, head_t, cur)
-    size = runs
+    heap, cur, stop, head_t = merge_heap(a, b, t0, t1, firsts)
+    size = firsts.shape[0]
     n = 0
     count = 0
     total = 0
@@ -361,18 +340,8 @@ def _merged_strip_coarse(a, b, t0, t1, firsts, lane, lo, width, out_s, out_e, ou
     trace). Returns the summary's row count."""
     n_iv = a.shape[0]
     m = 2 * n_iv + 2
-    runs = firsts.shape[0]
-    cur = firsts.copy()
-    stop = np.empty(runs, np.int64)
-    stop[:-1] = firsts[1:]
-    stop[-1] = m
-    head_t = np.empty(runs, np.int64)
-    for j in range(runs):
-        head_t[j] = _point(a, b, t0, t1, cur[j])
-    heap = np.arange(runs)
-    for at in range(runs // 2 - 1, -1, -1):
-        sift_runs(heap, runs, at, head_t, cur)
-    size = runs
+    heap, cur, stop, head_t = merge_heap(a, b, t0, t1, firsts)
+    size = firsts.shape[0]
     acc_k = np.empty(64, np.int64)
     acc_d = np.zeros(64, np.int64)
     n_acc, bucket, cov_s, cov_e = 0, -1, 0, 0
@@ -548,7 +517,8 @@ def timeline_data(trace: Trace, options: Any = None, marks: list[dict] | None = 
     st, lo, hi = _thread_blocks(trace)
     lo, hi = lo[order], hi[order]
     cols = [st.start_ns, st.end_ns, st.state, st.cpu, st.addr, st.waker]
-    n_segments = critical_segment_count(trace, lane_of_row, active)
+    strip = CriticalStrip(trace, lane_of_row, active)
+    n_segments = strip.count()
     width = detail_width(trace.wall_ns, len(st) + n_segments, n_lanes, MAX_DETAIL)
     if width:  # too many to carry one by one: each lane's dominant state per `width` ns
         lane_off, starts, ends, state = coarsen(np.r_[0, np.cumsum(hi - lo)], st.start_ns, st.end_ns, st.state, t0,
@@ -557,10 +527,11 @@ def timeline_data(trace: Trace, options: Any = None, marks: list[dict] | None = 
         cols = [starts, ends, state, np.full(len(starts), -1), np.zeros(len(starts), np.uint64),
                 np.full(len(starts), -1, "<i4")]
         # the strip: lone lane and count together as the key
-        cs, ce, key = critical_segments_coarse(trace, lane_of_row, active, t0, width, n_segments)
+        cs, ce, key = strip.coarse(t0, width, n_segments)
         cl, cr = key // 256 - 1, key % 256
     else:
-        cs, ce, cr, cl = critical_segments(trace, lane_of_row, active)
+        cs, ce, cr, cl = strip.segments(n_segments)
+    del strip
     counts = hi - lo
     lane_off = np.r_[0, np.cumsum(counts)].astype("<u4")
     n_rows = int(counts.sum())
