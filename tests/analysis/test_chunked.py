@@ -18,6 +18,8 @@ import scalestack
 from scalestack.analysis import chunked
 from scalestack.analysis.bottle import bottle
 from scalestack.analysis.criticality import criticality
+from scalestack.analysis.phase_criticality import phase_criticality
+from scalestack.analysis.whatif import whatif
 from scalestack.cli import cli
 from scalestack.trace import State, SwitchSpanTable, store
 
@@ -194,3 +196,48 @@ def test_a_range_outside_the_trace_is_one_line(tmp_path, between):
     store.save(trace, path)
     with pytest.raises(scalestack.errors.UserError, match="empty or outside"):
         chunked.criticality(path, between=between, max_rows=1)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(trace=tiled_traces(), wakers=st.lists(st.integers(-1, 4), min_size=64, max_size=64), root=st.integers(-1, 4),
+       group=st.integers(1, 6), max_rows=st.integers(1, 40), factor=st.sampled_from([0.5, 2.0, 3.0]))
+def test_chunked_whatif_replays_the_whole_trace(tmp_path_factory, monkeypatch, trace, wakers, root, group, max_rows,
+                                                factor):
+    """The replay walks the chunks' segment ends with its state carried: the same span, float for
+    float; the blocked time and its share without a waker exactly; the criticality estimate to the
+    rounding of C_j."""
+    monkeypatch.setattr(store, "ROW_GROUP", group)
+    tids = trace.threads.tid
+    s = trace.states
+    waker = [int(tids[w % len(tids)]) if w >= 0 else -1 for w in (wakers * 2)[:len(s)]]
+    meta = {**trace.meta, **({"root_tid": int(tids[root % len(tids)])} if root >= 0 else {})}
+    trace = dataclasses.replace(trace, states=type(s)(**{**{c: getattr(s, c) for c in s.SCHEMA}, "waker": waker}),
+                                meta=meta)
+    path = tmp_path_factory.mktemp("w") / "t.trace"
+    store.save(trace, path)
+    tid = int(tids[-1])
+    whole = whatif(trace, tid, factor)
+    part = chunked.whatif(path, tid, factor, max_rows=max_rows)
+    assert part.replay_runtime_ns == whole.replay_runtime_ns
+    assert (part.runtime_ns, part.unknown_waker_share, part.tid, part.factor) == \
+        (whole.runtime_ns, whole.unknown_waker_share, whole.tid, whole.factor)
+    assert part.crit_runtime_ns == pytest.approx(whole.crit_runtime_ns, abs=TOL)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(trace=tiled_traces(), group=st.integers(1, 6), max_rows=st.integers(1, 40),
+       active=st.sampled_from(["running", "running+runnable"]))
+def test_chunked_phases_are_the_whole_traces(tmp_path_factory, monkeypatch, trace, group, max_rows, active):
+    """The same phases (a chunk's first instant cuts as in the whole trace), the same gains to the
+    rounding of their sums."""
+    monkeypatch.setattr(store, "ROW_GROUP", group)
+    path = tmp_path_factory.mktemp("p") / "t.trace"
+    store.save(trace, path)
+    whole = phase_criticality(trace, factor=2.0, active=active)
+    part = chunked.phase_gain(path, factor=2.0, active=active, max_rows=max_rows)
+    assert part.phases == whole.phases == len(whole.bounds_ns) - 1
+    np.testing.assert_allclose(part.gain_ns, whole.gain_ns, rtol=0, atol=TOL)
+    lead = np.sort(whole.gain_ns)[-2:]
+    if len(lead) < 2 or lead[1] - lead[0] > TOL:  # else a tie that rounding may break either way
+        assert part.best_tid == whole.best_tid
+    assert (part.span_ns, part.factor) == (whole.span_ns, whole.factor) and np.array_equal(part.tids, whole.tids)

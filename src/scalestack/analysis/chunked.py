@@ -21,9 +21,27 @@ import numpy as np
 
 from scalestack.analysis.bottle import BottleResult, WindowedBottleResult, _boxes, group_threads
 from scalestack.analysis.bottle import bottle as _bottle
-from scalestack.analysis.criticality import ACTIVE, CriticalityResult, _criticality, clip_span
+from scalestack.analysis.criticality import (
+    ACTIVE,
+    CriticalityResult,
+    _criticality,
+    clip_span,
+    sweep,
+)
+from scalestack.analysis.phase_criticality import PhaseGain, capped_gain, per_phase_criticality
+from scalestack.analysis.phase_criticality import cuts as phase_cuts
+from scalestack.analysis.whatif import (
+    ReplayWalk,
+    WhatIfResult,
+    _blocked_ns,
+    _next_running,
+    _runs,
+    merge_args,
+)
+from scalestack.analysis.whatif import check as whatif_check
+from scalestack.analysis.whatif import result as whatif_result
 from scalestack.errors import UserError
-from scalestack.trace import ThreadTable
+from scalestack.trace import State, ThreadTable
 from scalestack.trace.store import group_ranges, load, read_meta
 from scalestack.units import parse_duration_ns
 
@@ -79,12 +97,12 @@ def _span(path, between) -> tuple[int, int]:
 
 
 def _chunks(path, windows, progress: Progress | None):
-    """Each window with the part of the trace that overlaps it. The C heap is trimmed between
+    """Each window with the part of the trace that overlaps it (or begins at its end). The C heap is trimmed between
     windows: glibc serves a chunk's arrays (< 32 MB each) from its heap and keeps them when freed,
     so without it the process grew by a chunk's worth every few windows (to 0.9 GB for 4 M rows)."""
     for k, (a, b) in enumerate(windows):
         _trim()
-        yield a, b, load(path, window=(a, b))
+        yield a, b, load(path, window=(a, b + 1))  # and the rows that begin at b: what follows a row ending there
         if progress is not None:
             progress(k + 1, len(windows))
 
@@ -98,19 +116,24 @@ def _trim() -> None:
         pass
 
 
-def _sums(path, active: str, between, max_rows: int, progress: Progress | None
+def _sums(path, active: str, between, max_rows: int, progress: Progress | None, also: Callable | None = None
           ) -> tuple[CriticalityResult, ThreadTable]:
+    """The criticality stack's sums over the chunks; `also(k, n, a, b, part)` is called with each
+    chunk k of n (window [a, b)) too, so that another analysis reads the trace in the same pass."""
     if active not in ACTIVE:
         raise UserError(f"active must be one of {', '.join(ACTIVE)}, not {active!r}")
     t0, t1 = _span(path, between)
     spans = int(group_ranges(path, "switch_spans")[0].sum()) > 0  # decided for the whole file, not per chunk
     crit = run = None
     idle = 0.0
-    for a, b, part in _chunks(path, plan(path, t0, t1, max_rows), progress):
+    windows = plan(path, t0, t1, max_rows)
+    for k, (a, b, part) in enumerate(_chunks(path, windows, progress)):
         res = _criticality(part, active, a, b, spans)
         crit = res.criticality_ns if crit is None else crit + res.criticality_ns
         run = res.running_ns if run is None else run + res.running_ns
         idle += res.idle_ns
+        if also is not None:
+            also(k, len(windows), a, b, part)
         th = part.threads  # every chunk has the whole thread table
         del part, res  # before the next chunk loads: one chunk at a time
     return CriticalityResult(tids=th.tid.copy(), names=th.name.copy(), roles=th.role.copy(), criticality_ns=crit,
@@ -141,3 +164,138 @@ def bottle(path: str | os.PathLike, *, group_by=None, active: str = "running", b
         windows.extend(_bottle(part, group_by=group_by, active=active, between=(a, b), window=w).windows)
         del part
     return WindowedBottleResult(w, tuple(windows))
+
+
+def whatif(path: str | os.PathLike, tid: int, factor: float = 2.0, *, max_rows: int = CHUNK_ROWS,
+           progress: Progress | None = None) -> WhatIfResult:
+    """`analysis.whatif.whatif` of the trace stored at `path`, in chunks of about `max_rows` rows,
+    in one pass: the criticality stack and the blocked time add up over chunks, and the replay,
+    which re-times the segment ends in time order, walks each chunk's ends with its state carried
+    from the last (`whatif.ReplayWalk`): the same events in the same order, so the same span."""
+    return _whatif(path, tid, factor, max_rows, progress, None)
+
+
+def whatif_and_phases(path: str | os.PathLike, tid: int, factor: float = 2.0, *, max_rows: int = CHUNK_ROWS,
+                      progress: Progress | None = None) -> tuple[WhatIfResult, PhaseGain]:
+    """`whatif` and `phase_gain` (factor > 1) in the same pass over the chunks (what the whatif
+    command prints)."""
+    phases = _ChunkedPhases("running", factor)
+    return _whatif(path, tid, factor, max_rows, progress, phases), phases.result()
+
+
+def _whatif(path, tid: int, factor: float, max_rows: int, progress: Progress | None, phases) -> WhatIfResult:
+    replay = _ChunkedReplay(tid, factor)
+
+    def each(k: int, n: int, a: int, b: int, part) -> None:
+        replay(k, n, a, b, part)
+        if phases is not None:
+            phases(k, n, a, b, part)
+
+    cr, _ = _sums(path, "running", None, max_rows, progress, also=each)
+    return whatif_result(tid, factor, cr.span_ns, cr, replay.walk.span(), replay.blocked, replay.unknown)
+
+
+class _ChunkedReplay:
+    """The replay's walk over a trace read in chunks. Chunk k of n, of window [a, b), walks the
+    rows that end in (a, b] and the births there (the first chunk also those before, the last those
+    after): every row and birth once, in the whole trace's order (births before the ends at their
+    instant). A row's successor starts where it ends, by b, so the chunk holds it too (states tile
+    each thread's life; `_chunks` reads the rows that begin at b), and a thread's first row starts
+    at its birth."""
+
+    def __init__(self, tid: int, factor: float):
+        self.tid, self.factor = tid, factor
+        self.walk = None
+        self.blocked = self.unknown = 0
+
+    def __call__(self, k: int, n: int, a: int, b: int, part) -> None:
+        th, st = part.threads, part.states
+        if self.walk is None:
+            whatif_check(th.tid, self.tid, self.factor)
+            self.walk = ReplayWalk(part, {self.tid: self.factor})
+            self.births = np.argsort(th.start_ns, kind="stable")
+            self.born = th.start_ns[self.births]
+        first = np.flatnonzero(np.r_[True, st.tid[1:] != st.tid[:-1]]) if len(st) else np.zeros(0, np.int64)
+        ks = part.thread_index(st.tid[first])
+        at_birth = st.start_ns[first] == th.start_ns[ks]
+        self.walk.first_running[ks[at_birth]] = st.state[first[at_birth]] == State.RUNNING
+        keep = np.ones(len(st), bool)
+        if k > 0:
+            keep &= st.end_ns > a
+        if k < n - 1:
+            keep &= st.end_ns <= b
+        rows = np.flatnonzero(keep)
+        nxt = _next_running(st.tid, st.state)[rows]
+        tid, ends, state, start, waker = (c[rows] for c in (st.tid, st.end_ns, st.state, st.start_ns, st.waker))
+        runs = _runs(tid, ends, state)
+        stop = np.append(runs[1:], len(rows)).astype(np.int64)
+        lo = 0 if k == 0 else int(np.searchsorted(self.born, a, side="right"))
+        hi = len(self.born) if k == n - 1 else int(np.searchsorted(self.born, b, side="right"))
+        args = merge_args(runs, stop, part.thread_index(tid[runs]).astype(np.int64, copy=False), self.births[lo:hi],
+                          th.start_ns, ends, state)
+        self.walk.step(*args, start, waker, nxt)
+        blocked, unknown = _blocked_ns(start, ends, state, waker)
+        self.blocked += int(blocked)
+        self.unknown += int(unknown)
+
+
+def phase_gain(path: str | os.PathLike, *, factor: float = 2.0, active: str = "running",
+               max_rows: int = CHUNK_ROWS, progress: Progress | None = None) -> PhaseGain:
+    """The gain `analysis.phase_criticality.phase_criticality` predicts, of the trace stored at
+    `path` (its own phases), in chunks of about `max_rows` rows: each chunk's phases are cut where
+    the whole trace's are, the pieces of a phase that spans chunks are added, and a phase's capped
+    gain is summed once it is complete (a trace may have a phase per switch: 12.5 M here)."""
+    phases = _ChunkedPhases(active, factor)
+    t0, t1 = _span(path, None)
+    for k, (a, b, part) in enumerate(_chunks(path, plan(path, t0, t1, max_rows), progress)):
+        phases(k, 0, a, b, part)
+        del part
+    return phases.result()
+
+
+class _ChunkedPhases:
+    """Per-phase gains over a trace read in chunks. Inside a chunk, whether an interval's start
+    cuts (at most one thread active just before) is the whole trace's answer, since the active
+    count at an instant depends on that instant alone; at a chunk's first instant it takes the
+    count the last chunk ended with, and an interval that truly starts there (not one cut by the
+    window). A chunk's last phase stays open until the next chunk says whether its start cuts."""
+
+    def __init__(self, active: str, factor: float):
+        if factor <= 1:
+            raise UserError("factor must be greater than 1")
+        self.active, self.factor = active, factor
+        self.r_end = 0
+        self.open: np.ndarray | None = None  # criticality of the phase the last chunk ended in
+        self.gain: np.ndarray | None = None
+        self.phases = 0
+        self.span = [None, None]
+
+    def __call__(self, k: int, n: int, a: int, b: int, part) -> None:
+        _, starts, _, tl, _ = sweep(part, self.active, a, b)
+        inner, r_end = phase_cuts(starts, tl, before=b)
+        inner = inner[inner > a]
+        st = part.states
+        begins = self.open is None or (self.r_end <= 1 and bool(np.any(
+            (st.start_ns == a) & np.isin(st.state, [int(x) for x in ACTIVE[self.active]])
+            & np.isin(st.tid, part.threads.tid))))
+        pieces = per_phase_criticality(part, np.r_[a, inner, b].astype(np.int64), self.active)  # inner: sorted, distinct
+        if self.open is not None:
+            if begins:
+                self._done(self.open[None, :])
+            else:
+                pieces[0] = self.open + pieces[0]  # in time order, as the whole trace's sums
+        self._done(pieces[:-1])
+        self.open = pieces[-1].copy()
+        self.r_end = r_end
+        self.span = [a if self.span[0] is None else self.span[0], b]
+        self.tids = part.threads.tid
+
+    def _done(self, c: np.ndarray) -> None:
+        gain = capped_gain(c, self.factor).sum(axis=0)
+        self.gain = gain if self.gain is None else self.gain + gain
+        self.phases += len(c)
+
+    def result(self) -> PhaseGain:
+        self._done(self.open[None, :])
+        return PhaseGain(tids=self.tids.copy(), gain_ns=self.gain, factor=float(self.factor),
+                         span_ns=int(self.span[1] - self.span[0]), phases=self.phases)

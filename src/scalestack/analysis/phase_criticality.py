@@ -24,6 +24,7 @@ from scalestack.analysis.criticality import _span, sweep
 from scalestack.errors import UserError
 from scalestack.results import Result
 from scalestack.trace import Trace
+from scalestack.trace.lookup import unique_sorted
 
 
 def sync_phase_bounds(trace: Trace, active: str = "running") -> np.ndarray:
@@ -36,13 +37,20 @@ def sync_phase_bounds(trace: Trace, active: str = "running") -> np.ndarray:
     """
     t0, t1 = int(trace.start_ns), int(trace.end_ns)
     _, a, b, tl, _ = sweep(trace, active, t0, t1)
+    return unique_sorted(np.concatenate([[t0, t1], cuts(a, tl)[0]]))
+
+
+def cuts(a: np.ndarray, tl, before: int | None = None) -> tuple[np.ndarray, int]:
+    """The interval starts `a` (of the sweep `tl`) with at most one thread active just before, and
+    how many are active just before `before` (a part of a run read in chunks carries that to the
+    next part: whether its first instant cuts)."""
     last = np.flatnonzero(np.r_[tl.u[1:] != tl.u[:-1], True])  # last breakpoint at each time
     times, r_after = tl.u[last], tl.r[last]
     r_before = np.r_[0, r_after[:-1]]
-    starts = np.unique(a)
+    starts = unique_sorted(a)
     k = np.searchsorted(times, starts)
-    cut = starts[r_before[k] <= 1]
-    return np.unique(np.concatenate([[t0, t1], cut]))
+    j = int(np.searchsorted(times, before, side="left")) - 1 if before is not None else -1
+    return starts[r_before[k] <= 1], int(r_after[j]) if j >= 0 else 0
 
 
 def per_phase_criticality(trace: Trace, bounds: np.ndarray, active: str = "running") -> np.ndarray:
@@ -87,26 +95,26 @@ def capped_gain(c: np.ndarray, factor: float) -> np.ndarray:
 
 
 @dataclasses.dataclass(frozen=True)
-class PhaseCriticalityResult(Result):
-    """Per-phase criticality stacks and the gain each thread's acceleration is predicted to give.
+class PhaseGain(Result):
+    """The gain each thread's acceleration is predicted to give, summed over the phases (what a
+    trace read in chunks keeps of them: `analysis.chunked.whatif_and_phases`).
 
     Attributes
     ----------
     tids : int array, one per thread (trace.threads order)
-    bounds_ns : int64 array, phase boundaries (phases = len - 1)
-    criticality_ns : float64 (phases, threads)
     gain_ns : float64 per thread, Σ over phases of the capped saving
     factor : the acceleration the gain assumes
+    span_ns : the span the phases tile
+    phases : how many phases
     """
 
     tids: np.ndarray
-    bounds_ns: np.ndarray
-    criticality_ns: np.ndarray
     gain_ns: np.ndarray
     factor: float
     span_ns: int
+    phases: int
 
-    kind = "phase_criticality"
+    kind = "phase_gain"
 
     @property
     def best_tid(self) -> int | None:
@@ -119,10 +127,28 @@ class PhaseCriticalityResult(Result):
         return self.span_ns / np.maximum(self.span_ns - self.gain_ns, 1.0)
 
     def rows(self) -> list[dict[str, Any]]:
-        sp = self.predicted_speedup
-        return [{"tid": int(t), "gain_ns": float(g), "predicted_speedup": float(s),
-                 "phases_most_critical": int(np.sum(np.argmax(self.criticality_ns, axis=1) == k))}
-                for k, (t, g, s) in enumerate(zip(self.tids, self.gain_ns, sp, strict=True))]
+        return [{"tid": int(t), "gain_ns": float(g), "predicted_speedup": float(s)}
+                for t, g, s in zip(self.tids, self.gain_ns, self.predicted_speedup, strict=True)]
+
+
+@dataclasses.dataclass(frozen=True)
+class PhaseCriticalityResult(PhaseGain):
+    """Per-phase criticality stacks and the gain each thread's acceleration is predicted to give.
+
+    Attributes (besides `PhaseGain`'s)
+    ----------
+    bounds_ns : int64 array, phase boundaries (phases = len - 1)
+    criticality_ns : float64 (phases, threads)
+    """
+
+    bounds_ns: np.ndarray
+    criticality_ns: np.ndarray
+
+    kind = "phase_criticality"
+
+    def rows(self) -> list[dict[str, Any]]:
+        top = np.argmax(self.criticality_ns, axis=1)
+        return [{**row, "phases_most_critical": int(np.sum(top == k))} for k, row in enumerate(super().rows())]
 
     def to_dict(self) -> dict[str, Any]:
         return {"factor": self.factor, "span_ns": int(self.span_ns), "bounds_ns": self.bounds_ns.tolist(),
@@ -147,8 +173,12 @@ def phase_criticality(trace: Trace, *, factor: float = 2.0, bounds: np.ndarray |
         raise UserError("factor must be greater than 1")
     t0, t1 = _span(trace, between)
     b = sync_phase_bounds(trace, active) if bounds is None else np.asarray(bounds, dtype=np.int64)
-    b = np.unique(np.concatenate([[t0, t1], b[(b > t0) & (b < t1)]]))
-    c = per_phase_criticality(trace, b, active)
-    gain = capped_gain(c, factor).sum(axis=0)
-    return PhaseCriticalityResult(tids=trace.threads.tid.copy(), bounds_ns=b, criticality_ns=c, gain_ns=gain,
-                                  factor=float(factor), span_ns=t1 - t0)
+    b = unique_sorted(np.concatenate([[t0, t1], b[(b > t0) & (b < t1)]]).astype(np.int64))
+    return result(trace.threads.tid, b, per_phase_criticality(trace, b, active), factor)
+
+
+def result(tids: np.ndarray, bounds: np.ndarray, c: np.ndarray, factor: float) -> PhaseCriticalityResult:
+    """The result of the per-phase criticality `c` between `bounds`."""
+    return PhaseCriticalityResult(tids=tids.copy(), bounds_ns=bounds, criticality_ns=c,
+                                  gain_ns=capped_gain(c, factor).sum(axis=0), factor=float(factor),
+                                  span_ns=int(bounds[-1] - bounds[0]), phases=len(bounds) - 1)

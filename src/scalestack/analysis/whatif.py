@@ -68,11 +68,54 @@ def replay_runtime(trace: Trace, scale: dict[int, float]) -> float:
     if not n:
         return 0.0
     st = trace.states
-    root_k = int(trace.thread_index(trace.meta.get("root_tid", int(tids[0])), missing=-1)[0])
-    inv = 1.0 / np.array([scale.get(int(t), 1.0) for t in tids], dtype=np.float64)
     ev = _Events(trace)
-    return _replay(*ev.args(trace), st.start_ns.astype(np.int64, copy=False), st.tid, st.waker,
-                   ev.sorted_tids, ev.sorted_k, ev.first_of, inv, root_k, float(trace.start_ns))
+    walk = ReplayWalk(trace, scale)
+    first_of = ev.first_of
+    has = first_of >= 0
+    walk.first_running[has] = st.state[first_of[has]] == State.RUNNING
+    walk.step(*ev.args(trace), st.start_ns.astype(np.int64, copy=False), st.waker, _next_running(st.tid, st.state))
+    return walk.span()
+
+
+class ReplayWalk:
+    """The replay's state between calls: each thread's cursor in the re-timed schedule, the
+    original instant it corresponds to, and whether its next segment runs. Carried from one part
+    of the events to the next, so that a trace read in time chunks (`analysis.chunked.whatif`)
+    replays exactly as a whole one: the events are merged in the same order, the same float
+    operations done on them."""
+
+    def __init__(self, trace: Trace, scale: dict[int, float]):
+        tids = trace.threads.tid
+        self.root_k = int(trace.thread_index(trace.meta.get("root_tid", int(tids[0])), missing=-1)[0])
+        self.inv = 1.0 / np.array([scale.get(int(t), 1.0) for t in tids], dtype=np.float64)
+        order = np.argsort(tids, kind="stable")
+        self.sorted_tids, self.sorted_k = tids[order], order
+        self.birth_ns = trace.threads.start_ns.astype(np.int64)
+        self.t0 = float(trace.start_ns)
+        self.cursor = np.zeros(len(tids))
+        self.last_end = self.birth_ns.astype(np.float64)
+        self.nxt_running = np.zeros(len(tids), dtype=np.bool_)
+        self.first_running = np.zeros(len(tids), dtype=np.bool_)  # each thread's first state runs
+
+    def step(self, births, birth_ns, heap, cur, stop, run_k, head_t, head_k, ctl, ends, states, starts, waker,
+             next_running) -> None:
+        """Walk the births and the segment ends of a merge (`_fill`'s arguments); `next_running`:
+        per row, whether the thread's next row runs."""
+        _replay(births, birth_ns, heap, cur, stop, run_k, head_t, head_k, ctl, ends, states, starts, waker,
+                next_running, self.first_running, self.sorted_tids, self.sorted_k, self.inv, self.root_k, self.t0,
+                self.cursor, self.last_end, self.nxt_running)
+
+    def span(self) -> float:
+        return float(self.cursor.max() - self.t0) if len(self.cursor) else 0.0
+
+
+@numba.njit(cache=True)
+def _next_running(tid, states):
+    """Per row, whether the thread's next row (the row after it, if the same thread's) runs."""
+    out = np.zeros(tid.shape[0], np.bool_)
+    for i in range(tid.shape[0] - 1):
+        out[i] = tid[i + 1] == tid[i] and states[i + 1] == 0  # State.RUNNING
+    return out
 
 
 class _Events:
@@ -88,41 +131,45 @@ class _Events:
 
     def __init__(self, trace: Trace):
         st = trace.states
-        starts, self.stop, self.run_k, self.births, self.sorted_k, self.sorted_tids, self.first_of = shared(
-            trace, ("replay-runs",), lambda: _static(trace))
-        self.cur = starts.copy()
-        self.head_t = st.end_ns[starts].astype(np.int64)
-        self.head_k = (st.state[starts] != State.RUNNING).astype(np.int8)
-        self.heap = np.arange(len(starts), dtype=np.int64)
-        self.ctl = np.array([len(starts), 0], np.int64)
-        for at in range(len(starts) // 2 - 1, -1, -1):
-            sift_runs(self.heap, len(starts), at, self.head_t, self.head_k)
+        starts, stop, run_k, births, self.first_of = shared(trace, ("replay-runs",), lambda: _static(trace))
+        self._args = merge_args(starts, stop, run_k, births, trace.threads.start_ns, st.end_ns, st.state)
 
     def args(self, trace: Trace) -> tuple:
-        st = trace.states
-        return (self.births, trace.threads.start_ns.astype(np.int64, copy=False), self.heap, self.cur, self.stop,
-                self.run_k, self.head_t, self.head_k, self.ctl, st.end_ns, st.state)
+        return self._args
 
     def order(self, trace: Trace) -> np.ndarray:
         """All events in replay order as positions in [births..., state rows...] (for the tests)."""
         return _order(*self.args(trace), len(trace.threads) + len(trace.states))
 
 
+def merge_args(starts, stop, run_k, births, birth_ns, ends, states) -> tuple:
+    """`_fill`'s arguments to merge the runs that begin at rows `starts` (before rows `stop`, of
+    threads `run_k`) of a table's `ends` and `states` with the threads `births` (born at `birth_ns`,
+    by thread)."""
+    cur = starts.copy()
+    head_t = ends[starts].astype(np.int64)
+    head_k = (states[starts] != State.RUNNING).astype(np.int8)
+    heap = np.arange(len(starts), dtype=np.int64)
+    ctl = np.array([len(starts), 0], np.int64)
+    for at in range(len(starts) // 2 - 1, -1, -1):
+        sift_runs(heap, len(starts), at, head_t, head_k)
+    return births, birth_ns.astype(np.int64, copy=False), heap, cur, stop, run_k, head_t, head_k, ctl, ends, states
+
+
 def _static(trace: Trace) -> tuple[np.ndarray, ...]:
     """What every replay of `trace` starts from (a few numbers per thread; the scan for the runs
     takes 30 ms over 2.9 M states): runs' first rows and ends, their threads, the threads in birth
-    order and by tid, each thread's first row."""
+    order, each thread's first row."""
     st = trace.states
     th = trace.threads
     starts = _runs(st.tid, st.end_ns, st.state)
     stop = np.append(starts[1:], len(st)).astype(np.int64)
     run_k = trace.thread_index(st.tid[starts]).astype(np.int64, copy=False)
     births = np.argsort(th.start_ns, kind="stable")
-    sorted_k = np.argsort(th.tid, kind="stable")
     block = starts[(starts == 0) | (st.tid[starts] != st.tid[np.maximum(starts - 1, 0)])]  # a thread's rows
     first_of = np.full(len(th), -1, np.int64)
     first_of[trace.thread_index(st.tid[block])] = block
-    out = (starts, stop, run_k, births, sorted_k, th.tid[sorted_k], first_of)
+    out = (starts, stop, run_k, births, first_of)
     for x in out:
         x.flags.writeable = False  # shared between the calls
     return out
@@ -205,18 +252,13 @@ def _order(births, birth_ns, heap, cur, stop, run_k, head_t, head_k, ctl, ends, 
 
 
 @numba.njit(cache=True)
-def _replay(births, birth_ns, heap, cur, stop, run_k, head_t, head_k, ctl, ends, states, starts, tid, waker,
-            sorted_tids, sorted_k, first_of, inv, root_k, t0):
+def _replay(births, birth_ns, heap, cur, stop, run_k, head_t, head_k, ctl, ends, states, starts, waker,
+            next_running, first_running, sorted_tids, sorted_k, inv, root_k, t0, cursor, last_end, nxt_running):
     """The replay's walk over events in time order: each thread's cursor in the re-timed schedule.
 
     cursor[k]: where thread k's re-timed schedule has reached; last_end[k]: the original instant it
     corresponds to; nxt_running[k]: whether k's next segment runs (so interpolating inside it scales)."""
     running, runnable = 0, 1  # State.RUNNING, State.RUNNABLE
-    n = len(birth_ns)
-    m = len(states)
-    cursor = np.zeros(n)
-    last_end = birth_ns.astype(np.float64)
-    nxt_running = np.zeros(n, dtype=np.bool_)
     rows = np.empty(BLOCK, np.int64)
     ks = np.empty(BLOCK, np.int64)
     got = 1
@@ -232,8 +274,7 @@ def _replay(births, birth_ns, heap, cur, stop, run_k, head_t, head_k, ctl, ends,
                 else:
                     cursor[i] = s
                 last_end[i] = s
-                r = first_of[i]
-                nxt_running[i] = r >= 0 and states[r] == running
+                nxt_running[i] = first_running[i]
                 continue
             d = float(ends[i] - starts[i])
             if states[i] == running:
@@ -248,9 +289,7 @@ def _replay(births, birth_ns, heap, cur, stop, run_k, head_t, head_k, ctl, ends,
                     new_end = cursor[k] + d
             cursor[k] = new_end
             last_end[k] = float(ends[i])
-            nr = i + 1
-            nxt_running[k] = nr < m and tid[nr] == tid[i] and states[nr] == running
-    return cursor.max() - t0
+            nxt_running[k] = next_running[i]
 
 
 def whatif(trace: Trace, tid: int, factor: float = 2.0) -> WhatIfResult:
@@ -270,20 +309,31 @@ def whatif(trace: Trace, tid: int, factor: float = 2.0) -> WhatIfResult:
     Thesis Ch. 4 (validation by accelerating one thread), thesis-methods.md §1.
     """
     from scalestack.analysis.criticality import criticality
+
+    check(trace.threads.tid, tid, factor)
+    cr = criticality(trace)
+    st = trace.states
+    return result(tid, factor, int(trace.wall_ns), cr, replay_runtime(trace, {tid: factor}),
+                  *_blocked_ns(st.start_ns, st.end_ns, st.state, st.waker))
+
+
+def check(tids: np.ndarray, tid: int, factor: float) -> None:
+    """One clear line for a thread that is not in the trace, or a factor that is not positive."""
     from scalestack.errors import UserError
 
-    if tid not in set(int(t) for t in trace.threads.tid):
+    if tid not in set(int(t) for t in tids):
         raise UserError(f"thread {tid} is not in the trace; see 'scalestack info'")
     if factor <= 0:
         raise UserError("--factor must be positive")
-    span = int(trace.wall_ns)
-    cr = criticality(trace)
+
+
+def result(tid: int, factor: float, span: int, cr, replay_ns: float, blocked_ns: int, unknown_ns: int) -> WhatIfResult:
+    """The predictions from the criticality stack `cr`, the replayed span and the blocked time
+    (of which `unknown_ns` has no known waker)."""
     c = float(cr.criticality_ns[list(map(int, cr.tids)).index(tid)])
     crit_rt = span - c * (1.0 - 1.0 / factor)
-    rep = replay_runtime(trace, {tid: factor})
-    st = trace.states
-    tot, unk = _blocked_ns(st.start_ns, st.end_ns, st.state, st.waker)
-    return WhatIfResult(tid, float(factor), span, crit_rt, rep, float(unk / tot) if tot else 0.0)
+    return WhatIfResult(tid, float(factor), span, crit_rt, replay_ns,
+                        float(unknown_ns / blocked_ns) if blocked_ns else 0.0)
 
 
 @numba.njit(cache=True)

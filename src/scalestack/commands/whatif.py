@@ -4,26 +4,36 @@ from __future__ import annotations
 
 import click
 
+from scalestack.commands._analysis_options import analyse_stored, chunk_option
+
 
 @click.command()
 @click.argument("path", metavar="TRACE")
 @click.option("--accelerate", type=int, required=True, help="Thread tid to accelerate.")
 @click.option("--factor", type=float, default=2.0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def command(path, accelerate, factor, as_json):
+@chunk_option
+def command(path, accelerate, factor, as_json, chunk_rows):
     """Criticality-based, per-phase and dependency-replay predictions of the program speedup."""
     import json
 
-    import scalestack
-    from scalestack.analysis.phase_criticality import phase_criticality
-    from scalestack.analysis.whatif import whatif
+    def whole(trace, _window):
+        from scalestack.analysis.phase_criticality import phase_criticality
+        from scalestack.analysis.whatif import whatif
 
-    trace = scalestack.load(path)
-    res = whatif(trace, accelerate, factor)
-    # per-phase criticality, gain capped at the lead over the phase's next thread (docs/criticality-validation.md)
-    phase = phase_criticality(trace, factor=factor) if factor > 1 else None
-    k = list(map(int, trace.threads.tid)).index(accelerate)
-    phase_speedup = float(phase.predicted_speedup[k]) if phase is not None else None
+        res = whatif(trace, accelerate, factor)
+        # per-phase criticality, gain capped at the lead over the phase's next thread (docs/criticality-validation.md)
+        return res, phase_criticality(trace, factor=factor) if factor > 1 else None
+
+    def in_chunks(path, _window, max_rows, progress):
+        from scalestack.analysis import chunked
+
+        if factor > 1:
+            return chunked.whatif_and_phases(path, accelerate, factor, max_rows=max_rows, progress=progress)
+        return chunked.whatif(path, accelerate, factor, max_rows=max_rows, progress=progress), None
+
+    res, phase = analyse_stored(path, None, chunk_rows, whole, in_chunks)
+    phase_speedup = float(phase.predicted_speedup[list(map(int, phase.tids)).index(accelerate)]) if phase else None
     if as_json:
         click.echo(json.dumps({**json.loads(res.to_json()), "phase_speedup": phase_speedup}, indent=2))
         return

@@ -56,7 +56,14 @@ from scalestack.trace.events import (
 )
 from scalestack.trace.futex_wakers import attribute_futex_wakers
 from scalestack.trace.kernel_accounting import ABS_TOL_NS, RUNNING_TOL
-from scalestack.trace.lookup import EventIndex, find_sorted, member, order_by_key_then, unique_first
+from scalestack.trace.lookup import (
+    EventIndex,
+    find_sorted,
+    member,
+    order_by_key_then,
+    unique_first,
+    unique_sorted,
+)
 from scalestack.trace.rows import (
     RELEASE_EVERY,
     emit_row,
@@ -591,7 +598,7 @@ def _per_thread(states: StateTable):
 def _cut(th: StateTable, *at: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One thread's rows cut also at the instants `at` (those inside its life): the segments'
     starts and ends, and the row each segment lies in."""
-    cuts = _unique(np.concatenate([th.start_ns, th.end_ns, *at]))
+    cuts = unique_sorted(np.concatenate([th.start_ns, th.end_ns, *at]))
     cuts = cuts[(cuts >= th.start_ns[0]) & (cuts <= th.end_ns[-1])]
     seg_a, seg_b = cuts[:-1], cuts[1:]
     keep = seg_b > seg_a
@@ -1058,15 +1065,6 @@ def _shows_one(time, kind, arg0, arg1, etid, off, idx, wait_ops_mask, c, a, b, t
                 op = arg1[r] & 0x7F
                 return op < 63 and ((wait_ops_mask >> op) & 1) == 1
     return False
-
-
-def _unique(x: np.ndarray) -> np.ndarray:
-    """Sorted distinct values. np.unique's hash path (NumPy >= 2.3) is 10-20x slower than a sort
-    on the int64 timestamps and tids these passes handle; tids (small, non-negative) need no sort."""
-    if len(x) and x.dtype.kind in "iu" and int(x.min()) >= 0 and int(x.max()) <= 1 << 24:
-        return unique_first(x)[0]
-    s = np.sort(x)
-    return s[np.r_[True, s[1:] != s[:-1]]] if len(s) else s
 
 
 def _merge_adjacent(s: StateTable) -> StateTable:
@@ -1622,7 +1620,7 @@ def build_trace(
         )
     n_gaps = int(gaps.sum())
     # a thread whose RUNNING came from the kernel's runtime reports is not uncertain by the repairs
-    from_kernel = {int(t) for t in _unique(events.arg0[index.rows(Kind.STAT_RUNTIME)])}
+    from_kernel = {int(t) for t in unique_sorted(events.arg0[index.rows(Kind.STAT_RUNTIME)])}
     total_unc = sum(int(u) for t, u in zip(tids.tolist(), uncertain.tolist(), strict=True) if t not in from_kernel)
     if gaps_traced and total_unc > max(1_000_000, 0.01 * float((th_end - th_start).sum())):
         warnings.append(

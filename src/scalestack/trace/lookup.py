@@ -259,3 +259,12 @@ def _state_sums(tid, start, end, state, sorted_tids, rows, n_states):
             return sums, False
         sums[k * n_states + state[i]] += float(end[i] - start[i])
     return sums, True
+
+
+def unique_sorted(x: np.ndarray) -> np.ndarray:
+    """Sorted distinct values. np.unique's hash path (NumPy >= 2.3) is 10-20x slower than a sort
+    on int64 timestamps (20 s for 75 M phase starts); tids (small, non-negative) need no sort."""
+    if len(x) and x.dtype.kind in "iu" and int(x.min()) >= 0 and int(x.max()) <= 1 << 24:
+        return unique_first(x)[0]
+    s = np.sort(x)
+    return s[np.r_[True, s[1:] != s[:-1]]] if len(s) else s
