@@ -1,5 +1,6 @@
-"""Criticality and bottle graphs of a stored trace read in time chunks equal the whole trace's:
-Run_j and idle exactly, C_j to the rounding of its float sums; row groups follow threads."""
+"""Criticality, bottle graphs and time in states of a stored trace read in time chunks equal the
+whole trace's: Run_j, idle and time in states exactly, C_j to the rounding of its float sums; row
+groups follow threads."""
 
 from __future__ import annotations
 
@@ -194,3 +195,28 @@ def test_a_range_outside_the_trace_is_one_line(tmp_path, between):
     store.save(trace, path)
     with pytest.raises(scalestack.errors.UserError, match="empty or outside"):
         chunked.criticality(path, between=between, max_rows=1)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(trace=tiled_traces(), group=st.integers(1, 6), max_rows=st.integers(1, 40),
+       span=st.one_of(st.none(), st.tuples(st.integers(-100, 10_100), st.integers(-100, 10_100))),
+       backwards=st.booleans())
+def test_chunks_give_the_whole_traces_time_in_states(tmp_path_factory, monkeypatch, trace, group, max_rows, span,
+                                                     backwards):
+    """Exactly, each row counted once though windows read it again; `span` gives the meta a range
+    the rows need not lie in (or an empty one): the first and last windows take what lies outside.
+    `backwards`: states out of time order (not a valid trace, but summed all the same)."""
+    monkeypatch.setattr(store, "ROW_GROUP", group)
+    if span is not None:
+        trace = trace.with_meta(start_ns=span[0], end_ns=span[1])
+    if backwards:
+        trace = dataclasses.replace(trace, states=trace.states.take(np.arange(len(trace.states))[::-1]))
+    trace = _with_spans(trace, 3)  # spans are stored but not read
+    path = tmp_path_factory.mktemp("s") / "t.trace"
+    store.save(trace, path)
+    seen = []
+    threads, times = chunked.time_in_states(path, max_rows=max_rows, progress=lambda k, n: seen.append((k, n)))
+    assert threads == trace.threads
+    assert times.dtype == np.int64 and np.array_equal(times, trace.time_in_states())
+    assert seen and seen[-1][0] == seen[-1][1] == len(seen)
+
