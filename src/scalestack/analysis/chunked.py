@@ -64,7 +64,8 @@ def plan(path: str | os.PathLike, t0: int, t1: int, max_rows: int = CHUNK_ROWS,
         order = np.argsort(lo[live], kind="stable")
         starts, weight = lo[live][order], np.cumsum(rows[live][order])
         held = np.searchsorted(starts, ts, side="left")  # groups starting before each candidate end
-        w = np.where(held > 0, weight[np.maximum(held - 1, 0)], 0)
+        # no group left (a trace without rows, or whose meta's range outlasts its rows): one window
+        w = np.where(held > 0, weight[np.maximum(held - 1, 0)], 0) if len(weight) else np.zeros(len(ts), np.int64)
         # groups the shortest window already overlaps are read anyway: the window may grow while it
         # overlaps no more than twice as many rows (else, with one group a thread already over
         # max_rows, every window would end at the next group's edge: 282 loads of 10^8 rows), or
