@@ -1,5 +1,6 @@
-"""Criticality and bottle graphs of a stored trace read in time chunks equal the whole trace's:
-Run_j and idle exactly, C_j to the rounding of its float sums; row groups follow threads."""
+"""Criticality, bottle graphs and time in states of a stored trace read in time chunks equal the
+whole trace's: Run_j, idle and time in states exactly, C_j to the rounding of its float sums; row
+groups follow threads."""
 
 from __future__ import annotations
 
@@ -137,7 +138,7 @@ def test_files_group_rows_by_thread_and_delta_encode_times(tmp_path, monkeypatch
 
 @requires_recording
 def test_cli_chunks_a_real_recording(c_programs, tmp_path, monkeypatch):
-    """`crit`/`bottle` of a recorded producer/consumer switch storm (3 threads on 2 cores), saved in
+    """`crit`/`bottle`/`info` of a recorded producer/consumer switch storm (3 threads on 2 cores), saved in
     row groups of 16 rows and read in chunks of a twentieth of its rows, give the JSON of the whole
     load. (How many switches the run makes is the scheduler's: 2 200-5 400 rows for 30 000 items.)"""
     monkeypatch.setattr(store, "ROW_GROUP", 16)
@@ -149,7 +150,7 @@ def test_cli_chunks_a_real_recording(c_programs, tmp_path, monkeypatch):
     assert len(chunked.plan(path, meta["start_ns"], meta["end_ns"], rows // 20)) >= 5
     run = CliRunner().invoke
     for args in (["crit"], ["crit", "--active", "running+runnable"], ["bottle", "--group-by", "role"],
-                 ["bottle", "--window", "20ms"], ["crit", "--between", "10ms", "60ms"]):
+                 ["bottle", "--window", "20ms"], ["crit", "--between", "10ms", "60ms"], ["info"]):
         out = {}
         for chunk in ("0", str(rows // 20)):
             res = run(cli, [*args, str(path), "--json", "--chunk-rows", chunk])
@@ -241,3 +242,66 @@ def test_chunked_phases_are_the_whole_traces(tmp_path_factory, monkeypatch, trac
     if len(lead) < 2 or lead[1] - lead[0] > TOL:  # else a tie that rounding may break either way
         assert part.best_tid == whole.best_tid
     assert (part.span_ns, part.factor) == (whole.span_ns, whole.factor) and np.array_equal(part.tids, whole.tids)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(trace=tiled_traces(), group=st.integers(1, 6), max_rows=st.integers(1, 40),
+       span=st.one_of(st.none(), st.tuples(st.integers(-100, 10_100), st.integers(-100, 10_100))),
+       backwards=st.booleans())
+def test_chunks_give_the_whole_traces_time_in_states(tmp_path_factory, monkeypatch, trace, group, max_rows, span,
+                                                     backwards):
+    """Exactly, each row counted once though windows read it again; `span` gives the meta a range
+    the rows need not lie in (or an empty one): the first and last windows take what lies outside.
+    `backwards`: states out of time order (not a valid trace, but summed all the same)."""
+    monkeypatch.setattr(store, "ROW_GROUP", group)
+    if span is not None:
+        trace = trace.with_meta(start_ns=span[0], end_ns=span[1])
+    if backwards:
+        trace = dataclasses.replace(trace, states=trace.states.take(np.arange(len(trace.states))[::-1]))
+    trace = _with_spans(trace, 3)  # spans are stored but not read
+    path = tmp_path_factory.mktemp("s") / "t.trace"
+    store.save(trace, path)
+    seen = []
+    threads, times = chunked.time_in_states(path, max_rows=max_rows, progress=lambda k, n: seen.append((k, n)))
+    assert threads == trace.threads
+    assert times.dtype == np.int64 and np.array_equal(times, trace.time_in_states())
+    assert seen and seen[-1][0] == seen[-1][1] == len(seen)
+
+
+def _barrier_trace(path, monkeypatch, group: int):
+    """The recorded barrier program (tests/data), saved in row groups of `group` rows; its rows."""
+    from pathlib import Path
+
+    from scalestack.ingest.perf_data import read_perf_data
+    from scalestack.trace.builder import build_trace
+
+    monkeypatch.setattr(store, "ROW_GROUP", group)
+    data = Path(__file__).resolve().parents[1] / "data" / "barrier.perf.data"
+    trace = build_trace(read_perf_data(data), comm="bi").with_meta(warnings=["a warning, to be printed"])
+    store.save(trace, path)
+    return chunked.stored_rows(path)
+
+
+def test_info_reads_a_big_trace_in_chunks(tmp_path, monkeypatch):
+    """`info` of a trace of more rows than --chunk-rows reads it in chunks (without loading it
+    whole) and prints what it prints of the whole load, as JSON and as the table."""
+    rows = _barrier_trace(tmp_path / "b.trace", monkeypatch, 4)
+    calls = []
+    real = chunked.time_in_states
+    monkeypatch.setattr(chunked, "time_in_states", lambda *a, **k: calls.append(k["max_rows"]) or real(*a, **k))
+    run = CliRunner().invoke
+    printed = {}
+    for args in (["--json"], []):
+        out = {}
+        for chunk in ("0", "3", str(rows // 5), str(rows)):
+            res = run(cli, ["info", str(tmp_path / "b.trace"), *args, "--chunk-rows", chunk])
+            assert res.exit_code == 0, res.output
+            out[chunk] = res.stdout
+        assert len(set(out.values())) == 1, args
+        printed[bool(args)] = out["0"]
+    assert calls == [3, rows // 5] * 2  # --chunk-rows N with N >= the rows, or 0, reads it whole
+    assert "a warning, to be printed" in printed[False]
+    data = json.loads(printed[True])
+    assert data["warnings"] == ["a warning, to be printed"] and sum(
+        sum(v for k, v in t.items() if k.endswith("_ns") and k[:-3] in [s.label for s in State])
+        for t in data["threads"]) > 0

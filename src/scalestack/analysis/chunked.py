@@ -10,6 +10,9 @@ holds about `max_rows` rows of states and switch spans: memory follows the chunk
 The results equal the whole trace's: Run_j and idle exactly (sums of integer ns), C_j to the
 rounding of the float sums it is made of (each window's F(t) restarts at 0, which if anything
 loses less).
+
+`time_in_states` is a sum too, of each state row's whole duration: each window counts the rows
+that start in it, so the result is the whole trace's bit for bit.
 """
 
 from __future__ import annotations
@@ -41,8 +44,9 @@ from scalestack.analysis.whatif import (
 from scalestack.analysis.whatif import check as whatif_check
 from scalestack.analysis.whatif import result as whatif_result
 from scalestack.errors import UserError
-from scalestack.trace import State, ThreadTable
-from scalestack.trace.store import group_ranges, load, read_meta
+from scalestack.trace import NameTable, State, ThreadTable, Trace
+from scalestack.trace.lookup import state_sums
+from scalestack.trace.store import group_ranges, load, load_states, load_threads, read_meta
 from scalestack.units import parse_duration_ns
 
 CHUNK_ROWS = 1 << 22  # rows of states and switch spans a chunk holds (~4 M: ~0.3 GB with the sweep)
@@ -57,12 +61,13 @@ def stored_rows(path: str | os.PathLike) -> int:
 
 
 def plan(path: str | os.PathLike, t0: int, t1: int, max_rows: int = CHUNK_ROWS,
-         grid: int | None = None) -> list[tuple[int, int]]:
+         grid: int | None = None, members: tuple[str, ...] = ("states", "switch_spans")) -> list[tuple[int, int]]:
     """Consecutive windows [a, b) tiling [t0, t1), each overlapping row groups of at most `max_rows`
     rows in all, or no more than twice what the shortest window there would (a window is never
     shorter than the gap between two group edges, or one `grid` step). With `grid` (ns), every inner edge is t0 plus a multiple of it (so
-    that per-window bottle graphs fall on the same windows as the whole trace's)."""
-    parts = [group_ranges(path, m) for m in ("states", "switch_spans")]
+    that per-window bottle graphs fall on the same windows as the whole trace's). `members`: the
+    tables whose rows a window will read."""
+    parts = [group_ranges(path, m) for m in members]
     rows, lo, hi = (np.concatenate([p[i] for p in parts]) for i in range(3))
     if grid is not None:
         cand = t0 + grid * np.arange(1, -(-(t1 - t0) // grid), dtype=np.int64)
@@ -77,7 +82,8 @@ def plan(path: str | os.PathLike, t0: int, t1: int, max_rows: int = CHUNK_ROWS,
         order = np.argsort(lo[live], kind="stable")
         starts, weight = lo[live][order], np.cumsum(rows[live][order])
         held = np.searchsorted(starts, ts, side="left")  # groups starting before each candidate end
-        w = np.where(held > 0, weight[np.maximum(held - 1, 0)], 0)
+        # no group left (a trace without rows, or whose meta's range outlasts its rows): one window
+        w = np.where(held > 0, weight[np.maximum(held - 1, 0)], 0) if len(weight) else np.zeros(len(ts), np.int64)
         # groups the shortest window already overlaps are read anyway: the window may grow while it
         # overlaps no more than twice as many rows (else, with one group a thread already over
         # max_rows, every window would end at the next group's edge: 282 loads of 10^8 rows), or
@@ -299,3 +305,55 @@ class _ChunkedPhases:
         self._done(self.open[None, :])
         return PhaseGain(tids=self.tids.copy(), gain_ns=self.gain, factor=float(self.factor),
                          span_ns=int(self.span[1] - self.span[0]), phases=self.phases)
+
+
+def time_in_states(path: str | os.PathLike, *, max_rows: int = CHUNK_ROWS,
+                   progress: Progress | None = None) -> tuple[ThreadTable, np.ndarray]:
+    """The thread table and `Trace.time_in_states()` of the trace stored at `path` (rows as the
+    table's), reading about `max_rows` state rows at a time and no switch span.
+
+    A window's load holds every row that overlaps it, so rows are read again by each window they
+    cross but counted only in the one they start in: the first window counts all rows starting
+    before its end, the last all from its start on (rows lie inside the meta's range, but one that
+    did not would still count once). A window's sums are float64 sums of integer ns, as the whole
+    trace's, exact below 2^53 ns (104 days) a thread and state, so the totals are the same ints."""
+    threads, meta = load_threads(path)
+    if "start_ns" not in meta or "end_ns" not in meta:
+        raise UserError(f"{path} does not give its time range; read it whole (scalestack.load)")
+    t0, t1 = int(meta["start_ns"]), int(meta["end_ns"])  # not clip_span's: an empty range is one window
+    windows = plan(path, t0, t1, max_rows, members=("states",)) or [(t0, t1)]
+    order = np.argsort(threads.tid, kind="stable")
+    sorted_tids = threads.tid[order]
+    out = np.zeros((len(threads), len(State)), np.int64)
+    for k, (a, b) in enumerate(windows):
+        a = np.iinfo(np.int64).min if k == 0 else a
+        b = np.iinfo(np.int64).max if k == len(windows) - 1 else b
+        _trim()
+        part = load_states(path, window=(a, b))
+        for rows in _starting_in(part.tid, part.start_ns, a, b):
+            sums = state_sums(part.tid[rows], part.start_ns[rows], part.end_ns[rows], part.state[rows],
+                              sorted_tids, order, len(State))
+            if sums is not None:
+                out.ravel()[:] += sums.astype(np.int64)
+            else:  # a tid that is no thread or a state beyond State: fail (or not) as the whole trace does
+                out += Trace(threads, part.take(rows), NameTable.empty(), meta).time_in_states()
+        del part  # before the next chunk loads: one chunk at a time
+        if progress is not None:
+            progress(k + 1, len(windows))
+    return threads, out
+
+
+def _starting_in(tid: np.ndarray, start: np.ndarray, a: int, b: int) -> list:
+    """The rows starting in [a, b) of a state table in (tid, start_ns) order: one slice per thread,
+    whose columns are views where a masked copy of them took 88 MB a chunk of 4 M rows; the mask
+    itself if a thread's rows are out of time order."""
+    edges = np.r_[0, np.flatnonzero(tid[1:] != tid[:-1]) + 1, len(tid)].tolist()
+    out = []
+    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+        s = start[lo:hi]
+        if np.any(s[1:] < s[:-1]):
+            return [(start >= a) & (start < b)]
+        i, j = np.searchsorted(s, np.array([a, b], np.int64)).tolist()
+        if j > i:
+            out.append(slice(lo + i, lo + j))
+    return out

@@ -1,4 +1,4 @@
-"""Options shared by the commands that analyse a trace (report, crit, bottle)."""
+"""Options shared by the commands that analyse a trace (report, crit, bottle; info reads in chunks too)."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def chunk_option(fn):
 
 
 def analyse_stored(path, between, chunk_rows, whole, in_chunks):
-    """What a crit/bottle command computes from `path`: `in_chunks(path, window, max_rows,
+    """What a crit/bottle/info command computes from `path`: `in_chunks(path, window, max_rows,
     progress)` over time chunks (`analysis.chunked`, with a progress bar) for a trace of more
     rows than `chunk_rows` (default `chunked.CHUNK_ROWS`; 0: never), else `whole(trace, window)`
     of the trace as `load_between` reads it. `window`: --between in absolute ns (None: all)."""

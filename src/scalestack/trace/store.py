@@ -253,6 +253,29 @@ def load(path: str | os.PathLike, window: tuple[int, int] | None = None) -> Trac
                  stacks=tables["stacks"], futex_calls=tables["futex_calls"])
 
 
+def load_threads(path: str | os.PathLike) -> tuple[ThreadTable, dict]:
+    """A trace file's thread table and meta alone: what holds for the whole run without reading
+    any state (a chunked analysis reads those window by window)."""
+    path = os.fspath(path)
+    with _opened(path) as (zf, _names):
+        return _read(ThreadTable, zf, "threads"), _meta(zf, path)
+
+
+def load_states(path: str | os.PathLike, window: tuple[int, int] | None = None) -> StateTable:
+    """The state table alone, or with `window` only its row groups that may overlap it, unclipped
+    (as `load` reads them): a chunk of `scalestack info` without the switch spans it does not use."""
+    path = os.fspath(path)
+    with _opened(path) as (zf, _names):
+        _meta(zf, path)  # the schema version check
+        with open(path, "rb") as fh:
+            mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            return _read(StateTable, zf, "states", mapped, window)
+        finally:
+            mapped.close()
+            pa.default_memory_pool().release_unused()
+
+
 def group_ranges(path: str | os.PathLike, member: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each row group of a table with start_ns/end_ns columns (states, switch_spans): its rows, the
     earliest start and the latest end, from the Parquet statistics alone (a group without them
