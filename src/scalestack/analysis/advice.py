@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numba
 import numpy as np
@@ -27,6 +29,12 @@ from scalestack.results import Result
 from scalestack.trace import State, Trace
 from scalestack.trace.lookup import find_sorted, sift_runs
 from scalestack.units import format_ns
+
+if TYPE_CHECKING:
+    from scalestack.analysis.bottle import BottleResult
+    from scalestack.analysis.criticality import CriticalityResult
+    from scalestack.analysis.phase_criticality import PhaseGain
+    from scalestack.trace import ThreadTable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,15 +103,14 @@ def _top_lock(code: WhereResult, span: int) -> dict | None:
     return top if top["wait_ns"] > 0.2 * span else None
 
 
-def _lock_finding(trace: Trace, name: str, wait: float, span: int, sel: np.ndarray, label, factor: float,
-                  addr: int, info: dict | None) -> Finding:
-    st = trace.states
-    releasers = np.unique(st.waker[sel], return_counts=True)
+def _lock_finding(facts: Facts, name: str, wait: float, span: int, releasers: tuple[np.ndarray, np.ndarray], label,
+                  factor: float, addr: int, info: dict | None) -> Finding:
+    """`releasers`: the threads that ended the waits on it, and how many each (`WaitSums.wakers`)."""
     ranked = releasers[0][np.argsort(-releasers[1], kind="stable")]
     who = ", ".join(label(int(x)) for x in ranked[:3]) or "unknown threads"
     gain, why = 1.0, ""
     if len(ranked):  # the releaser made faster holds the lock (or reaches the barrier) for less time
-        gain = whatif(trace, int(ranked[0]), factor).replay_speedup
+        gain = facts.replay(int(ranked[0]))
         why = f" Making {label(int(ranked[0]))} {factor:g}x faster would give {gain:.2f}x (dependency replay)."
     held = serial = ""
     if info:
@@ -120,26 +127,29 @@ def _lock_finding(trace: Trace, name: str, wait: float, span: int, sel: np.ndarr
         gain, None, addr)
 
 
-def alone_time(trace: Trace) -> dict[int, int]:
+def alone_time(trace: Trace, t0: int | None = None, t1: int | None = None) -> dict[int, int]:
     """ns each thread was the only RUNNING thread. One compiled merge of the threads' running
     intervals in time order (each thread's come sorted), counting who runs; a table whose rows of
     one thread are out of time order gets the sweep (`_alone_by_sweep`). The sweep of all running
     intervals (64 bytes each) is no longer built for this when the criticality stack uses switch
-    spans: 130 MB for 1.25 M intervals."""
+    spans: 130 MB for 1.25 M intervals. `t0`, `t1`: only that part of the run (default: all)."""
     s = trace.states
+    t0 = trace.start_ns if t0 is None else int(t0)
+    t1 = trace.end_ns if t1 is None else int(t1)
     tids, rows = thread_lookup(trace)
-    alone, has, bad, ok = _alone(s.tid, s.start_ns, s.end_ns, s.state, tids, rows, trace.start_ns, trace.end_ns)
+    alone, has, bad, ok = _alone(s.tid, s.start_ns, s.end_ns, s.state, tids, rows, t0, t1)
     if bad >= 0:
         trace.thread_index(s.tid[bad])  # raises KeyError, as the sweep does
     if not ok:
-        return _alone_by_sweep(trace)
+        return _alone_by_sweep(trace, t0, t1)
     return {int(trace.threads.tid[k]): int(alone[k]) for k in np.flatnonzero(has).tolist()}
 
 
-def _alone_by_sweep(trace: Trace) -> dict[int, int]:
+def _alone_by_sweep(trace: Trace, t0: int | None = None, t1: int | None = None) -> dict[int, int]:
     """`alone_time` from the shared sweep of the running intervals: G(t) = time with exactly one
     runner so far, integrated over each thread's own running intervals (only it runs then)."""
-    rows, a, _, tl, where = sweep(trace, "running", trace.start_ns, trace.end_ns)
+    rows, a, _, tl, where = sweep(trace, "running", trace.start_ns if t0 is None else t0,
+                                  trace.end_ns if t1 is None else t1)
     if len(a) == 0:
         return {}
     g = np.zeros(len(tl.u), np.int64)
@@ -372,6 +382,160 @@ def _infer_wakers(lost, order, start, end, tid, waker, slack_ns):
             waker[i] = last
 
 
+@dataclasses.dataclass
+class WaitSums:
+    """The futex waits (SYNC_WAIT rows) summed per (waiter, futex, waker): how many, their ns, and
+    the first one's start. `waker` is -1 where it is not a thread of the trace. Each question the
+    findings ask of the waits (on which futex a thread makes others wait, who waits there, who
+    releases a lock) is a sum over these few groups, so the groups of a trace's time chunks, added
+    (`join`), answer as the whole trace's rows do."""
+
+    tid: np.ndarray
+    addr: np.ndarray  # uint64
+    waker: np.ndarray
+    count: np.ndarray
+    ns: np.ndarray
+    first: np.ndarray  # the start of the group's first wait
+
+    @classmethod
+    def of(cls, st, tids: np.ndarray, after: int | None = None, upto: int | None = None) -> WaitSums:
+        """The groups of the rows of `st` (only those ending in (after, upto] where given)."""
+        lo = np.iinfo(np.int64).min if after is None else int(after)
+        hi = np.iinfo(np.int64).max if upto is None else int(upto)
+        cols = _wait_groups(st.state, st.tid, st.addr.view(np.int64), st.waker, st.start_ns, st.end_ns,
+                            np.sort(np.asarray(tids, np.int64)), lo, hi)
+        return cls._sorted(*cols)
+
+    @classmethod
+    def _sorted(cls, tid, addr, waker, count, ns, first) -> WaitSums:
+        o = np.lexsort((waker, addr, tid))
+        return cls(tid[o].astype(np.int64), addr[o].view(np.uint64) if addr.dtype != np.uint64 else addr[o],
+                   waker[o].astype(np.int64), count[o].astype(np.int64), ns[o].astype(np.int64),
+                   first[o].astype(np.int64))
+
+    @classmethod
+    def join(cls, parts: list[WaitSums]) -> WaitSums:
+        """The groups of the rows of all `parts` (each row in one part)."""
+        cat = [np.concatenate([getattr(p, f) for p in parts]) if parts else np.zeros(0, np.int64)
+               for f in ("tid", "addr", "waker", "count", "ns", "first")]
+        tid, addr, waker, count, ns, first = cat
+        addr = addr.astype(np.uint64)
+        if len(tid) == 0:
+            return cls._sorted(tid, addr, waker, count, ns, first)
+        o = np.lexsort((waker, addr, tid))
+        tid, addr, waker, count, ns, first = (c[o] for c in (tid, addr, waker, count, ns, first))
+        new = np.r_[True, (tid[1:] != tid[:-1]) | (addr[1:] != addr[:-1]) | (waker[1:] != waker[:-1])]
+        at = np.flatnonzero(new)
+        return cls._sorted(tid[at], addr[at], waker[at], np.add.reduceat(count, at), np.add.reduceat(ns, at),
+                           np.minimum.reduceat(first, at))
+
+    @property
+    def woken(self) -> np.ndarray:
+        """Groups whose waker is a thread of the trace."""
+        return self.waker >= 0
+
+    def by_addr(self, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`addr_sums` of the selected groups' waits: futexes (sorted), waits, ns (float64)."""
+        addrs, inv = np.unique(self.addr[sel], return_inverse=True)
+        return (addrs, np.bincount(inv, weights=self.count[sel], minlength=len(addrs)).astype(np.int64),
+                np.bincount(inv, weights=self.ns[sel], minlength=len(addrs)).astype(np.float64))
+
+    def waiters(self, sel: np.ndarray) -> np.ndarray:
+        """The threads that waited in the selected groups (sorted)."""
+        return np.unique(self.tid[sel])
+
+    def wakers(self, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The wakers of the selected groups' waits (sorted) and how many waits each ended."""
+        w, inv = np.unique(self.waker[sel], return_inverse=True)
+        return w, np.bincount(inv, weights=self.count[sel], minlength=len(w)).astype(np.int64)
+
+    def caused(self) -> dict[int, int]:
+        """`caused_wait`: ns of the waits each thread ended, wakers in the order of their first such
+        wait in the state table's (thread, start) order."""
+        sel = self.woken
+        w, inv = np.unique(self.waker[sel], return_inverse=True)
+        ns = np.bincount(inv, weights=self.ns[sel], minlength=len(w)).astype(np.int64)
+        first = sorted(range(len(w)), key=lambda j: min(zip(self.tid[sel][inv == j].tolist(),
+                                                               self.first[sel][inv == j].tolist(), strict=True)))
+        return {int(w[j]): int(ns[j]) for j in first}
+
+
+@numba.njit(cache=True)
+def _wait_groups(state, tid, addr, waker, start, end, tids, lo, hi):
+    """`WaitSums.of`'s groups, one pass with a table of the few (waiter, futex, waker) keys."""
+    slot = dict()
+    n = 0
+    cap = 16
+    g_tid = np.empty(cap, np.int64)
+    g_addr = np.empty(cap, np.int64)
+    g_waker = np.empty(cap, np.int64)
+    count = np.zeros(cap, np.int64)
+    ns = np.zeros(cap, np.int64)
+    first = np.zeros(cap, np.int64)
+    for i in range(state.shape[0]):
+        if state[i] != 2 or end[i] <= lo or end[i] > hi:  # State.SYNC_WAIT
+            continue
+        w = np.int64(waker[i])
+        if find_sorted(tids, w) < 0:
+            w = np.int64(-1)
+        key = (np.int64(tid[i]), np.int64(addr[i]), w)
+        if key in slot:
+            j = slot[key]
+        else:
+            if n == cap:
+                g_tid = np.concatenate((g_tid, np.empty(cap, np.int64)))
+                g_addr = np.concatenate((g_addr, np.empty(cap, np.int64)))
+                g_waker = np.concatenate((g_waker, np.empty(cap, np.int64)))
+                count = np.concatenate((count, np.zeros(cap, np.int64)))
+                ns = np.concatenate((ns, np.zeros(cap, np.int64)))
+                first = np.concatenate((first, np.zeros(cap, np.int64)))
+                cap *= 2
+            j = n
+            slot[key] = j
+            g_tid[j], g_addr[j], g_waker[j] = key[0], key[1], key[2]
+            first[j] = start[i]
+            n += 1
+        count[j] += 1
+        ns[j] += end[i] - start[i]
+        first[j] = min(first[j], start[i])
+    return g_tid[:n], g_addr[:n], g_waker[:n], count[:n], ns[:n], first[:n]
+
+
+@dataclasses.dataclass
+class Facts:
+    """What the findings are drawn from, of a whole trace (`facts_of`) or of one read in time
+    chunks (`analysis.chunked.advise`): every fact is a sum over time, or a replay, so both give
+    the same advice. `replay(tid)`: the program's speedup when that thread runs `factor` times
+    faster (dependency replay); `phases()`: the per-phase gains (running+runnable active)."""
+
+    threads: ThreadTable
+    meta: dict
+    cr: CriticalityResult
+    alone: dict[int, int]
+    waits: WaitSums
+    runnable_ns: int
+    code: WhereResult | None
+    pool_bottle: Callable[[list], BottleResult]
+    phases: Callable[[], PhaseGain]
+    replay: Callable[[int], float]
+
+
+def facts_of(trace: Trace, factor: float) -> Facts:
+    """The facts of a whole trace: its criticality stack and alone time as recorded, the rest with
+    the wakers inferred where the recording lacks them (`with_inferred_wakers`)."""
+    from scalestack.analysis.phase_criticality import phase_criticality
+
+    cr = criticality(trace)
+    alone = alone_time(trace)
+    inferred = with_inferred_wakers(trace)
+    code = _where(inferred)
+    st = inferred.states
+    return Facts(trace.threads, trace.meta, cr, alone, WaitSums.of(st, trace.threads.tid),
+                 state_ns(st, int(State.RUNNABLE)), code, lambda rules: bottle(inferred, group_by=rules),
+                 lambda: phase_criticality(inferred, factor=factor, active="running+runnable"),
+                 lambda t: whatif(inferred, t, factor).replay_speedup)
+
+
 def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[int, Trace] | None = None
            ) -> AdviceResult:
     """Findings for `trace`; the `max_threads` most critical threads get a what-if replay.
@@ -379,26 +543,29 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
     With `sweep` ({thread count: trace}, the smallest count 1), the speedup stack of the largest
     count adds a finding on what the speedup loses most.
     """
-    cr = criticality(trace)
+    return findings(facts_of(trace, factor), factor, max_threads, sweep)
+
+
+def findings(facts: Facts, factor: float = 2.0, max_threads: int = 3, sweep: dict[int, Trace] | None = None
+             ) -> AdviceResult:
+    """The ranked findings drawn from `facts`."""
+    cr, waits = facts.cr, facts.waits
     span = max(int(cr.span_ns), 1)
     names = {int(t): str(n) for t, n in zip(cr.tids, cr.names, strict=True)}
-    alone = alone_time(trace)
-    trace = with_inferred_wakers(trace)
-    st = trace.states
-    woken = (st.state == State.SYNC_WAIT) & np.isin(st.waker, trace.threads.tid)
-    caused = caused_wait(trace, woken)
+    alone = facts.alone
+    caused = waits.caused()
     share = cr.share
     ran = cr.running_ns > 0
     n_ran = int(ran.sum())
-    findings: list[Finding] = []
-    code = _where(trace)
+    found: list[Finding] = []
+    code = facts.code
     lock_info = {int(x["addr"], 16): x for x in code.locks} if code else {}
 
     def label(t: int) -> str:
         return f"thread {names.get(t, '?')} ({t})"
 
     def lock_name(addr: int) -> str:
-        entry = (trace.meta.get("locks") or {}).get(f"{addr:#x}")
+        entry = (facts.meta.get("locks") or {}).get(f"{addr:#x}")
         if entry:
             return entry["name"]
         info = lock_info.get(addr)
@@ -417,20 +584,20 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
         t = int(cr.tids[i])
         if not single or share[i] < 1.15 * even:
             continue
-        w = whatif(trace, t, factor)
+        replay = facts.replay(t)
         parts = [f"critical for {share[i] * 100:.0f}% of the run time (an even share is {even * 100:.0f}%)"]
         if alone.get(t, 0) > 0.02 * span:
             parts.append(f"runs alone for {format_ns(alone[t])} ({alone[t] / span * 100:.0f}% of the run) "
                          "while every other thread waits")
-        mine = woken & (st.waker == t)
+        mine = waits.woken & (waits.waker == t)
         addr = None
         if caused.get(t, 0) > 0.02 * span:
-            addrs, n_waits, per_addr = addr_sums(st, mine)
+            addrs, n_waits, per_addr = waits.by_addr(mine)
             once = n_waits < 2
             if not np.all(once):  # a join waits once: name the lock or barrier waited on again and again
                 per_addr[once] = 0
             addr = int(addrs[int(np.argmax(per_addr))])
-            waiters = [label(int(x)) for x in np.unique(st.tid[mine & (st.addr == addr)])]
+            waiters = [label(int(x)) for x in waits.waiters(mine & (waits.addr == addr))]
             where = (f"mostly on {lock_name(addr)}" if np.count_nonzero(per_addr) == 1 else
                      f"on {np.count_nonzero(per_addr)} futexes, most on {lock_name(addr)}")
             parts.append(f"the others wait {format_ns(caused[t])} for it, {where} "
@@ -440,62 +607,61 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
             parts.append(f"{fn[1] * 100:.0f}% of its criticality in `{fn[0]}`")
         what = ("parallelise its serial part or move work from it to the threads that wait"
                 if alone.get(t, 0) > 0.1 * span else "shorten its work or split it across the waiting threads")
-        findings.append(Finding(
+        found.append(Finding(
             "critical-thread", f"{label(t)} is the critical thread" if rank == 0 else f"{label(t)} is also critical",
             f"It is {'; '.join(parts)}: {what}. Making it {factor:g}x faster would speed the program up "
-            f"{w.replay_speedup:.2f}x (dependency replay).", w.replay_speedup, t, addr))
+            f"{replay:.2f}x (dependency replay).", replay, t, addr))
 
     # 2. serial time (one thread running), Amdahl's bound if it were spread over the others
     serial = sum(alone.values())
     if serial > 0.1 * span and n_work > 1:
         main_t = max(alone, key=alone.get)
         gain = 1.0 / (1.0 - serial / span + serial / span / n_work)
-        findings.append(Finding(
+        found.append(Finding(
             "serial", f"{serial / span * 100:.0f}% of the run has a single thread running",
             f"For {format_ns(serial)} only one thread runs (most of it {label(main_t)}). Spread over the "
             f"{n_work} threads that do the work, that time would give at most {gain:.2f}x (Amdahl).", gain, main_t))
 
     # 3. the most waited-on lock, and who releases it (named, with its holder, from call stacks)
-    sync = st.state == State.SYNC_WAIT
     top_lock = _top_lock(code, span) if code else None
     if top_lock is not None:
         words = np.array([int(x, 16) for x in top_lock["addrs"]], dtype=np.uint64)
         addr0 = int(words[0])
-        if not any(f.addr is not None and f.addr in words.tolist() for f in findings):
-            sel = sync & np.isin(st.addr, words) & np.isin(st.waker, trace.threads.tid)
-            findings.append(_lock_finding(trace, top_lock["name"], float(top_lock["wait_ns"]), span, sel, label,
-                                          factor, addr0, top_lock))
-    elif np.any(sync) and code is None:
-        addrs, n_waits, per_addr = addr_sums(st, sync)
+        if not any(f.addr is not None and f.addr in words.tolist() for f in found):
+            rel = waits.wakers(waits.woken & np.isin(waits.addr, words))
+            found.append(_lock_finding(facts, top_lock["name"], float(top_lock["wait_ns"]), span, rel, label,
+                                       factor, addr0, top_lock))
+    elif len(waits.tid) and code is None:
+        addrs, n_waits, per_addr = waits.by_addr(np.ones(len(waits.tid), bool))
         per_addr[n_waits < 3] = 0  # a join waits once per thread: not a lock or barrier
         k = int(np.argmax(per_addr))
         wait = float(per_addr[k])
-        if addrs[k] != 0 and wait > 0.2 * span and not any(f.addr == int(addrs[k]) for f in findings):
-            sel = sync & (st.addr == addrs[k]) & np.isin(st.waker, trace.threads.tid)
-            findings.append(_lock_finding(trace, lock_name(int(addrs[k])), wait, span, sel, label, factor,
-                                          int(addrs[k]), None))
+        if addrs[k] != 0 and wait > 0.2 * span and not any(f.addr == int(addrs[k]) for f in found):
+            rel = waits.wakers(waits.woken & (waits.addr == addrs[k]))
+            found.append(_lock_finding(facts, lock_name(int(addrs[k])), wait, span, rel, label, factor,
+                                       int(addrs[k]), None))
 
     # 4. CPU contention: runnable time (more runnable threads than cores)
-    rq = float(state_ns(st, int(State.RUNNABLE)))
-    cores = trace.meta.get("cores")
+    rq = float(facts.runnable_ns)
+    cores = facts.meta.get("cores")
     if rq > 0.2 * span:
-        findings.append(Finding(
+        found.append(Finding(
             "cpu-contention", f"threads wait {format_ns(int(rq))} for a CPU",
             f"On average {rq / span:.1f} threads are ready but not running"
             + (f" on this {cores}-core machine" if cores else "")
             + ": use no more runnable threads than cores, or run where more cores are free.", 1.0))
 
     if sweep:
-        findings += sweep_findings(sweep)
-    pools = _pool_findings(trace, span, factor, label)
+        found += sweep_findings(sweep)
+    pools = _pool_findings(facts, span, factor, label)
     pool_addrs = {f.addr for f in pools}
-    findings = [f for f in findings if not (f.kind == "lock" and f.addr in pool_addrs)] + pools
+    found = [f for f in found if not (f.kind == "lock" and f.addr in pool_addrs)] + pools
 
     if rq <= 0.1 * span:  # with CPU contention, who lags in a phase is the scheduler's doing, not the work's
-        findings += _phase_findings(trace, factor, label)
+        found += _phase_findings(facts.phases(), factor, label)
 
-    if not any(f.kind in ("critical-thread", "phase-critical") for f in findings):
-        findings.insert(0, Finding(
+    if not any(f.kind in ("critical-thread", "phase-critical") for f in found):
+        found.insert(0, Finding(
             "balanced", "no single critical thread",
             f"The {n_work} threads doing the work share the run time evenly (largest share {shares[0] * 100:.0f}%, "
             f"an even share is {even * 100:.0f}%): speeding up one thread would not help much; look at the work "
@@ -508,37 +674,26 @@ def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[
         return bool(info and info["waiters"] >= 2 and info["how"] != "join"
                     and max(info["serial_share"], info["critical_share"]) >= SERIALIZING)
 
-    findings.sort(key=lambda f: (not serializing(f), f.kind != "balanced", -f.predicted_speedup))
-    return AdviceResult(findings, span, alone, caused)
+    found.sort(key=lambda f: (not serializing(f), f.kind != "balanced", -f.predicted_speedup))
+    return AdviceResult(found, span, alone, caused)
 
 
-def _phase_findings(trace: Trace, factor: float, label, lead: float = 1.15, least: float = 0.1) -> list[Finding]:
+def _phase_findings(pc: PhaseGain, factor: float, label, least: float = 0.1) -> list[Finding]:
     """A finding when different threads are the critical one in different phases (thesis §4.4,
     Lu non-cont.): whole-run criticality adds their shares up and can show no critical thread, or
     the wrong one, though in every phase the program waits for one thread.
 
-    A phase counts for a thread when its criticality there is at least `lead` x the next thread's;
-    the finding needs two or more such threads with at least `least` of the run each. Its gain is
-    the per-phase estimate (`phase_criticality`: each phase's saving capped at the lead). Threads
-    waiting for a CPU count as active, so CPU contention alone does not make phases.
+    A phase counts for a thread when it leads it (`phase_criticality.LEAD` x the next thread's
+    criticality there); the finding needs two or more such threads with at least `least` of the
+    run each. Its gain is the per-phase estimate (each phase's saving capped at the lead). Threads
+    waiting for a CPU count as active (`pc`'s), so CPU contention alone does not make phases: phases
+    are then cut only where the program waited for one thread, not where the scheduler made two
+    threads take turns on one core.
     """
-    from scalestack.analysis.phase_criticality import phase_criticality
-
-    # a thread waiting for a CPU counts as active: phases are then cut only where the program waited
-    # for one thread, not where the scheduler made two threads take turns on one core
-    pc = phase_criticality(trace, factor=factor, active="running+runnable")
-    c = pc.criticality_ns
-    if c.shape[0] < 2 or c.shape[1] < 2 or pc.span_ns <= 0:
+    if pc.phases < 2 or len(pc.tids) < 2 or pc.span_ns <= 0:
         return []
-    top2 = -np.sort(-c, axis=1)[:, :2]
-    clear = (top2[:, 0] > 0) & (top2[:, 0] >= lead * top2[:, 1])
-    top = np.argmax(c, axis=1)
-    length = np.diff(pc.bounds_ns).astype(float)
-    leaders = []
-    for k in np.unique(top[clear]):
-        mine = clear & (top == k)
-        if length[mine].sum() >= least * pc.span_ns:
-            leaders.append((int(k), int(mine.sum()), float(length[mine].sum() / pc.span_ns)))
+    leaders = [(k, int(pc.lead_phases[k]), float(pc.lead_ns[k] / pc.span_ns))
+               for k in np.flatnonzero(pc.lead_phases > 0).tolist() if pc.lead_ns[k] >= least * pc.span_ns]
     if len(leaders) < 2 or pc.best_tid is None:
         return []
     leaders.sort(key=lambda x: -x[2])
@@ -547,14 +702,14 @@ def _phase_findings(trace: Trace, factor: float, label, lead: float = 1.15, leas
     who = "; ".join(f"{label(int(pc.tids[k]))} in {n} phase{'s' if n != 1 else ''} ({share * 100:.0f}% of the run)" for k, n, share in leaders[:4])
     return [Finding(
         "phase-critical", f"the critical thread changes between phases ({len(leaders)} threads take turns)",
-        f"Of {c.shape[0]} phases (cut where the program waited for one thread: barriers, joins), one thread is "
+        f"Of {pc.phases} phases (cut where the program waited for one thread: barriers, joins), one thread is "
         f"clearly the critical one in each of these: {who}. Whole-run criticality adds the phases together, which "
         "hides this: in each of those phases the program waits for one of them. Balance the work within each phase; "
         f"or, per phase, making {label(best)} {factor:g}x faster saves the most: {gain:.2f}x (criticality per "
         "phase, each phase's saving capped at its lead over the next thread).", gain, best)]
 
 
-def _pool_findings(trace: Trace, span: int, factor: float, label) -> list[Finding]:
+def _pool_findings(facts: Facts, span: int, factor: float, label) -> list[Finding]:
     """Thread pools (names stem-1, stem-2, ...) that run far less in parallel than they could.
 
     The bottle graph's pool box gives the parallelism P = run time / criticality; with k threads
@@ -562,7 +717,7 @@ def _pool_findings(trace: Trace, span: int, factor: float, label) -> list[Findin
     that releases it, say why; the gain is the bottle-graph bound (the pool's criticality shrunk
     by P / min(k, c)) and the dependency replay of making that releaser `factor` times faster.
     """
-    th = trace.threads
+    th = facts.threads
     stems: dict[str, int] = {}
     for name in th.name.tolist():
         m = re.fullmatch(r"(.*\D)[-_#]?\d+", str(name))
@@ -571,10 +726,10 @@ def _pool_findings(trace: Trace, span: int, factor: float, label) -> list[Findin
     rules = [(rf"^{re.escape(stem)}[-_#]?\d+$", f"{stem}*") for stem, k in stems.items() if k >= 2]
     if not rules:
         return []
-    cores = int(trace.meta.get("cores") or 0)
-    st = trace.states
+    cores = int(facts.meta.get("cores") or 0)
+    waits = facts.waits
     out = []
-    for box in bottle(trace, group_by=rules).boxes:
+    for box in facts.pool_bottle(rules).boxes:
         k = len(box.tids)
         if box.label not in {lab for _, lab in rules} or box.height_ns <= 0.2 * span:
             continue
@@ -586,15 +741,14 @@ def _pool_findings(trace: Trace, span: int, factor: float, label) -> list[Findin
         detail = (f"Its {k} threads run {p:.1f} at a time on average (it could run {cap}"
                   + (f" on {cores} cores" if cores else "") + f"); it is critical for "
                   f"{box.height_ns / span * 100:.0f}% of the run.")
-        sel = np.isin(st.tid, box.tids) & (st.state == State.SYNC_WAIT)
+        sel = np.isin(waits.tid, box.tids)
         addr, gain = None, bound
         if np.any(sel):
-            addrs, _, per = addr_sums(st, sel)
+            addrs, _, per = waits.by_addr(sel)
             addr = int(addrs[int(np.argmax(per))])
-            rel = sel & (st.addr == addr) & np.isin(st.waker, trace.threads.tid)
+            w, c = waits.wakers(sel & (waits.addr == addr) & waits.woken)
             detail += f" Its threads wait {format_ns(int(per.max()))} on futex {addr:#x}"
-            if np.any(rel):
-                w, c = np.unique(st.waker[rel], return_counts=True)
+            if len(w):
                 holder = int(w[int(np.argmax(c))])
                 inside = "one of its own threads" if holder in box.tids else "a thread outside it"
                 if c.max() >= 0.5 * c.sum():
@@ -602,7 +756,7 @@ def _pool_findings(trace: Trace, span: int, factor: float, label) -> list[Findin
                 else:
                     detail += (f", released by {len(w)} threads in turn (most often {label(holder)}, {inside}, "
                                f"{c.max()} of {int(c.sum())} times)")
-                replay = whatif(trace, holder, factor).replay_speedup
+                replay = facts.replay(holder)
                 detail += f"; making that thread {factor:g}x faster would give {replay:.2f}x (dependency replay)"
             detail += ": shorten or split what is done under it (finer locks, per-thread data, less to do between barriers)."
         detail += f" At full parallelism the pool's part of the run would give at most {bound:.2f}x (bottle graph)."

@@ -33,6 +33,7 @@ from scalestack.analysis.criticality import (
 )
 from scalestack.analysis.phase_criticality import PhaseGain, capped_gain, per_phase_criticality
 from scalestack.analysis.phase_criticality import cuts as phase_cuts
+from scalestack.analysis.phase_criticality import leads as phase_leads
 from scalestack.analysis.whatif import (
     ReplayWalk,
     WhatIfResult,
@@ -272,39 +273,45 @@ class _ChunkedPhases:
         self.active, self.factor = active, factor
         self.r_end = 0
         self.open: np.ndarray | None = None  # criticality of the phase the last chunk ended in
+        self.open_start = 0
         self.gain: np.ndarray | None = None
+        self.lead_phases = self.lead_ns = 0
         self.phases = 0
-        self.span = [None, None]
+        self.span = [0, 0]
 
     def __call__(self, k: int, n: int, a: int, b: int, part) -> None:
         _, starts, _, tl, _ = sweep(part, self.active, a, b)
         inner, r_end = phase_cuts(starts, tl, before=b)
-        inner = inner[inner > a]
+        bounds = np.r_[a, inner[inner > a], b].astype(np.int64)  # phase_cuts' are sorted and distinct
         st = part.states
-        begins = self.open is None or (self.r_end <= 1 and bool(np.any(
-            (st.start_ns == a) & np.isin(st.state, [int(x) for x in ACTIVE[self.active]])
-            & np.isin(st.tid, part.threads.tid))))
-        pieces = per_phase_criticality(part, np.r_[a, inner, b].astype(np.int64), self.active)  # inner: sorted, distinct
-        if self.open is not None:
-            if begins:
-                self._done(self.open[None, :])
-            else:
-                pieces[0] = self.open + pieces[0]  # in time order, as the whole trace's sums
-        self._done(pieces[:-1])
-        self.open = pieces[-1].copy()
+        pieces = per_phase_criticality(part, bounds, self.active)
+        begin = bounds[:-1].copy()
+        if self.open is None:
+            self.span[0] = a
+        elif self.r_end <= 1 and bool(np.any((st.start_ns == a) & np.isin(st.state, [int(x) for x in ACTIVE[self.active]])
+                                             & np.isin(st.tid, part.threads.tid))):
+            self._done(self.open[None, :], np.array([a - self.open_start]))
+        else:
+            pieces[0] = self.open + pieces[0]  # in time order, as the whole trace's sums
+            begin[0] = self.open_start
+        self._done(pieces[:-1], bounds[1:-1] - begin[:-1])
+        self.open, self.open_start = pieces[-1].copy(), int(begin[-1])
         self.r_end = r_end
-        self.span = [a if self.span[0] is None else self.span[0], b]
+        self.span[1] = b
         self.tids = part.threads.tid
 
-    def _done(self, c: np.ndarray) -> None:
+    def _done(self, c: np.ndarray, length: np.ndarray) -> None:
         gain = capped_gain(c, self.factor).sum(axis=0)
         self.gain = gain if self.gain is None else self.gain + gain
+        count, total = phase_leads(c, length)
+        self.lead_phases, self.lead_ns = self.lead_phases + count, self.lead_ns + total
         self.phases += len(c)
 
     def result(self) -> PhaseGain:
-        self._done(self.open[None, :])
+        self._done(self.open[None, :], np.array([self.span[1] - self.open_start]))
         return PhaseGain(tids=self.tids.copy(), gain_ns=self.gain, factor=float(self.factor),
-                         span_ns=int(self.span[1] - self.span[0]), phases=self.phases)
+                         span_ns=int(self.span[1] - self.span[0]), phases=self.phases, lead_phases=self.lead_phases,
+                         lead_ns=self.lead_ns)
 
 
 def time_in_states(path: str | os.PathLike, *, max_rows: int = CHUNK_ROWS,

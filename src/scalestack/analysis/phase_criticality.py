@@ -106,6 +106,8 @@ class PhaseGain(Result):
     factor : the acceleration the gain assumes
     span_ns : the span the phases tile
     phases : how many phases
+    lead_phases, lead_ns : per thread, the phases in which it is clearly the critical one (`LEAD`
+        times the next thread's criticality at least), and their length
     """
 
     tids: np.ndarray
@@ -113,6 +115,8 @@ class PhaseGain(Result):
     factor: float
     span_ns: int
     phases: int
+    lead_phases: np.ndarray
+    lead_ns: np.ndarray
 
     kind = "phase_gain"
 
@@ -179,6 +183,26 @@ def phase_criticality(trace: Trace, *, factor: float = 2.0, bounds: np.ndarray |
 
 def result(tids: np.ndarray, bounds: np.ndarray, c: np.ndarray, factor: float) -> PhaseCriticalityResult:
     """The result of the per-phase criticality `c` between `bounds`."""
+    n, length = leads(c, np.diff(bounds))
     return PhaseCriticalityResult(tids=tids.copy(), bounds_ns=bounds, criticality_ns=c,
                                   gain_ns=capped_gain(c, factor).sum(axis=0), factor=float(factor),
-                                  span_ns=int(bounds[-1] - bounds[0]), phases=len(bounds) - 1)
+                                  span_ns=int(bounds[-1] - bounds[0]), phases=len(bounds) - 1, lead_phases=n,
+                                  lead_ns=length)
+
+
+LEAD = 1.15  # a thread leads a phase with at least this times the next thread's criticality there
+
+
+def leads(c: np.ndarray, length: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per thread (column of `c`, phases x threads), the phases it clearly leads (`LEAD`) and
+    their total length (`length`: each phase's ns)."""
+    n_threads = c.shape[1]
+    count, total = np.zeros(n_threads, np.int64), np.zeros(n_threads, np.int64)
+    if n_threads < 2 or c.shape[0] == 0:
+        return count, total
+    top2 = -np.sort(-c, axis=1)[:, :2]
+    clear = (top2[:, 0] > 0) & (top2[:, 0] >= LEAD * top2[:, 1])
+    top = np.argmax(c, axis=1)[clear]
+    np.add.at(count, top, 1)
+    np.add.at(total, top, np.asarray(length, np.int64)[clear])
+    return count, total
