@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import zipfile
 
 import numpy as np
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 
 import scalestack
 from scalestack.analysis import chunked
+from scalestack.analysis.advice import advise, with_inferred_wakers
 from scalestack.analysis.bottle import bottle
 from scalestack.analysis.criticality import criticality
 from scalestack.analysis.phase_criticality import phase_criticality
@@ -237,6 +239,7 @@ def test_chunked_phases_are_the_whole_traces(tmp_path_factory, monkeypatch, trac
     whole = phase_criticality(trace, factor=2.0, active=active)
     part = chunked.phase_gain(path, factor=2.0, active=active, max_rows=max_rows)
     assert part.phases == whole.phases == len(whole.bounds_ns) - 1
+    assert np.array_equal(part.lead_ns, whole.lead_ns) and np.array_equal(part.lead_phases, whole.lead_phases)
     np.testing.assert_allclose(part.gain_ns, whole.gain_ns, rtol=0, atol=TOL)
     lead = np.sort(whole.gain_ns)[-2:]
     if len(lead) < 2 or lead[1] - lead[0] > TOL:  # else a tie that rounding may break either way
@@ -305,3 +308,83 @@ def test_info_reads_a_big_trace_in_chunks(tmp_path, monkeypatch):
     assert data["warnings"] == ["a warning, to be printed"] and sum(
         sum(v for k, v in t.items() if k.endswith("_ns") and k[:-3] in [s.label for s in State])
         for t in data["threads"]) > 0
+
+
+@st.composite
+def advised_traces(draw):
+    """Tiled traces with futex waits on a few words, wakers among the threads, unknown (-1) or
+    outside the trace (999, so the advice infers them), and thread names that may form a pool."""
+    trace = draw(tiled_traces())
+    s, th = trace.states, trace.threads
+    tids = th.tid.tolist()
+    n = len(s)
+    waker = [draw(st.sampled_from(tids + [-1, 999])) for _ in range(n)]
+    addr = [draw(st.sampled_from([0x10, 0x20, 0x30])) if x == int(State.SYNC_WAIT) else 0 for x in s.state.tolist()]
+    pool = draw(st.booleans())
+    names = [f"w-{k}" if pool and k else f"t{t}" for k, t in enumerate(tids)]
+    cols = {**{c: getattr(s, c) for c in s.SCHEMA}, "waker": waker, "addr": addr}
+    return dataclasses.replace(
+        trace, states=type(s)(**cols), threads=type(th)(**{**{c: getattr(th, c) for c in th.SCHEMA}, "name": names}),
+        meta={**trace.meta, "cores": draw(st.integers(1, 4))})
+
+
+def _same_advice(whole, part):
+    """Findings equal but for the float rounding of criticality sums (a tie between two findings'
+    gains may then order them either way: compared as a set)."""
+    def key(f):
+        return (f.kind, f.tid, f.addr, f.title)
+
+    assert (whole.span_ns, whole.alone_ns, whole.caused_wait_ns) == (part.span_ns, part.alone_ns, part.caused_wait_ns)
+    assert list(whole.caused_wait_ns) == list(part.caused_wait_ns)  # the same order too
+    w, p = sorted(whole.findings, key=key), sorted(part.findings, key=key)
+    assert [key(f) for f in w] == [key(f) for f in p]
+    for f, g in zip(w, p, strict=True):
+        assert g.predicted_speedup == pytest.approx(f.predicted_speedup, rel=1e-9)
+        if f.detail != g.detail:  # numbers printed from rounded floats may differ in the last digit shown
+            nums = re.compile(r"\d+(?:\.\d+)?")
+            assert nums.sub("#", f.detail) == nums.sub("#", g.detail)
+            for x, y in zip(nums.findall(f.detail), nums.findall(g.detail), strict=True):
+                assert float(y) == pytest.approx(float(x), abs=0.011, rel=1e-3)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(trace=advised_traces(), group=st.integers(1, 6), max_rows=st.integers(1, 40))
+def test_chunked_advice_is_the_whole_traces(tmp_path_factory, monkeypatch, trace, group, max_rows):
+    """The wakers inferred chunk by chunk are the whole trace's, row for row; the advice the same."""
+    monkeypatch.setattr(store, "ROW_GROUP", group)
+    path = tmp_path_factory.mktemp("a") / "t.trace"
+    store.save(trace, path)
+    want = with_inferred_wakers(trace).states
+    want = dict(zip(zip(want.tid.tolist(), want.start_ns.tolist(), strict=True), want.waker.tolist(), strict=True))
+    infer = chunked._InferredWakers()
+    windows = chunked.plan(path, trace.start_ns, trace.end_ns, max_rows)
+    for k, (a, b, part) in enumerate(chunked._chunks(path, windows, None)):
+        waker = infer(k, len(windows), a, b, part)
+        rows = np.flatnonzero(chunked._ends_in(part.states, k, len(windows), a, b))
+        for i in rows.tolist():
+            assert waker[i] == want[(int(part.states.tid[i]), int(part.states.start_ns[i]))]
+    _same_advice(advise(trace), chunked.advise(path, max_rows=max_rows))
+
+
+@pytest.mark.parametrize("workload", ["pipeline", "pmd", "shifting_critical", "lock_critical", "random", "bfs",
+                                      "streamcluster", "gc_heavy"])
+def test_chunked_advice_of_simulated_programs(tmp_path, monkeypatch, workload):
+    """The simulator's programs (locks, pools, phases, a serial step), saved in row groups of 8 rows
+    and read in chunks of 3 and 40 rows, get the whole trace's advice through the CLI."""
+    from scalestack.sim.engine import simulate
+    from scalestack.sim.workloads import get
+
+    monkeypatch.setattr(store, "ROW_GROUP", 8)
+    trace = simulate(get(workload), cores=2).trace
+    path = tmp_path / "t.trace"
+    store.save(trace, path)
+    whole = CliRunner().invoke(cli, ["advise", str(path), "--json", "--chunk-rows", "0"])
+    assert whole.exit_code == 0, whole.output
+    for rows in (3, 40):
+        part = CliRunner().invoke(cli, ["advise", str(path), "--json", "--chunk-rows", str(rows)])
+        assert part.exit_code == 0, part.output
+        w, p = json.loads(whole.output), json.loads(part.output)
+        assert [f["title"] for f in w["findings"]] == [f["title"] for f in p["findings"]]
+        assert (w["alone_ns"], w["caused_wait_ns"]) == (p["alone_ns"], p["caused_wait_ns"])
+        for f, g in zip(w["findings"], p["findings"], strict=True):
+            assert g["predicted_speedup"] == pytest.approx(f["predicted_speedup"], rel=1e-9)

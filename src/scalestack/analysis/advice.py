@@ -325,7 +325,10 @@ def _caused(woken, waker, start, end, tids):
     return sums, first
 
 
-def with_inferred_wakers(trace: Trace, slack_ns: int = 50_000) -> Trace:
+WAKER_SLACK_NS = 50_000  # a waker candidate ran until this long before the wait ended, or later
+
+
+def with_inferred_wakers(trace: Trace, slack_ns: int = WAKER_SLACK_NS) -> Trace:
     """The trace with each futex wait whose waker is not one of its threads (a wakeup the kernel
     delivered from the idle task or an interrupt on the waiter's CPU reports that context) given
     the one traced thread that was running, or had just stopped, when the wait ended: the thread
@@ -398,12 +401,14 @@ class WaitSums:
     first: np.ndarray  # the start of the group's first wait
 
     @classmethod
-    def of(cls, st, tids: np.ndarray, after: int | None = None, upto: int | None = None) -> WaitSums:
-        """The groups of the rows of `st` (only those ending in (after, upto] where given)."""
+    def of(cls, st, tids: np.ndarray, after: int | None = None, upto: int | None = None,
+           waker: np.ndarray | None = None) -> WaitSums:
+        """The groups of the rows of `st` (only those ending in (after, upto] where given), with
+        `waker` for its waker column where given."""
         lo = np.iinfo(np.int64).min if after is None else int(after)
         hi = np.iinfo(np.int64).max if upto is None else int(upto)
-        cols = _wait_groups(st.state, st.tid, st.addr.view(np.int64), st.waker, st.start_ns, st.end_ns,
-                            np.sort(np.asarray(tids, np.int64)), lo, hi)
+        cols = _wait_groups(st.state, st.tid, st.addr.view(np.int64), st.waker if waker is None else waker,
+                            st.start_ns, st.end_ns, np.sort(np.asarray(tids, np.int64)), lo, hi)
         return cls._sorted(*cols)
 
     @classmethod

@@ -22,6 +22,16 @@ from collections.abc import Callable
 
 import numpy as np
 
+from scalestack.analysis.advice import (
+    WAKER_SLACK_NS,
+    AdviceResult,
+    Facts,
+    WaitSums,
+    _infer_wakers,
+    alone_time,
+    findings,
+)
+from scalestack.analysis.advice import advise as advise_whole
 from scalestack.analysis.bottle import BottleResult, WindowedBottleResult, _boxes, group_threads
 from scalestack.analysis.bottle import bottle as _bottle
 from scalestack.analysis.criticality import (
@@ -191,7 +201,7 @@ def whatif_and_phases(path: str | os.PathLike, tid: int, factor: float = 2.0, *,
 
 
 def _whatif(path, tid: int, factor: float, max_rows: int, progress: Progress | None, phases) -> WhatIfResult:
-    replay = _ChunkedReplay(tid, factor)
+    replay = _ChunkedReplay([tid], factor)
 
     def each(k: int, n: int, a: int, b: int, part) -> None:
         replay(k, n, a, b, part)
@@ -199,51 +209,180 @@ def _whatif(path, tid: int, factor: float, max_rows: int, progress: Progress | N
             phases(k, n, a, b, part)
 
     cr, _ = _sums(path, "running", None, max_rows, progress, also=each)
-    return whatif_result(tid, factor, cr.span_ns, cr, replay.walk.span(), replay.blocked, replay.unknown)
+    return whatif_result(tid, factor, cr.span_ns, cr, replay.walks[0].span(), replay.blocked, replay.unknown)
 
 
 class _ChunkedReplay:
-    """The replay's walk over a trace read in chunks. Chunk k of n, of window [a, b), walks the
-    rows that end in (a, b] and the births there (the first chunk also those before, the last those
-    after): every row and birth once, in the whole trace's order (births before the ends at their
-    instant). A row's successor starts where it ends, by b, so the chunk holds it too (states tile
-    each thread's life; `_chunks` reads the rows that begin at b), and a thread's first row starts
-    at its birth."""
+    """The replay's walks (one per accelerated thread) over a trace read in chunks. Chunk k of n,
+    of window [a, b), walks the rows that end in (a, b] and the births there (the first chunk also
+    those before, the last those after): every row and birth once, in the whole trace's order
+    (births before the ends at their instant). A row's successor starts where it ends, by b, so the
+    chunk holds it too (states tile each thread's life; `_chunks` reads the rows that begin at b),
+    and a thread's first row starts at its birth."""
 
-    def __init__(self, tid: int, factor: float):
-        self.tid, self.factor = tid, factor
-        self.walk = None
+    def __init__(self, tids: list[int], factor: float):
+        self.tids, self.factor = tids, factor
+        self.walks: list[ReplayWalk] = []
         self.blocked = self.unknown = 0
 
-    def __call__(self, k: int, n: int, a: int, b: int, part) -> None:
+    def __call__(self, k: int, n: int, a: int, b: int, part, waker: np.ndarray | None = None) -> None:
+        """`waker`: the part's waker column to replay with (default its own)."""
         th, st = part.threads, part.states
-        if self.walk is None:
-            whatif_check(th.tid, self.tid, self.factor)
-            self.walk = ReplayWalk(part, {self.tid: self.factor})
+        if not self.walks:
+            for t in self.tids:
+                whatif_check(th.tid, t, self.factor)
+            self.walks = [ReplayWalk(part, {t: self.factor}) for t in self.tids]
             self.births = np.argsort(th.start_ns, kind="stable")
             self.born = th.start_ns[self.births]
         first = np.flatnonzero(np.r_[True, st.tid[1:] != st.tid[:-1]]) if len(st) else np.zeros(0, np.int64)
         ks = part.thread_index(st.tid[first])
         at_birth = st.start_ns[first] == th.start_ns[ks]
-        self.walk.first_running[ks[at_birth]] = st.state[first[at_birth]] == State.RUNNING
-        keep = np.ones(len(st), bool)
-        if k > 0:
-            keep &= st.end_ns > a
-        if k < n - 1:
-            keep &= st.end_ns <= b
-        rows = np.flatnonzero(keep)
+        for walk in self.walks:
+            walk.first_running[ks[at_birth]] = st.state[first[at_birth]] == State.RUNNING
+        rows = np.flatnonzero(_ends_in(st, k, n, a, b))
         nxt = _next_running(st.tid, st.state)[rows]
-        tid, ends, state, start, waker = (c[rows] for c in (st.tid, st.end_ns, st.state, st.start_ns, st.waker))
+        tid, ends, state, start = (c[rows] for c in (st.tid, st.end_ns, st.state, st.start_ns))
+        waker = (st.waker if waker is None else waker)[rows]
         runs = _runs(tid, ends, state)
         stop = np.append(runs[1:], len(rows)).astype(np.int64)
+        run_k = part.thread_index(tid[runs]).astype(np.int64, copy=False)
         lo = 0 if k == 0 else int(np.searchsorted(self.born, a, side="right"))
         hi = len(self.born) if k == n - 1 else int(np.searchsorted(self.born, b, side="right"))
-        args = merge_args(runs, stop, part.thread_index(tid[runs]).astype(np.int64, copy=False), self.births[lo:hi],
-                          th.start_ns, ends, state)
-        self.walk.step(*args, start, waker, nxt)
+        for walk in self.walks:
+            walk.step(*merge_args(runs, stop, run_k, self.births[lo:hi], th.start_ns, ends, state), start, waker, nxt)
         blocked, unknown = _blocked_ns(start, ends, state, waker)
         self.blocked += int(blocked)
         self.unknown += int(unknown)
+
+
+def _ends_in(st, k: int, n: int, a: int, b: int) -> np.ndarray:
+    """The rows chunk k of n (window [a, b)) counts: those ending in (a, b], the first chunk's also
+    those before, the last's those after."""
+    keep = np.ones(len(st), bool)
+    if k > 0:
+        keep &= st.end_ns > a
+    if k < n - 1:
+        keep &= st.end_ns <= b
+    return keep
+
+
+def advise(path: str | os.PathLike, factor: float = 2.0, max_threads: int = 3, *, sweep=None,
+           max_rows: int = CHUNK_ROWS, progress: Progress | None = None) -> AdviceResult:
+    """`analysis.advice.advise` of the trace stored at `path`, in chunks of about `max_rows` rows,
+    in two passes: the first adds up the facts (`advice.Facts`: criticality, alone time, the waits'
+    sums with the wakers inferred as the whole trace's would be), the findings then say which
+    threads need a replay, and the second pass replays them (and finds the phases, if the findings
+    ask). A trace with call stacks is read whole: the code findings (`analysis.where`) need it."""
+    if has_call_stacks(path):
+        return advise_whole(load(path), factor, max_threads, sweep)
+    first = _AdviceFacts()
+    cr, th = _sums(path, "running", None, max_rows, progress, also=first)
+    meta = read_meta(path)
+
+    def pool_bottle(rules) -> BottleResult:
+        group, labels, roles = group_threads(th.tid.tolist(), th.name.tolist(), th.role.tolist(), rules)
+        return BottleResult(_boxes(cr.criticality_ns, cr.running_ns, group, labels, roles, th.tid), cr.idle_ns,
+                            cr.span_ns, cr.t0_ns, "running")
+
+    replays: dict[int, float | None] = {}  # the threads the findings ask to replay, then their speedups
+    phases: dict[str, PhaseGain | None] = {}  # "found" once the findings ask for the phases
+
+    def replay(t: int) -> float:
+        return replays.setdefault(int(t), None) or 1.0
+
+    def phase_gain() -> PhaseGain:
+        return phases.setdefault("found", None) or _no_phases(th.tid, factor)
+
+    facts = Facts(th, meta, cr, first.alone_of(th), WaitSums.join(first.waits), first.runnable, None, pool_bottle,
+                  phase_gain, replay)
+    findings(facts, factor, max_threads, sweep)  # which replays (and phases) the findings ask for
+    if replays or phases:
+        walk = _ChunkedReplay(list(replays), factor)
+        cut = _ChunkedPhases("running+runnable", factor) if phases else None
+        infer = _InferredWakers()
+        t0, t1 = _span(path, None)
+        windows = plan(path, t0, t1, max_rows)
+        for k, (a, b, part) in enumerate(_chunks(path, windows, progress)):
+            if replays:
+                walk(k, len(windows), a, b, part, infer(k, len(windows), a, b, part))
+            if cut is not None:
+                cut(k, len(windows), a, b, part)
+            del part
+        for t, w in zip(list(replays), walk.walks, strict=True):
+            span = w.span()
+            replays[t] = cr.span_ns / span if span > 0 else 1.0  # WhatIfResult.replay_speedup
+        if cut is not None:
+            phases["found"] = cut.result()
+    return findings(facts, factor, max_threads, sweep)
+
+
+def has_call_stacks(path: str | os.PathLike) -> bool:
+    """Whether the stored trace has what `advice`'s code findings need (samples with call stacks,
+    `where`): those read the whole trace."""
+    return bool(read_meta(path).get("sample_hz")) and all(
+        int(group_ranges(path, m)[0].sum()) > 0 for m in ("stacks", "samples"))
+
+
+def _no_phases(tids: np.ndarray, factor: float) -> PhaseGain:
+    """What the findings see of the phases before they are found: none."""
+    zero = np.zeros(len(tids), np.int64)
+    return PhaseGain(tids=tids.copy(), gain_ns=zero.astype(float), factor=float(factor), span_ns=0, phases=0,
+                     lead_phases=zero, lead_ns=zero)
+
+
+class _AdviceFacts:
+    """The first pass of `advise`: per chunk, the alone time inside its window, and the waits and
+    the runnable time of the rows it counts (`_ends_in`), wakers inferred (`_InferredWakers`)."""
+
+    def __init__(self):
+        self.infer = _InferredWakers()
+        self.waits: list[WaitSums] = []
+        self.runnable = 0
+        self.alone: dict[int, int] = {}
+
+    def __call__(self, k: int, n: int, a: int, b: int, part) -> None:
+        st = part.states
+        waker = self.infer(k, n, a, b, part)
+        self.waits.append(WaitSums.of(st, part.threads.tid, a if k > 0 else None, b if k < n - 1 else None, waker))
+        rows = _ends_in(st, k, n, a, b) & (st.state == int(State.RUNNABLE))
+        self.runnable += int((st.end_ns[rows] - st.start_ns[rows]).sum())
+        for t, ns in alone_time(part, a, b).items():
+            self.alone[t] = self.alone.get(t, 0) + ns
+
+    def alone_of(self, th: ThreadTable) -> dict[int, int]:
+        """The alone times in thread-table order, as `advice.alone_time` gives them."""
+        return {int(t): self.alone[int(t)] for t in th.tid.tolist() if int(t) in self.alone}
+
+
+class _InferredWakers:
+    """`advice.with_inferred_wakers` over a trace read in chunks. A wait that ends at t gets the
+    one thread among the 64 running rows that started last by t (by start, then thread) that ran
+    until `WAKER_SLACK_NS` before t or later; chunk k answers for the waits that end in it from its
+    own running rows and the 64 that started last before it (carried), which are all it needs."""
+
+    def __init__(self):
+        self.carry = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))  # start, end, tid
+
+    def __call__(self, k: int, n: int, a: int, b: int, part) -> np.ndarray:
+        st, tids = part.states, part.threads.tid
+        waker = st.waker.copy()
+        run = np.flatnonzero(st.state == int(State.RUNNING))
+        if k > 0:
+            run = run[st.start_ns[run] >= a]  # the earlier ones are in the carry, if they matter
+        lost = np.flatnonzero(_ends_in(st, k, n, a, b) & (st.state == int(State.SYNC_WAIT)) & ~np.isin(st.waker, tids))
+        start = np.concatenate([self.carry[0], st.start_ns[run], st.start_ns[lost]])
+        end = np.concatenate([self.carry[1], st.end_ns[run], st.end_ns[lost]])
+        tid = np.concatenate([self.carry[2], st.tid[run], st.tid[lost]]).astype(np.int64)
+        m = len(self.carry[0]) + len(run)
+        order = np.lexsort((tid[:m], start[:m]))  # the whole trace's order: by start, then table (thread) order
+        if len(lost) and m:
+            out = np.full(len(start), -1, np.int64)
+            _infer_wakers(np.arange(m, len(start), dtype=np.int64), order, start, end, tid, out, WAKER_SLACK_NS)
+            got = out[m:] >= 0
+            waker[lost[got]] = out[m:][got]
+        before = order[start[order] < b][-64:]  # the 64 that started last before the next chunk
+        self.carry = (start[before], end[before], tid[before])
+        return waker
 
 
 def phase_gain(path: str | os.PathLike, *, factor: float = 2.0, active: str = "running",

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from scalestack.commands._analysis_options import analyse_stored, chunk_option
+
 
 @click.command()
 @click.argument("path", metavar="TRACE")
@@ -12,9 +14,10 @@ import click
 @click.option("--sweep", "sweep_dir", help="A sweep directory ('scalestack scale -o DIR'): add what the speedup "
               "stack of its largest thread count loses most.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-def command(path, factor, sweep_dir, as_json):
+@chunk_option
+def command(path, factor, sweep_dir, as_json, chunk_rows):
     """What limits the program most, what to do about it, and what it would gain."""
-    import scalestack
+    from scalestack.analysis import chunked
     from scalestack.analysis.advice import advise
     from scalestack.errors import UserError
 
@@ -25,5 +28,7 @@ def command(path, factor, sweep_dir, as_json):
         from scalestack.collect.sweep import load_sweep
 
         sweep = load_sweep(sweep_dir)
-    res = advise(scalestack.load(path), factor, sweep=sweep)
+    res = analyse_stored(path, None, chunk_rows, lambda trace, _window: advise(trace, factor, sweep=sweep),
+                         lambda path, _window, max_rows, progress: chunked.advise(
+                             path, factor, sweep=sweep, max_rows=max_rows, progress=progress))
     click.echo(res.to_json() if as_json else res.text())
