@@ -127,6 +127,35 @@ def test_any_corruption_gives_events_or_one_clear_error(cut, patches, which):
     trace.validate()
 
 
+def test_compressed_stream_ending_inside_a_record(monkeypatch):
+    """`perf record -z` whose compressor still held the end of its last flush when perf stopped (its
+    last PERF_RECORD_COMPRESSED full-size, 65535 bytes): the stream ends inside a record. perf script
+    never reads that partial record (it waits for the rest in a next compressed record); neither does
+    the reader. (A sort --parallel=2 recorded under load did this once in 10 recordings.) After a
+    compressed record that was not full, a record cut short stays an error."""
+    from scalestack.ingest import perf_data as P
+
+    real = P._decompress
+    data, _ = real(np.frombuffer(BASES["barrier-z"], np.uint8)[read_header(BASES["barrier-z"], "z").data_offset:],
+                   0, read_header(BASES["barrier-z"], "z").data_size, "z")
+    starts, i = [], 0
+    while i < len(data):
+        starts.append(i)
+        i += int(data[i + 6]) | int(data[i + 7]) << 8
+    last = starts[-1]
+
+    def stream(n, full):
+        monkeypatch.setattr(P, "_decompress", lambda *a: (data[:n], full))
+        return parse_perf_data(BASES["barrier-z"], "f.data")
+
+    before = stream(last, False)  # the records before the last one, ending cleanly
+    assert len(before) > 50
+    for n in (last + 1, last + 8, len(data) - 1):
+        assert stream(n, True).equals(before)
+        with pytest.raises(UserError, match="runs past the end|smaller than its header"):
+            stream(n, False)
+
+
 def test_impossible_cpu_or_thread_id_is_one_clear_error():
     """A CPU or thread id no Linux machine has would size the state builder's per-CPU and per-tid
     tables (a corrupt CPU field once grew the test process to 24 GB): both are refused."""

@@ -34,22 +34,32 @@ def workers(trace):
 
 
 def test_imbalanced_barrier_fast_thread_waits_two_thirds(c_programs, tmp_path):
-    out = tmp_path / "bi.trace"
-    trace = scalestack.record([str(c_programs["barrier_imbalance"]), "8", "3000000", "3"], str(out))
-    trace.validate()
-    assert out.exists()
-    t0, t1 = workers(trace)
-    times = per_thread(trace)
-    th = trace.threads
-    i0, i1 = (int(np.flatnonzero(th.tid == t)[0]) for t in (t0, t1))
-    parallel = min(th.end_ns[i0], th.end_ns[i1]) - max(th.start_ns[i0], th.start_ns[i1])
-    sync0 = times[t0][State.SYNC_WAIT]
-    # thread 0 does 1/3 of thread 1's work, so it waits ~2/3 of the parallel section
-    assert 0.5 * parallel < sync0 < 0.8 * parallel, (sync0 / parallel)
-    assert times[t1][State.RUNNING] > 2.0 * times[t0][State.RUNNING]
-    assert trace.meta["exit_status"] == 0
-    assert list(th.role[[i0, i1]]) == ["app", "app"]
-    assert th.role[int(np.flatnonzero(th.tid == trace.meta["root_tid"])[0])] == "main"
+    # thread 0 does 1/3 of thread 1's work, so on an idle machine it waits ~2/3 of the parallel
+    # section. That wall-clock share is also the machine's: with one other CPU-bound job on these two
+    # CPUs the fast thread can share its CPU while the slow one has the other to itself, and with
+    # 8 rounds of 3 ms (a round ~ one scheduler slice) 2 of 10 recordings fell to 0.41-0.47 (fixed
+    # 32 rounds, one busy loop next to it: 0.56-0.71, 10/10; two or four busy loops: 0.58-0.74, 30/30).
+    # So 32 rounds, and the share (only it) measured again up to 3 times: a tool that books the
+    # barrier wait as anything but SYNC_WAIT fails all three. The CPU-time ratio is not the machine's.
+    fractions = []
+    for _ in range(3):
+        out = tmp_path / "bi.trace"
+        trace = scalestack.record([str(c_programs["barrier_imbalance"]), "32", "3000000", "3"], str(out))
+        trace.validate()
+        assert out.exists()
+        t0, t1 = workers(trace)
+        times = per_thread(trace)
+        th = trace.threads
+        i0, i1 = (int(np.flatnonzero(th.tid == t)[0]) for t in (t0, t1))
+        parallel = min(th.end_ns[i0], th.end_ns[i1]) - max(th.start_ns[i0], th.start_ns[i1])
+        assert times[t1][State.RUNNING] > 2.0 * times[t0][State.RUNNING]
+        assert trace.meta["exit_status"] == 0
+        assert list(th.role[[i0, i1]]) == ["app", "app"]
+        assert th.role[int(np.flatnonzero(th.tid == trace.meta["root_tid"])[0])] == "main"
+        fractions.append(times[t0][State.SYNC_WAIT] / parallel)
+        if 0.5 < fractions[-1] < 0.8:
+            break
+    assert 0.5 < fractions[-1] < 0.8, fractions
 
 
 def test_contended_mutex_on_two_cores_shows_runnable_and_sync(c_programs):

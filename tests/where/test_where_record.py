@@ -34,19 +34,32 @@ def where_locks(tmp_path_factory):
 
 
 def test_global_and_heap_locks_named_with_the_code_holding_them(where_locks, tmp_path):
-    trace = scalestack.record([str(where_locks), "4", "150"], str(tmp_path / "w.trace"), stacks=True)
-    trace.validate()
-    assert len(trace.stacks) and len(trace.futex_calls) and (trace.samples.stack >= 0).mean() > 0.9
-    res = where(trace)
-    locks = {lk["name"]: lk for lk in res.locks}
-    big = locks["big_lock"]
-    assert big["how"] == "symbol" and big["waiters"] == 2
-    assert next(iter(big["holders"])) == "update_table"
-    # the heap lock: named by the first program frame on its wait calls' stacks, push_job (put back
-    # from worker's call instruction where the frame-pointer walk skips it, docs/where.md), held in push_job
-    heap = [lk for lk in res.locks if lk["how"] == "call-site" and lk["waiters"] >= 2]
+    # The holder column counts the releasing thread's 1 kHz samples inside the waits, and how much the
+    # holder runs there is the machine's: the two push_job threads wait on each other only now and
+    # then (8-70 waits in 150 rounds), and on a loaded machine the holder is preempted while it holds
+    # the lock (waits of 4-20 ms, whole ticks, in which it runs ~0.1 ms). With 150 rounds and two busy
+    # loops beside, 2 of 8 recordings failed: the heap lock had no holder sample at all, or a single
+    # waiter; and alone the heap lock's holders were 1-7 samples ({local_work: 2, push_job: 1} once).
+    # So 300 rounds (twice the samples), and the load-dependent part (some contention on each lock,
+    # holder samples naming the holding code) measured again up to 3 times: a tool that names or
+    # attributes the locks wrongly fails all three.
+    for _ in range(3):
+        trace = scalestack.record([str(where_locks), "4", "300"], str(tmp_path / "w.trace"), stacks=True)
+        trace.validate()
+        assert len(trace.stacks) and len(trace.futex_calls) and (trace.samples.stack >= 0).mean() > 0.9
+        res = where(trace)
+        locks = {lk["name"]: lk for lk in res.locks}
+        big = locks["big_lock"]
+        assert big["how"] == "symbol" and big["waiters"] == 2
+        # the heap lock: named by the first program frame on its wait calls' stacks, push_job (put back from
+        # worker's call instruction where the frame-pointer walk skips it, docs/where.md), held in push_job
+        heap = [lk for lk in res.locks if lk["how"] == "call-site" and lk["waiters"] >= 2]
+        if (next(iter(big["holders"]), None) == "update_table" and heap
+                and next(iter(heap[0]["holders"]), None) == "push_job"):
+            break
+    assert next(iter(big["holders"]), None) == "update_table", res.locks
     assert heap and heap[0]["name"] == "lock waited at push_job", res.locks
-    assert next(iter(heap[0]["holders"])) == "push_job"
+    assert next(iter(heap[0]["holders"]), None) == "push_job", res.locks
     names = [f["function"] for f in res.functions[:3]]
     assert "update_table" in names and "push_job" in names
     # per thread, the weighted samples add up to the thread's criticality within sampling error

@@ -94,6 +94,8 @@ S_IDENTIFIER = 1 << 16
 R_TOTAL_TIME_ENABLED, R_TOTAL_TIME_RUNNING, R_ID, R_GROUP, R_LOST = 1, 2, 4, 8, 16
 # record types
 REC_LOST, REC_SAMPLE, REC_LOST_SAMPLES, REC_FINISHED_ROUND, REC_COMPRESSED = 2, 9, 13, 68, 81
+# perf's largest PERF_RECORD_COMPRESSED: PERF_SAMPLE_MAX_SIZE (64 KiB) - 1 (builtin-record.c, zstd_compress)
+COMPRESSED_MAX = (1 << 16) - 1
 REC_HEADER_ATTR = 64  # pipe-mode files carry their attrs as records
 
 _ERR = {1: "record size smaller than its header", 2: "record runs past the end of the data",
@@ -568,8 +570,9 @@ def _decode_window(buf, i, end, j, rank, ids, id_attr, id_keys, id_events, sampl
     return i, j, code, at, event, value
 
 
-def _decompress(buf: np.ndarray, start: int, end: int, path: str) -> np.ndarray:
-    """The records inside PERF_RECORD_COMPRESSED payloads (one zstd stream), concatenated."""
+def _decompress(buf: np.ndarray, start: int, end: int, path: str) -> tuple[np.ndarray, bool]:
+    """The records inside PERF_RECORD_COMPRESSED payloads (one zstd stream), concatenated, and whether
+    the last PERF_RECORD_COMPRESSED is as large as perf makes them (its compressor's output was full)."""
     try:
         import zstandard
     except ImportError:  # pragma: no cover - a dependency; say what to do if it is missing
@@ -579,6 +582,7 @@ def _decompress(buf: np.ndarray, start: int, end: int, path: str) -> np.ndarray:
     parts = []
     i = start
     raw = buf
+    last_full = False
     while i < end:
         typ = int(raw[i]) | int(raw[i + 1]) << 8 | int(raw[i + 2]) << 16 | int(raw[i + 3]) << 24
         size = int(raw[i + 6]) | int(raw[i + 7]) << 8
@@ -587,8 +591,9 @@ def _decompress(buf: np.ndarray, start: int, end: int, path: str) -> np.ndarray:
                 parts.append(dec.decompress(raw[i + 8:i + size].tobytes()))
             except zstandard.ZstdError as exc:
                 raise _err(path, i, f"compressed record does not decompress ({exc})") from None
+            last_full = size == COMPRESSED_MAX
         i += size
-    return np.frombuffer(b"".join(parts), dtype=np.uint8)
+    return np.frombuffer(b"".join(parts), dtype=np.uint8), last_full
 
 
 WINDOW = 32 << 20  # bytes of the data section read at a time, per thread
@@ -672,6 +677,7 @@ def _read(info: PerfData, path: str, window, whole, threads: int | None, window_
     if zero > 0:  # perf's header gives the first sample's time
         lo, hi = part_bounds(between, zero)
     need_zero = between is not None and zero <= 0
+    open_tail = False  # perf record -z: the stream may end inside a record (below)
     while True:
         # times sized for the most samples the bytes could hold: pages never written are never
         # committed, so memory follows the samples found, not this bound
@@ -686,14 +692,27 @@ def _read(info: PerfData, path: str, window, whole, threads: int | None, window_
             first = n
             n, used, code, at = _index(buf, len(buf), pos + len(buf) >= end, ids, id_attr, id_keys, id_events,
                                        sample_types, read_formats, layout, table.kind, lo, hi, t, n, counts)
+            if code == 2 and open_tail and end - (pos + at) < 1 << 16:
+                # perf's compressor (zstd_compress_stream_to_records) stops once its input is taken, with
+                # the rest of a flush that did not fit a full-size record still inside it for the next
+                # record; after the last one that never comes, and the stream ends inside a record (seen
+                # with `perf record -z` of a busy program on a loaded machine). perf script keeps such a
+                # partial record for the next compressed record and so never reads it: neither do we.
+                # Only after a full-size last record, and in the last record's bytes (u16 sizes).
+                end, open_tail = pos + at, False
+                break
             if code not in (0, _MORE):
                 raise _err(path, pos + at, _ERR[code] + inside)
             spans.append((pos, used, first))
             pos += used
             if progress is not None:
                 progress(pos - start, end - start, "checking records" + (" (decompressed)" if inside else ""))
+        else:
+            open_tail = False
+        if pos < end:  # cut before a partial last record: the pass again over the records before it
+            continue
         if counts[3] and not inside:
-            data = _decompress(whole(), 0, info.data_size, path)  # `perf record -z`: the records are inside
+            data, open_tail = _decompress(whole(), 0, info.data_size, path)  # `perf record -z`: the records are inside
             start, end, inside = 0, len(data), " (offset inside the decompressed data)"
             window = lambda pos, n, scratch, data=data: data[pos:pos + n]  # noqa: E731
             continue
