@@ -20,15 +20,24 @@ def _workers(trace):
 
 
 def test_imbalanced_barrier_slow_thread_is_critical(c_programs):
-    trace = scalestack.record([str(c_programs["barrier_imbalance"]), "8", "3000000", "3"], None)
-    t0, t1 = _workers(trace)
-    res = scalestack.criticality(trace)
+    # The slow thread runs alone while the fast one waits at the barrier, so its parallelism is the
+    # lower. With other jobs on both CPUs the two threads ran one at a time throughout (parallelism
+    # 0.9975 for both in one whole-suite run beside two busy loops): that is the machine, so the
+    # recording is made again up to 3 times; a tool that gets criticality wrong fails all three.
+    for attempt in range(3):
+        trace = scalestack.record([str(c_programs["barrier_imbalance"]), "8", "3000000", "3"], None)
+        t0, t1 = _workers(trace)
+        res = scalestack.criticality(trace)
+        i0, i1 = (int(np.flatnonzero(res.tids == t)[0]) for t in (t0, t1))
+        boxes = scalestack.bottle(trace).boxes
+        ok = (res.most_critical_tid == t1 and res.parallelism[i1] < res.parallelism[i0] and res.share[i1] > 0.6
+              and (boxes[-2].tids == (t1,) or boxes[-1].tids == (t1,)))  # narrow boxes sit on top
+        if ok or attempt == 2:
+            break
     assert res.most_critical_tid == t1
-    i0, i1 = (int(np.flatnonzero(res.tids == t)[0]) for t in (t0, t1))
     assert res.parallelism[i1] < res.parallelism[i0]
     assert res.share[i1] > 0.6
-    boxes = scalestack.bottle(trace).boxes
-    assert boxes[-2].tids == (t1,) or boxes[-1].tids == (t1,)  # narrow boxes sit on top
+    assert boxes[-2].tids == (t1,) or boxes[-1].tids == (t1,)
 
 
 def test_balanced_program_has_an_even_stack(c_programs):
