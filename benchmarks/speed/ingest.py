@@ -10,7 +10,8 @@ the same perf.data measures, in one run:
   Python's start, numba's cached code, reading, the state builder, the save): wall time and
   peak RSS, and its ratios to the two perf tools;
 * `scalestack report` of that saved Trace (time to the first figure): wall time and peak RSS;
-* `scalestack crit --json` of it (a big trace is read in time chunks): wall time and peak RSS;
+* `scalestack crit --json` and `scalestack advise --json` of it (a big trace is read in time
+  chunks): wall time and peak RSS;
 * `scalestack import --between` of about a tenth of the recording from its middle (a part of a
   long recording, read in the memory the part needs): wall time and peak RSS;
 * scalestack's direct perf.data reader (`ingest/perf_data.py`: compiled record walk and decoder),
@@ -124,10 +125,11 @@ def huge(where: Path, tmp: Path, events: int, cli: list[str]) -> dict:
                           ("import", [*cli, "import", "perf-data", str(data), "--comm", w["comm"], "-o", str(saved)]),
                           ("report", [*cli, "report", str(saved), "-o", str(tmp / "report-synth")]),
                           ("crit", [*cli, "crit", str(saved), "--json"]),
+                          ("advise", [*cli, "advise", str(saved), "--json"]),
                           ("part_import", [*cli, "import", "perf-data", str(data), "--comm", w["comm"], "--between",
                                            str(first + 45 * span // 100), str(first + 55 * span // 100),
                                            "-o", str(tmp / "part.trace")])):
-            if key in ("report", "crit") and "import_s" not in r:
+            if key in ("report", "crit", "advise") and "import_s" not in r:
                 cols[key] = "not run"
                 continue
             err = tmp / f"{key}.stderr"
@@ -146,7 +148,7 @@ def huge(where: Path, tmp: Path, events: int, cli: list[str]) -> dict:
               for k, width in (("import_vs_timehist", 11), ("import_vs_perf_script", 9))]
         print(f"{n:>10,d} {size / 1e6:8.1f} | {cols['timehist']:>14} {cols['perf_script']:>14} {cols['import']:>14} | "
               f"{vs[0]} {vs[1]} | {'(synthetic: written in ' + format(t_write, '.0f') + ' s)':>39} | "
-              f"{cols['report']:>14} {cols['part_import']:>14} {cols['crit']:>14}", flush=True)
+              f"{cols['report']:>14} {cols['part_import']:>14} {cols['crit']:>14} {cols['advise']:>14}", flush=True)
         for key in cols:
             if f"{key}_failed" in r:
                 print(f"{'':>20}{key} failed, {r[f'{key}_failed']}", flush=True)
@@ -182,10 +184,10 @@ def main(argv=None) -> int:
                            stdout=fh, stderr=subprocess.DEVNULL, check=True)
         print(f"{'events':>10} {'file MB':>8} | {'timehist':>14} {'perf script':>14} {'import':>14} | "
               f"{'vs timehist':>11} {'vs script':>9} | {'read':>9} {'->Trace':>9} {'->saved':>9} {'text->T':>9} | "
-              f"{'report':>14} {'part (1/10)':>14} {'crit':>14}")
+              f"{'report':>14} {'part (1/10)':>14} {'crit':>14} {'advise':>14}")
         print(f"{'':>10} {'':>8} | {'s / peak MB':>14} {'s / peak MB':>14} {'s / peak MB':>14} | {'x faster':>11} "
               f"{'x faster':>9} | {'M ev/s':>9} {'M ev/s':>9} {'M ev/s':>9} {'M ev/s':>9} | {'s / peak MB':>14} "
-              f"{'s / peak MB':>14} {'s / peak MB':>14}")
+              f"{'s / peak MB':>14} {'s / peak MB':>14} {'s / peak MB':>14}")
         cli = [sys.executable, "-m", "scalestack.cli"]
         timed([*cli, "import", "perf-data", str(warm), "--comm", "prodcons", "-o", str(tmp / "warm.trace")])
         for items in sizes:
@@ -204,6 +206,7 @@ def main(argv=None) -> int:
                                     f"{0.45 * wall:.6f}s", f"{0.55 * wall:.6f}s", "-o", str(tmp / "part.trace")])
             t_report, m_report = timed([*cli, "report", str(saved), "-o", str(tmp / f"report-{items}")])
             t_crit, m_crit = timed([*cli, "crit", str(saved), "--json"])
+            t_advise, m_advise = timed([*cli, "advise", str(saved), "--json"])
             src = str(ROOT / "src")
             out = subprocess.run([sys.executable, "-c", DIRECT.format(src=src, warm=str(warm), data=str(data),
                                                                       saved=str(tmp / "direct.trace"))],
@@ -219,7 +222,7 @@ def main(argv=None) -> int:
                  "import_peak_bytes": m_import, "part_import_s": t_part, "part_import_peak_bytes": m_part,
                  "import_vs_timehist": t_timehist / t_import,
                  "import_vs_perf_script": t_script / t_import, "report_s": t_report, "report_peak_bytes": m_report,
-                 "crit_s": t_crit, "crit_peak_bytes": m_crit,
+                 "crit_s": t_crit, "crit_peak_bytes": m_crit, "advise_s": t_advise, "advise_peak_bytes": m_advise,
                  "perf_script_ev_s": n / t_script, "timehist_ev_s": n / t_timehist, "import_ev_s": n / t_import,
                  "read_ev_s": n / t_read, "to_trace_ev_s": n / t_trace, "to_saved_ev_s": n / t_saved,
                  "read_vs_perf_script": t_script / t_read, "trace_vs_perf_script": t_script / t_trace,
@@ -231,7 +234,8 @@ def main(argv=None) -> int:
                   f"{r['import_vs_timehist']:10.2f}x {r['import_vs_perf_script']:8.2f}x | "
                   f"{r['read_ev_s'] / 1e6:9.2f} {r['to_trace_ev_s'] / 1e6:9.2f} {r['to_saved_ev_s'] / 1e6:9.2f} "
                   f"{r['text_to_trace_ev_s'] / 1e6:9.2f} | {t_report:6.2f} / {m_report / 1e6:5.0f} "
-                  f"{t_part:6.2f} / {m_part / 1e6:5.0f} {t_crit:6.2f} / {m_crit / 1e6:5.0f}", flush=True)
+                  f"{t_part:6.2f} / {m_part / 1e6:5.0f} {t_crit:6.2f} / {m_crit / 1e6:5.0f} "
+                  f"{t_advise:6.2f} / {m_advise / 1e6:5.0f}", flush=True)
             for f in (data, text, saved):
                 os.unlink(f)
         if args.huge:

@@ -19,4 +19,4 @@ def test_ingest_quick(tmp_path):
     assert row["events"] > 1000 and row["read_ev_s"] > 0 and row["to_trace_ev_s"] > 0 and row["perf_script_ev_s"] > 0
     assert row["text_to_trace_ev_s"] > 0 and row["peak_bytes"] >= row["baseline_bytes"] > 0
     assert row["part_import_s"] > 0 and row["part_import_peak_bytes"] > 0
-    assert row["crit_s"] > 0 and row["crit_peak_bytes"] > 0
+    assert row["crit_s"] > 0 and row["crit_peak_bytes"] > 0 and row["advise_s"] > 0 and row["advise_peak_bytes"] > 0
