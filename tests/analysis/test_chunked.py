@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import scalestack
-from scalestack.analysis import chunked
+from scalestack.analysis import chunked, chunked_advice
 from scalestack.analysis.advice import advise, with_inferred_wakers
 from scalestack.analysis.bottle import bottle
 from scalestack.analysis.criticality import criticality
@@ -220,7 +220,7 @@ def test_chunked_whatif_replays_the_whole_trace(tmp_path_factory, monkeypatch, t
     store.save(trace, path)
     tid = int(tids[-1])
     whole = whatif(trace, tid, factor)
-    part = chunked.whatif(path, tid, factor, max_rows=max_rows)
+    part = chunked_advice.whatif(path, tid, factor, max_rows=max_rows)
     assert part.replay_runtime_ns == whole.replay_runtime_ns
     assert (part.runtime_ns, part.unknown_waker_share, part.tid, part.factor) == \
         (whole.runtime_ns, whole.unknown_waker_share, whole.tid, whole.factor)
@@ -237,7 +237,7 @@ def test_chunked_phases_are_the_whole_traces(tmp_path_factory, monkeypatch, trac
     path = tmp_path_factory.mktemp("p") / "t.trace"
     store.save(trace, path)
     whole = phase_criticality(trace, factor=2.0, active=active)
-    part = chunked.phase_gain(path, factor=2.0, active=active, max_rows=max_rows)
+    part = chunked_advice.phase_gain(path, factor=2.0, active=active, max_rows=max_rows)
     assert part.phases == whole.phases == len(whole.bounds_ns) - 1
     assert np.array_equal(part.lead_ns, whole.lead_ns) and np.array_equal(part.lead_phases, whole.lead_phases)
     np.testing.assert_allclose(part.gain_ns, whole.gain_ns, rtol=0, atol=TOL)
@@ -356,14 +356,14 @@ def test_chunked_advice_is_the_whole_traces(tmp_path_factory, monkeypatch, trace
     store.save(trace, path)
     want = with_inferred_wakers(trace).states
     want = dict(zip(zip(want.tid.tolist(), want.start_ns.tolist(), strict=True), want.waker.tolist(), strict=True))
-    infer = chunked._InferredWakers()
+    infer = chunked_advice._InferredWakers()
     windows = chunked.plan(path, trace.start_ns, trace.end_ns, max_rows)
-    for k, (a, b, part) in enumerate(chunked._chunks(path, windows, None)):
+    for k, a, b, part in chunked._chunks(path, windows, None):
         waker = infer(k, len(windows), a, b, part)
-        rows = np.flatnonzero(chunked._ends_in(part.states, k, len(windows), a, b))
+        rows = np.flatnonzero(chunked_advice._ends_in(part.states, k, len(windows), a, b))
         for i in rows.tolist():
             assert waker[i] == want[(int(part.states.tid[i]), int(part.states.start_ns[i]))]
-    _same_advice(advise(trace), chunked.advise(path, max_rows=max_rows))
+    _same_advice(advise(trace), chunked_advice.advise(path, max_rows=max_rows))
 
 
 @pytest.mark.parametrize("workload", ["pipeline", "pmd", "shifting_critical", "lock_critical", "random", "bfs",

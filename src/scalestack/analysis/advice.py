@@ -509,7 +509,7 @@ def _wait_groups(state, tid, addr, waker, start, end, tids, lo, hi):
 @dataclasses.dataclass
 class Facts:
     """What the findings are drawn from, of a whole trace (`facts_of`) or of one read in time
-    chunks (`analysis.chunked.advise`): every fact is a sum over time, or a replay, so both give
+    chunks (`analysis.chunked_advice.advise`): every fact is a sum over time, or a replay, so both give
     the same advice. `replay(tid)`: the program's speedup when that thread runs `factor` times
     faster (dependency replay); `phases()`: the per-phase gains (running+runnable active)."""
 

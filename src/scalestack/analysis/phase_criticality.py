@@ -97,7 +97,7 @@ def capped_gain(c: np.ndarray, factor: float) -> np.ndarray:
 @dataclasses.dataclass(frozen=True)
 class PhaseGain(Result):
     """The gain each thread's acceleration is predicted to give, summed over the phases (what a
-    trace read in chunks keeps of them: `analysis.chunked.whatif_and_phases`).
+    trace read in chunks keeps of them: `analysis.chunked_advice.whatif_and_phases`).
 
     Attributes
     ----------

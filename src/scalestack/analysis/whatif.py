@@ -80,7 +80,7 @@ def replay_runtime(trace: Trace, scale: dict[int, float]) -> float:
 class ReplayWalk:
     """The replay's state between calls: each thread's cursor in the re-timed schedule, the
     original instant it corresponds to, and whether its next segment runs. Carried from one part
-    of the events to the next, so that a trace read in time chunks (`analysis.chunked.whatif`)
+    of the events to the next, so that a trace read in time chunks (`analysis.chunked_advice.whatif`)
     replays exactly as a whole one: the events are merged in the same order, the same float
     operations done on them."""
 

@@ -17,7 +17,7 @@ from scalestack.commands._analysis_options import analyse_stored, chunk_option
 @chunk_option
 def command(path, factor, sweep_dir, as_json, chunk_rows):
     """What limits the program most, what to do about it, and what it would gain."""
-    from scalestack.analysis import chunked
+    from scalestack.analysis import chunked_advice
     from scalestack.analysis.advice import advise
     from scalestack.errors import UserError
 
@@ -29,6 +29,6 @@ def command(path, factor, sweep_dir, as_json, chunk_rows):
 
         sweep = load_sweep(sweep_dir)
     res = analyse_stored(path, None, chunk_rows, lambda trace, _window: advise(trace, factor, sweep=sweep),
-                         lambda path, _window, max_rows, progress: chunked.advise(
+                         lambda path, _window, max_rows, progress: chunked_advice.advise(
                              path, factor, sweep=sweep, max_rows=max_rows, progress=progress))
     click.echo(res.to_json() if as_json else res.text())

@@ -26,11 +26,11 @@ def command(path, accelerate, factor, as_json, chunk_rows):
         return res, phase_criticality(trace, factor=factor) if factor > 1 else None
 
     def in_chunks(path, _window, max_rows, progress):
-        from scalestack.analysis import chunked
+        from scalestack.analysis import chunked_advice
 
         if factor > 1:
-            return chunked.whatif_and_phases(path, accelerate, factor, max_rows=max_rows, progress=progress)
-        return chunked.whatif(path, accelerate, factor, max_rows=max_rows, progress=progress), None
+            return chunked_advice.whatif_and_phases(path, accelerate, factor, max_rows=max_rows, progress=progress)
+        return chunked_advice.whatif(path, accelerate, factor, max_rows=max_rows, progress=progress), None
 
     res, phase = analyse_stored(path, None, chunk_rows, whole, in_chunks)
     phase_speedup = float(phase.predicted_speedup[list(map(int, phase.tids)).index(accelerate)]) if phase else None
