@@ -78,10 +78,14 @@ def plan(path: str | os.PathLike, t0: int, t1: int, max_rows: int = CHUNK_ROWS,
 
 
 def _span(path, between) -> tuple[int, int]:
-    meta = read_meta(path)
+    return clip_span(*_stored_range(path, read_meta(path)), between)
+
+
+def _stored_range(path, meta: dict) -> tuple[int, int]:
+    """The trace's [start, end) from its meta; one line if the meta lacks it (older files)."""
     if "start_ns" not in meta or "end_ns" not in meta:
         raise UserError(f"{path} does not give its time range; read it whole (scalestack.load)")
-    return clip_span(meta["start_ns"], meta["end_ns"], between)
+    return int(meta["start_ns"]), int(meta["end_ns"])
 
 
 def _chunks(path, windows, progress: Progress | None):
@@ -168,9 +172,7 @@ def time_in_states(path: str | os.PathLike, *, max_rows: int = CHUNK_ROWS,
     did not would still count once). A window's sums are float64 sums of integer ns, as the whole
     trace's, exact below 2^53 ns (104 days) a thread and state, so the totals are the same ints."""
     threads, meta = load_threads(path)
-    if "start_ns" not in meta or "end_ns" not in meta:
-        raise UserError(f"{path} does not give its time range; read it whole (scalestack.load)")
-    t0, t1 = int(meta["start_ns"]), int(meta["end_ns"])  # not clip_span's: an empty range is one window
+    t0, t1 = _stored_range(path, meta)  # not clip_span's: an empty range is one window
     windows = plan(path, t0, t1, max_rows, members=("states",)) or [(t0, t1)]
     order = np.argsort(threads.tid, kind="stable")
     sorted_tids = threads.tid[order]

@@ -167,8 +167,7 @@ def advise(path: str | os.PathLike, factor: float = 2.0, max_threads: int = 3, *
                 cut(k, len(windows), a, b, part)
             del part
         for t, w in zip(list(replays), walk.walks, strict=True):
-            span = w.span()
-            replays[t] = cr.span_ns / span if span > 0 else 1.0  # WhatIfResult.replay_speedup
+            replays[t] = whatif_result(t, factor, cr.span_ns, cr, w.span(), 0, 0).replay_speedup
         if cut is not None:
             phases["found"] = cut.result()
     return findings(facts, factor, max_threads, sweep)

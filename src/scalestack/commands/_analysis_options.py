@@ -1,4 +1,5 @@
-"""Options shared by the commands that analyse a trace (report, crit, bottle; info reads in chunks too)."""
+"""Options shared by the commands that analyse a trace (report, crit, bottle), and how crit, bottle,
+info, whatif and advise read a stored trace whole or in time chunks."""
 
 from __future__ import annotations
 

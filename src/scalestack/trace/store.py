@@ -233,21 +233,12 @@ def load(path: str | os.PathLike, window: tuple[int, int] | None = None) -> Trac
     read (whole Parquet row groups: the caller still cuts with `Trace.between`), so a part of a big
     trace loads in memory that follows the part."""
     path = os.fspath(path)
-    with _opened(path) as (zf, names):
+    with _opened(path) as (zf, names), _mapped(path) as mapped:
         meta = _meta(zf, path)
-        # Python's map, not Arrow's: Arrow's read_at asks the kernel for the whole member at once
-        # (MADV_WILLNEED), which maps all of it into the process (+157 MB RSS for a 3 M-row window
-        # of a 37.5 M-row state table); here only the pages of the row groups read are touched
-        with open(path, "rb") as fh:
-            mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        try:
-            tables = {m: _read(cls, zf, m, mapped, window if m == "states" else None) for m, cls in TABLES.items()}
-            for m, cls in OPTIONAL_TABLES.items():
-                timed = window if m in ("samples", "switch_spans", "futex_calls") else None
-                tables[m] = _read(cls, zf, m, mapped, timed) if f"{m}.parquet" in names else cls.empty()
-        finally:
-            mapped.close()
-            pa.default_memory_pool().release_unused()  # Arrow's allocator kept 24 MB of decoded pages
+        tables = {m: _read(cls, zf, m, mapped, window if m == "states" else None) for m, cls in TABLES.items()}
+        for m, cls in OPTIONAL_TABLES.items():
+            timed = window if m in ("samples", "switch_spans", "futex_calls") else None
+            tables[m] = _read(cls, zf, m, mapped, timed) if f"{m}.parquet" in names else cls.empty()
     return Trace(threads=tables["threads"], states=tables["states"], names=tables["names"], meta=meta,
                  samples=tables["samples"], switch_spans=tables["switch_spans"], frames=tables["frames"],
                  stacks=tables["stacks"], futex_calls=tables["futex_calls"])
@@ -265,15 +256,24 @@ def load_states(path: str | os.PathLike, window: tuple[int, int] | None = None) 
     """The state table alone, or with `window` only its row groups that may overlap it, unclipped
     (as `load` reads them): a chunk of `scalestack info` without the switch spans it does not use."""
     path = os.fspath(path)
-    with _opened(path) as (zf, _names):
+    with _opened(path) as (zf, _names), _mapped(path) as mapped:
         _meta(zf, path)  # the schema version check
-        with open(path, "rb") as fh:
-            mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        try:
-            return _read(StateTable, zf, "states", mapped, window)
-        finally:
-            mapped.close()
-            pa.default_memory_pool().release_unused()
+        return _read(StateTable, zf, "states", mapped, window)
+
+
+@contextlib.contextmanager
+def _mapped(path: str):
+    """The trace file mapped read-only, for `_read`. Python's map, not Arrow's: Arrow's read_at asks
+    the kernel for the whole member at once (MADV_WILLNEED), which maps all of it into the process
+    (+157 MB RSS for a 3 M-row window of a 37.5 M-row state table); here only the pages of the row
+    groups read are touched. Arrow's allocator is emptied after: it kept 24 MB of decoded pages."""
+    with open(path, "rb") as fh:
+        mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        yield mapped
+    finally:
+        mapped.close()
+        pa.default_memory_pool().release_unused()
 
 
 def group_ranges(path: str | os.PathLike, member: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
