@@ -163,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     plains = [plain(prog) for _ in range(runs)]
                     slow = (statistics.median(r["wall_s"] for r in res) / statistics.median(plains) - 1) * 100
-                fig = {"gaps_per_1k_events": gaps, "run_err_median_pct": float(np.median(run_err)),
+                fig = {"gaps_per_1k_events": gaps, "gaps": sum(r["gaps"] for r in res),
+                       "events": sum(r["events"] for r in res), "run_err_median_pct": float(np.median(run_err)),
                        "run_err_p95_pct": float(np.percentile(run_err, 95)), "run_err_max_pct": float(run_err.max()),
                        "within_2pct": float(np.mean(run_err <= 2) * 100),
                        "running_within_2pct_or_1ms": float(np.mean(np.concatenate([r["run_ok"] for r in res])) * 100),

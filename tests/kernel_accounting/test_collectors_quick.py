@@ -39,7 +39,8 @@ def test_collectors_quick_mode(tmp_path):
     if aggregator.unavailable() is None:
         # the eBPF trace collector loses no switch of its own (measured, 20 recordings of each of five
         # programs: 0.00-0.42 chain gaps per 1000 events, switches out of this VM's agent threads that no
-        # tracepoint reports, against perf's 14-49 and tracefs's 16-25)
+        # tracepoint reports, against perf's 14-49 and tracefs's 16-25). The quick mode records about
+        # 500 events, so one such gap alone reads 2 per 1000: a couple are allowed, perf's rate is not
         f = figs["oversubscribed (4 on 2) [ebpf]"]
-        assert f["gaps_per_1k_events"] < 2, f
+        assert f["gaps"] <= 2 or f["gaps_per_1k_events"] < 2, f
         assert f["running_within_2pct_or_1ms"] == 100 and f["runnable_within_5pct_or_1ms"] == 100, f
