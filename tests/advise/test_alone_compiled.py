@@ -1,17 +1,19 @@
-"""alone_time, the waits each thread ends (advice._alone, advice._caused) and the criticality
+"""alone_time, the waits each thread ends (advice._alone, WaitSums.caused) and the criticality
 stack's Run_j (criticality._active_ns) are compiled passes over the states: the same numbers as
 the sweep, the loop and np.bincount they replace."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scalestack.analysis.advice import (
+    WaitSums,
     _alone_by_sweep,
     alone_time,
-    caused_wait,
     with_inferred_wakers,
 )
 from scalestack.analysis.criticality import active_intervals, active_ns
@@ -56,16 +58,18 @@ def test_hand_checked_caused_wait():
     # thread 1 waits [0,4) for 2 and [6,9) for 2; thread 2 waits [4,6) for 1; a wait by a stranger (99) is left out
     tr = _trace([(1, 0), (2, 0)], [(1, 0, 4, 2, 2), (1, 4, 6, 0, -1), (1, 6, 9, 2, 2), (2, 0, 4, 0, -1),
                                    (2, 4, 6, 2, 1), (2, 6, 9, 2, 99)])
-    woken = (tr.states.state == 2) & np.isin(tr.states.waker, tr.threads.tid)
-    got = caused_wait(tr, woken)
+    got = WaitSums.of(tr.states, tr.threads.tid).caused()
     assert got == {2: 7, 1: 2} and list(got) == [2, 1]
 
 
 @settings(max_examples=200, deadline=None)
 @given(_any_traces())
 def test_caused_wait_is_the_loop(tr):
+    """In (thread, start) row order, as the builder writes states: wakers in order of first wait."""
+    st = tr.states
+    tr = dataclasses.replace(tr, states=st.take(np.lexsort((st.start_ns, st.tid))))
     woken = (tr.states.state == 2) & np.isin(tr.states.waker, tr.threads.tid)
-    got, want = caused_wait(tr, woken), _caused_by_loop(tr, woken)
+    got, want = WaitSums.of(tr.states, tr.threads.tid).caused(), _caused_by_loop(tr, woken)
     assert got == want and list(got) == list(want)
 
 

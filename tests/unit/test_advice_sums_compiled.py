@@ -1,5 +1,5 @@
-"""advice's per-address and per-state sums in one compiled pass equal the NumPy statements they
-replace (np.unique of the masked addresses with bincounts; masked duration sums)."""
+"""advice's per-futex and per-state sums in compiled passes equal the NumPy statements they
+replace (np.unique of the waits' addresses with bincounts; masked duration sums)."""
 
 from __future__ import annotations
 
@@ -25,15 +25,16 @@ def _table(rows):
 
 @settings(max_examples=200, deadline=None)
 @given(rows_st)
-def test_addr_sums_are_unique_and_bincounts(rows):
+def test_wait_sums_per_futex_are_unique_and_bincounts(rows):
+    """WaitSums.by_addr of all groups equals np.unique of the SYNC_WAIT rows' futexes with bincounts."""
     t = _table(rows)
-    mask = np.array([m for *_, m in rows], bool)
+    mask = t.state == 2
     addrs, inv = np.unique(t.addr[mask], return_inverse=True)
-    got_addrs, got_n, got_sums = advice.addr_sums(t, mask)
-    assert got_addrs.dtype == addrs.dtype and np.array_equal(got_addrs, addrs)
+    sums = advice.WaitSums.of(t, np.array([1]))
+    got_addrs, got_n, got_ns = sums.by_addr(np.ones(len(sums.tid), bool))
+    assert np.array_equal(got_addrs, addrs.astype(np.uint64))
     assert np.array_equal(got_n, np.bincount(inv, minlength=len(addrs)))
-    want = np.bincount(inv, weights=(t.end_ns[mask] - t.start_ns[mask]), minlength=len(addrs))
-    assert np.array_equal(got_sums, want) and (got_sums.dtype == want.dtype or not len(want))  # numpy: int64 when empty
+    assert np.array_equal(got_ns, np.bincount(inv, weights=(t.end_ns[mask] - t.start_ns[mask]), minlength=len(addrs)))
 
 
 @settings(max_examples=100, deadline=None)

@@ -265,66 +265,6 @@ def _state_ns(states, start, end, state):
     return total
 
 
-def addr_sums(st, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The distinct wait objects of the `mask`ed rows (sorted), how many rows each, and their ns
-    (float64): `np.unique(st.addr[mask], return_inverse=True)` with the two bincounts of it, in one
-    pass with a table of the few addresses (the masked copies, sort and inverse took ~500 MB for
-    12.5 M waits). The sums are exact (integers below 2^53), as the bincount's were."""
-    addrs, counts, sums = _addr_sums(mask, st.addr, st.start_ns, st.end_ns)
-    order = np.argsort(addrs, kind="stable")
-    return addrs[order], counts[order], sums[order].astype(np.float64)
-
-
-@numba.njit(cache=True)
-def _addr_sums(mask, addr, start, end):
-    slot = dict()
-    keys = np.empty(16, addr.dtype)
-    counts = np.zeros(16, np.int64)
-    sums = np.zeros(16, np.int64)
-    n = 0
-    for i in range(mask.shape[0]):
-        if not mask[i]:
-            continue
-        a = addr[i]
-        if a in slot:
-            j = slot[a]
-        else:
-            if n == keys.shape[0]:  # room for more addresses
-                keys = np.concatenate((keys, np.empty(n, addr.dtype)))
-                counts = np.concatenate((counts, np.zeros(n, np.int64)))
-                sums = np.concatenate((sums, np.zeros(n, np.int64)))
-            j = n
-            slot[a] = j
-            keys[j] = a
-            n += 1
-        counts[j] += 1
-        sums[j] += end[i] - start[i]
-    return keys[:n], counts[:n], sums[:n]
-
-
-def caused_wait(trace: Trace, woken: np.ndarray) -> dict[int, int]:
-    """ns of the `woken` waits (their wakers are threads of the trace) summed per waker, wakers in
-    the order of their first such wait: one compiled pass, where a Python loop over the waits'
-    wakers and durations as lists held 43 MB of ints for 714 K waits."""
-    tids = np.sort(trace.threads.tid)
-    st = trace.states
-    sums, first = _caused(woken, st.waker, st.start_ns, st.end_ns, tids)
-    return {int(tids[p]): int(sums[p]) for p in sorted(np.flatnonzero(first >= 0).tolist(), key=lambda p: first[p])}
-
-
-@numba.njit(cache=True)
-def _caused(woken, waker, start, end, tids):
-    sums = np.zeros(tids.shape[0], np.int64)
-    first = np.full(tids.shape[0], -1, np.int64)
-    for i in range(woken.shape[0]):
-        if woken[i]:
-            p = find_sorted(tids, waker[i])
-            if first[p] < 0:
-                first[p] = i
-            sums[p] += end[i] - start[i]
-    return sums, first
-
-
 WAKER_SLACK_NS = 50_000  # a waker candidate ran until this long before the wait ended, or later
 
 
@@ -440,7 +380,7 @@ class WaitSums:
         return self.waker >= 0
 
     def by_addr(self, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """`addr_sums` of the selected groups' waits: futexes (sorted), waits, ns (float64)."""
+        """The selected groups' waits per futex: futexes (sorted), waits, ns (float64)."""
         addrs, inv = np.unique(self.addr[sel], return_inverse=True)
         return (addrs, np.bincount(inv, weights=self.count[sel], minlength=len(addrs)).astype(np.int64),
                 np.bincount(inv, weights=self.ns[sel], minlength=len(addrs)).astype(np.float64))
@@ -455,8 +395,8 @@ class WaitSums:
         return w, np.bincount(inv, weights=self.count[sel], minlength=len(w)).astype(np.int64)
 
     def caused(self) -> dict[int, int]:
-        """`caused_wait`: ns of the waits each thread ended, wakers in the order of their first such
-        wait in the state table's (thread, start) order."""
+        """ns of the waits each thread ended, wakers in the order of their first such wait in the
+        state table's (thread, start) order."""
         sel = self.woken
         w, inv = np.unique(self.waker[sel], return_inverse=True)
         ns = np.bincount(inv, weights=self.ns[sel], minlength=len(w)).astype(np.int64)
