@@ -678,6 +678,7 @@ def _read(info: PerfData, path: str, window, whole, threads: int | None, window_
         lo, hi = part_bounds(between, zero)
     need_zero = between is not None and zero <= 0
     open_tail = False  # perf record -z: the stream may end inside a record (below)
+    partial = 0  # bytes of such a record, not read
     while True:
         # times sized for the most samples the bytes could hold: pages never written are never
         # committed, so memory follows the samples found, not this bound
@@ -699,6 +700,7 @@ def _read(info: PerfData, path: str, window, whole, threads: int | None, window_
                 # with `perf record -z` of a busy program on a loaded machine). perf script keeps such a
                 # partial record for the next compressed record and so never reads it: neither do we.
                 # Only after a full-size last record, and in the last record's bytes (u16 sizes).
+                partial = end - (pos + at)
                 end, open_tail = pos + at, False
                 break
             if code not in (0, _MORE):
@@ -772,6 +774,8 @@ def _read(info: PerfData, path: str, window, whole, threads: int | None, window_
     ev.comms = comms
     ev.stats = {"lost_events": int(counts[0]), "lost_samples": int(counts[1]), "unknown_events": int(counts[4]),
                 "sideband_records": int(counts[2]), "source_format": "perf-data", **info.features}
+    if partial:
+        ev.stats["partial_record_bytes"] = partial
     if between is not None:
         ev.stats.update(part_stats(between, lo, hi, int(counts[5]), int(counts[6]), n, path))
     return ev

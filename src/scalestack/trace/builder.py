@@ -1663,7 +1663,7 @@ def build_trace(
         runnable_from_futex_calls=runnable_from_wakes,
         warnings=warnings,
     )
-    for key in ("lost_samples", "unknown_events", "skipped_lines"):
+    for key in ("lost_samples", "unknown_events", "skipped_lines", "partial_record_bytes"):
         if key in events.stats:
             meta[key] = events.stats[key]
     spans = switch_spans(events, present, t0, t1) if index.count(Kind.SWITCH) else None
