@@ -86,14 +86,37 @@ def _coarsen(starts, ends, keys, lo, width, out_s, out_e, out_k, n_out):
     merges into the rows before n_out (the previous lane's: a lane starting where the one before
     it ended, in the same state, lost its rows to it)."""
     first = n_out
-    acc_k = np.empty(64, np.int64)
-    acc_d = np.zeros(64, np.int64)
-    n_acc, cur, cov_s, cov_e = 0, -1, 0, 0
+    acc_k, acc_d, state = coarse_state()
+    n_out = _coarsen_more(starts, ends, keys, lo, width, out_s, out_e, out_k, n_out, first, acc_k, acc_d, state)
+    return _coarsen_end(out_s, out_e, out_k, n_out, first, acc_k, acc_d, state)
+
+
+@numba.njit(cache=True)
+def coarse_state():
+    """A fresh `_coarse_step` state: the keys weighed in the open bucket, their ns, and (keys
+    weighed, open bucket, the stretch they covered)."""
+    return np.empty(64, np.int64), np.zeros(64, np.int64), np.array([0, -1, 0, 0], np.int64)
+
+
+@numba.njit(cache=True)
+def _coarsen_more(starts, ends, keys, lo, width, out_s, out_e, out_k, n_out, first, acc_k, acc_d, state):
+    """`_coarsen` of more of a lane's segments, its state carried in (acc_k, acc_d, state): a lane
+    read in time chunks is summarised as if whole. Returns the new count; the last row may still
+    grow."""
+    n_acc, cur, cov_s, cov_e = state[0], state[1], state[2], state[3]
     for i in range(starts.shape[0]):
         n_out, n_acc, cur, cov_s, cov_e = _coarse_step(starts[i], ends[i], keys[i], lo, width, out_s, out_e, out_k,
                                                        n_out, first, acc_k, acc_d, n_acc, cur, cov_s, cov_e)
-    if n_acc > 0:
-        n_out = _emit(out_s, out_e, out_k, n_out, cov_s, cov_e, acc_k, acc_d, n_acc, first)
+    state[0], state[1], state[2], state[3] = n_acc, cur, cov_s, cov_e
+    return n_out
+
+
+@numba.njit(cache=True)
+def _coarsen_end(out_s, out_e, out_k, n_out, first, acc_k, acc_d, state):
+    """The lane's open bucket, once no segment follows."""
+    if state[0] > 0:
+        n_out = _emit(out_s, out_e, out_k, n_out, state[2], state[3], acc_k, acc_d, state[0], first)
+        state[0] = 0
     return n_out
 
 
@@ -199,7 +222,7 @@ class CriticalStrip:
     the count, the segments and their summary."""
 
     def __init__(self, trace: Trace, lane_of_row: np.ndarray, active: str = "running"):
-        from scalestack.analysis.criticality import _point_runs, critical_intervals, has_shared
+        from scalestack.analysis.criticality import critical_intervals, has_shared
 
         self.trace, self.active = trace, active
         self.t0, self.t1 = trace.start_ns, trace.end_ns
@@ -207,8 +230,7 @@ class CriticalStrip:
         key, intervals = critical_intervals(trace, active, self.t0, self.t1)
         self.merged = self.lane_at = None
         if not has_shared(trace, key):  # no timeline made yet
-            rows, a, b = intervals()
-            self.merged = (a, b, self.t0, self.t1, _point_runs(a, b, self.t0, self.t1), self.lanes[rows])
+            self.merged = strip_inputs(intervals, self.lanes, self.t0, self.t1)
 
     def _shared(self, out: tuple, fill: bool) -> int:
         from scalestack.analysis.criticality import critical_sweep
@@ -223,7 +245,7 @@ class CriticalStrip:
         empty = tuple(np.empty(0, np.int64) for _ in range(4))
         if self.merged is None:
             return int(self._shared(empty, False))
-        return int(_merged_strip(*self.merged, *empty, False))
+        return int(_merged_strip(*self.merged, *empty, False, strip_carry()))
 
     def segments(self, n_segments: int | None = None) -> tuple[np.ndarray, ...]:
         """(start_ns, end_ns, r, lone lane) of each segment (`n_segments`: what `count` gave)."""
@@ -232,7 +254,7 @@ class CriticalStrip:
         if self.merged is None:
             self._shared(out, True)
         else:
-            _merged_strip(*self.merged, *out, True)
+            _merged_strip(*self.merged, *out, True, strip_carry())
         return out
 
     def coarse(self, lo: int, width: int, n_segments: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -244,24 +266,47 @@ class CriticalStrip:
             return coarsen(np.array([0, len(cs)]), cs, ce, (cl + 1) * 256 + np.minimum(cr, 255), lo, width)[1:]
         cap = min(n_segments, int((self.t1 - lo) // width) + 2) + 4  # as `coarsen` sizes one lane's summary
         out = tuple(np.empty(cap, np.int64) for _ in range(3))
-        n = _merged_strip_coarse(*self.merged, lo, width, *out)
+        n = _merged_strip_coarse(*self.merged, lo, width, *out, *strip_coarse_carry(), True)
         return tuple(x[:n] for x in out)
 
 
+def strip_inputs(intervals, lanes: np.ndarray, t0: int, t1: int) -> tuple:
+    """What `_merged_strip` reads of the intervals `intervals()` gives (thread rows, starts, ends,
+    clipped to [t0, t1]): the same for a whole trace and for each time chunk of a stored one."""
+    from scalestack.analysis.criticality import _point_runs
+
+    rows, a, b = intervals()
+    return a, b, t0, t1, _point_runs(a, b, t0, t1), lanes[rows]
+
+
+def strip_carry() -> np.ndarray:
+    """`_merged_strip`'s state before any point: (segments so far, the last one's r, lone lane, end)."""
+    return np.array([0, -1, -1, -1], np.int64)
+
+
+def strip_coarse_carry() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """`_merged_strip_coarse`'s state before any point: (summary rows so far, the pending segment:
+    whether there is one, its r, lone lane, start, end) and `_coarse_step`'s state."""
+    acc_k, acc_d, state = coarse_state()
+    return np.array([0, 0, -1, -1, -1, -1], np.int64), acc_k, acc_d, state
+
+
 @numba.njit(cache=True)
-def _merged_strip(a, b, t0, t1, firsts, lane, start, end, rr, lone, fill):
+def _merged_strip(a, b, t0, t1, firsts, lane, start, end, rr, lone, fill, carry):
     """`_strip` over the endpoints of the intervals [a, b) and of [t0, t1], merged from their sorted
     runs (`criticality._merge_sweep`'s order) as they are visited: no timeline (56 bytes an
-    interval: 1.05 GB for the 12.5 M spans of a 10^8-event trace), the same segments."""
+    interval: 1.05 GB for the 12.5 M spans of a 10^8-event trace), the same segments. `carry`
+    (`strip_carry`) holds the segments so far and the last one, so that the strips of consecutive
+    windows [t0, t1) join as one: a segment ending at t0 grows on when it continues. Returns the
+    segment count."""
     n_iv = a.shape[0]
     m = 2 * n_iv + 2
     heap, cur, stop, head_t = merge_heap(a, b, t0, t1, firsts)
     size = firsts.shape[0]
-    n = 0
+    n, rr_prev, lone_prev, end_prev = carry[0], carry[1], carry[2], carry[3]
     count = 0
     total = 0
     prev_t = 0
-    rr_prev, lone_prev, end_prev = -1, -1, -1
     for k in range(m):
         run = heap[0]
         e = cur[run]
@@ -292,6 +337,7 @@ def _merged_strip(a, b, t0, t1, firsts, lane, start, end, rr, lone, fill):
             size -= 1
             heap[0] = heap[size]
         sift_runs(heap, size, 0, head_t, cur)
+    carry[0], carry[1], carry[2], carry[3] = n, rr_prev, lone_prev, end_prev
     return n
 
 
@@ -333,24 +379,25 @@ def _strip(u, r, lane_at, start, end, rr, lone, fill):
 
 
 @numba.njit(cache=True)
-def _merged_strip_coarse(a, b, t0, t1, firsts, lane, lo, width, out_s, out_e, out_k):
+def _merged_strip_coarse(a, b, t0, t1, firsts, lane, lo, width, out_s, out_e, out_k, carry, acc_k, acc_d, state,
+                         final):
     """`_merged_strip`'s segments summarised as `_coarsen` summarises them (key: (lone lane + 1) *
     256 + min(r, 255)), each fed to the summary as it is complete: the strip of a trace too big
     to draw interval by interval without its segments (32 bytes each: 0.8 GB for a 10^8-event
-    trace). Returns the summary's row count."""
+    trace). The pending segment and the summary's state are carried (`strip_coarse_carry`) from
+    the window before, as in `_merged_strip`; `final`: no window follows, so both are written out.
+    Returns the summary's row count."""
     n_iv = a.shape[0]
     m = 2 * n_iv + 2
     heap, cur, stop, head_t = merge_heap(a, b, t0, t1, firsts)
     size = firsts.shape[0]
-    acc_k = np.empty(64, np.int64)
-    acc_d = np.zeros(64, np.int64)
-    n_acc, bucket, cov_s, cov_e = 0, -1, 0, 0
-    n_out = 0
-    have = False
+    n_acc, bucket, cov_s, cov_e = state[0], state[1], state[2], state[3]
+    n_out = carry[0]
+    have = carry[1] != 0
+    rr_prev, lone_prev, s_prev, end_prev = carry[2], carry[3], carry[4], carry[5]
     count = 0
     total = 0
     prev_t = 0
-    rr_prev, lone_prev, s_prev, end_prev = -1, -1, -1, -1
     for k in range(m):
         run = heap[0]
         e = cur[run]
@@ -381,12 +428,18 @@ def _merged_strip_coarse(a, b, t0, t1, firsts, lane, lo, width, out_s, out_e, ou
             size -= 1
             heap[0] = heap[size]
         sift_runs(heap, size, 0, head_t, cur)
-    if have:
-        n_out, n_acc, bucket, cov_s, cov_e = _coarse_step(
-            s_prev, end_prev, (lone_prev + 1) * 256 + min(rr_prev, 255), lo, width, out_s, out_e, out_k, n_out, 0,
-            acc_k, acc_d, n_acc, bucket, cov_s, cov_e)
-    if n_acc > 0:
-        n_out = _emit(out_s, out_e, out_k, n_out, cov_s, cov_e, acc_k, acc_d, n_acc, 0)
+    if final:
+        if have:
+            n_out, n_acc, bucket, cov_s, cov_e = _coarse_step(
+                s_prev, end_prev, (lone_prev + 1) * 256 + min(rr_prev, 255), lo, width, out_s, out_e, out_k, n_out,
+                0, acc_k, acc_d, n_acc, bucket, cov_s, cov_e)
+            have = False
+        if n_acc > 0:
+            n_out = _emit(out_s, out_e, out_k, n_out, cov_s, cov_e, acc_k, acc_d, n_acc, 0)
+            n_acc = 0
+    state[0], state[1], state[2], state[3] = n_acc, bucket, cov_s, cov_e
+    carry[0], carry[1] = n_out, 1 if have else 0
+    carry[2], carry[3], carry[4], carry[5] = rr_prev, lone_prev, s_prev, end_prev
     return n_out
 
 
@@ -500,18 +553,12 @@ def timeline_data(trace: Trace, options: Any = None, marks: list[dict] | None = 
     Times in the page are ns relative to the trace's start. Returns a dict with ``payload`` (the
     JSON the page embeds) and ``summary`` (a small description kept in report.json).
     """
-    from scalestack.report.figures import STATE_COLOURS, colours_for
-
     group_by = getattr(options, "group_by", None)
     active = getattr(options, "active", "running")
-    th, st = trace.threads, trace.states
     t0 = trace.start_ns
     order, groups = lane_order(trace, group_by)
     n_lanes = len(order)
-    lane_of_row = np.empty(len(th), dtype=np.int64)
-    lane_of_row[order] = np.arange(n_lanes)
-    labels = [f"{th.name[i]} ({th.tid[i]})" for i in range(len(th))]
-    colour = colours_for(labels, [str(r) for r in th.role])
+    lane_of_row = lanes_of_rows(order)
 
     # each lane's intervals in time order: a block of rows of the states (sorted by tid, then time)
     st, lo, hi = _thread_blocks(trace)
@@ -524,14 +571,46 @@ def timeline_data(trace: Trace, options: Any = None, marks: list[dict] | None = 
         lane_off, starts, ends, state = coarsen(np.r_[0, np.cumsum(hi - lo)], st.start_ns, st.end_ns, st.state, t0,
                                                 width, lo, hi)
         lo, hi = lane_off[:-1], lane_off[1:]
-        cols = [starts, ends, state, np.full(len(starts), -1), np.zeros(len(starts), np.uint64),
-                np.full(len(starts), -1, "<i4")]
-        # the strip: lone lane and count together as the key
-        cs, ce, key = strip.coarse(t0, width, n_segments)
-        cl, cr = key // 256 - 1, key % 256
+        cols = summary_columns(starts, ends, state)
+        cs, ce, cr, cl = strip_of_keys(*strip.coarse(t0, width, n_segments))
     else:
         cs, ce, cr, cl = strip.segments(n_segments)
     del strip
+    return timeline_payload(trace.threads, order, groups, t0, trace.wall_ns, cols, lo, hi, (cs, ce, cr, cl), width,
+                            len(st), marks)
+
+
+def lanes_of_rows(order: np.ndarray) -> np.ndarray:
+    """Each thread row's lane, from `lane_order`'s rows."""
+    lane_of_row = np.empty(len(order), dtype=np.int64)
+    lane_of_row[order] = np.arange(len(order))
+    return lane_of_row
+
+
+def summary_columns(starts: np.ndarray, ends: np.ndarray, state: np.ndarray) -> list[np.ndarray]:
+    """The page's columns of a summary (`coarsen`'s rows): no CPU, wait object or waker."""
+    return [starts, ends, state, np.full(len(starts), -1), np.zeros(len(starts), np.uint64),
+            np.full(len(starts), -1, "<i4")]
+
+
+def strip_of_keys(cs: np.ndarray, ce: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The summarised strip's (start, end, r, lone lane): its key holds lone lane and count together."""
+    return cs, ce, key % 256, key // 256 - 1
+
+
+def timeline_payload(th, order: np.ndarray, groups: list[str], t0: int, span: int, cols: list[np.ndarray],
+                     lo: np.ndarray, hi: np.ndarray, strip: tuple[np.ndarray, ...], width: int, n_states: int,
+                     marks: list[dict] | None) -> dict[str, Any]:
+    """`timeline_data`'s result from its parts: the thread table `th` and its lanes (`lane_order`),
+    the trace's start and length, the page's columns with each lane's rows [lo, hi) there (in lane
+    order), the strip's (start, end, r, lone lane), the summary's bucket (0: none) and the trace's
+    state rows: the same whether they were computed from a whole trace or in time chunks."""
+    from scalestack.report.figures import STATE_COLOURS, colours_for
+
+    cs, ce, cr, cl = strip
+    n_lanes = len(order)
+    labels = [f"{th.name[i]} ({th.tid[i]})" for i in range(len(th))]
+    colour = colours_for(labels, [str(r) for r in th.role])
     counts = hi - lo
     lane_off = np.r_[0, np.cumsum(counts)].astype("<u4")
     n_rows = int(counts.sum())
@@ -576,21 +655,21 @@ def timeline_data(trace: Trace, options: Any = None, marks: list[dict] | None = 
         if m.get("tid") is not None:
             pm["lane"] = tid_lane.get(int(m["tid"]), -1)
         page_marks.append(pm)
-    if not any(m["kind"] == "window" for m in page_marks) and trace.wall_ns > 0:
-        w = _nice_window(trace.wall_ns)
-        page_marks += [{"kind": "window", "label": f"window {k + 1}", "t0": a, "t1": min(a + w, trace.wall_ns)}
-                       for k, a in enumerate(range(0, trace.wall_ns, w))]
+    if not any(m["kind"] == "window" for m in page_marks) and span > 0:
+        w = _nice_window(span)
+        page_marks += [{"kind": "window", "label": f"window {k + 1}", "t0": a, "t1": min(a + w, span)}
+                       for k, a in enumerate(range(0, span, w))]
     payload = {
-        "span": trace.wall_ns, "lanes": lanes,
+        "span": span, "lanes": lanes,
         "states": [{"name": n, "colour": STATE_COLOURS[n]} for n in STATE_NAMES],
         "addrs": names_addr, "marks": page_marks, "durKind": dur_kind, "critDurKind": cdur_kind,
         "critStart": crit_start, "intervals": n_rows, "critSegments": int(len(cs)), "summaryNs": width,
-        "traceIntervals": int(len(st)),
+        "traceIntervals": int(n_states),
         "layout": layout, "blob": packed,
     }
     summary = {"lanes": [{k: v for k, v in ln.items() if k != "colour"} for ln in lanes],
                "intervals": n_rows, "critical_segments": int(len(cs)), "marks": len(page_marks),
-               "trace_intervals": int(len(st)), "summary_ns": width,
+               "trace_intervals": int(n_states), "summary_ns": width,
                "packed_bytes": len(packed)}
     return {"payload": payload, "summary": summary}
 
