@@ -160,6 +160,20 @@ def test_cli_chunks_a_real_recording(c_programs, tmp_path, monkeypatch):
             out[chunk] = json.loads(res.stdout)
         whole, part = out.values()
         assert json.dumps(_rounded(whole)) == json.dumps(_rounded(part)), args
+    loads = []
+    monkeypatch.setattr(chunked, "load", lambda *a, **k: loads.append(k) or store.load(*a, **k))
+    for args in (["--window", "20ms", "--group-by", "role"], ["--no-timeline", "--active", "running+runnable"]):
+        out = {}
+        for chunk in ("0", str(rows // 20)):
+            del loads[:]
+            res = run(cli, ["report", str(path), "-q", "-o", str(tmp_path / chunk), "--chunk-rows", chunk, *args])
+            assert res.exit_code == 0, res.output
+            assert (len(loads) >= 5) == (chunk != "0"), len(loads)  # read in chunks, or whole
+            out[chunk] = json.loads((tmp_path / chunk / "report.json").read_text())
+        whole, part = out.values()
+        assert set(whole["sections"]) >= {"threads", "criticality", "bottle", "advice"}
+        assert ("timeline" in whole) == ("--no-timeline" not in args)
+        assert json.dumps(_rounded(whole)) == json.dumps(_rounded(part)), args
 
 
 def _rounded(x):

@@ -148,10 +148,7 @@ def bottle(path: str | os.PathLike, *, group_by=None, active: str = "running", b
     """`analysis.bottle.bottle` of the trace stored at `path`, in chunks of about `max_rows` rows;
     with `window`, the chunks' edges fall on the windows' edges and their windows are joined."""
     if window is None:
-        res, th = _sums(path, active, between, max_rows, progress)
-        group, labels, roles = group_threads(th.tid.tolist(), th.name.tolist(), th.role.tolist(), group_by)
-        return BottleResult(_boxes(res.criticality_ns, res.running_ns, group, labels, roles, th.tid),
-                            res.idle_ns, res.span_ns, res.t0_ns, active)
+        return bottle_of(*_sums(path, active, between, max_rows, progress), group_by)
     w = parse_duration_ns(window, what="--window")
     t0, t1 = _span(path, between)
     windows = []
@@ -159,6 +156,14 @@ def bottle(path: str | os.PathLike, *, group_by=None, active: str = "running", b
         windows.extend(_bottle(part, group_by=group_by, active=active, between=(a, b), window=w).windows)
         del part
     return WindowedBottleResult(w, tuple(windows))
+
+
+def bottle_of(res: CriticalityResult, th: ThreadTable, group_by=None) -> BottleResult:
+    """The bottle graph of a criticality stack's sums (`_sums`'s result): its boxes need no other
+    pass over the trace."""
+    group, labels, roles = group_threads(th.tid.tolist(), th.name.tolist(), th.role.tolist(), group_by)
+    return BottleResult(_boxes(res.criticality_ns, res.running_ns, group, labels, roles, th.tid),
+                        res.idle_ns, res.span_ns, res.t0_ns, res.active)
 
 
 def time_in_states(path: str | os.PathLike, *, max_rows: int = CHUNK_ROWS,

@@ -20,8 +20,8 @@ from scalestack.analysis.advice import (
     findings,
 )
 from scalestack.analysis.advice import advise as advise_whole
-from scalestack.analysis.bottle import BottleResult, _boxes, group_threads
-from scalestack.analysis.chunked import CHUNK_ROWS, Progress, _chunks, _span, _sums, plan
+from scalestack.analysis.bottle import BottleResult
+from scalestack.analysis.chunked import CHUNK_ROWS, Progress, _chunks, _span, _sums, bottle_of, plan
 from scalestack.analysis.criticality import ACTIVE, sweep
 from scalestack.analysis.phase_criticality import PhaseGain, capped_gain, per_phase_criticality
 from scalestack.analysis.phase_criticality import cuts as phase_cuts
@@ -138,9 +138,7 @@ def advise(path: str | os.PathLike, factor: float = 2.0, max_threads: int = 3, *
     meta = read_meta(path)
 
     def pool_bottle(rules) -> BottleResult:
-        group, labels, roles = group_threads(th.tid.tolist(), th.name.tolist(), th.role.tolist(), rules)
-        return BottleResult(_boxes(cr.criticality_ns, cr.running_ns, group, labels, roles, th.tid), cr.idle_ns,
-                            cr.span_ns, cr.t0_ns, "running")
+        return bottle_of(cr, th, rules)
 
     replays: dict[int, float | None] = {}  # the threads the findings ask to replay, then their speedups
     phases: dict[str, PhaseGain | None] = {}  # "found" once the findings ask for the phases

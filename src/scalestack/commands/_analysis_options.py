@@ -1,5 +1,5 @@
 """Options shared by the commands that analyse a trace (report, crit, bottle), and how crit, bottle,
-info, whatif and advise read a stored trace whole or in time chunks."""
+info, whatif, advise and report read a stored trace whole or in time chunks."""
 
 from __future__ import annotations
 
@@ -59,19 +59,28 @@ def analyse_stored(path, between, chunk_rows, whole, in_chunks):
     progress)` over time chunks (`analysis.chunked`, with a progress bar) for a trace of more
     rows than `chunk_rows` (default `chunked.CHUNK_ROWS`; 0: never), else `whole(trace, window)`
     of the trace as `load_between` reads it. `window`: --between in absolute ns (None: all)."""
+    limit = chunk_limit(path, chunk_rows)
+    if limit:
+        with chunk_progress(path) as progress:
+            return in_chunks(path, _stored_window(path, between)[1], limit, progress)
+    return whole(*load_between(path, between))
+
+
+def chunk_limit(path, chunk_rows) -> int | None:
+    """The chunk size (rows) to read `path` with, or None to read it whole: a trace of no more
+    rows than `chunk_rows` (default `chunked.CHUNK_ROWS`; 0: never chunk), or one whose meta lacks
+    its time range (older files)."""
     from scalestack.analysis.chunked import CHUNK_ROWS, stored_rows
 
     limit = CHUNK_ROWS if chunk_rows is None else chunk_rows
-    start, window = _stored_window(path, between)
-    if limit > 0 and start is not None and stored_rows(path) > limit:
-        with chunk_progress(path) as progress:
-            return in_chunks(path, window, limit, progress)
-    return whole(*load_between(path, between))
+    if limit > 0 and _stored_window(path, None)[0] is not None and stored_rows(path) > limit:
+        return limit
+    return None
 
 
 def chunk_progress(path):
     """A transient progress bar for a chunked analysis (on stderr), as a context manager giving
-    the `progress(done, total)` callback."""
+    the `progress(done, total, what=None)` callback (`what`: the pass, when there are several)."""
     import contextlib
     import os
 
@@ -82,7 +91,12 @@ def chunk_progress(path):
     def bar():
         with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                       TimeRemainingColumn(), transient=True, console=Console(stderr=True)) as p:
-            task = p.add_task(f"chunks of {os.path.basename(path)}", total=None)
-            yield lambda done, total: p.update(task, completed=done, total=total)
+            name = f"chunks of {os.path.basename(path)}"
+            task = p.add_task(name, total=None)
+
+            def update(done, total, what=None):
+                p.update(task, completed=done, total=total, description=f"{what}: {name}" if what else name)
+
+            yield update
 
     return bar()

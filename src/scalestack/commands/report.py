@@ -7,7 +7,13 @@ import os
 import click
 
 import scalestack
-from scalestack.commands._analysis_options import analysis_options, load_between
+from scalestack.commands._analysis_options import (
+    analysis_options,
+    chunk_limit,
+    chunk_option,
+    chunk_progress,
+    load_between,
+)
 
 
 @click.command()
@@ -19,10 +25,14 @@ from scalestack.commands._analysis_options import analysis_options, load_between
 @analysis_options
 @click.option("--no-timeline", is_flag=True, help="Leave the interactive timeline out of report.html (a smaller page).")
 @click.option("-q", "--quiet", is_flag=True, help="Write the files only; print nothing.")
-def command(path, out_dir, window, group_by, baseline, active, between, no_timeline, quiet):
-    """Write report.html (self-contained), report.json and PNG/SVG figures; print the tables."""
-    from scalestack.report import ReportOptions, build_report, write_report
-    from scalestack.report.terminal import print_report
+@chunk_option
+def command(path, out_dir, window, group_by, baseline, active, between, no_timeline, quiet, chunk_rows):
+    """Write report.html (self-contained), report.json and PNG/SVG figures; print the tables.
+
+    A trace too big to hold is read in time chunks (--chunk-rows), unless --between or --baseline
+    is given or it holds code samples: then the part asked for is read whole."""
+    from scalestack.report import ReportOptions, build_report
+    from scalestack.report.source import StoredTrace, needs_whole
     from scalestack.trace.aggregate import is_aggregate
     from scalestack.units import parse_duration_ns
 
@@ -37,15 +47,20 @@ def command(path, out_dir, window, group_by, baseline, active, between, no_timel
         rec = load_if_aggregate(path, active, between)
         report = build_aggregate_report(rec, parse_duration_ns(window, what="--window")
                                         if window is not None else None, group_by)
-        out_dir = out_dir or os.path.splitext(path)[0] + "-report"
-        written = write_report(report, out_dir)
-        if not quiet:
-            print_report(report)
-            click.echo(f"\nscalestack: wrote {len(written)} files to {out_dir}/ (open {written['report.html']})", err=True)
+        _write(report, path, out_dir, quiet)
         return
-    trace, between = load_between(path, between)
     if window is not None:
         window = parse_duration_ns(window, what="--window")
+    limit = None if between or baseline else chunk_limit(path, chunk_rows)
+    if limit and not needs_whole(path):
+        options = ReportOptions(window=window, group_by=group_by, active=active, timeline=not no_timeline)
+        with chunk_progress(path) as progress:
+            source = StoredTrace(path, limit, progress)
+            report = build_report(source, options)
+        source.forget()
+        _write(report, path, out_dir, quiet)
+        return
+    trace, between = load_between(path, between)
     options = ReportOptions(window=window, group_by=group_by, active=active, between=between,
                             timeline=not no_timeline)
     report = build_report(trace, options)
@@ -58,6 +73,13 @@ def command(path, out_dir, window, group_by, baseline, active, between, no_timel
     from scalestack.analysis.criticality import forget
 
     forget(trace)  # every analysis is done: the shared sweeps need not stay while the files are rendered
+    _write(report, path, out_dir, quiet)
+
+
+def _write(report, path, out_dir, quiet) -> None:
+    from scalestack.report import write_report
+    from scalestack.report.terminal import print_report
+
     out_dir = out_dir or os.path.splitext(path)[0] + "-report"
     written = write_report(report, out_dir)
     if not quiet:

@@ -1,14 +1,18 @@
 """Reports: a list of sections, each rendered to the terminal, JSON, figures and one HTML page.
 
-A section is built from a Trace by one function and holds plain data: sentences, a table, named
-matplotlib figures and a JSON dict. Renderers (`terminal`, `html`, and the JSON/figure writers
-here) know nothing about analyses. To add an analysis to every report, register a builder::
+A section is built by one function and holds plain data: sentences, a table, named matplotlib
+figures and a JSON dict. Renderers (`terminal`, `html`, and the JSON/figure writers here) know
+nothing about analyses. A builder reads its analyses from a source (`report.source`): a Trace in
+memory, or a stored trace read in time chunks; `source.trace` is the Trace itself, or None for a
+stored one. To add an analysis to every report, register a builder::
 
     from scalestack.report import Section, register_section
 
     @register_section("speedup", order=40)
-    def speedup_section(trace, options):
-        ...compute...
+    def speedup_section(source, options):
+        if source.trace is None:
+            return None  # this analysis needs the rows in memory
+        ...compute from source.trace...
         return Section("speedup", "Speedup stack", summary=[...], table=rows, columns=[...],
                        figures={"speedup": fig}, data=result.to_dict())
 
@@ -24,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scalestack.fileio import atomic_write
+from scalestack.report.source import StoredTrace, WholeTrace
 from scalestack.report.text import command_line, elide, short_command
 from scalestack.results import jsonable
 from scalestack.trace import State, Trace
@@ -83,29 +88,37 @@ def register_section(key: str, order: int = 50):
     return deco
 
 
-def build_report(trace: Trace, options: ReportOptions | None = None, title: str | None = None) -> Report:
+def build_report(trace: Trace | WholeTrace | StoredTrace, options: ReportOptions | None = None,
+                 title: str | None = None) -> Report:
+    """Every registered section of a Trace (or of a source: `StoredTrace` reads a stored trace in
+    time chunks), and the timeline."""
     from scalestack.report import sections  # noqa: F401  (registers the built-in sections)
 
     options = options or ReportOptions()
-    if options.between is not None:
-        trace = trace.between(*options.between)
-    built = [s for _, _, fn in _BUILDERS if (s := fn(trace, options)) is not None]
-    full = title or _title(trace)
-    report = Report(short_command(full) if title is None else elide(title, 200), facts(trace), trace.warnings,
+    if isinstance(trace, StoredTrace):
+        if options.between is not None:
+            raise ValueError("a stored trace is reported whole; load the part with --between instead")
+        source = trace
+    else:
+        if isinstance(trace, WholeTrace):
+            trace = trace.trace
+        source = WholeTrace(trace.between(*options.between) if options.between is not None else trace)
+    built = [s for _, _, fn in _BUILDERS if (s := fn(source, options)) is not None]
+    full = title or _title(source)
+    report = Report(short_command(full) if title is None else elide(title, 200), facts(source), source.warnings,
                     built, full_title=full)
     if options.timeline:
-        from scalestack.report.timeline import timeline_data
-
-        report.timeline = timeline_data(trace, options, [m for s in built for m in s.marks])
+        report.timeline = source.timeline(options, [m for s in built for m in s.marks])
     return report
 
 
-def _title(trace: Trace) -> str:
-    cmd = trace.meta.get("command")
-    return command_line(cmd) if cmd else str(trace.meta.get("input", trace.meta.get("workload", "trace")))
+def _title(source) -> str:
+    cmd = source.meta.get("command")
+    return command_line(cmd) if cmd else str(source.meta.get("input", source.meta.get("workload", "trace")))
 
 
-def facts(trace: Trace) -> dict[str, Any]:
+def facts(trace) -> dict[str, Any]:
+    """The run's facts (source, command, counters...) of a Trace or a report source."""
     m = trace.meta
     keys = ("source", "command", "exit_status", "signal", "cores", "kernel", "perf_version", "collector",
             "recorded_at", "n_events", "lost_events", "chain_gaps_traced", "chain_gaps", "workload", "seed")
@@ -116,7 +129,8 @@ def facts(trace: Trace) -> dict[str, Any]:
     return out
 
 
-def state_rows(trace: Trace) -> list[dict[str, Any]]:
+def state_rows(trace) -> list[dict[str, Any]]:
+    """Each thread's time in each state (ms) of a Trace or a report source."""
     times = trace.time_in_states()
     th = trace.threads
     return [{"tid": int(th.tid[i]), "name": str(th.name[i]), "role": str(th.role[i]),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from scalestack.report import ReportOptions, Section, register_section
-from scalestack.trace import Trace
 
 COLUMNS = [("phase", "phase"), ("intervals", "intervals"), ("share_pct", "share %"), ("time_ms", "time ms"),
            ("running_ms", "running ms"), ("parallelism", "parallelism"), ("code", "top code (share of samples)")]
@@ -20,8 +19,9 @@ def phase_rows(res) -> list[dict]:
 
 
 @register_section("phases", order=60)
-def phases_section(trace: Trace, options: ReportOptions) -> Section | None:
-    if len(trace.samples) == 0:
+def phases_section(source, options: ReportOptions) -> Section | None:
+    trace = source.trace
+    if trace is None or len(trace.samples) == 0:
         return None
     from scalestack.analysis.phases import phases
     from scalestack.errors import UserError

@@ -4,22 +4,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from scalestack.analysis.bottle import bottle
-from scalestack.analysis.criticality import criticality
 from scalestack.report import ReportOptions, Section, register_section, state_rows
 from scalestack.report.figures import bottle_graph, bottle_strip, criticality_stack
-from scalestack.trace import Trace
+from scalestack.report.source import StoredTrace, WholeTrace
 from scalestack.units import format_ns
 
 
 @register_section("threads", order=10)
-def threads_section(trace: Trace, options: ReportOptions) -> Section:
-    rows = state_rows(trace)
+def threads_section(source: WholeTrace | StoredTrace, options: ReportOptions) -> Section:
+    rows = state_rows(source)
     cols = [("tid", "tid"), ("name", "name"), ("role", "role"), ("running_ms", "running"),
             ("runnable_ms", "runnable"), ("sync_wait_ms", "sync wait"), ("io_wait_ms", "io wait"),
             ("sleep_ms", "sleep"), ("unknown_ms", "unknown")]
-    m = trace.meta
-    summary = [f"{len(trace.threads)} threads over {format_ns(trace.wall_ns)}; times in ms."]
+    m = source.meta
+    summary = [f"{len(source.threads)} threads over {format_ns(source.wall_ns)}; times in ms."]
     if m.get("lost_events") or m.get("chain_gaps_traced"):
         summary.append(f"The kernel lost {m.get('lost_events', 0)} events (ring buffer) and dropped "
                        f"{m.get('chain_gaps_traced', 0)} scheduler events of these threads; see the warnings.")
@@ -27,8 +25,8 @@ def threads_section(trace: Trace, options: ReportOptions) -> Section:
 
 
 @register_section("criticality", order=20)
-def criticality_section(trace: Trace, options: ReportOptions) -> Section:
-    res = criticality(trace, active=options.active)
+def criticality_section(source: WholeTrace | StoredTrace, options: ReportOptions) -> Section:
+    res = source.criticality(options.active)
     rows = res.rows()
     for r in rows:
         r["criticality_ms"] = r["criticality_ns"] / 1e6
@@ -50,8 +48,8 @@ def criticality_section(trace: Trace, options: ReportOptions) -> Section:
 
 
 @register_section("bottle", order=30)
-def bottle_section(trace: Trace, options: ReportOptions) -> Section:
-    res = bottle(trace, group_by=options.group_by, active=options.active)
+def bottle_section(source: WholeTrace | StoredTrace, options: ReportOptions) -> Section:
+    res = source.bottle(options.group_by, options.active)
     rows = [{**r, "height_ms": r["height_ns"] / 1e6, "area_ms": r["area_ns"] / 1e6} for r in res.rows()]
     rows.reverse()  # top of the graph (the neck) first
     summary = ["Box height = criticality (its share of the run time), width = parallelism (threads running "
@@ -65,7 +63,7 @@ def bottle_section(trace: Trace, options: ReportOptions) -> Section:
     figures = {"bottle": bottle_graph(res)}
     data = res.to_dict()
     if options.window is not None:
-        wres = bottle(trace, group_by=options.group_by, active=options.active, window=options.window)
+        wres = source.bottle(options.group_by, options.active, window=options.window)
         figures["bottle-windows"] = bottle_strip(wres)
         data["windows"] = wres.to_dict()
         summary.append(f"{len(wres.windows)} windows of {format_ns(wres.window_ns)} in bottle-windows.")
@@ -76,10 +74,8 @@ def bottle_section(trace: Trace, options: ReportOptions) -> Section:
 
 
 @register_section("advice", order=5)
-def advice_section(trace: Trace, options: ReportOptions) -> Section:
-    from scalestack.analysis.advice import advise
-
-    res = advise(trace)
+def advice_section(source: WholeTrace | StoredTrace, options: ReportOptions) -> Section:
+    res = source.advise()
     rows = [{"rank": r["rank"], "finding": r["title"], "advice": r["detail"],
              "gain": f"{r['predicted_speedup']:.2f}x" if r["predicted_speedup"] != 1.0 else ""} for r in res.rows()]
     return Section("advice", "What to do about it", [f"{len(rows)} findings, largest predicted gain first."], rows,

@@ -10,15 +10,15 @@ from scalestack.trace import Trace
 from scalestack.units import format_ns
 
 
-def _result(trace: Trace):
-    if not len(trace.stacks) or not len(trace.samples) or not trace.meta.get("sample_hz"):
+def _result(trace: Trace | None):
+    if trace is None or not len(trace.stacks) or not len(trace.samples) or not trace.meta.get("sample_hz"):
         return None
     return where(trace)
 
 
 @register_section("functions", order=25)
-def functions_section(trace: Trace, options: ReportOptions) -> Section | None:
-    res = _result(trace)
+def functions_section(source, options: ReportOptions) -> Section | None:
+    res = _result(source.trace)
     if res is None:
         return None
     total = sum(t["criticality_ns"] for t in res.threads) or 1.0
@@ -41,8 +41,8 @@ def functions_section(trace: Trace, options: ReportOptions) -> Section | None:
 
 
 @register_section("locks", order=26)
-def locks_section(trace: Trace, options: ReportOptions) -> Section | None:
-    res = _result(trace)
+def locks_section(source, options: ReportOptions) -> Section | None:
+    res = _result(source.trace)
     if res is None or not res.locks:
         return None
     rows = []
