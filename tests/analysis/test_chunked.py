@@ -24,6 +24,7 @@ from scalestack.analysis.criticality import criticality
 from scalestack.analysis.phase_criticality import phase_criticality
 from scalestack.analysis.whatif import whatif
 from scalestack.cli import cli
+from scalestack.report.source import StoredTrace
 from scalestack.trace import State, SwitchSpanTable, store
 
 from ..conftest import requires_recording
@@ -283,6 +284,8 @@ def test_chunks_give_the_whole_traces_time_in_states(tmp_path_factory, monkeypat
     assert threads == trace.threads
     assert times.dtype == np.int64 and np.array_equal(times, trace.time_in_states())
     assert seen and seen[-1][0] == seen[-1][1] == len(seen)
+    if span is None or span[1] > span[0]:  # summed on the way by a report's criticality pass (states and spans)
+        assert np.array_equal(StoredTrace(path, max_rows).time_in_states(), trace.time_in_states())
 
 
 def _barrier_trace(path, monkeypatch, group: int):
@@ -378,6 +381,7 @@ def test_chunked_advice_is_the_whole_traces(tmp_path_factory, monkeypatch, trace
         for i in rows.tolist():
             assert waker[i] == want[(int(part.states.tid[i]), int(part.states.start_ns[i]))]
     _same_advice(advise(trace), chunked_advice.advise(path, max_rows=max_rows))
+    _same_advice(advise(trace), StoredTrace(path, max_rows).advise())  # its first pass shared with a report's
 
 
 @pytest.mark.parametrize("workload", ["pipeline", "pmd", "shifting_critical", "lock_critical", "random", "bfs",

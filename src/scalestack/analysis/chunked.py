@@ -90,14 +90,18 @@ def _stored_range(path, meta: dict) -> tuple[int, int]:
 
 def _chunks(path, windows, progress: Progress | None):
     """(k, a, b, part) for each window k, [a, b), with the part of the trace that overlaps it (or
-    begins at its end). The C heap is trimmed between windows: glibc serves a chunk's arrays
+    begins at its end); the first part from the beginning of time and the last to its end, so that
+    a row outside the trace's range (none in a valid trace) is read once too, as the whole trace
+    reads it. The C heap is trimmed between windows: glibc serves a chunk's arrays
     (< 32 MB each) from its heap and keeps them when freed, so without it the process grew by a
     chunk's worth every few windows (to 0.9 GB for 4 M rows). Callers take the index from here, not
     from `enumerate`: enumerate's result tuple keeps the last chunk alive while the next one loads
     (two chunks held: +135 MB for chunks of 4 M rows)."""
+    lowest, highest = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
     for k, (a, b) in enumerate(windows):
         _trim()
-        yield k, a, b, load(path, window=(a, b + 1))  # and the rows that begin at b: what follows a row ending there
+        # and the rows that begin at b: what follows a row ending there
+        yield k, a, b, load(path, window=(lowest if k == 0 else a, highest if k == len(windows) - 1 else b + 1))
         if progress is not None:
             progress(k + 1, len(windows))
 
@@ -169,35 +173,54 @@ def bottle_of(res: CriticalityResult, th: ThreadTable, group_by=None) -> BottleR
 def time_in_states(path: str | os.PathLike, *, max_rows: int = CHUNK_ROWS,
                    progress: Progress | None = None) -> tuple[ThreadTable, np.ndarray]:
     """The thread table and `Trace.time_in_states()` of the trace stored at `path` (rows as the
-    table's), reading about `max_rows` state rows at a time and no switch span.
-
-    A window's load holds every row that overlaps it, so rows are read again by each window they
-    cross but counted only in the one they start in: the first window counts all rows starting
-    before its end, the last all from its start on (rows lie inside the meta's range, but one that
-    did not would still count once). A window's sums are float64 sums of integer ns, as the whole
-    trace's, exact below 2^53 ns (104 days) a thread and state, so the totals are the same ints."""
+    table's), reading about `max_rows` state rows at a time and no switch span (`StateTimes`)."""
     threads, meta = load_threads(path)
     t0, t1 = _stored_range(path, meta)  # not clip_span's: an empty range is one window
     windows = plan(path, t0, t1, max_rows, members=("states",)) or [(t0, t1)]
-    order = np.argsort(threads.tid, kind="stable")
-    sorted_tids = threads.tid[order]
-    out = np.zeros((len(threads), len(State)), np.int64)
+    times = StateTimes(threads, meta)
+    lowest, highest = np.iinfo(np.int64).min, np.iinfo(np.int64).max
     for k, (a, b) in enumerate(windows):
-        a = np.iinfo(np.int64).min if k == 0 else a
-        b = np.iinfo(np.int64).max if k == len(windows) - 1 else b
         _trim()
-        part = load_states(path, window=(a, b))
-        for rows in _starting_in(part.tid, part.start_ns, a, b):
-            sums = state_sums(part.tid[rows], part.start_ns[rows], part.end_ns[rows], part.state[rows],
-                              sorted_tids, order, len(State))
-            if sums is not None:
-                out.ravel()[:] += sums.astype(np.int64)
-            else:  # a tid that is no thread or a state beyond State: fail (or not) as the whole trace does
-                out += Trace(threads, part.take(rows), NameTable.empty(), meta).time_in_states()
+        part = load_states(path, window=(lowest if k == 0 else a, highest if k == len(windows) - 1 else b))
+        times.add(part, a, b, k == 0, k == len(windows) - 1)
         del part  # before the next chunk loads: one chunk at a time
         if progress is not None:
             progress(k + 1, len(windows))
-    return threads, out
+    return threads, times.out
+
+
+class StateTimes:
+    """Each thread's time in each state, summed over time chunks (as `Trace.time_in_states()`, rows
+    as the thread table's); also a chunk callback (`_sums`'s `also`), so that another pass over the
+    chunks adds them up on the way.
+
+    A chunk holds every row that overlaps it, so rows are read again by each chunk they cross but
+    counted only in the one they start in: the first chunk counts all rows starting before its end,
+    the last all from its start on (rows lie inside the meta's range, but one that did not would
+    still count once). A chunk's sums are float64 sums of integer ns, as the whole trace's, exact
+    below 2^53 ns (104 days) a thread and state, so the totals are the same ints."""
+
+    def __init__(self, threads: ThreadTable, meta: dict):
+        self.threads, self.meta = threads, meta
+        self.order = np.argsort(threads.tid, kind="stable")
+        self.sorted_tids = threads.tid[self.order]
+        self.out = np.zeros((len(threads), len(State)), np.int64)
+
+    def add(self, st, a: int, b: int, first: bool, last: bool) -> None:
+        """Add the rows of the state table `st` that start in [a, b) (all before b if `first`, all
+        from a on if `last`)."""
+        a = np.iinfo(np.int64).min if first else a
+        b = np.iinfo(np.int64).max if last else b
+        for rows in _starting_in(st.tid, st.start_ns, a, b):
+            sums = state_sums(st.tid[rows], st.start_ns[rows], st.end_ns[rows], st.state[rows],
+                              self.sorted_tids, self.order, len(State))
+            if sums is not None:
+                self.out.ravel()[:] += sums.astype(np.int64)
+            else:  # a tid that is no thread or a state beyond State: fail (or not) as the whole trace does
+                self.out += Trace(self.threads, st.take(rows), NameTable.empty(), self.meta).time_in_states()
+
+    def __call__(self, k: int, n: int, a: int, b: int, part) -> None:
+        self.add(part.states, a, b, k == 0, k == n - 1)
 
 
 def _starting_in(tid: np.ndarray, start: np.ndarray, a: int, b: int) -> list:

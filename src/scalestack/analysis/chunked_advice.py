@@ -22,7 +22,7 @@ from scalestack.analysis.advice import (
 from scalestack.analysis.advice import advise as advise_whole
 from scalestack.analysis.bottle import BottleResult
 from scalestack.analysis.chunked import CHUNK_ROWS, Progress, _chunks, _span, _sums, bottle_of, plan
-from scalestack.analysis.criticality import ACTIVE, sweep
+from scalestack.analysis.criticality import ACTIVE, CriticalityResult, sweep
 from scalestack.analysis.phase_criticality import PhaseGain, capped_gain, per_phase_criticality
 from scalestack.analysis.phase_criticality import cuts as phase_cuts
 from scalestack.analysis.phase_criticality import leads as phase_leads
@@ -133,8 +133,17 @@ def advise(path: str | os.PathLike, factor: float = 2.0, max_threads: int = 3, *
     ask). A trace with call stacks is read whole: the code findings (`analysis.where`) need it."""
     if has_call_stacks(path):
         return advise_whole(load(path), factor, max_threads, sweep)
-    first = _AdviceFacts()
+    first = AdviceFacts()
     cr, th = _sums(path, "running", None, max_rows, progress, also=first)
+    return advise_from(path, cr, th, first, factor, max_threads, sweep=sweep, max_rows=max_rows, progress=progress)
+
+
+def advise_from(path: str | os.PathLike, cr: CriticalityResult, th: ThreadTable, first: AdviceFacts,
+                factor: float = 2.0, max_threads: int = 3, *, sweep=None, max_rows: int = CHUNK_ROWS,
+                progress: Progress | None = None) -> AdviceResult:
+    """`advise` after its first pass: `first` (an `AdviceFacts`) was given every chunk of the pass
+    that summed `cr` (`_sums` of "running", whose thread table is `th`), which may have summed
+    other things on the way (a report's)."""
     meta = read_meta(path)
 
     def pool_bottle(rules) -> BottleResult:
@@ -185,8 +194,8 @@ def _no_phases(tids: np.ndarray, factor: float) -> PhaseGain:
                      lead_phases=zero, lead_ns=zero)
 
 
-class _AdviceFacts:
-    """The first pass of `advise`: per chunk, the alone time inside its window, and the waits and
+class AdviceFacts:
+    """The first pass of `advise` (a chunk callback, `_sums`'s `also`): per chunk, the alone time inside its window, and the waits and
     the runnable time of the rows it counts (`_ends_in`), wakers inferred (`_InferredWakers`)."""
 
     def __init__(self):

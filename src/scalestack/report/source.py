@@ -81,6 +81,8 @@ class StoredTrace:
         self._progress = progress
         self.threads, self.meta = load_threads(path)
         self._crit: dict[str, tuple] = {}
+        self._times: np.ndarray | None = None
+        self._facts = None
 
     @property
     def wall_ns(self) -> int:
@@ -93,14 +95,31 @@ class StoredTrace:
     def progress(self, what: str):
         return None if self._progress is None else (lambda done, total: self._progress(done, total, what))
 
-    def time_in_states(self) -> np.ndarray:
-        from scalestack.analysis.chunked import time_in_states
+    def _first_pass(self) -> None:
+        """One pass for three analyses: the criticality sums of "running" (the bottle graph's too),
+        advice's first pass, and the time in states."""
+        from scalestack.analysis.chunked import StateTimes, _sums
+        from scalestack.analysis.chunked_advice import AdviceFacts
 
-        return time_in_states(self.path, max_rows=self.max_rows, progress=self.progress("time in states"))[1]
+        facts, times = AdviceFacts(), StateTimes(self.threads, self.meta)
+
+        def both(*chunk) -> None:
+            facts(*chunk)
+            times(*chunk)
+
+        self._crit["running"] = _sums(self.path, "running", None, self.max_rows, self.progress("criticality"), also=both)
+        self._facts, self._times = facts, times.out
+
+    def time_in_states(self) -> np.ndarray:
+        if self._times is None:
+            self._first_pass()
+        return self._times
 
     def _sums(self, active: str) -> tuple:
         from scalestack.analysis.chunked import _sums
 
+        if active == "running" and active not in self._crit:
+            self._first_pass()
         if active not in self._crit:  # the bottle graph is made of the same sums: one pass for both
             self._crit[active] = _sums(self.path, active, None, self.max_rows, self.progress("criticality"))
         return self._crit[active]
@@ -117,9 +136,10 @@ class StoredTrace:
                               progress=self.progress("bottle windows"))
 
     def advise(self):
-        from scalestack.analysis.chunked_advice import advise
+        from scalestack.analysis.chunked_advice import advise_from
 
-        return advise(self.path, max_rows=self.max_rows, progress=self.progress("advice"))
+        cr, th = self._sums("running")
+        return advise_from(self.path, cr, th, self._facts, max_rows=self.max_rows, progress=self.progress("advice"))
 
     def timeline(self, options: Any, marks: list[dict]) -> dict[str, Any]:
         from scalestack.report.timeline_chunked import timeline_data_stored
@@ -129,6 +149,7 @@ class StoredTrace:
 
     def forget(self) -> None:
         self._crit.clear()
+        self._facts = self._times = None
 
 
 def needs_whole(path: str | os.PathLike) -> bool:

@@ -25,7 +25,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from scalestack.analysis.chunked import CHUNK_ROWS, Progress, _stored_range, _trim, plan
+from scalestack.analysis.chunked import CHUNK_ROWS, Progress, _chunks, _stored_range, plan
 from scalestack.analysis.criticality import critical_intervals
 from scalestack.errors import UserError
 from scalestack.report import timeline
@@ -47,7 +47,7 @@ from scalestack.report.timeline import (
     timeline_payload,
 )
 from scalestack.trace import NameTable, StateTable, Trace
-from scalestack.trace.store import group_ranges, load, load_threads
+from scalestack.trace.store import group_ranges, load_threads
 
 _LOWEST, _HIGHEST = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
 
@@ -97,16 +97,8 @@ def timeline_data_stored(path: str | os.PathLike, options: Any = None, marks: li
 
 
 def _parts(path, windows: list[tuple[int, int]], progress: Progress | None, done: int, total: int):
-    """(k, a, b, part) as `chunked._chunks` gives them, but the first part read from the beginning
-    of time and the last to its end: each state row is kept by the window it starts in, and one
-    outside the trace's range (none in a valid trace) is then read by its window too."""
-    for k, (a, b) in enumerate(windows):
-        _trim()
-        lo = _LOWEST if k == 0 else a
-        hi = _HIGHEST if k == len(windows) - 1 else b + 1
-        yield k, a, b, load(path, window=(lo, hi))
-        if progress is not None:
-            progress(done + k + 1, total)
+    """`chunked._chunks`, counted on from `done` of `total` (the first pass, if any, counted first)."""
+    return _chunks(path, windows, None if progress is None else lambda k, _n: progress(done + k, total))
 
 
 def _strip_of(part: Trace, active: str, a: int, b: int, spans: bool, lane_of_row: np.ndarray) -> tuple:
