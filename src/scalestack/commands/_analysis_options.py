@@ -59,10 +59,11 @@ def analyse_stored(path, between, chunk_rows, whole, in_chunks):
     progress)` over time chunks (`analysis.chunked`, with a progress bar) for a trace of more
     rows than `chunk_rows` (default `chunked.CHUNK_ROWS`; 0: never), else `whole(trace, window)`
     of the trace as `load_between` reads it. `window`: --between in absolute ns (None: all)."""
-    limit = chunk_limit(path, chunk_rows)
+    start, window = _stored_window(path, between)
+    limit = _limit(path, chunk_rows, start)
     if limit:
         with chunk_progress(path) as progress:
-            return in_chunks(path, _stored_window(path, between)[1], limit, progress)
+            return in_chunks(path, window, limit, progress)
     return whole(*load_between(path, between))
 
 
@@ -70,12 +71,15 @@ def chunk_limit(path, chunk_rows) -> int | None:
     """The chunk size (rows) to read `path` with, or None to read it whole: a trace of no more
     rows than `chunk_rows` (default `chunked.CHUNK_ROWS`; 0: never chunk), or one whose meta lacks
     its time range (older files)."""
+    return _limit(path, chunk_rows, _stored_window(path, None)[0])
+
+
+def _limit(path, chunk_rows, start) -> int | None:
+    """`chunk_limit`, the trace's start (None: its meta lacks it) already read."""
     from scalestack.analysis.chunked import CHUNK_ROWS, stored_rows
 
     limit = CHUNK_ROWS if chunk_rows is None else chunk_rows
-    if limit > 0 and _stored_window(path, None)[0] is not None and stored_rows(path) > limit:
-        return limit
-    return None
+    return limit if limit > 0 and start is not None and stored_rows(path) > limit else None
 
 
 def chunk_progress(path):

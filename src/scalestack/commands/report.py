@@ -57,7 +57,6 @@ def command(path, out_dir, window, group_by, baseline, active, between, no_timel
         with chunk_progress(path) as progress:
             source = StoredTrace(path, limit, progress)
             report = build_report(source, options)
-        source.forget()
         _write(report, path, out_dir, quiet)
         return
     trace, between = load_between(path, between)

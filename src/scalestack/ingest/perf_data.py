@@ -693,7 +693,7 @@ def _read(info: PerfData, path: str, window, whole, threads: int | None, window_
             first = n
             n, used, code, at = _index(buf, len(buf), pos + len(buf) >= end, ids, id_attr, id_keys, id_events,
                                        sample_types, read_formats, layout, table.kind, lo, hi, t, n, counts)
-            if code == 2 and open_tail and end - (pos + at) < 1 << 16:
+            if code == 2 and open_tail and end - (pos + at) <= COMPRESSED_MAX:
                 # perf's compressor (zstd_compress_stream_to_records) stops once its input is taken, with
                 # the rest of a flush that did not fit a full-size record still inside it for the next
                 # record; after the last one that never comes, and the stream ends inside a record (seen

@@ -58,12 +58,6 @@ class WholeTrace:
 
         return timeline_data(self.trace, options, marks)
 
-    def forget(self) -> None:
-        """Drop the shared sweeps the analyses made: not needed while the files are rendered."""
-        from scalestack.analysis.criticality import forget
-
-        forget(self.trace)
-
 
 class StoredTrace:
     """The analyses of the trace stored at `path`, each read in time chunks of about `max_rows`
@@ -146,10 +140,6 @@ class StoredTrace:
 
         return timeline_data_stored(self.path, options, marks, max_rows=self.max_rows,
                                     progress=self.progress("timeline"))
-
-    def forget(self) -> None:
-        self._crit.clear()
-        self._facts = self._times = None
 
 
 def needs_whole(path: str | os.PathLike) -> bool:
