@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scalestack.errors import UserError
-from scalestack.trace.builder import _thread_names, _thread_pids, traced_tids
+from scalestack.trace.builder import _thread_names, _thread_pids
+from scalestack.trace.event_facts import traced_tids
 from scalestack.trace.events import Kind, RawEvents
 from scalestack.trace.lookup import EventIndex, order_by_key_then
 
@@ -151,42 +152,18 @@ def test_worked_example():
     assert list(names.name) == ["app", "app", "other", "app", "app"]
 
 
-@settings(max_examples=200, deadline=None)
-@given(stream(), st.integers(0, 250))
-def test_group_members_beyond_the_table_are_listed(events, limit):
-    """The tasks of groups 100 and 200, whether the table holds them or (above `limit`) the list does."""
-    from scalestack.trace.builder import _group_members
-
-    groups = np.array([100, 200], np.int64)
-    seen, extra = _group_members(events.tid, events.pid, events.kind, events.arg0, events.arg1, groups, limit)
-    known = (events.pid > 0) & (events.tid > 0) & np.isin(events.pid, groups)
-    side = np.isin(events.kind, [Kind.TASK_COMM, Kind.TASK_FORK]) & np.isin(events.arg1, groups)
-    want = set(events.tid[known].tolist()) | set(events.arg0[side].tolist())
-    assert set(np.flatnonzero(seen).tolist()) | set(extra.tolist()) == want
-    assert all(not 0 <= v <= limit for v in extra.tolist())
-
-
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(KINDS), st.integers(-1, 3), st.sampled_from([*TASKS, 1 << 23, 1 << 40]),
-                          st.sampled_from([*TASKS, 1 << 23, -7])), max_size=40))
-def test_named_tasks_are_the_masks_statement(rows):
-    """The tasks named by the events of a comm, from tables and a list of those beyond Linux's task
-    ids, against the masks and sorts they replace (which listed every naming event)."""
-    from scalestack.trace.builder import _named_tasks
-
-    kind = np.array([int(r[0]) for r in rows], np.uint8)
-    comm0 = np.array([r[1] for r in rows], np.int32)
-    arg0 = np.array([r[2] for r in rows], np.int64)
-    arg1 = np.array([r[3] for r in rows], np.int64)
-    is_name = np.array([True, False, True, False])
-    named = (comm0 >= 0) & is_name[np.clip(comm0, 0, 3)]
-    group = named & (kind == Kind.TASK_COMM)
-    thread = named & (kind != Kind.TASK_COMM) & (kind != Kind.EXEC)
-    want_who = np.unique(np.where(kind == Kind.FORK, arg1, arg0)[thread])
-    want_grp = np.unique(arg1[group])
-    who, grp = _named_tasks(kind, comm0, arg0, arg1, is_name)
-    assert who.dtype == grp.dtype == np.int64
-    assert who.tolist() == want_who.tolist() and grp.tolist() == want_grp.tolist()
+@given(stream(), st.sampled_from([None, "app", "other"]), st.sampled_from([[], [100], [200, 5]]), st.integers(-1, 250))
+def test_tasks_beyond_the_tables_are_listed(events, comm, roots, limit):
+    """With tables of task ids up to `limit` only, the tasks beyond it (named by the comm's events,
+    in a thread group, forked) are listed, and the traced threads are the masks' statement still."""
+    want = ref_traced(events, roots, comm)
+    try:
+        tids, parents = traced_tids(events, roots, comm, limit=limit)
+    except UserError:
+        assert want is None
+        return
+    assert (tids.tolist(), parents) == want
 
 
 def test_names_with_many_statements_at_one_instant_and_many_changes():

@@ -16,8 +16,8 @@ from scalestack.trace.builder import (
     _walk_result,
     _walk_start,
     build_trace,
-    traced_tids,
 )
+from scalestack.trace.event_facts import traced_tids
 from scalestack.trace.events import Kind
 
 from .test_state_builder import ev, event_streams

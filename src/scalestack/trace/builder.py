@@ -42,6 +42,7 @@ from scalestack.trace import (
     ThreadTable,
     Trace,
 )
+from scalestack.trace.event_facts import EventFacts, born_times
 from scalestack.trace.events import (
     FUTEX_CMD_MASK,
     FUTEX_WAIT_OPS,
@@ -1100,195 +1101,6 @@ def _merged_rows(tid, start, end, state, cpu, addr, waker, repaired, n_out):
     return out
 
 
-def traced_tids(events: RawEvents, root_pids: list[int] | None = None, comm: str | None = None,
-                index: EventIndex | None = None) -> tuple[np.ndarray, dict[int, int]]:
-    """The tids of the process trees rooted at `root_pids` (or at every process named `comm`).
-
-    Membership follows the thread-group id where the source records it (perf's sample pid,
-    PERF_RECORD_FORK/COMM) and fork lineage everywhere, so threads and child processes of the
-    command are traced and nothing else is. Returns (sorted tids, {child tid: creator tid}).
-    Compiled passes over the events (no mask or copy of a whole column); `index`: the builder's
-    index of the same events.
-    """
-    index = index if index is not None else EventIndex(events)
-    kind = events.kind
-    roots: set[int] = {int(p) for p in (root_pids or [])}
-    if comm is not None:
-        is_name = np.array([s == comm for s in events.comms] + [False], np.bool_)
-        # the task each event names: a thread group for TASK_COMM, a thread otherwise
-        candidates, groups = _named_tasks(kind, events.comm0, events.arg0, events.arg1, is_name)
-        # threads -> their thread groups, where the source says (perf's sample pid): its first event's
-        first = _first_pid(events.tid, events.pid, candidates)
-        mapped = np.where(first > 0, first, candidates)
-        roots |= {int(p) for p in np.concatenate([mapped, groups])}
-        roots.discard(0)
-        roots.discard(-1)
-        if not roots:
-            raise UserError(f"no process named {comm!r} in the recording; see `scalestack import FILE --list`, or use --pid")
-    if not roots:
-        raise UserError("no process chosen: give --pid PID or --comm NAME")
-    tracked_pids = set(roots)
-    # thread-group ids known from the data
-    seen, extra = _group_members(events.tid, events.pid, kind, events.arg0, events.arg1,
-                                 np.array(sorted(tracked_pids), np.int64), PID_MAX_LIMIT)
-    tracked = {int(t) for t in np.flatnonzero(seen)} | {int(t) for t in extra}
-    tracked |= roots
-    parents: dict[int, int] = {}
-    forks = index.rows(Kind.FORK, Kind.TASK_FORK)
-    for i in forks:  # few: one per thread or process created
-        if kind[i] == Kind.FORK:
-            parent, child = int(events.arg0[i]), int(events.arg1[i])
-        else:
-            parent, child = int(events.arg2[i]), int(events.arg0[i])
-        if parent in tracked and child not in tracked:
-            tracked.add(child)
-        if child in tracked and parent in tracked:
-            parents.setdefault(child, parent)
-    tracked = {t for t in tracked if t > 0}
-    return np.array(sorted(tracked), dtype=np.int64), parents
-
-
-def _named_tasks(kind, comm0, arg0, arg1, is_name) -> tuple[np.ndarray, np.ndarray]:
-    """The tasks the events naming a comm (is_name[comm0]) name, each once, sorted (int64): threads
-    (the child of a FORK, else arg0; EXEC left out) and thread groups (TASK_COMM's pid). Marked in
-    tables of Linux's task ids, those outside listed (corrupt inputs): nearly every event of a
-    system-wide recording names the traced command, and a list of them took 8 bytes an event."""
-    who, grp, n_out_who, n_out_grp = _named_task_tables(kind, comm0, arg0, arg1, is_name, PID_MAX_LIMIT)
-    who, grp = np.flatnonzero(who).astype(np.int64), np.flatnonzero(grp).astype(np.int64)
-    if n_out_who or n_out_grp:
-        out_who, out_grp = _named_tasks_outside(kind, comm0, arg0, arg1, is_name, PID_MAX_LIMIT, n_out_who, n_out_grp)
-        who, grp = np.unique(np.concatenate([who, out_who])), np.unique(np.concatenate([grp, out_grp]))
-    return who, grp
-
-
-@numba.njit(cache=True, inline="always")
-def _named_task(kind, comm0, arg0, arg1, is_name, i):
-    """The task event i names, whether it is a thread group (TASK_COMM), and whether it names one."""
-    c = comm0[i]
-    who = -1
-    group = False
-    named = False
-    if 0 <= c < is_name.shape[0] and is_name[c]:
-        k = kind[i]
-        if k == K_TASK_COMM:
-            who = arg1[i]
-            group = True
-            named = True
-        elif k != K_EXEC:
-            who = arg1[i] if k == K_FORK else arg0[i]
-            named = True
-    return who, group, named
-
-
-@numba.njit(cache=True)
-def _named_task_tables(kind, comm0, arg0, arg1, is_name, limit):
-    """`_named_tasks` for the tasks in [0, limit]: two tables; and how many name one outside. (A
-    table entry is written when the task differs from the last one written: stores to one entry
-    for every event made this pass 6x slower.)"""
-    who_seen = np.zeros(limit + 1, np.bool_)
-    grp_seen = np.zeros(limit + 1, np.bool_)
-    n_who = 0
-    n_grp = 0
-    last_who = -1
-    last_grp = -1
-    for i in range(kind.shape[0]):
-        c = comm0[i]
-        if 0 <= c < is_name.shape[0] and is_name[c]:
-            k = kind[i]
-            if k == K_TASK_COMM:
-                w = arg1[i]
-                if 0 <= w <= limit:
-                    if w != last_grp:
-                        grp_seen[w] = True
-                        last_grp = w
-                else:
-                    n_grp += 1
-            elif k != K_EXEC:
-                w = arg1[i] if k == K_FORK else arg0[i]
-                if 0 <= w <= limit:
-                    if w != last_who:
-                        who_seen[w] = True
-                        last_who = w
-                else:
-                    n_who += 1
-    return who_seen, grp_seen, n_who, n_grp
-
-
-@numba.njit(cache=True)
-def _named_tasks_outside(kind, comm0, arg0, arg1, is_name, limit, n_who, n_grp):
-    """`_named_tasks` outside [0, limit] (with repeats)."""
-    out_who = np.empty(n_who, np.int64)
-    out_grp = np.empty(n_grp, np.int64)
-    n_who = 0
-    n_grp = 0
-    for i in range(kind.shape[0]):
-        who, group, named = _named_task(kind, comm0, arg0, arg1, is_name, i)
-        if named and not 0 <= who <= limit:
-            if group:
-                out_grp[n_grp] = who
-                n_grp += 1
-            else:
-                out_who[n_who] = who
-                n_who += 1
-    return out_who, out_grp
-
-
-@numba.njit(cache=True)
-def _first_pid(tid, pid, tids):
-    """The pid of each of `tids` (sorted) in its first event that has one (tid and pid > 0), else -1."""
-    out = np.full(tids.shape[0], -1, np.int64)
-    left = tids.shape[0]
-    for i in range(tid.shape[0]):
-        if left == 0:
-            break
-        if pid[i] > 0 and tid[i] > 0:
-            j = find_sorted(tids, tid[i])
-            if j >= 0 and out[j] < 0:
-                out[j] = pid[i]
-                left -= 1
-    return out
-
-
-@numba.njit(cache=True)
-def _group_members(tid, pid, kind, arg0, arg1, groups, limit):
-    """The tasks the events put in one of `groups` (sorted thread-group ids): an event's tid by its
-    pid (both > 0), a TASK_COMM or TASK_FORK record's tid by its pid. Those in [0, limit] as a
-    table, the others (corrupt inputs) listed."""
-    seen = np.zeros(limit + 1, np.bool_)
-    n_big = 0  # tasks outside the table (corrupt inputs): listed by a second pass, if any
-    last_pid = -1
-    last_in = False
-    for i in range(tid.shape[0]):
-        p = pid[i]
-        if p > 0 and tid[i] > 0:
-            if p != last_pid:  # one search per change of pid, not per event
-                last_pid = p
-                last_in = find_sorted(groups, p) >= 0
-            if last_in:
-                if tid[i] <= limit:
-                    seen[tid[i]] = True
-                else:
-                    n_big += 1
-        k = kind[i]
-        if (k == K_TASK_COMM or k == K_TASK_FORK) and find_sorted(groups, arg1[i]) >= 0:
-            if 0 <= arg0[i] <= limit:
-                seen[arg0[i]] = True
-            else:
-                n_big += 1
-    extra = np.empty(n_big, np.int64)
-    n_extra = 0
-    if n_big:
-        for i in range(tid.shape[0]):
-            if pid[i] > 0 and tid[i] > limit and find_sorted(groups, pid[i]) >= 0:
-                extra[n_extra] = tid[i]
-                n_extra += 1
-            k = kind[i]
-            if (k == K_TASK_COMM or k == K_TASK_FORK) and find_sorted(groups, arg1[i]) >= 0 and not 0 <= arg0[i] <= limit:
-                extra[n_extra] = arg0[i]
-                n_extra += 1
-    return seen, extra[:n_extra]
-
-
 def list_processes(events: RawEvents) -> list[dict]:
     """The processes in a system-wide recording: pid, latest name, threads seen, events, for
     choosing what to import."""
@@ -1530,7 +1342,8 @@ def build_trace(
         wild = np.flatnonzero(events.cpu >= MAX_CPUS)
         raise UserError(f"event {int(wild[0])} (at {int(events.time[wild[0]])} ns) names CPU {int(events.cpu[wild[0]])}, "
                         f"beyond the {MAX_CPUS} any Linux machine has: the recording is corrupt")
-    tids, parents = traced_tids(events, root_pids, comm, index)
+    facts = EventFacts(comm).add(events)
+    tids, parents = facts.traced(root_pids, comm)
     if len(tids) == 0:
         raise UserError("none of the chosen process's threads appear in the recording")
     if int(tids.max()) > PID_MAX_LIMIT:
@@ -1538,12 +1351,7 @@ def build_trace(
                         "it is corrupt")
     slot_of = np.full(int(tids.max()) + 1, -1, np.int32)
     slot_of[tids] = np.arange(len(tids), dtype=np.int32)
-    forks = index.rows(Kind.FORK)
-    born_at = np.full(len(tids), -1, np.int64)
-    fork_child = events.arg1[forks]
-    in_set = np.isin(fork_child, tids)
-    child_slots = slot_of[fork_child[in_set]]
-    born_at[child_slots[::-1]] = events.time[forks][in_set][::-1]  # first fork wins
+    born_at = born_times(facts.forks, tids, slot_of)
     n_cpus = int(max(events.cpu.max(initial=0) + 1, 1))
     win_start = int(events.time[0]) - 1 if start_ns is None else int(start_ns)
     rows, tail, carry = _walk_parts(events.time, events.cpu, events.tid, events.kind, events.arg0, events.arg1, events.arg2,
@@ -1611,7 +1419,7 @@ def build_trace(
         exited=exited,
     )
     warnings = list(meta.get("warnings", []))
-    no_groups = int(events.pid.max()) <= 0 and not index.count(Kind.TASK_COMM, Kind.TASK_FORK)
+    no_groups = facts.no_groups
     if no_groups and not root_known:  # a recorded command's tree is complete by fork lineage alone
         warnings.append(
             "the input does not say which process each thread belongs to (no pid column): threads are followed "
@@ -1620,8 +1428,8 @@ def build_trace(
         )
     n_gaps = int(gaps.sum())
     # a thread whose RUNNING came from the kernel's runtime reports is not uncertain by the repairs
-    from_kernel = {int(t) for t in unique_sorted(events.arg0[index.rows(Kind.STAT_RUNTIME)])}
-    total_unc = sum(int(u) for t, u in zip(tids.tolist(), uncertain.tolist(), strict=True) if t not in from_kernel)
+    from_kernel = facts.reported_runtime(tids)
+    total_unc = int(uncertain[~from_kernel].sum())
     if gaps_traced and total_unc > max(1_000_000, 0.01 * float((th_end - th_start).sum())):
         warnings.append(
             f"the kernel dropped scheduler events of the traced threads ({int(gaps_traced)} gaps); "
@@ -1639,7 +1447,8 @@ def build_trace(
             f"{len(check['disagreeing'])} threads' RUNNING time differs from the kernel's own runtime accounting by "
             f"more than 2% (worst: tid {worst[0]}, {worst[1] / 1e6:.2f} ms recorded vs {worst[2] / 1e6:.2f} ms)"
         )
-    unc = {str(t): int(u) for t, u in zip(tids.tolist(), uncertain.tolist(), strict=True) if u and t not in from_kernel}
+    unc = {str(t): int(u) for t, u, k in zip(tids.tolist(), uncertain.tolist(), from_kernel.tolist(), strict=True)
+           if u and not k}
     rep = {str(t): int(r) for t, r in zip(tids.tolist(), repairs.tolist(), strict=True) if r}
     meta.update(
         start_ns=t0,
