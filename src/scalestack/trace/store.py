@@ -17,6 +17,7 @@ import mmap
 import os
 import shutil
 import tempfile
+import time
 import zipfile
 
 import numpy as np
@@ -160,21 +161,38 @@ def save(trace: Trace, path: str | os.PathLike) -> None:
 
 def write(trace: Trace, fh) -> None:
     """The trace file's bytes, written to an open binary file (`save` writes them atomically)."""
+    members = [*TABLES, *(m for m in OPTIONAL_TABLES if len(getattr(trace, m)))]
+    _write_file(fh, trace.meta, [(m, getattr(trace, m)) for m in members])
+
+
+def _write_file(fh, meta: dict, members: list) -> None:
+    """The ZIP: its magic, meta.json and one Parquet member per (name, table)."""
     with zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED) as zf:
         zf.writestr(MAGIC_MEMBER, str(SCHEMA_VERSION))
-        meta = dict(trace.meta)
+        meta = dict(meta)
         meta["schema_version"] = SCHEMA_VERSION
         zf.writestr("meta.json", json.dumps(meta, indent=1, sort_keys=True, default=_json_default))
-        for member in [*TABLES, *(m for m in OPTIONAL_TABLES if len(getattr(trace, m)))]:
-            table = getattr(trace, member)
+        for member, table in members:
             arrow = _to_arrow(table)
-            buf = io.BytesIO()
-            with pq.ParquetWriter(buf, arrow.schema, **_encodings(type(table))) as w:
-                bounds = group_bounds(table.tid, ROW_GROUP) if member in THREAD_GROUPED else \
-                    np.arange(0, len(table) + ROW_GROUP, ROW_GROUP).clip(max=len(table))
-                for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-                    w.write_table(arrow.slice(a, b - a), row_group_size=ROW_GROUP)
-            zf.writestr(f"{member}.parquet", buf.getvalue())
+            bounds = group_bounds(table.tid, ROW_GROUP) if member in THREAD_GROUPED else \
+                np.arange(0, len(table) + ROW_GROUP, ROW_GROUP).clip(max=len(table))
+            groups = (arrow.slice(a, b - a) for a, b in zip(bounds[:-1], bounds[1:], strict=True))
+            _write_member(zf, member, type(table), groups, arrow.nbytes)
+
+
+def _write_member(zf: zipfile.ZipFile, member: str, cls, groups, nbytes: int) -> None:
+    """One Parquet member written straight into the ZIP, a row group at a time: no copy of the
+    compressed member is held (building it in a BytesIO held two). The entry is made as `writestr`
+    makes it, so the file's bytes are those it wrote; `nbytes` (the rows' size in memory) only
+    bounds the member's size for ZIP64, which `writestr` chose from the size it was given: a member
+    that might pass 2 GiB (Parquet never doubles its input) gets ZIP64 headers."""
+    info = zipfile.ZipInfo(f"{member}.parquet", date_time=time.localtime(time.time())[:6])
+    info.compress_type = zipfile.ZIP_STORED
+    info.external_attr = 0o600 << 16
+    info.file_size = 2 * nbytes + (1 << 26)
+    with zf.open(info, "w") as out, pq.ParquetWriter(out, _to_arrow(cls.empty()).schema, **_encodings(cls)) as w:
+        for group in groups:
+            w.write_table(group, row_group_size=ROW_GROUP)
 
 
 def _encodings(cls) -> dict:
