@@ -17,6 +17,7 @@ import mmap
 import os
 import shutil
 import tempfile
+import time
 import zipfile
 
 import numpy as np
@@ -160,21 +161,46 @@ def save(trace: Trace, path: str | os.PathLike) -> None:
 
 def write(trace: Trace, fh) -> None:
     """The trace file's bytes, written to an open binary file (`save` writes them atomically)."""
+    members = [*TABLES, *(m for m in OPTIONAL_TABLES if len(getattr(trace, m)))]
+    _write_file(fh, trace.meta, [(m, getattr(trace, m)) for m in members])
+
+
+def _write_file(fh, meta: dict, members: list) -> None:
+    """The ZIP: its magic, meta.json and one Parquet member per (name, table or ThreadSpill)."""
     with zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED) as zf:
         zf.writestr(MAGIC_MEMBER, str(SCHEMA_VERSION))
-        meta = dict(trace.meta)
+        meta = dict(meta)
         meta["schema_version"] = SCHEMA_VERSION
         zf.writestr("meta.json", json.dumps(meta, indent=1, sort_keys=True, default=_json_default))
-        for member in [*TABLES, *(m for m in OPTIONAL_TABLES if len(getattr(trace, m)))]:
-            table = getattr(trace, member)
+        for member, table in members:
+            if isinstance(table, ThreadSpill):
+                _write_member(zf, member, table.cls, table.row_groups(), len(table) * _row_bytes(table.cls))
+                continue
             arrow = _to_arrow(table)
-            buf = io.BytesIO()
-            with pq.ParquetWriter(buf, arrow.schema, **_encodings(type(table))) as w:
-                bounds = group_bounds(table.tid, ROW_GROUP) if member in THREAD_GROUPED else \
-                    np.arange(0, len(table) + ROW_GROUP, ROW_GROUP).clip(max=len(table))
-                for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-                    w.write_table(arrow.slice(a, b - a), row_group_size=ROW_GROUP)
-            zf.writestr(f"{member}.parquet", buf.getvalue())
+            bounds = group_bounds(table.tid, ROW_GROUP) if member in THREAD_GROUPED else \
+                np.arange(0, len(table) + ROW_GROUP, ROW_GROUP).clip(max=len(table))
+            groups = (arrow.slice(a, b - a) for a, b in zip(bounds[:-1], bounds[1:], strict=True))
+            _write_member(zf, member, type(table), groups, arrow.nbytes)
+
+
+def _write_member(zf: zipfile.ZipFile, member: str, cls, groups, nbytes: int) -> None:
+    """One Parquet member written straight into the ZIP, a row group at a time: no copy of the
+    compressed member is held (building it in a BytesIO held two). The entry is made as `writestr`
+    makes it, so the file's bytes are those it wrote; `nbytes` (the rows' size in memory) only
+    bounds the member's size for ZIP64, which `writestr` chose from the size it was given: a member
+    that might pass 2 GiB (Parquet never doubles its input) gets ZIP64 headers."""
+    info = zipfile.ZipInfo(f"{member}.parquet", date_time=time.localtime(time.time())[:6])
+    info.compress_type = zipfile.ZIP_STORED
+    info.external_attr = 0o600 << 16
+    info.file_size = 2 * nbytes + (1 << 26)
+    with zf.open(info, "w") as out, pq.ParquetWriter(out, _to_arrow(cls.empty()).schema, **_encodings(cls)) as w:
+        for group in groups:
+            w.write_table(group, row_group_size=ROW_GROUP)
+
+
+def _row_bytes(cls) -> int:
+    """Bytes of one row of a table without text columns, in memory (a bool as one byte)."""
+    return sum(np.dtype(dtype).itemsize for dtype in cls.SCHEMA.values())
 
 
 def _encodings(cls) -> dict:
@@ -198,10 +224,17 @@ def group_bounds(tid: np.ndarray, size: int) -> np.ndarray:
     if n == 0:
         return np.zeros(1, np.int64)
     starts = np.flatnonzero(np.r_[True, tid[1:] != tid[:-1]])
-    ends = np.r_[starts[1:], n]
+    return run_group_bounds(np.diff(np.r_[starts, n]), size)
+
+
+def run_group_bounds(lengths: np.ndarray, size: int) -> np.ndarray:
+    """`group_bounds` of a table whose threads have `lengths` rows, in order: what a spilled table
+    (`ThreadSpill`) knows of its threads without holding their tid column."""
+    ends = np.cumsum(lengths, dtype=np.int64)
+    n = int(ends[-1]) if len(ends) else 0
     big = max(size // 8, 1)
     cuts = [0]
-    for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
+    for lo, hi in zip((ends - lengths).tolist(), ends.tolist(), strict=True):
         own = hi - lo >= big
         if own and lo > cuts[-1]:
             cuts.append(lo)
@@ -212,6 +245,170 @@ def group_bounds(tid: np.ndarray, size: int) -> np.ndarray:
     if cuts[-1] < n:
         cuts.append(n)
     return np.asarray(cuts, np.int64)
+
+
+class ThreadSpill:
+    """The rows of a thread-grouped table (states, switch spans) that a streaming builder emits in
+    time chunks, kept on disk until the trace file is written in (tid, start_ns) order.
+
+    A chunk holds rows of any threads in any order across threads; across chunks each thread's
+    rows come in start order (`add` checks it). Each chunk is sorted by (tid, start_ns), stably,
+    and appended to one file per column in a temporary directory; of each chunk only the row range
+    of each of its threads is kept. The member is then written a row group at a time read back
+    from those files, with the row groups `group_bounds` gives the whole sorted table: memory is
+    one row group plus O(chunks x threads), never the table. The directory is removed by `close`
+    (a `with` block closes it, on success or error)."""
+
+    def __init__(self, cls, directory: str | os.PathLike):
+        if any(dtype is object for dtype in cls.SCHEMA.values()):
+            raise TypeError(f"{cls.__name__} has text columns; a spill holds fixed-width columns only")
+        self.cls = cls
+        self._dir = tempfile.mkdtemp(prefix=".scalestack-spill-", dir=directory)
+        self._files: dict = {}
+        try:
+            for name in cls.SCHEMA:
+                self._files[name] = open(os.path.join(self._dir, name), "w+b")  # closed by close()
+        except BaseException:
+            self.close()
+            raise
+        self._rows = 0
+        self._runs: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # per chunk: tids, file row, rows
+        self._seen = np.zeros(0, np.int32)  # threads met so far, sorted, and the last start of each
+        self._last = np.zeros(0, np.int64)
+
+    def __enter__(self) -> ThreadSpill:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return self._rows
+
+    def close(self) -> None:
+        """Remove the temporary directory; the spill holds nothing after."""
+        for fh in self._files.values():
+            fh.close()
+        self._files = {}
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def add(self, chunk) -> None:
+        """Append a chunk of rows (a table of this spill's class). A thread's rows in it must start
+        at or after its rows of earlier chunks: ValueError otherwise."""
+        if type(chunk) is not self.cls:
+            raise TypeError(f"a {self.cls.__name__} spill got a {type(chunk).__name__}")
+        if not self._files:
+            raise ValueError("the spill is closed")
+        n = len(chunk)
+        if n == 0:
+            return
+        order = np.argsort(chunk.tid, kind="stable")  # a builder's rows of one thread come in start order:
+        tid, start = chunk.tid[order], chunk.start_ns[order]  # sorting by tid is enough
+        same = tid[1:] == tid[:-1]
+        if np.any(same & (start[1:] < start[:-1])):
+            order = np.lexsort((chunk.start_ns, chunk.tid))
+            start = chunk.start_ns[order]
+        first = np.flatnonzero(np.r_[True, ~same])
+        last = np.r_[first[1:], n] - 1
+        tids = tid[first]
+        pos = np.searchsorted(self._seen, tids)
+        met = pos < len(self._seen)
+        met[met] = self._seen[pos[met]] == tids[met]
+        early = start[first[met]] < self._last[pos[met]]
+        if np.any(early):
+            i = int(np.flatnonzero(early)[0])
+            raise ValueError(f"tid {int(tids[met][i])}: a row starting at {int(start[first[met]][i])} comes after "
+                             f"one starting at {int(self._last[pos[met]][i])}, in an earlier chunk")
+        self._last[pos[met]] = start[last[met]]
+        self._seen = np.insert(self._seen, pos[~met], tids[~met])
+        self._last = np.insert(self._last, pos[~met], start[last[~met]])
+        for name, fh in self._files.items():
+            fh.write(getattr(chunk, name)[order].view(np.uint8))
+        self._runs.append((tids, self._rows + first, np.diff(np.r_[first, n])))
+        self._rows += n
+
+    def row_groups(self):
+        """The whole table in (tid, start_ns) order, one Arrow table per row group of
+        `group_bounds`, each read from the column files."""
+        if not self._files:
+            raise ValueError("the spill is closed")
+        for fh in self._files.values():
+            fh.flush()
+        if not self._runs:
+            return
+        tid, at, rows = (np.concatenate(c) for c in zip(*self._runs, strict=True))
+        order = np.argsort(tid, kind="stable")  # a thread's runs in chunk order
+        tid, at, rows = tid[order], at[order], rows[order]
+        threads = np.flatnonzero(np.r_[True, tid[1:] != tid[:-1]])
+        ends = np.cumsum(rows)  # of each run in the sorted table
+        bounds = run_group_bounds(np.add.reduceat(rows, threads), ROW_GROUP)
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+            cols = {name: np.empty(b - a, dtype) for name, dtype in self.cls.SCHEMA.items()}
+            i = int(np.searchsorted(ends, a, side="right"))
+            row = a
+            while row < b:
+                skip = row - int(ends[i] - rows[i])
+                k = min(int(ends[i]), b) - row
+                for name, fh in self._files.items():
+                    _pread(fh, cols[name][row - a:row - a + k], int(at[i]) + skip)
+                row += k
+                i += 1
+            yield _to_arrow(self.cls(**cols))
+
+
+def _pread(fh, out: np.ndarray, row: int) -> None:
+    """Rows [row, row + len(out)) of a column file, read into `out`."""
+    view = memoryview(out.view(np.uint8))
+    offset = row * out.itemsize
+    while len(view):
+        got = os.preadv(fh.fileno(), [view], offset)
+        if got == 0:
+            raise OSError(errno.EIO, f"spill file {fh.name} ends early")
+        view, offset = view[got:], offset + got
+
+
+class TraceWriter:
+    """A trace file written from parts, for a builder that cannot hold its tables: the states and
+    switch spans are added chunk by chunk (`states.add`, `switch_spans.add`: spills, see
+    `ThreadSpill`), the small tables are given to `finish`. The file `load` then reads equals the
+    one `save` writes for the whole Trace. Nothing appears at `path` before `finish` completes
+    (atomic, as `save`); the spills' temporary directories, next to `path`, are removed when the
+    `with` block ends, on success or error."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = os.fspath(path)
+        directory = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(directory, exist_ok=True)
+        self.states = ThreadSpill(StateTable, directory)
+        try:
+            self.switch_spans = ThreadSpill(SwitchSpanTable, directory)
+        except BaseException:
+            self.states.close()
+            raise
+
+    def __enter__(self) -> TraceWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.states.close()
+        self.switch_spans.close()
+
+    def finish(self, threads: ThreadTable, names: NameTable, meta: dict, samples: SampleTable | None = None,
+               frames: FrameTable | None = None, stacks: StackTable | None = None,
+               futex_calls: FutexCallTable | None = None) -> None:
+        """Write the trace file (its meta completed as `Trace` completes it), then drop the spills."""
+        given = {"samples": samples, "frames": frames, "stacks": stacks, "futex_calls": futex_calls}
+        small = Trace(threads=threads, states=StateTable.empty(), names=names, meta=meta,
+                      **{m: t for m, t in given.items() if t is not None})
+        tables = {"threads": threads, "states": self.states, "names": names, "switch_spans": self.switch_spans,
+                  **{m: getattr(small, m) for m in given}}
+        members = [*TABLES, *(m for m in OPTIONAL_TABLES if len(tables[m]))]
+        with atomic_output(self.path) as fh:
+            _write_file(fh, small.meta, [(m, tables[m]) for m in members])
+        self.close()
 
 
 def _json_default(value):
