@@ -1,0 +1,136 @@
+"""The state builder's switch spans carry their state across chunks of time-sorted events: cut
+anywhere (between events of one instant too), the answers are those of one pass, and the carry
+holds per-thread and per-CPU state only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scalestack.ingest.perf_data import read_perf_data
+from scalestack.trace.builder import traced_tids
+from scalestack.trace.events import Kind
+from scalestack.trace.switch_spans import _spans, _spans_chunk, _spans_end, _spans_out, _spans_start
+
+from .test_state_builder import ev, event_streams
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def barrier():
+    events = read_perf_data(DATA / "barrier.perf.data").sorted()
+    return events, traced_tids(events, comm="bi")[0]
+
+
+def slots(tids):
+    slot_of = np.full(int(tids.max(initial=0)) + 1, -1, np.int64)
+    slot_of[tids] = np.arange(len(tids))
+    return slot_of
+
+
+def pieces(n, cuts):
+    """The [a, b) of the chunks the cuts make (repeated cuts: empty chunks)."""
+    bounds = [0, *sorted(cuts), n]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
+
+
+def draw_cuts(data, time):
+    """Cuts anywhere, and some between two events of one instant when there are such."""
+    n = len(time)
+    cuts = data.draw(st.lists(st.integers(0, n), max_size=6))
+    ties = [i for i in range(1, n) if time[i] == time[i - 1]]
+    if ties:
+        cuts += data.draw(st.lists(st.sampled_from(ties), max_size=3))
+    return cuts
+
+
+# --- switch spans ---------------------------------------------------------------------------
+
+def span_inputs(events, tids):
+    n_cpus = int(events.cpu.max(initial=0)) + 1
+    return (events.time, events.cpu, events.kind, events.tid, events.arg0, events.arg1), slots(tids), len(tids), n_cpus
+
+
+def spans_in_chunks(cols, slot_of, n_slots, n_cpus, t_end, cuts):
+    """`_spans` by chunks; each chunk's spans written into room for twice as many as `_spans_out`
+    leaves, to check that bound without writing past it."""
+    carry = _spans_start(n_slots, n_cpus)
+    parts = []
+    for a, b in pieces(len(cols[0]), cuts):
+        out = _spans_out(2 * (b - a) + n_slots, n_slots)
+        m = _spans_chunk(*(c[a:b] for c in cols), slot_of, n_slots, n_cpus, carry, out, 0)
+        assert m <= len(_spans_out(b - a, n_slots)[0])
+        parts.append(tuple(col[:m] for col in out))
+    out = _spans_out(0, n_slots)
+    m = _spans_end(t_end, n_slots, carry, out, 0)
+    assert m <= n_slots
+    parts.append(tuple(col[:m] for col in out))
+    return tuple(np.concatenate(col) for col in zip(*parts, strict=True)), carry[-1]
+
+
+def assert_same_spans(whole, parts):
+    for a, b in zip(whole[0], parts[0], strict=True):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(whole[1], parts[1])
+
+
+@settings(max_examples=150, deadline=None)
+@given(event_streams(), st.data())
+def test_spans_cut_anywhere_are_those_of_one_pass(events, data):
+    events = events.sorted()
+    cols, slot_of, n_slots, n_cpus = span_inputs(events, traced_tids(events, [100])[0])
+    t_end = int(events.time[-1]) + data.draw(st.integers(0, 3))
+    whole = _spans(*cols, slot_of, n_slots, n_cpus, t_end)
+    assert_same_spans(whole, spans_in_chunks(cols, slot_of, n_slots, n_cpus, t_end, draw_cuts(data, events.time)))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_spans_of_a_recording_cut_anywhere_are_those_of_one_pass(data):
+    events, tids = barrier()
+    cols, slot_of, n_slots, n_cpus = span_inputs(events, tids)
+    whole = _spans(*cols, slot_of, n_slots, n_cpus, int(events.time[-1]))
+    assert len(whole[0][0]) > 0
+    parts = spans_in_chunks(cols, slot_of, n_slots, n_cpus, int(events.time[-1]), draw_cuts(data, events.time))
+    assert_same_spans(whole, parts)
+
+
+def test_a_span_open_across_a_cut_ends_at_its_switch_out():
+    """Thread 100 switched in at 10 (first chunk), out at 30 (second chunk); 101 is still in at
+    the end: the carry holds 100's switch-in, the end closes 101's span."""
+    e = ev([(10, 0, 0, Kind.SWITCH, 0, 100, 0), (20, 1, 0, Kind.SWITCH, 0, 101, 0),
+            (30, 0, 100, Kind.SWITCH, 100, 0, 1)])
+    cols, slot_of, n_slots, n_cpus = span_inputs(e, np.array([100, 101]))
+    carry = _spans_start(n_slots, n_cpus)
+    out = _spans_out(3, n_slots)
+    m = _spans_chunk(*(c[:1] for c in cols), slot_of, n_slots, n_cpus, carry, out, 0)
+    assert m == 0 and carry[0].tolist() == [10, -1] and carry[8].tolist() == [0, -1]  # in_t; the CPUs' slots
+    m = _spans_chunk(*(c[1:] for c in cols), slot_of, n_slots, n_cpus, carry, out, m)
+    m = _spans_end(40, n_slots, carry, out, m)
+    assert [col[:m].tolist() for col in out] == [[0, 1], [10, 20], [30, 40], [False, False]]
+    assert carry[-1][:, 0].tolist() == [1, 0]  # complete spans: 100's; 101's was closed by the end
+
+
+def test_spans_out_has_room_for_two_spans_an_event_and_two_a_slot():
+    out = _spans_out(10, 3)
+    assert [len(c) for c in out] == [30] * 4 and [c.dtype for c in out] == [np.int32, np.int64, np.int64, np.bool_]
+
+
+def test_the_spans_carry_does_not_grow_with_the_events():
+    """Per slot and per CPU: the same size after 10 events as after 10^4."""
+    sizes = []
+    for n in (10, 10_000):
+        rows = [(0, 0, 0, Kind.SWITCH, 0, 100, 0)]
+        rows += [(k, k % 2, 100, Kind.SWITCH, 100 + (k - 1) % 2, 100 + k % 2, 0) for k in range(1, n)]
+        e = ev(rows)
+        cols, slot_of, n_slots, n_cpus = span_inputs(e, np.array([100, 101]))
+        carry = _spans_start(n_slots, n_cpus)
+        _spans_chunk(*cols, slot_of, n_slots, n_cpus, carry, _spans_out(n, n_slots), 0)
+        sizes.append(sum(a.nbytes for a in carry))
+    assert sizes[0] == sizes[1]
+
+
