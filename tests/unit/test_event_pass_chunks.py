@@ -1,6 +1,6 @@
-"""The state builder's switch spans carry their state across chunks of time-sorted events: cut
-anywhere (between events of one instant too), the answers are those of one pass, and the carry
-holds per-thread and per-CPU state only."""
+"""The state builder's switch spans and thread names carry their state across chunks of
+time-sorted events: cut anywhere (between events of one instant too), the answers are those of one
+pass, and the carries hold per-thread and per-CPU state only."""
 
 from __future__ import annotations
 
@@ -11,13 +11,24 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scalestack.ingest.perf_data import read_perf_data
-from scalestack.trace.builder import traced_tids
-from scalestack.trace.events import Kind
+from scalestack.trace.builder import (
+    _name_changes,
+    _name_instant,
+    _names_chunk,
+    _names_end,
+    _names_start,
+    traced_tids,
+)
+from scalestack.trace.events import Kind, RawEvents
 from scalestack.trace.switch_spans import _spans, _spans_chunk, _spans_end, _spans_out, _spans_start
 
+from .test_builder_event_passes import COMMS, ref_names, stream
 from .test_state_builder import ev, event_streams
 
 DATA = Path(__file__).resolve().parents[1] / "data"
+NAMING = np.zeros(256, np.bool_)  # the kinds `_thread_names` reads names from
+NAMING[[Kind.SWITCH, Kind.FORK, Kind.RENAME, Kind.TASK_COMM, Kind.WAKEUP, Kind.WAKEUP_NEW, Kind.STAT_RUNTIME,
+        Kind.MIGRATE]] = True
 
 
 def barrier():
@@ -132,5 +143,102 @@ def test_the_spans_carry_does_not_grow_with_the_events():
         _spans_chunk(*cols, slot_of, n_slots, n_cpus, carry, _spans_out(n, n_slots), 0)
         sizes.append(sum(a.nbytes for a in carry))
     assert sizes[0] == sizes[1]
+
+
+# --- thread names ---------------------------------------------------------------------------
+
+def name_cols(events):
+    return events.time, events.kind, events.arg0, events.arg1, events.comm0, events.comm1
+
+
+def names_in_chunks(cols, slot_of, cuts):
+    carry = _names_start(slot_of)
+    for a, b in pieces(len(cols[0]), cuts):
+        carry = _names_chunk(*(c[a:b] for c in cols), NAMING, slot_of, carry)
+    return _names_end(carry)
+
+
+def assert_same_names(whole, parts):
+    for a, b in zip(whole, parts, strict=True):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)
+
+
+@settings(max_examples=150, deadline=None)
+@given(event_streams(), st.data())
+def test_names_cut_anywhere_are_those_of_one_pass(events, data):
+    events = events.sorted()
+    slot_of = slots(traced_tids(events, [100])[0])
+    cols = name_cols(events)
+    whole = _name_changes(*cols, NAMING, slot_of)
+    assert_same_names(whole, names_in_chunks(cols, slot_of, draw_cuts(data, events.time)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(stream(), st.lists(st.sampled_from([100, 101, 102, 200, 201, 5]), min_size=1, unique=True), st.data())
+def test_names_of_many_statements_an_instant_cut_anywhere_are_those_of_one_pass(events, tids, data):
+    """Streams with many events at one instant: cuts inside an instant hold its statements."""
+    tids = np.array(sorted(tids), np.int64)
+    slot_of = slots(tids)
+    cols = name_cols(events)
+    slot, t, c = names_in_chunks(cols, slot_of, draw_cuts(data, events.time))
+    assert_same_names(_name_changes(*cols, NAMING, slot_of), (slot, t, c))
+    assert (tids[slot].tolist(), t.tolist(), [events.comms[i] for i in c]) == ref_names(events, tids)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_names_of_a_recording_cut_anywhere_are_those_of_one_pass(data):
+    events, tids = barrier()
+    slot_of = slots(tids)
+    cols = name_cols(events)
+    whole = _name_changes(*cols, NAMING, slot_of)
+    assert len(whole[0]) > 0
+    assert_same_names(whole, names_in_chunks(cols, slot_of, draw_cuts(data, events.time)))
+
+
+def test_an_instant_cut_in_two_is_settled_as_one():
+    """101 is named at 5 by a rename ("other", rank 3), then by a switch ("app", rank 0): cut
+    between them, the rename is held over the cut and still settles after the switch, so 101 is
+    renamed once, to "other"."""
+    rows = [(1, 0, 100, 100, int(Kind.SWITCH), 100, 101, 0, 0, 0),
+            (5, 0, 101, 100, int(Kind.RENAME), 101, 0, 0, 1, -1),
+            (5, 0, 101, 100, int(Kind.SWITCH), 101, 100, 0, 0, 0)]
+    e = RawEvents.from_rows(rows, comms=["app", "other"])
+    slot_of = slots(np.array([100, 101]))
+    cols = name_cols(e)
+    carry = _names_chunk(*(c[:2] for c in cols), NAMING, slot_of, _names_start(slot_of))
+    assert carry[3].tolist() == [1, 5, 2]  # the rename held at 5; two changes at 1
+    slot, t, c = _names_end(_names_chunk(*(c[2:] for c in cols), NAMING, slot_of, carry))
+    assert (slot.tolist(), t.tolist(), c.tolist()) == ([0, 1, 1], [1, 1, 5], [0, 0, 1])
+    assert_same_names(_name_changes(*cols, NAMING, slot_of), (slot, t, c))
+
+
+def test_names_buffers_grow_across_chunks():
+    """An instant of 300 statements and 4000 changes, cut inside the instant and between changes:
+    the buffers outgrow their first room in the carry and the answer is the masks' statement."""
+    rows = [(5, 0, 100, 100, int(Kind.RENAME if k % 3 else Kind.SWITCH), 100 + k % 2, 101 - k % 2, 0, k % 2, 1 - k % 2)
+            for k in range(300)]
+    rows += [(10 + k, 0, 101, 100, int(Kind.RENAME), 100 + k % 2, 0, 0, (k // 2) % 2, -1) for k in range(8000)]
+    e = RawEvents.from_rows(rows, comms=COMMS)
+    tids = np.array([100, 101], np.int64)
+    slot_of = slots(tids)
+    cols = name_cols(e)
+    first = _names_start(slot_of)
+    carry = _names_chunk(*(c[:150] for c in cols), NAMING, slot_of, first)
+    assert carry[1].shape[0] > first[1].shape[0] and carry[3][0] > 64  # held grew
+    slot, t, c = names_in_chunks(cols, slot_of, [150, 299, 300, 4000])
+    assert len(slot) > 4000
+    assert (tids[slot].tolist(), t.tolist(), [e.comms[i] for i in c]) == ref_names(e, tids)
+
+
+def test_name_instant_writes_the_changes_in_slot_then_rank_order():
+    """Held (slot, comm, rank): slot 1's rank-3 statement came first, then slot 0's, then slot 1's
+    rank 0; slot 0 already had comm 7, so only slot 1's two statements change a name."""
+    held = np.array([[1, 9, 3], [0, 7, 5], [1, 8, 0], [0, 0, 0]], np.int64)
+    last_c = np.array([7, -1], np.int64)
+    out = np.zeros((4, 3), np.int64)
+    m = _name_instant(last_c, held, out, 3, 42, 1)
+    assert m == 3 and out[1:3].tolist() == [[1, 42, 8], [1, 42, 9]] and last_c.tolist() == [7, 9]
 
 

@@ -1378,22 +1378,41 @@ def _name_statement(kind, arg0, arg1, comm0, comm1, r, second):
     return arg0[r], comm0[r], 5
 
 
-@numba.njit(cache=True)
 def _name_changes(time, kind, arg0, arg1, comm0, comm1, naming, slot_of):
     """Per thread slot, in time order (ties by the statement's kind rank, then event order), the
     statements whose comm differs from the thread's previous one: (slot, time, comm index). One
     pass over the events of the kinds `naming` marks (`_name_scan`); the statements of one instant
     are held until the time moves on. No list of the events or of every statement (+0.8 GB on
-    10^8 events: nearly all name a traced thread); the changes, few, are bucketed by slot at the end."""
-    n_map = slot_of.shape[0]
+    10^8 events: nearly all name a traced thread); the changes, few, are bucketed by slot at the end.
+    The same as `_names_start`, `_names_chunk` over consecutive pieces of the events, `_names_end`."""
+    carry = _names_start(slot_of)
+    carry = _names_chunk(time, kind, arg0, arg1, comm0, comm1, naming, slot_of, carry)
+    return _names_end(carry)
+
+
+@numba.njit(cache=True)
+def _names_start(slot_of):
+    """`_names_chunk`'s state before the first event: the comm of each thread's previous statement
+    (-1: none yet), the open instant's statements (slot, comm, rank), the changes so far (slot,
+    time, comm; few), and [statements held, their instant, changes]."""
     n_slots = 0
     for v in slot_of:
         if v + 1 > n_slots:
             n_slots = v + 1
-    last_c = np.full(n_slots, -1, np.int64)  # the comm of each thread's previous statement (-1: none yet)
-    held = np.empty((64, 3), np.int64)  # the current instant's statements: slot, comm, rank
-    out = np.empty((1024, 3), np.int64)  # the changes in time order: slot, time, comm
-    r, q, q_t, m = 0, 0, 0, 0
+    last_c = np.full(n_slots, -1, np.int64)
+    held = np.empty((64, 3), np.int64)
+    out = np.empty((1024, 3), np.int64)
+    return last_c, held, out, np.zeros(3, np.int64)
+
+
+@numba.njit(cache=True)
+def _names_chunk(time, kind, arg0, arg1, comm0, comm1, naming, slot_of, carry):
+    """The next time-sorted events from `carry`: the carry after them. The last instant's
+    statements stay held (the next piece may go on at that instant); a buffer that grows is
+    replaced, so the caller takes the carry returned."""
+    last_c, held, out, st = carry
+    n_map = slot_of.shape[0]
+    r, q, q_t, m = 0, st[0], st[1], st[2]
     while True:
         r, q, q_t, m = _name_scan(time, kind, arg0, arg1, comm0, comm1, naming, slot_of, n_map, last_c, held, out, r,
                                   q, q_t, m)
@@ -1404,7 +1423,20 @@ def _name_changes(time, kind, arg0, arg1, comm0, comm1, naming, slot_of):
             held = _grown(held, q, 2 * held.shape[0])
         if m + q > out.shape[0]:
             out = _grown(out, m, 2 * (m + q))
-    # bucketed by slot, each thread's changes in the order found (a stable counting sort)
+    st[0], st[1], st[2] = q, q_t, m
+    return last_c, held, out, st
+
+
+@numba.njit(cache=True)
+def _names_end(carry):
+    """The last instant's statements settled, the changes bucketed by slot, each thread's in the
+    order found (a stable counting sort): (slot, time, comm index)."""
+    last_c, held, out, st = carry
+    q, q_t, m = st[0], st[1], st[2]
+    if m + q > out.shape[0]:
+        out = _grown(out, m, m + q)
+    m = _name_instant(last_c, held, out, q, q_t, m)
+    n_slots = last_c.shape[0]
     off = np.zeros(n_slots + 1, np.int64)
     for a in range(m):
         off[out[a, 0] + 1] += 1
@@ -1423,42 +1455,47 @@ def _name_changes(time, kind, arg0, arg1, comm0, comm1, naming, slot_of):
     return o_slot, o_t, o_c
 
 
+@numba.njit(cache=True, inline="always")
+def _name_instant(last_c, held, out, q, q_t, m):
+    """The q statements `held` at instant q_t, in (slot, rank) order, written to `out` from m on
+    where they change their thread's comm (room for q): the next position."""
+    for a in range(1, q):  # a stable insertion sort (a few statements)
+        s_, c_, k_ = held[a, 0], held[a, 1], held[a, 2]
+        b = a - 1
+        while b >= 0 and (held[b, 0] > s_ or (held[b, 0] == s_ and held[b, 2] > k_)):
+            held[b + 1, 0] = held[b, 0]
+            held[b + 1, 1] = held[b, 1]
+            held[b + 1, 2] = held[b, 2]
+            b -= 1
+        held[b + 1, 0] = s_
+        held[b + 1, 1] = c_
+        held[b + 1, 2] = k_
+    for a in range(q):
+        s_ = held[a, 0]
+        if held[a, 1] != last_c[s_]:
+            out[m, 0] = s_
+            out[m, 1] = q_t
+            out[m, 2] = held[a, 1]
+            m += 1
+            last_c[s_] = held[a, 1]
+    return m
+
+
 @numba.njit(cache=True)
 def _name_scan(time, kind, arg0, arg1, comm0, comm1, naming, slot_of, n_map, last_c, held, out, r, q, q_t, m):
-    """`_name_changes` from event r (event n: the end), `held` holding q statements of the instant
-    q_t and `out` m changes, until the events end (then r = n + 1) or a buffer has no room for the
-    next step (then r is the event to go on from): (r, q, q_t, m)."""
+    """`_names_chunk` from event r, `held` holding q statements of the instant q_t and `out` m
+    changes, until the events end (then r = n + 1; the instant still held) or a buffer has no room
+    for the next step (then r is the event to go on from): (r, q, q_t, m)."""
     n = kind.shape[0]
-    while r <= n:
-        if r < n and not naming[kind[r]]:
+    while r < n:
+        if not naming[kind[r]]:
             r += 1
             continue
-        if q > 0 and (r == n or time[r] != q_t):  # the instant is over: its statements in (slot, rank) order
+        if q > 0 and time[r] != q_t:  # the instant is over: its statements in (slot, rank) order
             if m + q > out.shape[0]:
                 break
-            for a in range(1, q):  # a stable insertion sort (a few statements)
-                s_, c_, k_ = held[a, 0], held[a, 1], held[a, 2]
-                b = a - 1
-                while b >= 0 and (held[b, 0] > s_ or (held[b, 0] == s_ and held[b, 2] > k_)):
-                    held[b + 1, 0] = held[b, 0]
-                    held[b + 1, 1] = held[b, 1]
-                    held[b + 1, 2] = held[b, 2]
-                    b -= 1
-                held[b + 1, 0] = s_
-                held[b + 1, 1] = c_
-                held[b + 1, 2] = k_
-            for a in range(q):
-                s_ = held[a, 0]
-                if held[a, 1] != last_c[s_]:
-                    out[m, 0] = s_
-                    out[m, 1] = q_t
-                    out[m, 2] = held[a, 1]
-                    m += 1
-                    last_c[s_] = held[a, 1]
+            m = _name_instant(last_c, held, out, q, q_t, m)
             q = 0
-        if r == n:
-            r += 1
-            break
         if q + 2 > held.shape[0]:
             break
         for second in (False, True):
@@ -1469,6 +1506,8 @@ def _name_scan(time, kind, arg0, arg1, comm0, comm1, naming, slot_of, n_map, las
                 held[q, 2] = rank
                 q_t = time[r]
                 q += 1
+        r += 1
+    if r == n:
         r += 1
     return r, q, q_t, m
 
