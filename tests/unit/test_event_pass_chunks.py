@@ -1,28 +1,33 @@
-"""The state builder's switch spans and thread names carry their state across chunks of
-time-sorted events: cut anywhere (between events of one instant too), the answers are those of one
-pass, and the carries hold per-thread and per-CPU state only."""
+"""The state builder's switch spans, thread names and first pids carry their state across chunks
+of time-sorted events: cut anywhere (between events of one instant too), the answers are those of
+one pass, and the carries hold per-thread and per-CPU state only."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scalestack.ingest.perf_data import read_perf_data
 from scalestack.trace.builder import (
+    _first_pids,
     _name_changes,
     _name_instant,
     _names_chunk,
     _names_end,
     _names_start,
+    _pids_chunk,
+    _pids_start,
     traced_tids,
 )
 from scalestack.trace.events import Kind, RawEvents
+from scalestack.trace.lookup import EventIndex
 from scalestack.trace.switch_spans import _spans, _spans_chunk, _spans_end, _spans_out, _spans_start
 
-from .test_builder_event_passes import COMMS, ref_names, stream
+from .test_builder_event_passes import COMMS, ref_names, ref_pids, stream
 from .test_state_builder import ev, event_streams
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -242,3 +247,68 @@ def test_name_instant_writes_the_changes_in_slot_then_rank_order():
     assert m == 3 and out[1:3].tolist() == [[1, 42, 8], [1, 42, 9]] and last_c.tolist() == [7, 9]
 
 
+# --- first pids -----------------------------------------------------------------------------
+
+def pid_inputs(events, tids):
+    side_band = EventIndex(events).rows(Kind.TASK_COMM, Kind.TASK_FORK)
+    return (events.tid, events.pid, events.arg0, events.arg1), side_band, slots(tids), len(tids)
+
+
+def pids_in_chunks(cols, side_band, slot_of, n_slots, cuts):
+    """Each chunk with its own side-band rows, relative to the chunk."""
+    carry = _pids_start(n_slots)
+    for a, b in pieces(len(cols[0]), cuts):
+        sb = side_band[(side_band >= a) & (side_band < b)] - a
+        _pids_chunk(*(c[a:b] for c in cols), sb, slot_of, carry)
+    return carry[0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(stream(), st.lists(st.sampled_from([100, 101, 102, 200, 201, 5]), min_size=1, unique=True), st.data())
+def test_pids_cut_anywhere_are_those_of_one_pass(events, tids, data):
+    """Streams with side-band records and events without a pid, any of them first."""
+    tids = np.array(sorted(tids), np.int64)
+    cols, side_band, slot_of, n_slots = pid_inputs(events, tids)
+    got = pids_in_chunks(cols, side_band, slot_of, n_slots, draw_cuts(data, events.time))
+    np.testing.assert_array_equal(got, _first_pids(*cols, side_band, slot_of, n_slots))
+    np.testing.assert_array_equal(got, ref_pids(events, tids))
+
+
+@settings(max_examples=100, deadline=None)
+@given(event_streams(), st.data())
+def test_pids_of_scheduler_streams_cut_anywhere_are_those_of_one_pass(events, data):
+    events = events.sorted()
+    tids = traced_tids(events, [100])[0]
+    cols, side_band, slot_of, n_slots = pid_inputs(events, tids)
+    got = pids_in_chunks(cols, side_band, slot_of, n_slots, draw_cuts(data, events.time))
+    np.testing.assert_array_equal(got, _first_pids(*cols, side_band, slot_of, n_slots))
+
+
+@pytest.mark.parametrize("cuts", [[], [1], [10, 40], [0, 0, 95, 96]])
+def test_pids_of_a_recording_in_chunks_are_those_of_one_pass(cuts):
+    events, tids = barrier()
+    cols, side_band, slot_of, n_slots = pid_inputs(events, tids)
+    whole = _first_pids(*cols, side_band, slot_of, n_slots)
+    assert np.all(whole > 0)
+    np.testing.assert_array_equal(pids_in_chunks(cols, side_band, slot_of, n_slots, cuts), whole)
+
+
+def test_an_own_event_wins_over_side_band_records_in_any_chunk():
+    """Thread 101: side-band pid 7 in chunk 1, its own event's pid 100 in chunk 2, side-band pid 8
+    in chunk 3. Thread 102: own pid 100 in chunk 1, side-band 9 in chunk 2. Thread 103: side-band
+    only (4). Once all have their own pid, later chunks change nothing."""
+    tid = np.array([0, 102, 0, 101, 0, 0], np.int64)
+    pid = np.array([0, 100, 0, 100, 0, 0], np.int64)
+    arg0 = np.array([101, 0, 102, 0, 101, 103], np.int64)
+    arg1 = np.array([7, 0, 9, 0, 8, 4], np.int64)
+    slot_of = slots(np.array([101, 102, 103]))
+    carry = _pids_start(3)
+    _pids_chunk(tid[:2], pid[:2], arg0[:2], arg1[:2], np.array([0]), slot_of, carry)
+    assert carry[0].tolist() == [7, 100, -1] and carry[3].tolist() == [2]
+    _pids_chunk(tid[2:4], pid[2:4], arg0[2:4], arg1[2:4], np.array([0]), slot_of, carry)
+    _pids_chunk(tid[4:], pid[4:], arg0[4:], arg1[4:], np.array([0, 1]), slot_of, carry)
+    assert carry[0].tolist() == [100, 100, 4] and carry[3].tolist() == [1]
+    carry = _pids_start(1)
+    _pids_chunk(tid[3:4], pid[3:4], arg0[3:4], arg1[3:4], np.zeros(0, np.int64), slots(np.array([101])), carry)
+    _pids_chunk(tid, pid, arg0, arg1, np.array([0, 4]), slots(np.array([101])), carry)  # all done: ignored
+    assert carry[0].tolist() == [100] and carry[3].tolist() == [0]

@@ -1729,27 +1729,47 @@ def _thread_pids(events: RawEvents, tids: np.ndarray, slot_of: np.ndarray, index
                        slot_of, len(tids))
 
 
-@numba.njit(cache=True)
 def _first_pids(tid, pid, arg0, arg1, side_band, slot_of, n_slots):
-    out = np.full(n_slots, -1, np.int64)
-    done = np.zeros(n_slots, np.bool_)
+    """`_thread_pids` over all events (`side_band`: the rows of their side-band records, in time
+    order): `_pids_start`, one `_pids_chunk`; the answer is the carry's first array."""
+    carry = _pids_start(n_slots)
+    _pids_chunk(tid, pid, arg0, arg1, side_band, slot_of, carry)
+    return carry[0]
+
+
+def _pids_start(n_slots):
+    """`_pids_chunk`'s state before the first event: each slot's pid so far (-1: none), whether a
+    side-band record gave it one, whether an event of its own did, and [slots left without one]."""
+    return (np.full(n_slots, -1, np.int64), np.zeros(n_slots, np.bool_), np.zeros(n_slots, np.bool_),
+            np.full(1, n_slots, np.int64))
+
+
+@numba.njit(cache=True)
+def _pids_chunk(tid, pid, arg0, arg1, side_band, slot_of, carry):
+    """The next time-sorted events into `carry` (updated in place); `side_band`: the rows of
+    their side-band records, relative to these events, in time order. A thread's first own event
+    with a pid wins over every side-band record, earlier or later; else its first side-band record.
+    Nothing to do once every thread has its own event's pid."""
+    out, by_band, by_own, left = carry
+    if left[0] == 0:
+        return
     n_map = slot_of.shape[0]
     for r in side_band:  # time order: the first record wins
         a = arg0[r]
-        if 0 <= a < n_map and slot_of[a] >= 0 and not done[slot_of[a]]:
-            out[slot_of[a]] = arg1[r]
-            done[slot_of[a]] = True
-    done[:] = False
-    left = n_slots
+        if 0 <= a < n_map and slot_of[a] >= 0 and not by_band[slot_of[a]]:
+            by_band[slot_of[a]] = True
+            if not by_own[slot_of[a]]:
+                out[slot_of[a]] = arg1[r]
+    n_left = left[0]
     for i in range(tid.shape[0]):
-        if left == 0:
+        if n_left == 0:
             break
         x = tid[i]
-        if pid[i] > 0 and 0 <= x < n_map and slot_of[x] >= 0 and not done[slot_of[x]]:
+        if pid[i] > 0 and 0 <= x < n_map and slot_of[x] >= 0 and not by_own[slot_of[x]]:
             out[slot_of[x]] = pid[i]
-            done[slot_of[x]] = True
-            left -= 1
-    return out
+            by_own[slot_of[x]] = True
+            n_left -= 1
+    left[0] = n_left
 
 
 def _samples(events: RawEvents, tids: np.ndarray, t0: int, t1: int, index: EventIndex) -> SampleTable:
