@@ -1210,22 +1210,41 @@ def _name_statement(kind, arg0, arg1, comm0, comm1, r, second):
     return arg0[r], comm0[r], 5
 
 
-@numba.njit(cache=True)
 def _name_changes(time, kind, arg0, arg1, comm0, comm1, naming, slot_of):
     """Per thread slot, in time order (ties by the statement's kind rank, then event order), the
     statements whose comm differs from the thread's previous one: (slot, time, comm index). One
     pass over the events of the kinds `naming` marks (`_name_scan`); the statements of one instant
     are held until the time moves on. No list of the events or of every statement (+0.8 GB on
-    10^8 events: nearly all name a traced thread); the changes, few, are bucketed by slot at the end."""
-    n_map = slot_of.shape[0]
+    10^8 events: nearly all name a traced thread); the changes, few, are bucketed by slot at the end.
+    The same as `_names_start`, `_names_chunk` over consecutive pieces of the events, `_names_end`."""
+    carry = _names_start(slot_of)
+    carry = _names_chunk(time, kind, arg0, arg1, comm0, comm1, naming, slot_of, carry)
+    return _names_end(carry)
+
+
+@numba.njit(cache=True)
+def _names_start(slot_of):
+    """`_names_chunk`'s state before the first event: the comm of each thread's previous statement
+    (-1: none yet), the open instant's statements (slot, comm, rank), the changes so far (slot,
+    time, comm; few), and [statements held, their instant, changes]."""
     n_slots = 0
     for v in slot_of:
         if v + 1 > n_slots:
             n_slots = v + 1
-    last_c = np.full(n_slots, -1, np.int64)  # the comm of each thread's previous statement (-1: none yet)
-    held = np.empty((64, 3), np.int64)  # the current instant's statements: slot, comm, rank
-    out = np.empty((1024, 3), np.int64)  # the changes in time order: slot, time, comm
-    r, q, q_t, m = 0, 0, 0, 0
+    last_c = np.full(n_slots, -1, np.int64)
+    held = np.empty((64, 3), np.int64)
+    out = np.empty((1024, 3), np.int64)
+    return last_c, held, out, np.zeros(3, np.int64)
+
+
+@numba.njit(cache=True)
+def _names_chunk(time, kind, arg0, arg1, comm0, comm1, naming, slot_of, carry):
+    """The next time-sorted events from `carry`: the carry after them. The last instant's
+    statements stay held (the next piece may go on at that instant); a buffer that grows is
+    replaced, so the caller takes the carry returned."""
+    last_c, held, out, st = carry
+    n_map = slot_of.shape[0]
+    r, q, q_t, m = 0, st[0], st[1], st[2]
     while True:
         r, q, q_t, m = _name_scan(time, kind, arg0, arg1, comm0, comm1, naming, slot_of, n_map, last_c, held, out, r,
                                   q, q_t, m)
@@ -1236,7 +1255,20 @@ def _name_changes(time, kind, arg0, arg1, comm0, comm1, naming, slot_of):
             held = _grown(held, q, 2 * held.shape[0])
         if m + q > out.shape[0]:
             out = _grown(out, m, 2 * (m + q))
-    # bucketed by slot, each thread's changes in the order found (a stable counting sort)
+    st[0], st[1], st[2] = q, q_t, m
+    return last_c, held, out, st
+
+
+@numba.njit(cache=True)
+def _names_end(carry):
+    """The last instant's statements settled, the changes bucketed by slot, each thread's in the
+    order found (a stable counting sort): (slot, time, comm index)."""
+    last_c, held, out, st = carry
+    q, q_t, m = st[0], st[1], st[2]
+    if m + q > out.shape[0]:
+        out = _grown(out, m, m + q)
+    m = _name_instant(last_c, held, out, q, q_t, m)
+    n_slots = last_c.shape[0]
     off = np.zeros(n_slots + 1, np.int64)
     for a in range(m):
         off[out[a, 0] + 1] += 1
@@ -1255,42 +1287,47 @@ def _name_changes(time, kind, arg0, arg1, comm0, comm1, naming, slot_of):
     return o_slot, o_t, o_c
 
 
+@numba.njit(cache=True, inline="always")
+def _name_instant(last_c, held, out, q, q_t, m):
+    """The q statements `held` at instant q_t, in (slot, rank) order, written to `out` from m on
+    where they change their thread's comm (room for q): the next position."""
+    for a in range(1, q):  # a stable insertion sort (a few statements)
+        s_, c_, k_ = held[a, 0], held[a, 1], held[a, 2]
+        b = a - 1
+        while b >= 0 and (held[b, 0] > s_ or (held[b, 0] == s_ and held[b, 2] > k_)):
+            held[b + 1, 0] = held[b, 0]
+            held[b + 1, 1] = held[b, 1]
+            held[b + 1, 2] = held[b, 2]
+            b -= 1
+        held[b + 1, 0] = s_
+        held[b + 1, 1] = c_
+        held[b + 1, 2] = k_
+    for a in range(q):
+        s_ = held[a, 0]
+        if held[a, 1] != last_c[s_]:
+            out[m, 0] = s_
+            out[m, 1] = q_t
+            out[m, 2] = held[a, 1]
+            m += 1
+            last_c[s_] = held[a, 1]
+    return m
+
+
 @numba.njit(cache=True)
 def _name_scan(time, kind, arg0, arg1, comm0, comm1, naming, slot_of, n_map, last_c, held, out, r, q, q_t, m):
-    """`_name_changes` from event r (event n: the end), `held` holding q statements of the instant
-    q_t and `out` m changes, until the events end (then r = n + 1) or a buffer has no room for the
-    next step (then r is the event to go on from): (r, q, q_t, m)."""
+    """`_names_chunk` from event r, `held` holding q statements of the instant q_t and `out` m
+    changes, until the events end (then r = n + 1; the instant still held) or a buffer has no room
+    for the next step (then r is the event to go on from): (r, q, q_t, m)."""
     n = kind.shape[0]
-    while r <= n:
-        if r < n and not naming[kind[r]]:
+    while r < n:
+        if not naming[kind[r]]:
             r += 1
             continue
-        if q > 0 and (r == n or time[r] != q_t):  # the instant is over: its statements in (slot, rank) order
+        if q > 0 and time[r] != q_t:  # the instant is over: its statements in (slot, rank) order
             if m + q > out.shape[0]:
                 break
-            for a in range(1, q):  # a stable insertion sort (a few statements)
-                s_, c_, k_ = held[a, 0], held[a, 1], held[a, 2]
-                b = a - 1
-                while b >= 0 and (held[b, 0] > s_ or (held[b, 0] == s_ and held[b, 2] > k_)):
-                    held[b + 1, 0] = held[b, 0]
-                    held[b + 1, 1] = held[b, 1]
-                    held[b + 1, 2] = held[b, 2]
-                    b -= 1
-                held[b + 1, 0] = s_
-                held[b + 1, 1] = c_
-                held[b + 1, 2] = k_
-            for a in range(q):
-                s_ = held[a, 0]
-                if held[a, 1] != last_c[s_]:
-                    out[m, 0] = s_
-                    out[m, 1] = q_t
-                    out[m, 2] = held[a, 1]
-                    m += 1
-                    last_c[s_] = held[a, 1]
+            m = _name_instant(last_c, held, out, q, q_t, m)
             q = 0
-        if r == n:
-            r += 1
-            break
         if q + 2 > held.shape[0]:
             break
         for second in (False, True):
@@ -1301,6 +1338,8 @@ def _name_scan(time, kind, arg0, arg1, comm0, comm1, naming, slot_of, n_map, las
                 held[q, 2] = rank
                 q_t = time[r]
                 q += 1
+        r += 1
+    if r == n:
         r += 1
     return r, q, q_t, m
 
@@ -1519,27 +1558,47 @@ def _thread_pids(events: RawEvents, tids: np.ndarray, slot_of: np.ndarray, index
                        slot_of, len(tids))
 
 
-@numba.njit(cache=True)
 def _first_pids(tid, pid, arg0, arg1, side_band, slot_of, n_slots):
-    out = np.full(n_slots, -1, np.int64)
-    done = np.zeros(n_slots, np.bool_)
+    """`_thread_pids` over all events (`side_band`: the rows of their side-band records, in time
+    order): `_pids_start`, one `_pids_chunk`; the answer is the carry's first array."""
+    carry = _pids_start(n_slots)
+    _pids_chunk(tid, pid, arg0, arg1, side_band, slot_of, carry)
+    return carry[0]
+
+
+def _pids_start(n_slots):
+    """`_pids_chunk`'s state before the first event: each slot's pid so far (-1: none), whether a
+    side-band record gave it one, whether an event of its own did, and [slots left without one]."""
+    return (np.full(n_slots, -1, np.int64), np.zeros(n_slots, np.bool_), np.zeros(n_slots, np.bool_),
+            np.full(1, n_slots, np.int64))
+
+
+@numba.njit(cache=True)
+def _pids_chunk(tid, pid, arg0, arg1, side_band, slot_of, carry):
+    """The next time-sorted events into `carry` (updated in place); `side_band`: the rows of
+    their side-band records, relative to these events, in time order. A thread's first own event
+    with a pid wins over every side-band record, earlier or later; else its first side-band record.
+    Nothing to do once every thread has its own event's pid."""
+    out, by_band, by_own, left = carry
+    if left[0] == 0:
+        return
     n_map = slot_of.shape[0]
     for r in side_band:  # time order: the first record wins
         a = arg0[r]
-        if 0 <= a < n_map and slot_of[a] >= 0 and not done[slot_of[a]]:
-            out[slot_of[a]] = arg1[r]
-            done[slot_of[a]] = True
-    done[:] = False
-    left = n_slots
+        if 0 <= a < n_map and slot_of[a] >= 0 and not by_band[slot_of[a]]:
+            by_band[slot_of[a]] = True
+            if not by_own[slot_of[a]]:
+                out[slot_of[a]] = arg1[r]
+    n_left = left[0]
     for i in range(tid.shape[0]):
-        if left == 0:
+        if n_left == 0:
             break
         x = tid[i]
-        if pid[i] > 0 and 0 <= x < n_map and slot_of[x] >= 0 and not done[slot_of[x]]:
+        if pid[i] > 0 and 0 <= x < n_map and slot_of[x] >= 0 and not by_own[slot_of[x]]:
             out[slot_of[x]] = pid[i]
-            done[slot_of[x]] = True
-            left -= 1
-    return out
+            by_own[slot_of[x]] = True
+            n_left -= 1
+    left[0] = n_left
 
 
 def _samples(events: RawEvents, tids: np.ndarray, t0: int, t1: int, index: EventIndex) -> SampleTable:

@@ -85,15 +85,32 @@ def _clip(x, lo, hi):
     return lo if x < lo else hi if x > hi else x
 
 
-@numba.njit(cache=True)
 def _spans(time, cpu, kind, tid, a0, a1, slot_of, n_slots, n_cpus, t_end):
-    """One pass over time-sorted events. Per thread: `in_t` >= 0 while on a CPU since a seen
-    switch-in; -2 while on a CPU whose switch-in was lost (start bounded by [p_lo, p_hi]);
-    -1 off-CPU. Every event proves its context task is current on its CPU."""
-    n = time.shape[0]
-    cap = 2 * n + 2 * n_slots + 4  # pages never written are never committed
-    out = (np.empty(cap, np.int32), np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.bool_))
-    m = 0
+    """One pass over time-sorted events: the spans (columns slot, start, end, repaired) and the
+    counts per slot [complete, lost_in, lost_out, lost_whole]. The same as `_spans_start`, then
+    `_spans_chunk` over consecutive pieces of the events, then `_spans_end`; here one piece, its
+    spans and the end's written into one block (no copy of the spans to join them)."""
+    carry = _spans_start(n_slots, n_cpus)
+    out = _spans_out(time.shape[0], n_slots)  # a fresh start leaves room for the end's spans too
+    m = _spans_chunk(time, cpu, kind, tid, a0, a1, slot_of, n_slots, n_cpus, carry, out, 0)
+    m = _spans_end(t_end, n_slots, carry, out, m)
+    return (out[0][:m], out[1][:m], out[2][:m], out[3][:m]), carry[-1]
+
+
+def _spans_out(n, n_slots):
+    """Room for the spans of n events from any carry, or of n events from the start and the end's:
+    each event opens at most two spans (a switch: prev's lost switch-in, next's switch-in) or one
+    and a runtime report (a later whole slice), and the carry brings at most a span and a report
+    per slot. Pages never written are never committed."""
+    cap = 2 * n + 2 * n_slots + 4
+    return np.empty(cap, np.int32), np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.bool_)
+
+
+def _spans_start(n_slots, n_cpus):
+    """`_spans_chunk`'s state before the first event, O(threads + CPUs). Per thread slot: `in_t` >= 0
+    while on a CPU since a seen switch-in; -2 while on a CPU whose switch-in was lost (start
+    bounded by [p_lo, p_hi]); -1 off-CPU. Per CPU: the traced slot believed on it and its previous
+    event's time. Last: the counts per slot [complete, lost_in, lost_out, lost_whole]."""
     in_t = np.full(n_slots, -1, np.int64)
     in_cpu = np.full(n_slots, -1, np.int64)
     p_lo = np.zeros(n_slots, np.int64)
@@ -105,6 +122,16 @@ def _spans(time, cpu, kind, tid, a0, a1, slot_of, n_slots, n_cpus, t_end):
     cur = np.full(n_cpus, -1, np.int64)  # traced slot believed on each CPU
     cpu_last = np.full(n_cpus, -1, np.int64)  # the CPU's previous event
     counts = np.zeros((n_slots, 4), np.int64)  # complete, lost_in, lost_out, lost_whole
+    return in_t, in_cpu, p_lo, p_hi, last_out, last_own, rt, rt_last, cur, cpu_last, counts
+
+
+@numba.njit(cache=True)
+def _spans_chunk(time, cpu, kind, tid, a0, a1, slot_of, n_slots, n_cpus, carry, out, m):
+    """The next time-sorted events from the state in `carry` (updated in place), the spans they
+    end written into `out` (`_spans_out` of their number) from m on: the next position. Every
+    event proves its context task is current on its CPU."""
+    in_t, in_cpu, p_lo, p_hi, last_out, last_own, rt, rt_last, cur, cpu_last, counts = carry
+    n = time.shape[0]
     n_map = slot_of.shape[0]
     for i in range(n):
         k = kind[i]
@@ -201,12 +228,20 @@ def _spans(time, cpu, kind, tid, a0, a1, slot_of, n_slots, n_cpus, t_end):
                     cur[c] = ns
         if cvalid:
             cpu_last[c] = t
+    return m
+
+
+@numba.njit(cache=True)
+def _spans_end(t_end, n_slots, carry, out, m):
+    """Close at `t_end` the spans still open in `carry`, written into `out` from m on (room for
+    one a slot): the next position."""
+    in_t, in_cpu, p_lo, p_hi, last_out, last_own, rt, rt_last, cur, cpu_last, counts = carry
     for s in range(n_slots):
         if in_t[s] >= 0:
             m = _put(out, m, s, in_t[s], t_end, 0)
         elif in_t[s] == -2:
             m = _put(out, m, s, _clip(last_own[s] - rt[s], p_lo[s], p_hi[s]), t_end, 1)
-    return (out[0][:m], out[1][:m], out[2][:m], out[3][:m]), counts
+    return m
 
 
 def switch_spans(events: RawEvents, tids: np.ndarray, t0: int | None = None, t1: int | None = None) -> SwitchSpans:
