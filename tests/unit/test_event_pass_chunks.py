@@ -21,8 +21,8 @@ from scalestack.trace.builder import (
     _names_start,
     _pids_chunk,
     _pids_start,
-    traced_tids,
 )
+from scalestack.trace.event_facts import traced_tids
 from scalestack.trace.events import Kind, RawEvents
 from scalestack.trace.lookup import EventIndex
 from scalestack.trace.switch_spans import _spans, _spans_chunk, _spans_end, _spans_out, _spans_start
