@@ -667,8 +667,14 @@ def _reconcile_rows(states: StateTable, index: EventIndex, release: int = 0):
     is given back as the pass reads it, every `release` rows (`give_back`), so the new table adds
     little above the old one (it added all of it: +1.5 GB for 37.5 M rows)."""
     events = index.events
-    rep = index.rows(Kind.STAT_RUNTIME)
-    if len(rep) == 0 or len(states) == 0 or not np.any(events.arg1[rep] > 0):
+    return _reconcile_rows_of(states, index.rows(Kind.STAT_RUNTIME), events.time, events.arg0, events.arg1, release)
+
+
+def _reconcile_rows_of(states: StateTable, rep: np.ndarray, e_time: np.ndarray, e_arg0: np.ndarray, e_arg1: np.ndarray,
+                       release: int = 0):
+    """`_reconcile_rows` given the runtime reports: rows `rep` (time order) of the columns time,
+    tid (arg0) and runtime (arg1), which need hold no other event."""
+    if len(rep) == 0 or len(states) == 0 or not np.any(e_arg1[rep] > 0):
         return None
     bounds = _thread_bounds(states.tid)
     th_tid = states.tid[bounds[:-1]].astype(np.int64)
@@ -676,7 +682,7 @@ def _reconcile_rows(states: StateTable, index: EventIndex, release: int = 0):
         give_back(states.tid, 0, len(states))  # read only by `_thread_bounds`
     rows, m, sums = _reconcile_cut(
         states.start_ns, states.end_ns, states.state, states.repaired, states.cpu, states.addr.view(np.int64),
-        states.waker, bounds, th_tid, rep, _STEAL_MIN_NS, events.time, events.arg0, events.arg1, release)
+        states.waker, bounds, th_tid, rep, _STEAL_MIN_NS, e_time, e_arg0, e_arg1, release)
     return rows, m, sums, th_tid
 
 
@@ -1415,8 +1421,7 @@ def build_trace(
     win_start = int(events.time[0]) - 1 if start_ns is None else int(start_ns)
     rows, tail, carry = _walk_parts(events.time, events.cpu, events.tid, events.kind, events.arg0, events.arg1, events.arg2,
                                     slot_of, born_at, len(tids), n_cpus, _WAIT_OPS_MASK, win_start, end_ns)
-    (_, dead, end_time, gaps, gaps_traced, missing_wakeups, double_running, uncertain, repairs,
-     kernel_rt, settled) = _walk_result(None, carry)
+    dead, end_time = carry[11], carry[12]
     t_first, t_last = int(events.time[0]), int(events.time[-1])
     t0 = t_first if start_ns is None else int(start_ns)
     t1 = t_last if end_ns is None else int(end_ns)
@@ -1448,6 +1453,37 @@ def build_trace(
     index.forget_by_cpu()
     states, runnable_reconciled = reconcile_runnable(states, run_delay)
     states = _merge_adjacent(states)
+    walked = Walked(facts, tids, parents, slot_of, born_at, t0, t1, carry)
+    return finish_trace(
+        states, walked, pids=pids, reconciled=reconciled, stolen=stolen, futex_wakers=futex_wakers,
+        runnable_from_wakes=runnable_from_wakes, runnable_reconciled=runnable_reconciled,
+        names_of=lambda present: _thread_names(events, present, {}, index),
+        spans_of=lambda present: switch_spans(events, present, t0, t1) if index.count(Kind.SWITCH) else None,
+        samples_of=lambda present: _samples(events, present, t0, t1, index),
+        stats=events.stats, n_events=len(events), root_pids=root_pids, root_known=root_known, known_names=known_names,
+        meta=meta, role_rules=role_rules)
+
+
+class Walked:
+    """What the walk left for the trace's threads, meta and warnings besides its rows."""
+
+    def __init__(self, facts: EventFacts, tids, parents, slot_of, born_at, t0: int, t1: int, carry):
+        self.facts, self.tids, self.parents, self.slot_of, self.born_at = facts, tids, parents, slot_of, born_at
+        self.t0, self.t1 = t0, t1
+        (_, self.dead, self.end_time, self.gaps, self.gaps_traced, self.missing_wakeups, self.double_running,
+         self.uncertain, self.repairs, self.kernel_rt, self.settled) = _walk_result(None, carry)
+
+
+def finish_trace(states: StateTable, walked: Walked, *, pids, reconciled, stolen, futex_wakers, runnable_from_wakes,
+                 runnable_reconciled, names_of, spans_of, samples_of, stats: dict, n_events: int, root_pids, root_known,
+                 known_names, meta: dict, role_rules) -> Trace:
+    """The Trace of the final states: its threads, names, switch spans and samples (`*_of(present)`:
+    of the threads with states), warnings and meta. Shared by the builder of events in memory and
+    the one of a recording read in windows (`trace.streaming`)."""
+    w = walked
+    facts, tids, parents, slot_of, born_at, t0, t1 = w.facts, w.tids, w.parents, w.slot_of, w.born_at, w.t0, w.t1
+    dead, end_time, gaps, gaps_traced, uncertain, repairs = w.dead, w.end_time, w.gaps, w.gaps_traced, w.uncertain, w.repairs
+    kernel_rt = w.kernel_rt
     present, first_idx = unique_first(states.tid)
     last_idx = np.r_[first_idx[1:] - 1, len(states) - 1] if len(first_idx) else first_idx
     slots = slot_of[present]
@@ -1457,7 +1493,7 @@ def build_trace(
     if root_known:
         start_known |= np.isin(present, [int(p) for p in (root_pids or [])])
     exited = dead[slots] & (end_time[slots] <= t1)
-    names = _thread_names(events, present, {}, index)
+    names = names_of(present)
     # latest name per thread (at or before the window end)
     latest = {}
     for t_, n_, tm in zip(names.tid.tolist(), names.name.tolist(), names.time_ns.tolist(), strict=True):
@@ -1495,11 +1531,11 @@ def build_trace(
             f"{int(repairs.sum())} intervals were repaired, together uncertain by up to {total_unc / 1e6:.1f} ms "
             "(see `scalestack info`; `--collector tracefs` may lose fewer)"
         )
-    lost = int(events.stats.get("lost_events", 0) or 0)
+    lost = int(stats.get("lost_events", 0) or 0)
     if lost:
         warnings.append(f"the kernel lost {lost} events (ring buffer full); enlarge it with --mmap-size (perf) or use the ebpf collector")
     check = kernel_runtime_check(states, tids, kernel_rt, "sched:sched_stat_runtime" in str(meta.get("tracepoints", "")) or
-                                 index.count(Kind.STAT_RUNTIME) > 0)
+                                 facts.count(Kind.STAT_RUNTIME) > 0)
     if check.get("disagreeing"):
         worst = max(check["disagreeing"], key=lambda r: abs(r[3]))
         warnings.append(
@@ -1517,30 +1553,32 @@ def build_trace(
         chain_gaps=n_gaps,
         chain_gaps_traced=int(gaps_traced),
         chain_gaps_per_cpu=[int(g) for g in gaps],
-        missing_wakeups=int(missing_wakeups),
-        double_running=int(double_running),
+        missing_wakeups=int(w.missing_wakeups),
+        double_running=int(w.double_running),
         repaired_intervals=rep,
-        repairs_settled_by_runtime=int(settled),
+        repairs_settled_by_runtime=int(w.settled),
         running_reconciled_ns=reconciled,
         runnable_reconciled_ns=runnable_reconciled,
         steal_ns=stolen,
         repair_uncertainty_ns=unc,
-        n_events=len(events),
+        n_events=n_events,
         kernel_runtime_check=check,
         wakers_from_futex_calls=futex_wakers,
         runnable_from_futex_calls=runnable_from_wakes,
         warnings=warnings,
     )
     for key in ("lost_samples", "unknown_events", "skipped_lines", "partial_record_bytes"):
-        if key in events.stats:
-            meta[key] = events.stats[key]
-    spans = switch_spans(events, present, t0, t1) if index.count(Kind.SWITCH) else None
+        if key in stats:
+            meta[key] = stats[key]
+    spans = spans_of(present)
     span_table = SwitchSpanTable.empty() if spans is None else spans.table()
     meta["switch_spans_rebuilt"] = {} if spans is None else {str(t): k for t, k in spans.gaps().items()}
     del spans  # its int64 tids (the table has its own int32 ones): 8 bytes a span
     trace = Trace(threads=threads, states=states, names=names, meta=meta,
-                  samples=_samples(events, present, t0, t1, index), switch_spans=span_table)
+                  samples=samples_of(present), switch_spans=span_table)
     return trace.with_roles(role_rules)
+
+
 
 
 def _by_thread_then_start(slot: np.ndarray, start: np.ndarray, n_slots: int) -> np.ndarray:
