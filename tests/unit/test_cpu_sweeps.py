@@ -13,7 +13,7 @@ from scalestack.trace.builder import _WAIT_OPS_MASK, _CpuWitness
 from scalestack.trace.cpu_sweeps import (
     _cpu_runs,
     _other_after,
-    _see,
+    _other_before,
     busy_chunk,
     busy_end,
     busy_start,
@@ -118,17 +118,18 @@ def test_busy_sweep_in_any_chunks_is_the_bucket_search(ev, data):
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2), st.sampled_from([1, 2, 3])), max_size=20),
        st.integers(-1, 10), st.sampled_from([1, 2, 3]))
 def test_a_cpus_runs_tell_whether_another_context_came_after_any_instant(steps, lo, x):
-    """`_see` over time-ordered events of CPUs 0..2, then `_other_after` on each: what a scan of
-    all their events says."""
-    seen, last_t, last_x, other_t = _cpu_runs(3)
+    """The carry of CPUs 0..2 (`_cpu_runs`) kept by `_other_before` over time-ordered events, then
+    `_other_after` on each: what a scan of all their events says."""
+    last_t, last_x, other_t = _cpu_runs(3)
     t, log = 0, []
     for dt, c, ctx in steps:
         t += dt
-        _see(c, t, ctx, seen, last_t, last_x, other_t)
+        other_t[c] = _other_before(last_t[c], last_x[c], other_t[c], ctx)
+        last_t[c], last_x[c] = t, ctx
         log.append((t, c, ctx))
     for c in range(3):
         want = any(tc == c and tt > lo and tx != x for tt, tc, tx in log)
-        assert _other_after(c, lo, x, seen, last_t, last_x, other_t) == want
+        assert _other_after(last_t[c], last_x[c], other_t[c], lo, x) == want
 
 
 def rows(*evs):

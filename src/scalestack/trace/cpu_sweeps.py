@@ -31,10 +31,9 @@ _LAST = np.iinfo(np.int64).max  # no question left to answer
 
 
 def _cpu_runs(n_cpu: int):
-    """Per CPU: whether an event was seen, the last one's time and context, and the time of the
-    last event in another context than that (`_NEVER` if none)."""
-    return (np.zeros(n_cpu, np.bool_), np.zeros(n_cpu, np.int64), np.zeros(n_cpu, np.int64),
-            np.full(n_cpu, _NEVER, np.int64))
+    """Per CPU: the last event's time and context, and the time of the last event in another
+    context than that; `_NEVER` where there was none (no flag "seen": nothing is after `_NEVER`)."""
+    return np.full(n_cpu, _NEVER, np.int64), np.zeros(n_cpu, np.int64), np.full(n_cpu, _NEVER, np.int64)
 
 
 def _n_cpu(cpu: np.ndarray) -> int:
@@ -43,21 +42,19 @@ def _n_cpu(cpu: np.ndarray) -> int:
 
 
 @numba.njit(cache=True, inline="always")
-def _see(c, t, x, seen, last_t, last_x, other_t):
-    """Event at t in context x on CPU c. The last event in another context than x is the previous
-    last event when its context differs (events come in time order), else unchanged."""
-    if seen[c] and last_x[c] != x:
-        other_t[c] = last_t[c]
-    seen[c] = True
-    last_t[c] = t
-    last_x[c] = x
+def _other_before(last_t, last_x, other_t, x):
+    """A CPU's time of the last event in another context than x, once an event in context x
+    follows its last one (time `last_t`, context `last_x`): that last one if its context differs
+    (events come in time order), else as it was (`other_t`). Scalars: a compiled helper taking the
+    carry's arrays costs 10x the whole loop (20 ns an event)."""
+    return last_t if last_x != x else other_t
 
 
 @numba.njit(cache=True, inline="always")
-def _other_after(c, lo, x, seen, last_t, last_x, other_t):
-    """Whether CPU c's events seen so far include one after lo in a context other than x: the last
-    one is after lo and either in another context or preceded, after lo, by one that is."""
-    return seen[c] and last_t[c] > lo and (last_x[c] != x or other_t[c] > lo)
+def _other_after(last_t, last_x, other_t, lo, x):
+    """Whether a CPU's events so far include one after lo in another context than x: the last one
+    is after lo and either in another context or preceded, after lo, by one that is."""
+    return last_t > lo and (last_x != x or other_t > lo)
 
 
 def witness_start(cpu: np.ndarray, a: np.ndarray, b: np.ndarray, tid: np.ndarray, wait_ops_mask: int):
@@ -73,9 +70,9 @@ def witness_start(cpu: np.ndarray, a: np.ndarray, b: np.ndarray, tid: np.ndarray
 def witness_chunk(time, ecpu, kind, arg0, arg1, etid, carry):
     """Sweep the next time-sorted events (columns of one length), answering the stretches that end
     at or before each event's time before it counts; `carry` is updated in place."""
-    q_cpu, q_a, q_b, q_tid, order, pos, out, seen, last_t, last_x, other_t, last_wait = carry
+    q_cpu, q_a, q_b, q_tid, order, pos, out, last_t, last_x, other_t, last_wait = carry
     n_q = order.shape[0]
-    n_cpu = seen.shape[0]
+    n_cpu = last_t.shape[0]
     mask = pos[1]
     k = pos[0]
     next_b = q_b[order[k]] if k < n_q else _LAST
@@ -86,10 +83,16 @@ def witness_chunk(time, ecpu, kind, arg0, arg1, etid, carry):
             next_b = q_b[order[k]] if k < n_q else _LAST
         c = ecpu[i]
         if c >= 0 and c < n_cpu:
-            _see(c, t, context_of(kind, arg0, etid, i), seen, last_t, last_x, other_t)
+            x = context_of(kind, arg0, etid, i)
+            other_t[c] = _other_before(last_t[c], last_x[c], other_t[c], x)
+            last_t[c] = t
+            last_x[c] = x
             kd = kind[i]
-            op = arg1[i] & 0x7F
-            last_wait[c] = kd == _K_FUTEX_WAITV or (kd == _K_FUTEX_ENTER and op < 63 and ((mask >> op) & 1) == 1)
+            wait = kd == _K_FUTEX_WAITV
+            if kd == _K_FUTEX_ENTER:  # arg1 read only here: the sweep is bound by the columns it reads
+                op = arg1[i] & 0x7F
+                wait = op < 63 and ((mask >> op) & 1) == 1
+            last_wait[c] = wait
     pos[0] = k
 
 
@@ -104,14 +107,14 @@ def witness_end(carry):
 @numba.njit(cache=True)
 def _witness_answer(carry, k, t):
     """Answer the stretches from the k-th (in order of b) that end at or before t; the next one."""
-    q_cpu, q_a, q_b, q_tid, order, pos, out, seen, last_t, last_x, other_t, last_wait = carry
-    n_cpu = seen.shape[0]
+    q_cpu, q_a, q_b, q_tid, order, pos, out, last_t, last_x, other_t, last_wait = carry
+    n_cpu = last_t.shape[0]
     while k < order.shape[0] and q_b[order[k]] <= t:
         q = order[k]
         c = q_cpu[q]
-        if c >= 0 and c < n_cpu and seen[c]:
+        if c >= 0 and c < n_cpu:
             x = q_tid[q]
-            out[q] = _other_after(c, q_a[q], x, seen, last_t, last_x, other_t) or (last_x[c] == x and last_wait[c])
+            out[q] = _other_after(last_t[c], last_x[c], other_t[c], q_a[q], x) or (last_x[c] == x and last_wait[c])
         k += 1
     return k
 
@@ -132,7 +135,7 @@ def busy_start(cpu: np.ndarray, at: np.ndarray, until: np.ndarray, waiter: np.nd
     cpu, at, until, waiter = (np.ascontiguousarray(x, np.int64) for x in (cpu, at, until, waiter))
     n_cpu = _n_cpu(cpu)
     return (cpu, at, until, waiter, np.argsort(at), np.argsort(until), np.zeros(2, np.int64),
-            np.zeros(len(cpu), np.bool_), np.zeros(n_cpu, np.bool_), np.zeros(n_cpu, np.int64), *_cpu_runs(n_cpu))
+            np.zeros(len(cpu), np.bool_), np.zeros(n_cpu, np.int64), *_cpu_runs(n_cpu))
 
 
 @numba.njit(cache=True)
@@ -140,9 +143,9 @@ def busy_chunk(time, ecpu, kind, arg0, arg1, etid, carry):
     """Sweep the next time-sorted events: a question's switch part is answered before the first
     event after its call, its other part before the first event at or after the run's start; the
     events of the idle task (context 0) are not counted. `carry` is updated in place."""
-    q_cpu, q_at, q_until, q_waiter, by_at, by_until, pos, out, sw_seen, sw_next, seen, last_t, last_x, other_t = carry
+    q_cpu, q_at, q_until, q_waiter, by_at, by_until, pos, out, sw_next, last_t, last_x, other_t = carry
     n_q = by_at.shape[0]
-    n_cpu = seen.shape[0]
+    n_cpu = last_t.shape[0]
     k_at, k_until = pos[0], pos[1]
     next_at = q_at[by_at[k_at]] if k_at < n_q else _LAST
     next_until = q_until[by_until[k_until]] if k_until < n_q else _LAST
@@ -157,11 +160,12 @@ def busy_chunk(time, ecpu, kind, arg0, arg1, etid, carry):
         c = ecpu[i]
         if c >= 0 and c < n_cpu:
             if kind[i] == _K_SWITCH:
-                sw_seen[c] = True
                 sw_next[c] = arg1[i]
             x = context_of(kind, arg0, etid, i)
             if x > 0:
-                _see(c, t, x, seen, last_t, last_x, other_t)
+                other_t[c] = _other_before(last_t[c], last_x[c], other_t[c], x)
+                last_t[c] = t
+                last_x[c] = x
     pos[0], pos[1] = k_at, k_until
 
 
@@ -178,12 +182,12 @@ def busy_end(carry):
 def _busy_at_call(carry, k, t):
     """The questions from the k-th (in order of the call) whose call is at or before t: busy if the
     CPU's last switch so far went neither to idle nor to the waiter. The next question."""
-    q_cpu, q_at, q_until, q_waiter, by_at, by_until, pos, out, sw_seen, sw_next, seen, last_t, last_x, other_t = carry
-    n_cpu = seen.shape[0]
+    q_cpu, q_at, q_until, q_waiter, by_at, by_until, pos, out, sw_next, last_t, last_x, other_t = carry
+    n_cpu = last_t.shape[0]
     while k < by_at.shape[0] and q_at[by_at[k]] <= t:
         q = by_at[k]
         c = q_cpu[q]
-        if c >= 0 and c < n_cpu and sw_seen[c] and sw_next[c] != 0 and sw_next[c] != q_waiter[q]:
+        if c >= 0 and c < n_cpu and sw_next[c] != 0 and sw_next[c] != q_waiter[q]:  # 0: idle, or no switch yet
             out[q] = True
         k += 1
     return k
@@ -193,12 +197,12 @@ def _busy_at_call(carry, k, t):
 def _busy_before_run(carry, k, t):
     """The questions from the k-th (in order of the run) whose run starts at or before t: busy if
     another task than the waiter (not idle) left an event on the CPU after the call. The next one."""
-    q_cpu, q_at, q_until, q_waiter, by_at, by_until, pos, out, sw_seen, sw_next, seen, last_t, last_x, other_t = carry
-    n_cpu = seen.shape[0]
+    q_cpu, q_at, q_until, q_waiter, by_at, by_until, pos, out, sw_next, last_t, last_x, other_t = carry
+    n_cpu = last_t.shape[0]
     while k < by_until.shape[0] and q_until[by_until[k]] <= t:
         q = by_until[k]
         c = q_cpu[q]
-        if c >= 0 and c < n_cpu and _other_after(c, q_at[q], q_waiter[q], seen, last_t, last_x, other_t):
+        if c >= 0 and c < n_cpu and _other_after(last_t[c], last_x[c], other_t[c], q_at[q], q_waiter[q]):
             out[q] = True
         k += 1
     return k
