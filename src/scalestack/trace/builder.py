@@ -42,6 +42,7 @@ from scalestack.trace import (
     ThreadTable,
     Trace,
 )
+from scalestack.trace.cpu_sweeps import witness_sweep
 from scalestack.trace.event_facts import EventFacts, born_times
 from scalestack.trace.events import (
     FUTEX_CMD_MASK,
@@ -688,18 +689,17 @@ def _reconcile_rows_of(states: StateTable, rep: np.ndarray, e_time: np.ndarray, 
 
 def _reconcile_steals(cut, index: EventIndex) -> tuple[StateTable, dict, dict, tuple]:
     """Finish `_reconcile_rows`' table: the stretches the CPU's events show nobody else used
-    (`_shows`, over the index's by-CPU buckets, built only now that the old table may be gone)
-    become UNKNOWN, and the rows are joined where those decisions let them. Also returns the
-    table's writable columns with their room to spare (`attribute_futex_wakers`' `room`)."""
+    (`_shows`' question, answered by one sweep over the time-sorted events, `cpu_sweeps.witness_sweep`:
+    no by-CPU buckets, 4 bytes an event) become UNKNOWN, and the rows are joined where those
+    decisions let them. Also returns the table's writable columns with their room to spare
+    (`attribute_futex_wakers`' `room`)."""
     rows, m, sums, th_tid = cut
     q_row = _asked(rows, m)
     if len(q_row):
         ev = index.events
-        off, idx, _, _ = index.by_cpu()
-        shown = _shows(ev.time, ev.kind, ev.arg0, ev.arg1, ev.tid, off, idx, _WAIT_OPS_MASK, rows[4][q_row],
-                       rows[1][q_row], rows[2][q_row], rows[0][q_row])
+        shown = witness_sweep(ev.time, ev.cpu, ev.kind, ev.arg0, ev.arg1, ev.tid, _WAIT_OPS_MASK, rows[4][q_row],
+                              rows[1][q_row], rows[2][q_row], rows[0][q_row])
         m = _settle_steals(rows, m, q_row, ~shown, np.searchsorted(th_tid, rows[0][q_row]), sums)
-        index.forget_by_cpu()  # rebuilt for the futex wakers only after their own buckets are gone (43 MB on 9.8 M events)
     changed = {str(int(th_tid[j])): [int(sums[0, j]), int(sums[1, j])]
                for j in np.flatnonzero((sums[0] > 0) | (sums[1] > 0))}
     stolen = {str(int(th_tid[j])): int(sums[2, j]) for j in np.flatnonzero(sums[2] > 0)}
@@ -1033,8 +1033,9 @@ class _CpuWitness:
     """Whether anything but the thread itself shows on a CPU during a stretch: an event there in
     another task's context, or the thread's own last event before the stretch's end entering a
     futex wait (it went to sleep; its switch out was lost). Reads the events' by-CPU buckets of
-    the builder's index (time-sorted events); `reconcile_running` asks the same question (`_shows`)
-    of the stretches its compiled pass lists."""
+    the builder's index (time-sorted events); `reconcile_running` asks the same question of the
+    stretches its compiled pass lists, by a sweep over the events instead (`cpu_sweeps.witness_sweep`,
+    the same answers)."""
 
     def __init__(self, events: RawEvents, index: EventIndex | None = None):
         self.index = index if index is not None else EventIndex(events.sorted())
@@ -1450,7 +1451,6 @@ def build_trace(
     states, futex_wakers, runnable_from_wakes = attribute_futex_wakers(states, events, tids, pids, index,
                                                                        join=len(run_delay) == 0, room=room)
     del room
-    index.forget_by_cpu()
     states, runnable_reconciled = reconcile_runnable(states, run_delay)
     states = _merge_adjacent(states)
     walked = Walked(facts, tids, parents, slot_of, born_at, t0, t1, carry)

@@ -29,6 +29,7 @@ import numba
 import numpy as np
 
 from scalestack.trace import State, StateTable
+from scalestack.trace.cpu_sweeps import busy_sweep
 from scalestack.trace.events import FUTEX_CMD_MASK, Kind, RawEvents, context_of
 from scalestack.trace.lookup import EventIndex, find_sorted, member
 from scalestack.trace.rows import emit_row, new_rows, put_row, rows_cut, state_table
@@ -46,7 +47,7 @@ def attribute_futex_wakers(states: StateTable, events: RawEvents, tids: np.ndarr
     many waits got a waker, and how many a RUNNABLE. One compiled pass over the futex calls
     buckets the wake calls by address; each wait is then a binary search in its address's bucket.
     `states` must be sorted by thread, then time; `tids` sorted, `pids` their processes (-1 unknown);
-    `index` the builder's index of the (time-sorted) events; its by-CPU buckets are freed once read.
+    `index` the builder's index of the (time-sorted) events.
     `join`: where waits are split, the new table's adjacent rows are joined as
     `builder._merge_adjacent` joins them (for a caller that would join them next). `room`: writable
     `rows.new_rows` columns whose first rows are `states`, with rows to spare: the new table is
@@ -274,10 +275,10 @@ def _runnable_from_wake(st: StateTable, index: EventIndex, waits: np.ndarray, wa
     wake_ns = np.maximum(wake_ns, st.start_ns[waits])
     cut, nx, run_cpu = _wake_cuts(st.tid, st.start_ns, st.end_ns, st.state, st.cpu, waits, wake_ns,
                                   int(State.SYNC_WAIT), int(State.RUNNING))
-    if np.any(cut):
-        cut[cut] = _cpu_busy(index.events, run_cpu[cut], wake_ns[cut], st.start_ns[nx[cut]], st.tid[waits[cut]],
-                             index)
-    index.forget_by_cpu()  # read for the last time: freed before the new table is written (4 bytes an event)
+    if np.any(cut):  # `_cpu_busy`'s question, by one sweep over the events (no by-CPU buckets: 4 bytes an event)
+        ev = index.events
+        cut[cut] = busy_sweep(ev.time, ev.cpu, ev.kind, ev.arg0, ev.arg1, ev.tid, run_cpu[cut], wake_ns[cut],
+                              st.start_ns[nx[cut]], st.tid[waits[cut]])
     w, at, nx, run_cpu = waits[cut], wake_ns[cut], nx[cut], run_cpu[cut]
     n = len(st)
     if room is not None and len(room[0]) < n + len(w):
@@ -409,7 +410,8 @@ def _cpu_busy(events: RawEvents, cpu: np.ndarray, at: np.ndarray, until: np.ndar
     context of another task on that CPU before the run began (it started something else first, so
     the waiter queued behind it; the switch out of idle is the event this VM loses most).
     The events are bucketed by CPU once (the index's, no sort); each question is a search in its
-    CPU's bucket from the CPU's previous answer."""
+    CPU's bucket from the CPU's previous answer. The builder asks by a sweep over the events
+    instead (`cpu_sweeps.busy_sweep`, the same answers, no buckets)."""
     index = index if index is not None else EventIndex(events.sorted())
     ev = index.events
     if len(ev) == 0 or len(cpu) == 0:
