@@ -405,8 +405,8 @@ def _index(buf, end, last, ids, id_attr, id_keys, id_events, sample_types, read_
     Returns (j, pos, code, at): code 0 = done; _MORE = the record at pos runs past `end` but the
     data goes on (the next window starts there); 1-5 = _ERR at byte `at`."""
     i = 0
-    single = sample_types.shape[0] == 1
     na = sample_types.shape[0]
+    single = na == 1
     while i < end:
         if i + 8 > end:
             return j, i, _MORE if not last else 2, i
