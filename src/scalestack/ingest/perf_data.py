@@ -28,6 +28,11 @@ So memory holds the events and one window per thread (mapped, not copied), never
 no column is copied to sort it. ``perf record -z`` data (PERF_RECORD_COMPRESSED, one zstd stream) is decompressed
 whole and read the same way.
 
+A file whose events memory cannot hold is read by `read_perf_data_windows` as RawEvents windows
+in time order, memory bounded by a window: its first pass keeps per window of bytes only a count,
+a time range and every 64th time, and each time window reads again only the byte windows whose
+times meet it, then ranks and decodes its own events the same way.
+
 The RawEvents equal those of the perf-script text path (same rows, same order), which a
 test checks on real recordings. Side-band records (COMM, FORK, MMAP of perf's dummy event) and
 non-tracepoint samples are counted in ``stats`` and skipped, as the text path skips them.
@@ -36,6 +41,7 @@ Bad input gives one `TraceFormatError` line with the byte offset.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import mmap
@@ -73,7 +79,7 @@ from scalestack.ingest.windows import (
 )
 from scalestack.tools import last_line, which
 from scalestack.trace import Trace
-from scalestack.trace.events import MAX_CPUS, RawEvents
+from scalestack.trace.events import MAX_CPUS, Kind, RawEvents
 from scalestack.trace.lookup import find_sorted
 
 MAGIC = b"PERFILE2"
@@ -385,16 +391,22 @@ def _sample(buf, i, rec_end, single, ids, id_attr, sample_types, read_formats):
 
 @numba.njit(cache=True, nogil=True)
 def _index(buf, end, last, ids, id_attr, id_keys, id_events, sample_types, read_formats, layout, kind_tab, lo, hi,
-           t_out, j, counts):
+           t_out, j, counts, more, min_len, max_cpu):
     """First pass over a window buf[:end]: check every record, count LOST, LOST_SAMPLES,
     side-band, COMPRESSED records and samples of events not decoded into counts[0:5], keep the
     first and last time of those decoded in counts[5:7], and note the time of each that will be
     decoded, the ones at lo <= time < hi (t_out[j], t_out[j + 1], ...).
 
+    `more` (empty: skipped) is for a reader that decodes later, window by window, yet must know
+    now what the decode will find: per event the samples noted (more[:events]), their largest
+    CPU (more[events]), and the first that `_decode_window` would refuse (more[events + 1:
+    events + 5]: its code, byte in buf, event, value; code 0 = none yet), by the same tests.
+
     Returns (j, pos, code, at): code 0 = done; _MORE = the record at pos runs past `end` but the
     data goes on (the next window starts there); 1-5 = _ERR at byte `at`."""
     i = 0
-    single = sample_types.shape[0] == 1
+    na = sample_types.shape[0]
+    single = na == 1
     while i < end:
         if i + 8 > end:
             return j, i, _MORE if not last else 2, i
@@ -406,6 +418,8 @@ def _index(buf, end, last, ids, id_attr, id_keys, id_events, sample_types, read_
             return j, i, _MORE if not last else 2, i
         if typ == 9:  # PERF_RECORD_SAMPLE; events of a fixed layout are checked here, others by _sample
             code, a = 0, 0
+            s_cpu = np.int64(-1)
+            r_len = np.int64(0)
             if not single:
                 if size < 16:
                     code = 4
@@ -418,8 +432,8 @@ def _index(buf, end, last, ids, id_attr, id_keys, id_events, sample_types, read_
                 if size < layout[a, 4] or (r_off >= 0 and r_off + np.int64(le_u32(buf, r_off - 4)) > i + size):
                     code = 4
             elif code == 0:
-                code, a, _pid, _tid, s_time, _cpu, r_off, _len = _sample(buf, i, i + size, single, ids, id_attr,
-                                                                         sample_types, read_formats)
+                code, a, _pid, _tid, s_time, s_cpu, r_off, r_len = _sample(buf, i, i + size, single, ids, id_attr,
+                                                                           sample_types, read_formats)
             if code:
                 return j, i, code, i
             if kind_tab[a] == 0 or r_off < 0:
@@ -430,6 +444,17 @@ def _index(buf, end, last, ids, id_attr, id_keys, id_events, sample_types, read_
                 if lo <= s_time < hi:
                     t_out[j] = s_time
                     j += 1
+                    if more.shape[0]:  # as _decode_window reads them
+                        if layout[a, 0] != _VARIABLE:
+                            s_cpu = np.int64(le_u32(buf, i + layout[a, 2])) if layout[a, 2] >= 0 else -1
+                            r_len = np.int64(le_u32(buf, r_off - 4))
+                        more[a] += 1
+                        more[na] = max(more[na], s_cpu)
+                        if more[na + 1] == 0 and (r_len < min_len[a] or s_cpu >= max_cpu):
+                            more[na + 1] = _SHORT if r_len < min_len[a] else _WILD_CPU
+                            more[na + 2] = r_off
+                            more[na + 3] = a
+                            more[na + 4] = r_len if r_len < min_len[a] else s_cpu
         elif typ == 2:  # LOST: u64 id, u64 lost
             if size < 24:
                 return j, i, 5, i
@@ -597,6 +622,32 @@ def _decompress(buf: np.ndarray, start: int, end: int, path: str) -> tuple[np.nd
 
 
 WINDOW = 32 << 20  # bytes of the data section read at a time, per thread
+_NO_MORE = np.zeros(0, np.int64)  # `_index` without its `more`
+
+
+@contextlib.contextmanager
+def _opened(path: str):
+    """(size, get(offset, n), window(pos, n, scratch)) of the file at `path`, open until the exit."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        raise UserError(f"{path}: {exc.strerror}") from None
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            raise TraceFormatError(f"{path}: empty file")
+
+        def read(pos: int, n: int, scratch: np.ndarray) -> np.ndarray:
+            """The window mapped, not copied (a copy cost ~40 ns/event over both passes); the file
+            is read into `scratch` if it has shrunk since, where a mapping would fault."""
+            if n < 1 << 20 or pos + n > os.fstat(fd).st_size:  # (small: a copy is cheaper than a mapping)
+                return scratch[:os.preadv(fd, [memoryview(scratch)[:n]], pos)]
+            base = pos - pos % mmap.ALLOCATIONGRANULARITY
+            return np.frombuffer(mmap.mmap(fd, pos + n - base, prot=mmap.PROT_READ, offset=base), np.uint8)[pos - base:]
+
+        yield size, (lambda off, n: os.pread(fd, n, off)), read
+    finally:
+        os.close(fd)
 
 
 def read_perf_data(path: str | os.PathLike, threads: int | None = None, window: int = WINDOW,
@@ -607,28 +658,10 @@ def read_perf_data(path: str | os.PathLike, threads: int | None = None, window: 
     `between` (T0, T1): only the events at T0 <= time < T1, times from the first event ("1.5s")
     or absolute ns; memory then follows those events, not the file."""
     path = os.fspath(path)
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError as exc:
-        raise UserError(f"{path}: {exc.strerror}") from None
-    try:
-        size = os.fstat(fd).st_size
-        if size == 0:
-            raise TraceFormatError(f"{path}: empty file")
-        info = _header(lambda off, n: os.pread(fd, n, off), size, path)
-
-        def read(pos: int, n: int, scratch: np.ndarray) -> np.ndarray:
-            """The window mapped, not copied (a copy cost ~40 ns/event over both passes); the file
-            is read into `scratch` if it has shrunk since, where a mapping would fault."""
-            if n < 1 << 20 or pos + n > os.fstat(fd).st_size:  # (small: a copy is cheaper than a mapping)
-                return scratch[:os.preadv(fd, [memoryview(scratch)[:n]], pos)]
-            base = pos - pos % mmap.ALLOCATIONGRANULARITY
-            return np.frombuffer(mmap.mmap(fd, pos + n - base, prot=mmap.PROT_READ, offset=base), np.uint8)[pos - base:]
-
+    with _opened(path) as (size, get, read):
+        info = _header(get, size, path)
         return _read(info, path, read, lambda: np.fromfile(path, np.uint8, info.data_size, offset=info.data_offset),
                      threads, window, progress, between)
-    finally:
-        os.close(fd)
 
 
 def parse_perf_data(data: bytes, name: str = "<bytes>", threads: int | None = None, window: int = WINDOW) -> RawEvents:
@@ -639,146 +672,396 @@ def parse_perf_data(data: bytes, name: str = "<bytes>", threads: int | None = No
                  lambda: buf[info.data_offset:info.data_offset + info.data_size], threads, window)
 
 
+class _Scan:
+    """A data section read `window_bytes` at a time, with what both passes need to read its
+    samples (the events' ids, layouts and decode table): `check` is the first pass, `decode` the
+    second. Shared by the whole read (`_read`) and the windowed one (`PerfDataWindows`)."""
+
+    def __init__(self, info: PerfData, path: str, window, whole, window_bytes: int):
+        attrs = info.attrs
+        self.info, self.path, self.window, self.whole = info, path, window, whole
+        self.sample_types = np.array([a.sample_type for a in attrs], np.uint64).view(np.int64)
+        self.read_formats = np.array([a.read_format for a in attrs], np.uint64).view(np.int64)
+        if len(attrs) > 1 and not np.all(self.sample_types & S_IDENTIFIER):
+            raise _err(path, 24, "several events whose samples carry no PERF_SAMPLE_IDENTIFIER (perf before 3.12?): "
+                       "cannot tell which event a sample belongs to")
+        self.layout = np.array([sample_layout(a.sample_type, a.read_format) for a in attrs], np.int64).reshape(-1, 5)
+        pairs = sorted((i, k) for k, a in enumerate(attrs) for i in a.ids)
+        self.ids = np.array([p[0] for p in pairs], np.uint64)
+        self.id_attr = np.array([p[1] for p in pairs], np.int64)
+        self.id_keys, self.id_events = id_table(self.ids, self.id_attr)
+        if len(self.sample_types) > 1 and len(self.ids) == 0:
+            raise _err(path, 24, "several events but no sample ids")
+        # each event's row in the decode table: its tracepoint format, if it is one we decode
+        formats = [info.formats.get(at.config) if at.type == PERF_TYPE_TRACEPOINT and at.sample_type & S_RAW else None
+                   for at in attrs]
+        try:
+            self.table = decode_table(formats)
+        except TraceFormatError as exc:
+            raise _err(path, info.tracing_offset, f"tracing data: {exc}") from None
+        self.cpus = int((info.features.get("nr_cpus") or {}).get("available") or 0)
+        # a corrupt CPU field would size per-CPU tables
+        self.max_cpu = min(self.cpus, MAX_CPUS) if self.cpus > 0 else MAX_CPUS
+        fixed = 0x103CF  # the 8-byte fields a sample may start with (IDENTIFIER, IP, TID, TIME, ... PERIOD)
+        self.min_sample = 8 + 8 * min(bin(int(st) & fixed).count("1") for st in self.sample_types)
+        self.start, self.end, self.inside = info.data_offset, info.data_offset + info.data_size, ""
+        window_bytes = max(int(window_bytes), 1 << 16)  # a window holds the largest record (u16 size)
+        self.step = min(window_bytes, max(self.end - self.start, 1))  # bytes read at a time
+        self.open_tail = False  # perf record -z: the stream may end inside a record (check)
+        self.partial = 0  # bytes of such a record, not read
+
+    def index(self, buf: np.ndarray, last: bool, lo: int, hi: int, t: np.ndarray, j: int, counts: np.ndarray,
+              more: np.ndarray = _NO_MORE) -> tuple[int, int, int, int]:
+        """`_index` over buf by this file's tables."""
+        return _index(buf, len(buf), last, self.ids, self.id_attr, self.id_keys, self.id_events, self.sample_types,
+                      self.read_formats, self.layout, self.table.kind, lo, hi, t, j, counts, more,
+                      self.table.min_len, self.max_cpu)
+
+    def check(self, lo: int, hi: int, sketch: _Sketch | None = None, progress=None):
+        """The first pass: every record checked, (counts, spans, t, n) with `_index`'s counts, the
+        (file offset, bytes, first sample) of each window read, and the times of the n samples at
+        lo <= time < hi in t[:n] in file order; with a `sketch`, t holds one window's times at a
+        time, and the sketch keeps what it needs of them. Runs again over the records before a
+        partial last record of a -z stream, and over the records decompressed from a -z file."""
+        while True:
+            scratch = np.empty(self.step, np.uint8)
+            # times sized for the most samples the bytes could hold: pages never written are never
+            # committed, so memory follows the samples found, not this bound
+            room = (self.end - self.start if sketch is None else self.step) // max(self.min_sample, 8) + 1
+            t = np.empty(room, np.int64)
+            counts = np.array([0, 0, 0, 0, 0, _ALL[1], _ALL[0]], np.int64)
+            more = sketch.start() if sketch is not None else _NO_MORE
+            spans = []  # (file offset, bytes, first sample) of each window
+            n, pos = 0, self.start
+            while pos < self.end:
+                buf = self.window(pos, min(len(scratch), self.end - pos), scratch)
+                if len(buf) == 0:
+                    raise _err(self.path, pos, "the file ends inside its data section")
+                first = n
+                j, used, code, at = self.index(buf, pos + len(buf) >= self.end, lo, hi, t,
+                                               n if sketch is None else 0, counts, more)
+                if code == 2 and self.open_tail and self.end - (pos + at) <= COMPRESSED_MAX:
+                    # perf's compressor (zstd_compress_stream_to_records) stops once its input is taken, with
+                    # the rest of a flush that did not fit a full-size record still inside it for the next
+                    # record; after the last one that never comes, and the stream ends inside a record (seen
+                    # with `perf record -z` of a busy program on a loaded machine). perf script keeps such a
+                    # partial record for the next compressed record and so never reads it: neither do we.
+                    # Only after a full-size last record, and in the last record's bytes (u16 sizes).
+                    self.partial = self.end - (pos + at)
+                    self.end, self.open_tail = pos + at, False
+                    break
+                if code not in (0, _MORE):
+                    raise _err(self.path, pos + at, _ERR[code] + self.inside)
+                if sketch is None:
+                    n = j
+                else:
+                    sketch.span(pos, t[:j], first)
+                    n += j
+                spans.append((pos, used, first))
+                pos += used
+                if progress is not None:
+                    progress(pos - self.start, self.end - self.start,
+                             "checking records" + (" (decompressed)" if self.inside else ""))
+            else:
+                self.open_tail = False
+            if pos < self.end:  # cut before a partial last record: the pass again over the records before it
+                continue
+            if counts[3] and not self.inside:  # `perf record -z`: the records are inside
+                data, self.open_tail = _decompress(self.whole(), 0, self.info.data_size, self.path)
+                self.start, self.end, self.inside = 0, len(data), " (offset inside the decompressed data)"
+                self.window = lambda pos, n, scratch, data=data: data[pos:pos + n]
+                continue
+            return counts, spans, t, n
+
+    def refusal(self, code: int, a: int, value: int) -> str:
+        """What is wrong with a sample `_decode_window` refused (_SHORT, _WILD_CPU) of event a."""
+        names = self.table.names
+        if code == _SHORT:
+            return (f"a {names[a]} sample has {value} bytes of tracepoint data, its format "
+                    f"needs {int(self.table.min_len[a])}{self.inside}")
+        limit = f"the machine had {self.cpus} CPUs" if self.cpus > 0 else f"no Linux machine has more than {MAX_CPUS}"
+        return f"a {names[a]} sample names CPU {value}, but {limit}{self.inside}"
+
+    def decode(self, window, spans: list, rank: np.ndarray, n: int, lo: int, hi: int, threads: int | None,
+               progress=None) -> RawEvents:
+        """The second pass: the n samples at lo <= time < hi of `spans` ((offset, bytes, first
+        sample) each), the j-th into row rank[j] (`_rows`), decoded by `window(pos, n, scratch)`
+        on `threads` threads sharing out the spans. The RawEvents have no stats yet."""
+        table = self.table
+        cols = [np.empty(n, dt) for dt in (np.int64, np.int32, np.int32, np.int32, np.uint8, np.int64, np.int64,
+                                           np.int64, np.int32, np.int32)]
+        n_threads = thread_count(len(spans), threads)
+        tables = [Strings() for _ in range(n_threads)]
+        errors: list[tuple[int, str]] = []
+        done, lock = [0], threading.Lock()
+
+        def decode(k: int) -> None:
+            own = np.empty(self.step, np.uint8) if spans else None
+            for pos, nbytes, j in spans[k::n_threads]:
+                buf = window(pos, nbytes, own)
+                i = 0
+                while True:
+                    i, j, code, at, a, value = _decode_window(
+                        buf, i, len(buf), j, rank, self.ids, self.id_attr, self.id_keys, self.id_events,
+                        self.sample_types, self.read_formats, self.layout, table.kind, table.ints, table.strs,
+                        table.preempt, table.min_len, self.max_cpu, lo, hi, *cols, *tables[k].arrays(), k, n_threads)
+                    if code != _GROW:
+                        break
+                    tables[k].grow()
+                if code in (_SHORT, _WILD_CPU):
+                    errors.append((pos + at, self.refusal(code, a, value)))
+                    return
+                if progress is not None:
+                    with lock:
+                        done[0] += nbytes
+                        progress(done[0], self.end - self.start, "decoding events")
+
+        on_threads(n_threads, decode)
+        if errors:
+            at, what = min(errors)
+            raise _err(self.path, at, what)
+        comms = shared_strings(tables, cols[8], cols[9])
+        names = ("time", "cpu", "pid", "tid", "kind", "arg0", "arg1", "arg2", "comm0", "comm1")
+        ev = RawEvents(**dict(zip(names, cols, strict=True)))
+        ev.comms = comms
+        return ev
+
+    def stats(self, counts: np.ndarray) -> dict:
+        """The RawEvents' stats: what the first pass counted, and the header's features."""
+        stats = {"lost_events": int(counts[0]), "lost_samples": int(counts[1]), "unknown_events": int(counts[4]),
+                 "sideband_records": int(counts[2]), "source_format": "perf-data", **self.info.features}
+        if self.partial:
+            stats["partial_record_bytes"] = self.partial
+        return stats
+
+
+def _rows(t: np.ndarray, n: int) -> np.ndarray:
+    """Each of the times t[:n]'s row in time order, written over t (`rank_by_time`), in 4 bytes
+    when they fit (beside the events' 53 bytes through the decode: -0.4 GB at 10^8)."""
+    rank = rank_by_time(t[:n])
+    if len(rank) and n < 2**31 - 1:
+        rank = rank.astype(np.int32)
+    return rank
+
+
 def _read(info: PerfData, path: str, window, whole, threads: int | None, window_bytes: int,
           progress=None, between: tuple | None = None) -> RawEvents:
     """Two passes over the data section, `window(pos, n, scratch)` bytes at a time: the first
     checks every record and notes the decoded samples' times, so each sample's row in time order
     is known before the second pass decodes it there, window by window, on every core. For
     `perf record -z` both passes run over the records decompressed from `whole()`."""
-    attrs = info.attrs
-    sample_types = np.array([a.sample_type for a in attrs], np.uint64).view(np.int64)
-    read_formats = np.array([a.read_format for a in attrs], np.uint64).view(np.int64)
-    if len(attrs) > 1 and not np.all(sample_types & S_IDENTIFIER):
-        raise _err(path, 24, "several events whose samples carry no PERF_SAMPLE_IDENTIFIER (perf before 3.12?): "
-                   "cannot tell which event a sample belongs to")
-    layout = np.array([sample_layout(a.sample_type, a.read_format) for a in attrs], np.int64).reshape(-1, 5)
-    pairs = sorted((i, k) for k, a in enumerate(attrs) for i in a.ids)
-    ids = np.array([p[0] for p in pairs], np.uint64)
-    id_attr = np.array([p[1] for p in pairs], np.int64)
-    id_keys, id_events = id_table(ids, id_attr)
-    if len(sample_types) > 1 and len(ids) == 0:
-        raise _err(path, 24, "several events but no sample ids")
-    # each event's row in the decode table: its tracepoint format, if it is one we decode
-    formats = [info.formats.get(at.config) if at.type == PERF_TYPE_TRACEPOINT and at.sample_type & S_RAW else None
-               for at in attrs]
-    try:
-        table = decode_table(formats)
-    except TraceFormatError as exc:
-        raise _err(path, info.tracing_offset, f"tracing data: {exc}") from None
-    cpus = int((info.features.get("nr_cpus") or {}).get("available") or 0)
-    max_cpu = min(cpus, MAX_CPUS) if cpus > 0 else MAX_CPUS  # a corrupt CPU field would size per-CPU tables
-    fixed = 0x103CF  # the 8-byte fields a sample may start with (IDENTIFIER, IP, TID, TIME, ... PERIOD)
-    min_sample = 8 + 8 * min(bin(int(st) & fixed).count("1") for st in sample_types)
-    start, end, inside = info.data_offset, info.data_offset + info.data_size, ""
-    window_bytes = max(int(window_bytes), 1 << 16)  # a window holds the largest record (u16 size)
-    scratch = np.empty(min(window_bytes, max(end - start, 1)), np.uint8)
+    scan = _Scan(info, path, window, whole, window_bytes)
     lo, hi = _ALL
     zero = int((info.features.get("sample_time") or [0])[0]) if between is not None else 0
     if zero > 0:  # perf's header gives the first sample's time
         lo, hi = part_bounds(between, zero)
-    need_zero = between is not None and zero <= 0
-    open_tail = False  # perf record -z: the stream may end inside a record (below)
-    partial = 0  # bytes of such a record, not read
-    while True:
-        # times sized for the most samples the bytes could hold: pages never written are never
-        # committed, so memory follows the samples found, not this bound
-        t = np.empty((end - start) // max(min_sample, 8) + 1, np.int64)
-        counts = np.array([0, 0, 0, 0, 0, _ALL[1], _ALL[0]], np.int64)
-        spans = []  # (file offset, bytes, first sample) of each window
-        n, pos = 0, start
-        while pos < end:
-            buf = window(pos, min(len(scratch), end - pos), scratch)
-            if len(buf) == 0:
-                raise _err(path, pos, "the file ends inside its data section")
-            first = n
-            n, used, code, at = _index(buf, len(buf), pos + len(buf) >= end, ids, id_attr, id_keys, id_events,
-                                       sample_types, read_formats, layout, table.kind, lo, hi, t, n, counts)
-            if code == 2 and open_tail and end - (pos + at) <= COMPRESSED_MAX:
-                # perf's compressor (zstd_compress_stream_to_records) stops once its input is taken, with
-                # the rest of a flush that did not fit a full-size record still inside it for the next
-                # record; after the last one that never comes, and the stream ends inside a record (seen
-                # with `perf record -z` of a busy program on a loaded machine). perf script keeps such a
-                # partial record for the next compressed record and so never reads it: neither do we.
-                # Only after a full-size last record, and in the last record's bytes (u16 sizes).
-                partial = end - (pos + at)
-                end, open_tail = pos + at, False
-                break
-            if code not in (0, _MORE):
-                raise _err(path, pos + at, _ERR[code] + inside)
-            spans.append((pos, used, first))
-            pos += used
-            if progress is not None:
-                progress(pos - start, end - start, "checking records" + (" (decompressed)" if inside else ""))
-        else:
-            open_tail = False
-        if pos < end:  # cut before a partial last record: the pass again over the records before it
-            continue
-        if counts[3] and not inside:
-            data, open_tail = _decompress(whole(), 0, info.data_size, path)  # `perf record -z`: the records are inside
-            start, end, inside = 0, len(data), " (offset inside the decompressed data)"
-            window = lambda pos, n, scratch, data=data: data[pos:pos + n]  # noqa: E731
-            continue
-        if need_zero:  # no time in the header: this pass found the first event's
-            need_zero = False
-            if counts[5] > counts[6]:
-                raise UserError(f"{path} holds no scheduler events")
-            zero = int(counts[5])
-            lo, hi = part_bounds(between, zero)
-            continue  # again over the same records, noting the part's times only
-        break
-    del scratch
-    rank = rank_by_time(t[:n])  # t's memory now holds each sample's row
-    if len(rank) and n < 2**31 - 1:  # rows in 4 bytes through the decode, beside the events' 53 (-0.4 GB at 10^8)
-        rank = rank.astype(np.int32)
+    counts, spans, t, n = scan.check(lo, hi, progress=progress)
+    if between is not None and zero <= 0:  # no time in the header: this pass found the first event's
+        if counts[5] > counts[6]:
+            raise UserError(f"{path} holds no scheduler events")
+        lo, hi = part_bounds(between, int(counts[5]))
+        del t
+        counts, spans, t, n = scan.check(lo, hi, progress=progress)  # again, noting the part's times only
+    rank = _rows(t, n)  # t's memory now holds each sample's row
     del t
-    cols = [np.empty(n, dt) for dt in (np.int64, np.int32, np.int32, np.int32, np.uint8, np.int64, np.int64,
-                                       np.int64, np.int32, np.int32)]
-    n_threads = thread_count(len(spans), threads)
-    tables = [Strings() for _ in range(n_threads)]
-    errors: list[tuple[int, str]] = []
-    done, lock = [0], threading.Lock()
-
-    def decode(k: int) -> None:
-        own = np.empty(min(window_bytes, max(end - start, 1)), np.uint8) if spans else None
-        for pos, nbytes, j in spans[k::n_threads]:
-            buf = window(pos, nbytes, own)
-            i = 0
-            while True:
-                i, j, code, at, a, value = _decode_window(
-                    buf, i, len(buf), j, rank, ids, id_attr, id_keys, id_events, sample_types, read_formats, layout,
-                    table.kind, table.ints, table.strs, table.preempt, table.min_len, max_cpu, lo, hi, *cols,
-                    *tables[k].arrays(), k, n_threads)
-                if code != _GROW:
-                    break
-                tables[k].grow()
-            if code == _SHORT:
-                errors.append((pos + at, f"a {table.names[a]} sample has {value} bytes of tracepoint data, its format "
-                                         f"needs {int(table.min_len[a])}{inside}"))
-                return
-            if code == _WILD_CPU:
-                limit = f"the machine had {cpus} CPUs" if cpus > 0 else f"no Linux machine has more than {MAX_CPUS}"
-                errors.append((pos + at, f"a {table.names[a]} sample names CPU {value}, but {limit}{inside}"))
-                return
-            if progress is not None:
-                with lock:
-                    done[0] += nbytes
-                    progress(done[0], end - start, "decoding events")
-
-    on_threads(n_threads, decode)
-    if errors:
-        at, what = min(errors)
-        raise _err(path, at, what)
-    comms = shared_strings(tables, cols[8], cols[9])
-    names = ("time", "cpu", "pid", "tid", "kind", "arg0", "arg1", "arg2", "comm0", "comm1")
-    ev = RawEvents(**dict(zip(names, cols, strict=True)))
-    ev.comms = comms
-    ev.stats = {"lost_events": int(counts[0]), "lost_samples": int(counts[1]), "unknown_events": int(counts[4]),
-                "sideband_records": int(counts[2]), "source_format": "perf-data", **info.features}
-    if partial:
-        ev.stats["partial_record_bytes"] = partial
+    ev = scan.decode(scan.window, spans, rank, n, lo, hi, threads, progress)
+    ev.stats = scan.stats(counts)
     if between is not None:
         ev.stats.update(part_stats(between, lo, hi, int(counts[5]), int(counts[6]), n, path))
     return ev
+
+
+class _Sketch:
+    """What the windowed reader's first pass keeps of the samples' times instead of an array of
+    them all: each span's sample count and time range, every `every`-th time in file order (to
+    plan windows from: ~1/8 byte a sample at 64), and `_index`'s `more` for `events` events."""
+
+    def __init__(self, events: int, every: int):
+        self.events, self.every = events, every
+
+    def start(self) -> np.ndarray:
+        """Forget an earlier pass (the first pass runs again); the `more` array for `_index`."""
+        self.count, self.lo, self.hi, self.times = [], [], [], []
+        self.refused: tuple[int, int, int, int] | None = None  # (byte, code, event, value)
+        self.more = np.zeros(self.events + 5, np.int64)
+        self.more[self.events] = -1
+        return self.more
+
+    def span(self, pos: int, t: np.ndarray, first: int) -> None:
+        """The times t of the span at byte `pos`, the first the `first`-th sample of the pass."""
+        self.count.append(len(t))
+        self.lo.append(int(t.min()) if len(t) else 0)
+        self.hi.append(int(t.max()) if len(t) else -1)
+        self.times.append(t[-first % self.every::self.every].copy())  # t is the next span's too
+        code, at, a, value = self.more[self.events + 1:].tolist()
+        if code and self.refused is None:
+            self.refused = (pos + at, code, a, value)
+
+
+class PerfDataWindows:
+    """A perf.data read as RawEvents windows in time order, memory bounded by a window (see
+    `read_perf_data_windows`). Known after the first pass: `stats` (as `read_perf_data`'s),
+    `events` (samples decoded), `first_ns`, `last_ns` (their first and last time; None when there
+    are none), `max_cpu` (the largest CPU of a sample, -1 when none says) and `kinds` (Kind ->
+    samples, counted per event in the first pass from the decode table's kind of each).
+    Iterating reads the windows: each holds the samples at lo <= time < hi (`stats["window_ns"]`,
+    the first from -2**63, the last to 2**63 - 1), consecutive, at most `max_rows` samples unless
+    they all share one time (one time's samples are never split). Each iteration reads the file
+    again, window by window."""
+
+    def __init__(self, scan: _Scan, max_rows: int, threads: int | None, progress, source):
+        if int(max_rows) < 1:
+            raise UserError(f"max_rows must be at least 1, not {max_rows}")
+        self.max_rows, self.threads, self._progress = int(max_rows), threads, progress
+        every = max(1, min(64, self.max_rows // 16))  # a window is planned from ~16 or more kept times
+        sketch = _Sketch(len(scan.sample_types), every)
+        counts, spans, t, _ = scan.check(*_ALL, sketch, progress)
+        del t
+        if sketch.refused is not None:  # what read_perf_data's decode would refuse, after every record checks
+            at, code, a, value = sketch.refused
+            raise _err(scan.path, at, scan.refusal(code, a, value))
+        self._scan = scan
+        # the windows read the decompressed records of a -z file (held whole), else the file again
+        self._source = (lambda: contextlib.nullcontext(scan.window)) if scan.inside else source
+        self.stats = scan.stats(counts)
+        self._spans = ([p for p, _, _ in spans], [u for _, u, _ in spans], np.array(sketch.count, np.int64),
+                       np.array(sketch.lo, np.int64), np.array(sketch.hi, np.int64))
+        count, lo, hi = self._spans[2:]
+        self.events = int(count.sum())
+        self.first_ns = int(lo[count > 0].min()) if self.events else None
+        self.last_ns = int(hi[count > 0].max()) if self.events else None
+        more = sketch.more
+        self.max_cpu = int(more[len(scan.sample_types)])
+        per_kind = np.zeros(256, np.int64)
+        np.add.at(per_kind, scan.table.kind.astype(np.int64), more[:len(scan.sample_types)])
+        self.kinds = {Kind(k): int(per_kind[k]) for k in np.flatnonzero(per_kind)}
+        self._times = np.sort(np.concatenate([np.zeros(0, np.int64), *sketch.times]))
+        self._every, self._ahead = every, max(1, self.max_rows // every)
+
+    def _bound(self, lo: int) -> int:
+        """Where the window from lo ends: after about max_rows samples by the kept times, after
+        the next time that differs from lo at least, and at the end of time after the last."""
+        s = self._times
+        q = int(np.searchsorted(s, lo, "left")) + self._ahead
+        if q >= len(s):
+            return _ALL[1]
+        if s[q] > lo:
+            return int(s[q])
+        r = int(np.searchsorted(s, lo, "right"))  # the kept times from lo to q are all lo
+        return int(s[r]) if r < len(s) else _ALL[1]
+
+    def _index(self, window, scratch: np.ndarray, lo: int, hi: int) -> tuple[list, np.ndarray, int]:
+        """The spans with samples at lo <= time < hi, (offset, bytes, first sample) each as
+        `_Scan.decode` takes them, and those samples' times in file order, t[:n]; only the spans
+        whose time range meets [lo, hi) are read."""
+        pos, used, count, tmin, tmax = self._spans
+        meets = np.flatnonzero((count > 0) & (tmin < hi) & (tmax >= lo)).tolist()
+        t = np.empty(int(count[meets].sum()), np.int64)  # pages never written are never committed
+        counts = np.array([0, 0, 0, 0, 0, _ALL[1], _ALL[0]], np.int64)  # the first pass has them
+        spans, n = [], 0
+        for s in meets:
+            buf = window(pos[s], used[s], scratch)
+            j, _, code, at = self._scan.index(buf, True, lo, hi, t, n, counts)
+            if len(buf) < used[s] or code:  # the file changed since the first pass
+                raise _err(self._scan.path, pos[s] + max(at, 0), "the data section changed while it was read")
+            if j > n:
+                spans.append((pos[s], used[s], n))
+            n = j
+        return spans, t, n
+
+    def _cut(self, spans: list, t: np.ndarray, n: int, hi: int) -> tuple[int, list, np.ndarray, int]:
+        """A window of more than max_rows samples ended before its (max_rows + 1)-th earliest
+        time, or, when its max_rows + 1 earliest share one time, after that time's samples (all
+        of them): (hi, spans, t, n) of what is left, in `_index`'s form."""
+        k = self.max_rows
+        part = np.partition(t[:n], k)
+        v = part[k]
+        if part[:k].min() < v:
+            cut = int(v)
+        else:
+            above = part[k + 1:][part[k + 1:] > v]
+            cut = int(above.min()) if len(above) else hi
+        del part
+        if cut >= hi:
+            return hi, spans, t, n
+        keep = t[:n] < cut
+        kept = np.add.reduceat(keep, [f for _, _, f in spans], dtype=np.int64)
+        firsts = np.cumsum(kept) - kept
+        spans = [(p, u, int(f)) for (p, u, _), f, c in zip(spans, firsts, kept, strict=True) if c]
+        t = t[:n][keep]
+        return cut, spans, t, len(t)
+
+    def __iter__(self):
+        with self._source() as window:
+            scratch = np.empty(self._scan.step, np.uint8)
+            lo, done = _ALL[0], 0
+            while lo < _ALL[1]:
+                hi = self._bound(lo)
+                spans, t, n = self._index(window, scratch, lo, hi)
+                if n > self.max_rows:
+                    hi, spans, t, n = self._cut(spans, t, n, hi)
+                if n:
+                    rank = _rows(t, n)
+                    del t
+                    ev = self._scan.decode(window, spans, rank, n, lo, hi, self.threads)
+                    del rank
+                    ev.stats = {**self.stats, "window_ns": [lo, hi]}
+                    done += n
+                    if self._progress is not None:
+                        self._progress(done, self.events, "decoding windows")
+                    yield ev
+                    del ev  # the caller's to keep: not held while the next window is read
+                lo = hi
+
+
+SPAN = WINDOW // 4  # the windowed reader's bytes read at a time: spans of shorter stretches of time
+
+
+def read_perf_data_windows(path: str | os.PathLike, max_rows: int = 1_000_000, threads: int | None = None,
+                           window: int = SPAN, progress=None) -> PerfDataWindows:
+    """A perf.data file as RawEvents windows in time order of at most about `max_rows` events
+    each (see `PerfDataWindows`), which concatenated (`windows.concat_events`) equal
+    `read_perf_data(path)`, for a file whose events memory cannot hold at once.
+
+    The first pass checks every record as `read_perf_data`'s does (same errors, raised here) and
+    keeps per `window`-byte span its samples' count and time range, and every 64th time (every
+    max_rows / 16th when that is fewer) to plan the windows from; no array per event. Each window
+    then reads again only the spans whose time range meets it (perf writes its per-CPU buffers in
+    rounds, so a span covers a short stretch of time), notes their samples in the window, ranks
+    them by time (stable: ties keep file order) and decodes them, on `threads` threads as
+    `read_perf_data` does. Memory: ~70 bytes per event of one window, plus ~1/8 byte per event
+    and a few per span. A `perf record -z` file's records are decompressed and held whole (the
+    zstd stream cannot be entered in the middle). `progress(done, total, stage)` follows the
+    first pass (bytes) and the windows (events).
+
+    Spans are 8 MB by default, not read_perf_data's 32: a window reads whole spans, so at its
+    edges it reads bytes of the next one's (10^7 events in 10^6-event windows: 1.15 x the data
+    section per later pass at 8 MB, 1.44 x at 32), and each thread maps one span at a time."""
+    path = os.fspath(path)
+
+    @contextlib.contextmanager
+    def source():
+        with _opened(path) as (_size, _get, read):
+            yield read
+
+    with _opened(path) as (size, get, read):
+        info = _header(get, size, path)
+        scan = _Scan(info, path, read, lambda: np.fromfile(path, np.uint8, info.data_size, offset=info.data_offset),
+                     window)
+        return PerfDataWindows(scan, max_rows, threads, progress, source)
+
+
+def parse_perf_data_windows(data: bytes, max_rows: int = 1_000_000, name: str = "<bytes>",
+                            threads: int | None = None, window: int = SPAN) -> PerfDataWindows:
+    """`read_perf_data_windows` of the bytes of a perf.data (`name` is used in error messages)."""
+    info = read_header(data, name)
+    buf = np.frombuffer(data, dtype=np.uint8)
+
+    def read(pos: int, n: int, scratch: np.ndarray) -> np.ndarray:
+        return buf[pos:pos + n]
+
+    scan = _Scan(info, name, read, lambda: buf[info.data_offset:info.data_offset + info.data_size], window)
+    return PerfDataWindows(scan, max_rows, threads, None, lambda: contextlib.nullcontext(read))
 
 
 def load(path: str, *, pid: int | None = None, comm: str | None = None, progress=None,
