@@ -43,8 +43,8 @@ def attribute_futex_wakers(states: StateTable, events: RawEvents, tids: np.ndarr
                            room: tuple | None = None) -> tuple[StateTable, int, int]:
     """`states` with a waker for each SYNC_WAIT whose waker is not a traced thread, where the futex
     calls show who woke it, and RUNNABLE from the wake call where the wakeup event was lost; how
-    many waits got a waker, and how many a RUNNABLE. One compiled pass over the futex calls
-    buckets the wake calls by address; each wait is then a binary search in its address's bucket.
+    many waits got a waker, and how many a RUNNABLE. Two compiled sweeps over the events answer
+    every wait (`_last_wakes_chunk`, `_failed_chunk`: resumable over chunks of the events).
     `states` must be sorted by thread, then time; `tids` sorted, `pids` their processes (-1 unknown);
     `index` the builder's index of the (time-sorted) events; its by-CPU buckets are freed once read.
     `join`: where waits are split, the new table's adjacent rows are joined as
