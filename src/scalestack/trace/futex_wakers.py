@@ -44,8 +44,8 @@ def attribute_futex_wakers(states: StateTable, events: RawEvents, tids: np.ndarr
                            room: tuple | None = None) -> tuple[StateTable, int, int]:
     """`states` with a waker for each SYNC_WAIT whose waker is not a traced thread, where the futex
     calls show who woke it, and RUNNABLE from the wake call where the wakeup event was lost; how
-    many waits got a waker, and how many a RUNNABLE. One compiled pass over the futex calls
-    buckets the wake calls by address; each wait is then a binary search in its address's bucket.
+    many waits got a waker, and how many a RUNNABLE. Two compiled sweeps over the events answer
+    every wait (`_last_wakes_chunk`, `_failed_chunk`: resumable over chunks of the events).
     `states` must be sorted by thread, then time; `tids` sorted, `pids` their processes (-1 unknown);
     `index` the builder's index of the (time-sorted) events.
     `join`: where waits are split, the new table's adjacent rows are joined as
@@ -66,21 +66,18 @@ def attribute_futex_wakers(states: StateTable, events: RawEvents, tids: np.ndarr
 
 def _wake_calls(st: StateTable, waits: np.ndarray, index: EventIndex, tids: np.ndarray,
                 pids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The waits (rows of `st`) that a futex call explains, with the caller's tid and the call's time."""
+    """The waits (rows of `st`) that a futex call explains, with the caller's tid and the call's time.
+    The events are read as one chunk of `_last_wakes_chunk` and `_failed_chunk`."""
     ev = index.events
     if len(ev) == 0 or len(tids) == 0:
         return waits[:0], waits[:0], waits[:0]
     q_tid = st.tid[waits].astype(np.int64)
-    j, since = _last_wakes(ev.time, ev.tid, ev.arg0, ev.arg1, index.rows(Kind.FUTEX_ENTER),
-                           np.asarray(tids, np.int64), np.unique(q_tid), _WAKE_OPS_MASK,
-                           q_tid, st.start_ns[waits], st.end_ns[waits], st.addr[waits].view(np.int64))
+    carry = _last_wakes_start(tids, q_tid, st.start_ns[waits], st.end_ns[waits], st.addr[waits].view(np.int64))
+    carry = _last_wakes_chunk(ev.time, ev.tid, ev.pid, ev.kind, ev.arg0, ev.arg1, carry)
+    ok, w_time, w_tid, w_pid, since = _last_wakes_end(carry)
     # the last wake call on the wait's address at or before its end, made since the waiter's own
     # futex entry (one made while the waiter was still switching out wakes it too: the wait's
     # row starts at the switch, microseconds later), by another thread
-    ok = j >= 0
-    jj = np.maximum(j, 0)
-    w_time, w_tid = ev.time[jj], ev.tid[jj].astype(np.int64)
-    w_pid = ev.pid[jj].astype(np.int64)
     ok &= (w_time >= since) & (w_tid != q_tid)
     if not np.any(ok):
         return waits[:0], waits[:0], waits[:0]
@@ -98,54 +95,83 @@ def _wake_calls(st: StateTable, waits: np.ndarray, index: EventIndex, tids: np.n
 def _failed_wait(events: RawEvents, tid: np.ndarray, start: np.ndarray) -> np.ndarray:
     """Whether the futex call each wait (thread, start) is in returned an error: its thread's first
     FUTEX_EXIT after the start, unless another futex call of the thread came first (its exit lost;
-    at one instant an exit counts first). One compiled sweep over the time-sorted events, holding
-    only the waits not yet decided."""
+    at one instant an exit counts first). The time-sorted events read as one chunk of `_failed_chunk`."""
     if len(events) == 0 or len(tid) == 0:
         return np.zeros(len(tid), bool)
     events = events.sorted()
+    carry = _failed_start(tid, start)
+    _failed_chunk(events.time, events.tid, events.kind, events.arg0, carry)
+    return _failed_end(carry)
+
+
+def _failed_start(tid: np.ndarray, start: np.ndarray) -> tuple:
+    """`_failed_chunk`'s carry before the first event, for the waits (thread, start): the waits in
+    order of their start, each thread's waits begun and undecided (a linked list), the threads
+    with a futex event at the current instant (decided when it ends: a chunk may end inside it),
+    the answers, and [next wait to begin, threads at the instant, the instant, an instant seen]."""
     q_tids, q_slot = np.unique(np.asarray(tid, np.int64), return_inverse=True)
+    n_t, n_q = len(q_tids), len(q_slot)
     order = np.argsort(start, kind="stable")
-    return _failed_sweep(events.time, events.tid, events.kind, events.arg0, q_tids, q_slot.astype(np.int64),
-                         np.asarray(start, np.int64), order)
+    return (q_tids, q_slot.astype(np.int64).ravel(), np.asarray(start, np.int64), order,
+            np.full(n_t, -1, np.int64), np.full(n_q, -1, np.int64), np.zeros(n_q, np.bool_),
+            np.zeros(n_t, np.bool_), np.zeros(n_t, np.bool_), np.zeros(n_t, np.bool_), np.zeros(n_t, np.int64),
+            np.zeros(4, np.int64))
 
 
 @numba.njit(cache=True)
-def _failed_sweep(time, etid, kind, arg0, q_tids, q_slot, q_start, order):
+def _failed_chunk(time, etid, kind, arg0, carry):
+    """Read the next time-sorted events into `carry` (updated in place). An instant's futex events
+    decide the waits of their threads begun before it once a later instant's event (or the end)
+    shows the instant complete: the thread's first exit at the instant, wherever the chunks cut."""
+    q_tids, q_slot, q_start, order, head, nxt, out, seen, exited, failed, at, cnt = carry
+    k, n_at, now, begun = cnt[0], cnt[1], cnt[2], cnt[3]
     nq = q_slot.shape[0]
-    head = np.full(q_tids.shape[0], -1, np.int64)  # each thread's waits still undecided, a linked list
-    nxt = np.full(nq, -1, np.int64)
-    out = np.zeros(nq, np.bool_)
-    k = 0
-    i = 0
-    n = time.shape[0]
-    while i < n:
+    for i in range(time.shape[0]):
+        kd = kind[i]
+        if kd != _FUTEX_ENTER and kd != _FUTEX_EXIT and kd != _FUTEX_WAITV:
+            continue
         t = time[i]
-        while k < nq and q_start[order[k]] < t:  # waits that began before this instant
-            q = order[k]
-            nxt[q] = head[q_slot[q]]
-            head[q_slot[q]] = q
-            k += 1
-        j = i
-        while j < n and time[j] == t:
-            j += 1
-        for r in range(i, j):
-            kd = kind[r]
-            if kd != _FUTEX_ENTER and kd != _FUTEX_EXIT and kd != _FUTEX_WAITV:
-                continue
-            s = find_sorted(q_tids, np.int64(etid[r]))
-            if s < 0 or head[s] < 0:
-                continue
-            failed = False  # the thread's first futex event at this instant decides; an exit counts first
-            for r2 in range(r, j):
-                if etid[r2] == etid[r] and kind[r2] == _FUTEX_EXIT:
-                    failed = arg0[r2] < 0
-                    break
-            q = head[s]
-            while q >= 0:
-                out[q] = failed
-                q = nxt[q]
-            head[s] = -1
-        i = j
+        if begun == 0 or t > now:
+            n_at = _failed_decide(head, nxt, out, seen, exited, failed, at, n_at)
+            while k < nq and q_start[order[k]] < t:  # waits that began before this instant
+                q = order[k]
+                nxt[q] = head[q_slot[q]]
+                head[q_slot[q]] = q
+                k += 1
+            now = t
+            begun = 1
+        s = find_sorted(q_tids, np.int64(etid[i]))
+        if s < 0 or head[s] < 0:
+            continue
+        if not seen[s]:  # the thread's futex events at this instant decide its waits
+            seen[s] = True
+            at[n_at] = s
+            n_at += 1
+        if kd == _FUTEX_EXIT and not exited[s]:  # its first exit at the instant counts first
+            exited[s] = True
+            failed[s] = arg0[i] < 0
+    cnt[0], cnt[1], cnt[2], cnt[3] = k, n_at, now, begun
+
+
+@numba.njit(cache=True)
+def _failed_decide(head, nxt, out, seen, exited, failed, at, n_at):
+    """Decide the waits of the threads seen at the instant just complete; none left to decide."""
+    for a in range(n_at):
+        s = at[a]
+        q = head[s]
+        while q >= 0:
+            out[q] = failed[s]
+            q = nxt[q]
+        head[s] = -1
+        seen[s] = exited[s] = failed[s] = False
+    return 0
+
+
+@numba.njit(cache=True)
+def _failed_end(carry):
+    """The answers once every event is read (the last instant is complete)."""
+    q_tids, q_slot, q_start, order, head, nxt, out, seen, exited, failed, at, cnt = carry
+    cnt[1] = _failed_decide(head, nxt, out, seen, exited, failed, at, cnt[1])
     return out
 
 
@@ -162,104 +188,147 @@ def _addr_hash(x, mask):
     return ((x >> 3) ^ (x >> 17) ^ (x >> 31) ^ (x >> 47)) & mask
 
 
-@numba.njit(cache=True)
-def _scan_futex_calls(etid, arg0, arg1, fe, tids, wake_mask, i, table, addrs, n_addr):
-    """`_last_wakes`' pass over the futex calls from the i-th: the addresses of the wake calls, each
-    given an id. Stops where the address table would be more than half full; returns where it
-    stopped and the addresses so far."""
-    size = table.shape[0]
-    n_fe = fe.shape[0]
-    while i < n_fe:
-        r = fe[i]
-        op = arg1[r] & FUTEX_CMD_MASK
-        if op < 63 and (wake_mask >> op) & 1 and find_sorted(tids, etid[r]) >= 0:
-            a = arg0[r]
-            h = _addr_hash(a, size - 1)
-            while table[h] >= 0 and addrs[table[h]] != a:
-                h = (h + 1) & (size - 1)
-            if table[h] < 0:
-                if 2 * (n_addr + 1) > size:
-                    return i, n_addr  # grow first
-                addrs[n_addr] = a
-                table[h] = n_addr
-                n_addr += 1
-        i += 1
-    return i, n_addr
-
-
-@numba.njit(cache=True)
-def _last_wakes(time, etid, arg0, arg1, fe, tids, q_tids, wake_mask, q_tid, q_start, q_end, q_addr):
-    """Per wait (thread, start, end, address): the row of the last wake-type futex call by a thread
-    of `tids` on its address at or before its end (-1 if none), and the time of its thread's last
-    futex call at or before its start (the start if none, or if later). `fe`: the futex calls'
-    rows in time order; `q_tids` the waits' distinct threads, sorted. Two sweeps over the calls,
-    the waits taken in order of their start, then of their end, each holding the last call so far
-    per thread or address: no list of the calls by thread or address (their rows and times took
-    12 bytes a wake call and 8 a waiting thread's call)."""
-    # the wake calls' addresses, each an id (open addressing); the scan stops to grow the table
-    # (arrays replaced inside a compiled loop slow every iteration of it)
-    n_fe = fe.shape[0]
-    addrs = np.empty(n_fe + 1, np.int64)  # address id -> address (only the ids used are written)
+def _last_wakes_start(tids: np.ndarray, q_tid: np.ndarray, q_start: np.ndarray, q_end: np.ndarray,
+                      q_addr: np.ndarray) -> tuple:
+    """`_last_wakes_chunk`'s carry before the first event, for the waits (thread, start, end,
+    address; `tids` the traced threads, sorted): the waits in order of their start and of their
+    end; the wake calls' addresses so far, each an id (open addressing, 1024 slots to start), with
+    the time, tid and pid of the last wake call on each; each waiting thread's last futex call; the
+    answers; and [next wait by start, next by end, addresses]."""
+    q_tid = np.asarray(q_tid, np.int64)
+    q_tids, q_slot = np.unique(q_tid, return_inverse=True)
+    n_q, n_t = len(q_tid), len(q_tids)
+    q_start, q_end = np.asarray(q_start, np.int64), np.asarray(q_end, np.int64)
     size = 1024
-    table = np.full(size, -1, np.int64)  # slot -> address id
-    i, n_addr = 0, 0
-    while True:
-        i, n_addr = _scan_futex_calls(etid, arg0, arg1, fe, tids, wake_mask, i, table, addrs, n_addr)
-        if i >= n_fe:
-            break
-        size *= 2
-        table = np.full(size, -1, np.int64)
-        for b in range(n_addr):
-            g = _addr_hash(addrs[b], size - 1)
-            while table[g] >= 0:
-                g = (g + 1) & (size - 1)
-            table[g] = b
-    n_q = q_tid.shape[0]
-    out = np.full(n_q, -1, np.int64)
-    since = np.empty(n_q, np.int64)
-    # each waiting thread's last futex call at or before the wait's start
-    last_call = np.zeros(q_tids.shape[0], np.int64)
-    called = np.zeros(q_tids.shape[0], np.bool_)
-    order = np.argsort(q_start)
-    i = 0
-    for o in range(n_q):
-        q = order[o]
-        t = q_start[q]
-        while i < n_fe and time[fe[i]] <= t:
-            qs = find_sorted(q_tids, etid[fe[i]])
-            if qs >= 0:
-                last_call[qs] = time[fe[i]]
-                called[qs] = True
+    return (np.asarray(tids, np.int64), q_tids, q_slot.astype(np.int64).ravel(), q_start, q_end,
+            np.asarray(q_addr, np.int64), np.argsort(q_start), np.argsort(q_end),
+            np.full(size, -1, np.int64), *_addr_columns(size),
+            np.zeros(n_t, np.int64), np.zeros(n_t, np.bool_),
+            np.zeros(n_q, np.bool_), np.zeros(n_q, np.int64), np.zeros(n_q, np.int64), np.zeros(n_q, np.int64),
+            np.empty(n_q, np.int64), np.zeros(3, np.int64))
+
+
+def _addr_columns(size: int) -> tuple:
+    """Per address id of a table of `size` slots, at most half of them used: the address, and the
+    time, tid and pid of its last wake call."""
+    return tuple(np.empty(size // 2 + 1, np.int64) for _ in range(4))
+
+
+def _last_wakes_chunk(time, etid, epid, kind, arg0, arg1, carry) -> tuple:
+    """Read the next time-sorted events into `carry`; the carry to pass on (a new one where the
+    address table grew: grown outside the compiled loop, where a replaced array slows every
+    iteration). Only the futex calls among the events are read."""
+    i = _last_wakes_events(time, etid, epid, kind, arg0, arg1, _WAKE_OPS_MASK, carry, 0)
+    while i < len(time):  # stopped where the table would be more than half full
+        table, n_addr = carry[8], int(carry[-1][2])
+        size = 2 * len(table)
+        cols = _addr_columns(size)
+        for new, old in zip(cols, carry[9:13], strict=True):
+            new[:n_addr] = old[:n_addr]
+        carry = (*carry[:8], _addr_table(cols[0], n_addr, size), *cols, *carry[13:])
+        i = _last_wakes_events(time, etid, epid, kind, arg0, arg1, _WAKE_OPS_MASK, carry, i)
+    return carry
+
+
+@numba.njit(cache=True)
+def _addr_table(addrs, n_addr, size):
+    """A table of `size` slots holding the ids of the first `n_addr` addresses."""
+    table = np.full(size, -1, np.int64)
+    for b in range(n_addr):
+        g = _addr_hash(addrs[b], size - 1)
+        while table[g] >= 0:
+            g = (g + 1) & (size - 1)
+        table[g] = b
+    return table
+
+
+@numba.njit(cache=True)
+def _last_wakes_events(time, etid, epid, kind, arg0, arg1, wake_mask, carry, i):
+    """`_last_wakes_chunk` from event i until the events end or a new address would fill the
+    table more than half: where it stopped. Before each futex call, the waits that began (ended)
+    before its time take the waiter's last call (the last wake call on their address) so far:
+    every event at or before their time has been read, even where a chunk cut an instant."""
+    (tids, q_tids, q_slot, q_start, q_end, q_addr, by_start, by_end, table, a_addr, a_time, a_tid, a_pid,
+     last_call, called, found, w_time, w_tid, w_pid, since, cnt) = carry
+    size = table.shape[0]
+    n_addr = cnt[2]
+    n = time.shape[0]
+    while i < n:
+        if kind[i] != _FUTEX_ENTER:
             i += 1
-        qs = find_sorted(q_tids, q_tid[q])
-        since[q] = t
-        if called[qs] and last_call[qs] < t:
-            since[q] = last_call[qs]
-    if n_addr > 0:
-        # the last wake call on the wait's address at or before its end
-        last_wake = np.full(n_addr, -1, np.int64)
-        order = np.argsort(q_end)
-        i = 0
-        for o in range(n_q):
-            q = order[o]
-            t = q_end[q]
-            while i < n_fe and time[fe[i]] <= t:
-                r = fe[i]
-                op = arg1[r] & FUTEX_CMD_MASK
-                if op < 63 and (wake_mask >> op) & 1 and find_sorted(tids, etid[r]) >= 0:
-                    a = arg0[r]
-                    h = _addr_hash(a, size - 1)
-                    while table[h] >= 0 and addrs[table[h]] != a:  # the scan put it there
-                        h = (h + 1) & (size - 1)
-                    last_wake[table[h]] = r
-                i += 1
-            a = q_addr[q]
+            continue
+        t = time[i]
+        _answer_before(t, False, carry)
+        op = arg1[i] & FUTEX_CMD_MASK
+        if op < 63 and (wake_mask >> op) & 1 and find_sorted(tids, etid[i]) >= 0:
+            a = arg0[i]
             h = _addr_hash(a, size - 1)
-            while table[h] >= 0 and addrs[table[h]] != a:
+            while table[h] >= 0 and a_addr[table[h]] != a:
                 h = (h + 1) & (size - 1)
-            if table[h] >= 0:
-                out[q] = last_wake[table[h]]
-    return out, since
+            b = table[h]
+            if b < 0:
+                if 2 * (n_addr + 1) > size:
+                    break  # grow first
+                b = n_addr
+                a_addr[b] = a
+                table[h] = b
+                n_addr += 1
+                cnt[2] = n_addr
+            a_time[b] = t
+            a_tid[b] = etid[i]
+            a_pid[b] = epid[i]
+        s = find_sorted(q_tids, etid[i])
+        if s >= 0:
+            last_call[s] = t
+            called[s] = True
+        i += 1
+    return i
+
+
+@numba.njit(cache=True, inline="always")
+def _answer_before(t, every, carry):
+    """Answer the waits that began before `t` (each its thread's last futex call at or before its
+    start, the start if none or later) and those that ended before it (the last wake call on its
+    address, if any); with `every`, all those still open."""
+    (tids, q_tids, q_slot, q_start, q_end, q_addr, by_start, by_end, table, a_addr, a_time, a_tid, a_pid,
+     last_call, called, found, w_time, w_tid, w_pid, since, cnt) = carry
+    n_q = by_start.shape[0]
+    k = cnt[0]
+    while k < n_q and (every or q_start[by_start[k]] < t):
+        q = by_start[k]
+        s = q_slot[q]
+        since[q] = q_start[q]
+        if called[s] and last_call[s] < q_start[q]:
+            since[q] = last_call[s]
+        k += 1
+    cnt[0] = k
+    k = cnt[1]
+    size = table.shape[0]
+    while k < n_q and (every or q_end[by_end[k]] < t):
+        q = by_end[k]
+        a = q_addr[q]
+        h = _addr_hash(a, size - 1)
+        while table[h] >= 0 and a_addr[table[h]] != a:
+            h = (h + 1) & (size - 1)
+        b = table[h]
+        if b >= 0:
+            found[q] = True
+            w_time[q] = a_time[b]
+            w_tid[q] = a_tid[b]
+            w_pid[q] = a_pid[b]
+        k += 1
+    cnt[1] = k
+
+
+@numba.njit(cache=True)
+def _last_wakes_end(carry):
+    """Per wait, once every event is read: whether a wake-type futex call by a traced thread was
+    made on its address at or before its end, the last one's time, tid and pid (0 if none), and
+    the time of its thread's last futex call at or before its start (the start if none or later).
+    Held meanwhile: the waits, and per address and waiting thread the last call so far (the
+    rows of every wake call and each waiting thread's call took 12 and 8 bytes a call)."""
+    _answer_before(0, True, carry)
+    return carry[15], carry[16], carry[17], carry[18], carry[19]
 
 
 def _runnable_from_wake(st: StateTable, index: EventIndex, waits: np.ndarray, wake_ns: np.ndarray,
