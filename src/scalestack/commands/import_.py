@@ -21,8 +21,11 @@ from scalestack.trace.store import save_or_keep
 @click.option("--between", nargs=2, metavar="T0 T1",
               help="perf inputs: only this part of the recording (times from its first event: 10s 12s, or absolute "
                    "ns); a perf.data is then read in the memory the part needs.")
+@click.option("--chunk-rows", type=click.IntRange(min=0), metavar="N",
+              help="perf.data: a recording of more than 4N events (default N: 4,194,304) is read in time windows of "
+                   "N events and built pass by pass, in the memory of one window and the trace's rows; 0: read whole.")
 @click.option("--list", "list_only", is_flag=True, help="perf inputs: list the processes in FILE and exit.")
-def command(fmt, path, output, pid, comm, roles, between, list_only):
+def command(fmt, path, output, pid, comm, roles, between, chunk_rows, list_only):
     """Import FILE. FORMAT is one of perf-data, perf-script, chrome (guessed when omitted).
 
     perf inputs hold every process on the machine: choose one with --pid or --comm.
@@ -45,6 +48,12 @@ def command(fmt, path, output, pid, comm, roles, between, list_only):
         if pid is None and comm is None:
             raise UserError(f"{path} records the whole machine: choose the program with --pid PID or --comm NAME")
         options = {"pid": pid, "comm": comm, "between": between}
+        if chunk_rows is not None:
+            if fmt != "perf-data":
+                raise UserError(f"--chunk-rows is for perf.data inputs; {path} is {fmt}")
+            options["chunk_rows"] = chunk_rows
+    elif chunk_rows is not None:
+        raise UserError(f"--chunk-rows is for perf.data inputs; {path} is {fmt}")
     elif between:
         raise UserError(f"--between is for perf inputs; import the whole {fmt} file and give "
                         "`report --between` instead")

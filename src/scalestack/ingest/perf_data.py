@@ -1064,22 +1064,58 @@ def parse_perf_data_windows(data: bytes, max_rows: int = 1_000_000, name: str = 
     return PerfDataWindows(scan, max_rows, threads, None, lambda: contextlib.nullcontext(read))
 
 
+# a perf.data event takes at least this many bytes (a tracepoint sample's header, id, tid, time,
+# cpu, period and raw data): a file smaller than this many times N holds at most N events
+MIN_EVENT_BYTES = 64
+
+
 def load(path: str, *, pid: int | None = None, comm: str | None = None, progress=None,
-         between: tuple | None = None) -> Trace:
+         between: tuple | None = None, chunk_rows: int | None = None) -> Trace:
     """Import a system-wide perf.data as the Trace of the process tree of `pid` (or `comm`).
 
     `progress(done_bytes, total_bytes, stage)` is called as the stages start and end. With
-    `between` (T0, T1) only that part of the recording is read (see `read_perf_data`)."""
+    `between` (T0, T1) only that part of the recording is read (see `read_perf_data`). A recording
+    of more than 4 `chunk_rows` events (default `analysis.chunked.CHUNK_ROWS`; 0: never) is read in
+    time windows of `chunk_rows` events, the trace built pass by pass (`trace.streaming`): memory
+    then follows a window and the trace's rows, not the events."""
     size = os.path.getsize(path)
+    if between is None:
+        trace = _load_in_windows(path, pid, comm, progress, chunk_rows, size)
+        if trace is not None:
+            return trace
     events = read_events(path, which("perf") or "perf", reader="perf-data", progress=progress,
                          between=between)  # perf: cross-check
     if progress is not None:  # the state builder follows
         progress(size, size, f"building the trace from {len(events):,} events")
-    st = events.stats
+    return build_part(events, pid=pid, comm=comm, meta=_meta(path, events.stats))
+
+
+def _meta(path: str, st: dict) -> dict:
     meta = {"source": "perf-data", "input": os.path.abspath(path), "reader": "perf-data",
             "cores": (st.get("nr_cpus") or {}).get("online"), "kernel": st.get("os_release"),
             "host": st.get("hostname"), "perf_version": st.get("perf_version"), "recorded_with": st.get("cmdline")}
-    return build_part(events, pid=pid, comm=comm, meta={k: v for k, v in meta.items() if v is not None})
+    return {k: v for k, v in meta.items() if v is not None}
+
+
+def _load_in_windows(path: str, pid, comm, progress, chunk_rows: int | None, size: int) -> Trace | None:
+    """`load` of a recording of more than 4 windows, or None to read it whole."""
+    from scalestack.analysis.chunked import CHUNK_ROWS
+    from scalestack.trace.streaming import build_trace_windows
+
+    rows = CHUNK_ROWS if chunk_rows is None else int(chunk_rows)
+    if rows <= 0 or size <= MIN_EVENT_BYTES * 4 * rows:
+        return None
+    windows = read_perf_data_windows(path, max_rows=rows, progress=progress)
+    if windows.events <= 4 * rows:
+        return None
+
+    def tell(done: int, total: int, stage: str) -> None:
+        if progress is not None:
+            progress(int(size * done / max(total, 1)), size, f"{stage}, {windows.events:,} events in windows")
+
+    return build_trace_windows(lambda: iter(windows), root_pids=[pid] if pid else None, comm=comm,
+                               meta=_meta(path, windows.stats), stats=windows.stats, n_events=windows.events,
+                               progress=tell)
 
 
 LOST_RE = re.compile(r"lost (\d+) chunks", re.I)

@@ -693,12 +693,25 @@ def _reconcile_steals(cut, index: EventIndex) -> tuple[StateTable, dict, dict, t
     no by-CPU buckets, 4 bytes an event) become UNKNOWN, and the rows are joined where those
     decisions let them. Also returns the table's writable columns with their room to spare
     (`attribute_futex_wakers`' `room`)."""
+    ev = index.events
+    return _reconcile_steals_by(cut, lambda *q: witness_sweep(ev.time, ev.cpu, ev.kind, ev.arg0, ev.arg1, ev.tid,
+                                                               _WAIT_OPS_MASK, *q))
+
+
+def steal_questions(cut) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The stretches `_reconcile_rows` left to ask about, as `cpu_sweeps.witness_start` takes them:
+    (cpu, start, end, tid)."""
+    rows, m = cut[0], cut[1]
+    q_row = _asked(rows, m)
+    return rows[4][q_row], rows[1][q_row], rows[2][q_row], rows[0][q_row]
+
+
+def _reconcile_steals_by(cut, shows) -> tuple[StateTable, dict, dict, tuple]:
+    """`_reconcile_steals` with `shows(cpu, start, end, tid)` answering `steal_questions`."""
     rows, m, sums, th_tid = cut
     q_row = _asked(rows, m)
     if len(q_row):
-        ev = index.events
-        shown = witness_sweep(ev.time, ev.cpu, ev.kind, ev.arg0, ev.arg1, ev.tid, _WAIT_OPS_MASK, rows[4][q_row],
-                              rows[1][q_row], rows[2][q_row], rows[0][q_row])
+        shown = shows(rows[4][q_row], rows[1][q_row], rows[2][q_row], rows[0][q_row])
         m = _settle_steals(rows, m, q_row, ~shown, np.searchsorted(th_tid, rows[0][q_row]), sums)
     changed = {str(int(th_tid[j])): [int(sums[0, j]), int(sums[1, j])]
                for j in np.flatnonzero((sums[0] > 0) | (sums[1] > 0))}
@@ -1161,12 +1174,17 @@ def _thread_names(events: RawEvents, tids: np.ndarray, end_of: dict[int, int],
         return _thread_names_sorted(events, tids)
     slot_of = np.full(int(tids.max()) + 1, -1, np.int64)
     slot_of[tids] = np.arange(len(tids))
+    slot, t, c = _name_changes(events.time, events.kind, events.arg0, events.arg1, events.comm0, events.comm1,
+                               naming_kinds(), slot_of)
+    return NameTable(tid=tids[slot], time_ns=t, name=[events.comms[i] for i in c])
+
+
+def naming_kinds() -> np.ndarray:
+    """The kinds of event that state a task's comm (`_name_statement`), as a table by kind."""
     naming = np.zeros(256, np.bool_)
     naming[[Kind.SWITCH, Kind.FORK, Kind.RENAME, Kind.TASK_COMM, Kind.WAKEUP, Kind.WAKEUP_NEW, Kind.STAT_RUNTIME,
             Kind.MIGRATE]] = True
-    slot, t, c = _name_changes(events.time, events.kind, events.arg0, events.arg1, events.comm0, events.comm1,
-                               naming, slot_of)
-    return NameTable(tid=tids[slot], time_ns=t, name=[events.comms[i] for i in c])
+    return naming
 
 
 def _thread_names_sorted(events: RawEvents, tids: np.ndarray) -> NameTable:

@@ -29,7 +29,7 @@ import numba
 import numpy as np
 
 from scalestack.trace import State, StateTable
-from scalestack.trace.cpu_sweeps import busy_sweep
+from scalestack.trace.cpu_sweeps import busy_chunk, busy_end, busy_start, busy_sweep
 from scalestack.trace.events import FUTEX_CMD_MASK, Kind, RawEvents, context_of
 from scalestack.trace.lookup import EventIndex, find_sorted, member
 from scalestack.trace.rows import emit_row, new_rows, put_row, rows_cut, state_table
@@ -64,6 +64,59 @@ def attribute_futex_wakers(states: StateTable, events: RawEvents, tids: np.ndarr
     return named, int(len(waits)), n_split
 
 
+def attribute_futex_wakers_windows(states: StateTable, windows, tids: np.ndarray, pids: np.ndarray, join: bool = False,
+                                   room: tuple | None = None, progress=None) -> tuple[StateTable, int, int]:
+    """`attribute_futex_wakers` of events read in windows (`windows()`: a fresh iterator of time-sorted
+    windows in time order): one reading answers every wait's futex calls (the last wake call, and
+    whether its own call failed: asked of every wait, an answer not depending on the others), a
+    second whether the CPU each woken thread ran on was busy at the call. `progress(events, stage)`."""
+    st = states
+    waits = np.flatnonzero((st.state == State.SYNC_WAIT) & (st.addr != 0) & ~member(st.waker, tids))
+    if len(waits) == 0 or len(tids) == 0:
+        return states, 0, 0
+    q_tid = st.tid[waits].astype(np.int64)
+    calls = _last_wakes_start(tids, q_tid, st.start_ns[waits], st.end_ns[waits], st.addr[waits].view(np.int64))
+    failed = _failed_start(q_tid, st.start_ns[waits])
+    done = 0
+    for w in windows():
+        calls = _last_wakes_chunk(w.time, w.tid, w.pid, w.kind, w.arg0, w.arg1, calls)
+        _failed_chunk(w.time, w.tid, w.kind, w.arg0, failed)
+        done += len(w)
+        if progress is not None:
+            progress(done, "4/5 futex calls")
+    ok, w_time, w_tid, w_pid, since = _last_wakes_end(calls)
+    ok &= _explained(st, waits, tids, pids, q_tid, w_time, w_tid, w_pid, since)
+    ok[ok] = ~_failed_end(failed)[ok]
+    waits, w_tid, w_time = waits[ok], w_tid[ok], w_time[ok]
+    if len(waits) == 0:
+        return states, 0, 0
+
+    def busy(cpu, at, until, waiter):
+        carry = busy_start(cpu, at, until, waiter)
+        done = 0
+        for w in windows():
+            busy_chunk(w.time, w.cpu, w.kind, w.arg0, w.arg1, w.tid, carry)
+            done += len(w)
+            if progress is not None:
+                progress(done, "5/5 woken threads' CPUs")
+        return busy_end(carry)
+
+    named, n_split = _runnable_from_wake(st, busy, waits, w_time, w_tid, join, room)
+    return named, int(len(waits)), n_split
+
+
+def _explained(st: StateTable, waits: np.ndarray, tids: np.ndarray, pids: np.ndarray, q_tid: np.ndarray,
+               w_time: np.ndarray, w_tid: np.ndarray, w_pid: np.ndarray, since: np.ndarray) -> np.ndarray:
+    """Which waits the last wake call on their address explains: made since the waiter's own futex
+    entry (one made while the waiter was still switching out wakes it too: the wait's row starts at
+    the switch, microseconds later), by another thread, of the same process where the source says
+    which process a thread belongs to (private futexes)."""
+    ok = (w_time >= since) & (w_tid != q_tid)
+    waiter_pid = pids[np.searchsorted(tids, st.tid[waits])]
+    known = (waiter_pid > 0) & (w_pid > 0)
+    return ok & (~known | (waiter_pid == w_pid))
+
+
 def _wake_calls(st: StateTable, waits: np.ndarray, index: EventIndex, tids: np.ndarray,
                 pids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The waits (rows of `st`) that a futex call explains, with the caller's tid and the call's time.
@@ -75,16 +128,9 @@ def _wake_calls(st: StateTable, waits: np.ndarray, index: EventIndex, tids: np.n
     carry = _last_wakes_start(tids, q_tid, st.start_ns[waits], st.end_ns[waits], st.addr[waits].view(np.int64))
     carry = _last_wakes_chunk(ev.time, ev.tid, ev.pid, ev.kind, ev.arg0, ev.arg1, carry)
     ok, w_time, w_tid, w_pid, since = _last_wakes_end(carry)
-    # the last wake call on the wait's address at or before its end, made since the waiter's own
-    # futex entry (one made while the waiter was still switching out wakes it too: the wait's
-    # row starts at the switch, microseconds later), by another thread
-    ok &= (w_time >= since) & (w_tid != q_tid)
+    ok &= _explained(st, waits, tids, pids, q_tid, w_time, w_tid, w_pid, since)
     if not np.any(ok):
         return waits[:0], waits[:0], waits[:0]
-    # same process, where the source says which process a thread belongs to (private futexes)
-    waiter_pid = pids[np.searchsorted(tids, st.tid[waits])]
-    known = (waiter_pid > 0) & (w_pid > 0)
-    ok &= ~known | (waiter_pid == w_pid)
     # a wait whose futex call failed (-ETIMEDOUT, -EINTR) was ended by its timer or a signal, not by a
     # wake call: a CPython thread waiting for the GIL times out every 5 ms while others wake other waiters
     cand = waits[ok]
@@ -331,23 +377,25 @@ def _last_wakes_end(carry):
     return carry[15], carry[16], carry[17], carry[18], carry[19]
 
 
-def _runnable_from_wake(st: StateTable, index: EventIndex, waits: np.ndarray, wake_ns: np.ndarray,
+def _runnable_from_wake(st: StateTable, busy, waits: np.ndarray, wake_ns: np.ndarray,
                         wakers: np.ndarray | None = None, join: bool = False,
                         room: tuple | None = None) -> tuple[StateTable, int]:
     """Split each wait that runs straight into its thread's RUNNING (its sched_wakeup was lost) at
     the wake call, where the CPU it then ran on was busy: the waker enqueued it there at once and
     the kernel's run delay starts then. An idle CPU is sent an IPI and enqueues the task itself
     when it wakes (measured: 50-80 us later in this VM), and runs it at once: no split.
-    `wakers`: each wait's waker, written into the new table (the same pass); `join`, `room`: see
-    `attribute_futex_wakers`."""
+    `busy`: the builder's index of the events, or `busy(cpu, at, until, waiter)` answering
+    `cpu_sweeps.busy_sweep`'s question otherwise; `wakers`: each wait's waker, written into the new
+    table (the same pass); `join`, `room`: see `attribute_futex_wakers`."""
+    if isinstance(busy, EventIndex):
+        ev = busy.events
+        busy = lambda *q: busy_sweep(ev.time, ev.cpu, ev.kind, ev.arg0, ev.arg1, ev.tid, *q)  # noqa: E731
     # a call made while the waiter was still switching out queues it from the switch on
     wake_ns = np.maximum(wake_ns, st.start_ns[waits])
     cut, nx, run_cpu = _wake_cuts(st.tid, st.start_ns, st.end_ns, st.state, st.cpu, waits, wake_ns,
                                   int(State.SYNC_WAIT), int(State.RUNNING))
     if np.any(cut):  # `_cpu_busy`'s question, by one sweep over the events (no by-CPU buckets: 4 bytes an event)
-        ev = index.events
-        cut[cut] = busy_sweep(ev.time, ev.cpu, ev.kind, ev.arg0, ev.arg1, ev.tid, run_cpu[cut], wake_ns[cut],
-                              st.start_ns[nx[cut]], st.tid[waits[cut]])
+        cut[cut] = busy(run_cpu[cut], wake_ns[cut], st.start_ns[nx[cut]], st.tid[waits[cut]])
     w, at, nx, run_cpu = waits[cut], wake_ns[cut], nx[cut], run_cpu[cut]
     n = len(st)
     if room is not None and len(room[0]) < n + len(w):

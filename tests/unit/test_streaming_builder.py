@@ -1,0 +1,76 @@
+"""The state builder over a recording read in windows gives `build_trace`'s Trace bit for bit:
+random scheduler streams and a real recording, cut into random windows (each with its own string
+table), read again for every pass."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scalestack.errors import UserError
+from scalestack.ingest.perf_data import read_perf_data
+from scalestack.trace.builder import build_trace
+from scalestack.trace.events import Kind, RawEvents
+from scalestack.trace.streaming import build_trace_windows
+
+from .test_event_facts import DATA, window
+from .test_state_builder import ev, event_streams
+
+TABLES = ("threads", "states", "names", "switch_spans", "samples")
+
+
+def windows_of(events: RawEvents, cuts, seed: int = 0):
+    bounds = [0, *sorted(set(cuts)), len(events)]
+
+    def windows():
+        rng = np.random.default_rng(seed)
+        return (window(events, a, b, rng) for a, b in zip(bounds[:-1], bounds[1:], strict=True))
+    return windows
+
+
+def assert_same(a, b):
+    for name in TABLES:
+        x, y = getattr(a, name), getattr(b, name)
+        for col, want in x.columns().items():
+            got = y.columns()[col]
+            assert np.asarray(got).dtype == np.asarray(want).dtype, (name, col)
+            assert np.array_equal(got, want), (name, col, got, want)
+    assert a.meta == b.meta
+
+
+def both(events, cuts, seed=0, **kw):
+    try:
+        whole = build_trace(events, **kw)
+    except UserError as exc:
+        with pytest.raises(UserError) as got:
+            build_trace_windows(windows_of(events, cuts, seed), **kw)
+        assert str(got.value) == str(exc)
+        return None
+    streamed = build_trace_windows(windows_of(events, cuts, seed), **kw)
+    assert_same(whole, streamed)
+    return whole
+
+
+@settings(max_examples=200, deadline=None)
+@given(event_streams(), st.data())
+def test_random_streams_in_random_windows(events, data):
+    cuts = data.draw(st.lists(st.integers(0, len(events)), max_size=8))
+    kw = data.draw(st.sampled_from([{}, {"end_ns": 400}, {"start_ns": 5}, {"start_ns": 2, "end_ns": 30}]))
+    both(events, cuts, data.draw(st.integers(0, 5)), root_pids=[100], **kw)
+
+
+def test_a_recording_in_windows():
+    """barrier.perf.data (perf record -a; futex waits woken from idle, runtime reports) in windows
+    of 500 events."""
+    events = read_perf_data(DATA / "barrier.perf.data")
+    tr = both(events, range(500, len(events), 500), comm="bi")
+    assert tr.meta["wakers_from_futex_calls"] > 0 and len(tr.switch_spans) > 0
+
+
+def test_errors_are_the_builders():
+    both(RawEvents.empty(), [], root_pids=[100])
+    both(ev([(0, 0, 0, Kind.SWITCH, 0, 100, 0)]), [], root_pids=[5])
+    both(ev([(0, 0, 0, Kind.SWITCH, 0, 100, 0), (5, 0, 100, Kind.SWITCH, 100, 0, 1)]), [1], root_pids=[100],
+         start_ns=9, end_ns=3)
