@@ -81,6 +81,16 @@ def rows_cut(out, a, b):
 
 
 @numba.njit(cache=True)
+def rows_copy(rows):
+    """`new_rows` columns holding a copy of `rows` (views of a bigger block, which may then go)."""
+    n = rows[0].shape[0]
+    out = new_rows(n)
+    for k in range(n):
+        emit_row(out, k, rows[0][k], rows[1][k], rows[2][k], rows[3][k], rows[4][k], rows[5][k], rows[6][k], rows[7][k])
+    return out
+
+
+@numba.njit(cache=True)
 def rows_grown(out, m, n):
     """The first m rows of `new_rows` in room for n."""
     grown = new_rows(n)

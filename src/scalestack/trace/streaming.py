@@ -52,7 +52,7 @@ from scalestack.trace.event_facts import EventFacts, born_times
 from scalestack.trace.events import Kind, RawEvents
 from scalestack.trace.futex_wakers import attribute_futex_wakers_windows
 from scalestack.trace.lookup import member, unique_first
-from scalestack.trace.rows import RELEASE_EVERY, state_table
+from scalestack.trace.rows import RELEASE_EVERY, rows_copy, state_table
 from scalestack.trace.switch_spans import (
     SwitchSpans,
     _clipped_by_thread,
@@ -152,8 +152,10 @@ def build_trace_windows(
     strings = _Strings()
     done = 0
     for w, rd in _scheduled(windows):
-        parts.append(_walk_chunk(w.time, w.cpu, w.tid, w.kind, w.arg0, w.arg1, w.arg2, slot_of, n_slots, n_cpus,
-                                 _WAIT_OPS_MASK, win_start, carry))
+        rows = _walk_chunk(w.time, w.cpu, w.tid, w.kind, w.arg0, w.arg1, w.arg2, slot_of, n_slots, n_cpus,
+                           _WAIT_OPS_MASK, win_start, carry)
+        parts.append(rows_copy(rows))  # out of the walk's room for every event's rows (2.7x as many, 36 B each)
+        del rows
         r = np.flatnonzero((w.kind == Kind.STAT_RUNTIME) & (w.arg1 > 0))
         if len(r):
             mine = member(w.arg0[r], tids)
