@@ -61,12 +61,19 @@ def test_random_streams_in_random_windows(events, data):
     both(events, cuts, data.draw(st.integers(0, 5)), root_pids=[100], **kw)
 
 
-def test_a_recording_in_windows():
-    """barrier.perf.data (perf record -a; futex waits woken from idle, runtime reports) in windows
-    of 500 events."""
+@pytest.mark.parametrize("every", [1, 7, 40])
+def test_a_recording_in_windows(every):
+    """barrier.perf.data (perf record -a of a 3-thread barrier program, 96 events: futex waits,
+    runtime reports, switches) in windows of 1, 7 and 40 events; and through `perf_data.load`,
+    which reads a recording of more than 4 windows in windows."""
+    from scalestack.ingest import perf_data
+
     events = read_perf_data(DATA / "barrier.perf.data")
-    tr = both(events, range(500, len(events), 500), comm="bi")
-    assert tr.meta["wakers_from_futex_calls"] > 0 and len(tr.switch_spans) > 0
+    tr = both(events, range(every, len(events), every), comm="bi")
+    assert len(events) == 96 and len(tr.states) > 10 and len(tr.switch_spans) > 0
+    whole = perf_data.load(str(DATA / "barrier.perf.data"), comm="bi", chunk_rows=0)
+    streamed = perf_data.load(str(DATA / "barrier.perf.data"), comm="bi", chunk_rows=every)
+    assert_same(whole, streamed)
 
 
 def test_errors_are_the_builders():

@@ -1067,6 +1067,9 @@ def parse_perf_data_windows(data: bytes, max_rows: int = 1_000_000, name: str = 
 # a perf.data event takes at least this many bytes (a tracepoint sample's header, id, tid, time,
 # cpu, period and raw data): a file smaller than this many times N holds at most N events
 MIN_EVENT_BYTES = 64
+# events a window of a recording too big to hold has (~0.3 GB read); above 4 windows' worth (~1.2 GB
+# held whole) `load` reads in windows
+WINDOW_EVENTS = 1 << 22
 
 
 def load(path: str, *, pid: int | None = None, comm: str | None = None, progress=None,
@@ -1075,7 +1078,7 @@ def load(path: str, *, pid: int | None = None, comm: str | None = None, progress
 
     `progress(done_bytes, total_bytes, stage)` is called as the stages start and end. With
     `between` (T0, T1) only that part of the recording is read (see `read_perf_data`). A recording
-    of more than 4 `chunk_rows` events (default `analysis.chunked.CHUNK_ROWS`; 0: never) is read in
+    of more than 4 `chunk_rows` events (default `WINDOW_EVENTS`; 0: never) is read in
     time windows of `chunk_rows` events, the trace built pass by pass (`trace.streaming`): memory
     then follows a window and the trace's rows, not the events."""
     size = os.path.getsize(path)
@@ -1099,10 +1102,9 @@ def _meta(path: str, st: dict) -> dict:
 
 def _load_in_windows(path: str, pid, comm, progress, chunk_rows: int | None, size: int) -> Trace | None:
     """`load` of a recording of more than 4 windows, or None to read it whole."""
-    from scalestack.analysis.chunked import CHUNK_ROWS
     from scalestack.trace.streaming import build_trace_windows
 
-    rows = CHUNK_ROWS if chunk_rows is None else int(chunk_rows)
+    rows = WINDOW_EVENTS if chunk_rows is None else int(chunk_rows)
     if rows <= 0 or size <= MIN_EVENT_BYTES * 4 * rows:
         return None
     windows = read_perf_data_windows(path, max_rows=rows, progress=progress)
