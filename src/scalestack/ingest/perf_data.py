@@ -1107,7 +1107,14 @@ def _load_in_windows(path: str, pid, comm, progress, chunk_rows: int | None, siz
     rows = WINDOW_EVENTS if chunk_rows is None else int(chunk_rows)
     if rows <= 0 or size <= MIN_EVENT_BYTES * 4 * rows:
         return None
-    windows = read_perf_data_windows(path, max_rows=rows, progress=progress)
+    checking = [progress is not None]  # the reader's first pass shows; its windows are the passes below
+
+    def check(done: int, total: int, stage: str) -> None:
+        if checking[0]:
+            progress(done, total, stage)
+
+    windows = read_perf_data_windows(path, max_rows=rows, progress=check)
+    checking[0] = False
     if windows.events <= 4 * rows:
         return None
 

@@ -1427,15 +1427,7 @@ def build_trace(
         raise UserError(f"event {int(wild[0])} (at {int(events.time[wild[0]])} ns) names CPU {int(events.cpu[wild[0]])}, "
                         f"beyond the {MAX_CPUS} any Linux machine has: the recording is corrupt")
     facts = EventFacts(comm).add(events)
-    tids, parents = facts.traced(root_pids, comm)
-    if len(tids) == 0:
-        raise UserError("none of the chosen process's threads appear in the recording")
-    if int(tids.max()) > PID_MAX_LIMIT:
-        raise UserError(f"the recording names thread id {int(tids.max())}, beyond Linux's limit of {PID_MAX_LIMIT}: "
-                        "it is corrupt")
-    slot_of = np.full(int(tids.max()) + 1, -1, np.int32)
-    slot_of[tids] = np.arange(len(tids), dtype=np.int32)
-    born_at = born_times(facts.forks, tids, slot_of)
+    tids, parents, slot_of, born_at = traced_slots(facts, root_pids, comm)
     n_cpus = int(max(events.cpu.max(initial=0) + 1, 1))
     win_start = int(events.time[0]) - 1 if start_ns is None else int(start_ns)
     rows, tail, carry = _walk_parts(events.time, events.cpu, events.tid, events.kind, events.arg0, events.arg1, events.arg2,
@@ -1480,6 +1472,20 @@ def build_trace(
         samples_of=lambda present: _samples(events, present, t0, t1, index),
         stats=events.stats, n_events=len(events), root_pids=root_pids, root_known=root_known, known_names=known_names,
         meta=meta, role_rules=role_rules)
+
+
+def traced_slots(facts: EventFacts, root_pids, comm) -> tuple[np.ndarray, dict, np.ndarray, np.ndarray]:
+    """The traced threads (sorted), their creators, each tid's slot (-1: not traced) and each
+    slot's birth (its first FORK; -1: none seen); a user's error if there are none."""
+    tids, parents = facts.traced(root_pids, comm)
+    if len(tids) == 0:
+        raise UserError("none of the chosen process's threads appear in the recording")
+    if int(tids.max()) > PID_MAX_LIMIT:
+        raise UserError(f"the recording names thread id {int(tids.max())}, beyond Linux's limit of {PID_MAX_LIMIT}: "
+                        "it is corrupt")
+    slot_of = np.full(int(tids.max()) + 1, -1, np.int32)
+    slot_of[tids] = np.arange(len(tids), dtype=np.int32)
+    return tids, parents, slot_of, born_times(facts.forks, tids, slot_of)
 
 
 class Walked:

@@ -28,7 +28,6 @@ from scalestack.trace import NameTable, SampleTable
 from scalestack.trace.builder import (
     _WAIT_OPS_MASK,
     MAX_CPUS,
-    PID_MAX_LIMIT,
     Walked,
     _merge_adjacent,
     _names_chunk,
@@ -46,9 +45,10 @@ from scalestack.trace.builder import (
     naming_kinds,
     reconcile_runnable,
     steal_questions,
+    traced_slots,
 )
 from scalestack.trace.cpu_sweeps import witness_chunk, witness_end, witness_start
-from scalestack.trace.event_facts import EventFacts, born_times
+from scalestack.trace.event_facts import EventFacts
 from scalestack.trace.events import Kind, RawEvents
 from scalestack.trace.futex_wakers import attribute_futex_wakers_windows
 from scalestack.trace.lookup import member, unique_first
@@ -129,16 +129,8 @@ def build_trace_windows(
     if facts.n_events == 0:
         raise UserError("the recording holds no events; was the program too short, or were the tracepoints missing?")
     n = facts.n_events
-    tids, parents = facts.traced(root_pids, comm)
-    if len(tids) == 0:
-        raise UserError("none of the chosen process's threads appear in the recording")
-    if int(tids.max()) > PID_MAX_LIMIT:
-        raise UserError(f"the recording names thread id {int(tids.max())}, beyond Linux's limit of {PID_MAX_LIMIT}: "
-                        "it is corrupt")
+    tids, parents, slot_of, born_at = traced_slots(facts, root_pids, comm)
     n_slots = len(tids)
-    slot_of = np.full(int(tids.max()) + 1, -1, np.int32)
-    slot_of[tids] = np.arange(n_slots, dtype=np.int32)
-    born_at = born_times(facts.forks, tids, slot_of)
     n_cpus = max(facts.cpu_max + 1, 1)
     t_first, t_last = facts.t_first, facts.t_last
     win_start = t_first - 1 if start_ns is None else int(start_ns)
