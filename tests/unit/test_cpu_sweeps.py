@@ -83,7 +83,7 @@ def busy_in_chunks(ev, bounds, cpu, at, until, waiter):
     return busy_end(carry)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(events_on_cpus(), st.data())
 def test_witness_sweep_in_any_chunks_is_the_bucket_search(ev, data):
     n_q = data.draw(st.integers(0, 12))
@@ -99,7 +99,7 @@ def test_witness_sweep_in_any_chunks_is_the_bucket_search(ev, data):
     np.testing.assert_array_equal(witness_sweep(*columns(ev), _WAIT_OPS_MASK, cpu, a, b, tid), want)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(events_on_cpus(), st.data())
 def test_busy_sweep_in_any_chunks_is_the_bucket_search(ev, data):
     n_q = data.draw(st.integers(0, 12))
@@ -114,7 +114,7 @@ def test_busy_sweep_in_any_chunks_is_the_bucket_search(ev, data):
     np.testing.assert_array_equal(busy_sweep(*columns(ev), cpu, at, until, waiter), want)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2), st.sampled_from([1, 2, 3])), max_size=20),
        st.integers(-1, 10), st.sampled_from([1, 2, 3]))
 def test_a_cpus_runs_tell_whether_another_context_came_after_any_instant(steps, lo, x):

@@ -42,7 +42,7 @@ def facts_in_windows(events, cuts, comm, limit, seed=0):
     return facts
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(stream(), st.sampled_from([None, "app", "other", "nothing"]), st.sampled_from([[], [100], [200, 5]]),
        st.sampled_from([101, 150, 1 << 22]), st.data())
 def test_windows_give_the_traced_threads_of_one_pass(events, comm, roots, limit, data):

@@ -105,7 +105,7 @@ def random_cuts(data, time):
     return cuts
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(futex_streams(), st.data())
 def test_last_wakes_cut_anywhere_answer_as_one_pass(case, data):
     events, waits = case
@@ -116,7 +116,7 @@ def test_last_wakes_cut_anywhere_answer_as_one_pass(case, data):
         np.testing.assert_array_equal(a, c)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(futex_streams(), st.data())
 def test_failed_waits_cut_anywhere_answer_as_one_pass(case, data):
     events, (tid, start, _, _) = case

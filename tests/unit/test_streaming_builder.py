@@ -53,7 +53,7 @@ def both(events, cuts, seed=0, **kw):
     return whole
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(event_streams(), st.data())
 def test_random_streams_in_random_windows(events, data):
     cuts = data.draw(st.lists(st.integers(0, len(events)), max_size=8))
