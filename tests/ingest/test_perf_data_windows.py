@@ -31,8 +31,7 @@ from scalestack.ingest.perf_data import (
     read_perf_data_windows,
     sample_layout,
 )
-from scalestack.ingest.windows import concat_events
-from scalestack.trace.events import Kind, RawEvents
+from scalestack.trace.events import Kind, RawEvents, concat_events
 
 from ..conftest import ROOT
 from .test_perf_data import BASES, DATA, _mutate, patch

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from scalestack.errors import UserError
 from scalestack.ingest.perf_data import read_perf_data
 from scalestack.trace.builder import build_trace
-from scalestack.trace.events import Kind, RawEvents
+from scalestack.trace.events import Kind, RawEvents, concat_events
 from scalestack.trace.streaming import build_trace_windows
 
 from .test_event_facts import DATA, window
@@ -81,3 +81,20 @@ def test_errors_are_the_builders():
     both(ev([(0, 0, 0, Kind.SWITCH, 0, 100, 0)]), [], root_pids=[5])
     both(ev([(0, 0, 0, Kind.SWITCH, 0, 100, 0), (5, 0, 100, Kind.SWITCH, 100, 0, 1)]), [1], root_pids=[100],
          start_ns=9, end_ns=3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(event_streams(), st.lists(st.tuples(st.integers(0, 300), st.sampled_from([100, 101, 102, 7]),
+                                           st.integers(-1, 3), st.integers(-1, 3)), min_size=1, max_size=20),
+       st.data())
+def test_code_samples_in_random_windows(events, samples, data):
+    """cpu-clock samples (symbol and binary as comm ids, each window numbering them its own way)
+    of traced and foreign threads, inside and outside the trace's window."""
+    rows = [(t, 0, tid, 100 if tid >= 100 else tid, int(Kind.SAMPLE), 0x1000 + t, t % 5, 0, sym, dso)
+            for t, tid, sym, dso in samples]
+    extra = RawEvents.from_rows(rows, comms=["f", "g", "libc.so", "app"])
+    events = concat_events([events, extra]).sorted()
+    cuts = data.draw(st.lists(st.integers(0, len(events)), max_size=6))
+    kw = data.draw(st.sampled_from([{}, {"end_ns": 100}, {"start_ns": 20}]))
+    tr = both(events, cuts, data.draw(st.integers(0, 5)), root_pids=[100], **kw)
+    assert tr is None or len(tr.samples) <= len(samples)

@@ -1020,7 +1020,7 @@ SPAN = WINDOW // 4  # the windowed reader's bytes read at a time: spans of short
 def read_perf_data_windows(path: str | os.PathLike, max_rows: int = 1_000_000, threads: int | None = None,
                            window: int = SPAN, progress=None) -> PerfDataWindows:
     """A perf.data file as RawEvents windows in time order of at most about `max_rows` events
-    each (see `PerfDataWindows`), which concatenated (`windows.concat_events`) equal
+    each (see `PerfDataWindows`), which concatenated (`trace.events.concat_events`) equal
     `read_perf_data(path)`, for a file whose events memory cannot hold at once.
 
     The first pass checks every record as `read_perf_data`'s does (same errors, raised here) and

@@ -18,7 +18,6 @@ import numba
 import numpy as np
 
 from scalestack.ingest.tracepoint import Strings
-from scalestack.trace.events import _COLUMNS, RawEvents
 
 
 @numba.njit(cache=True, nogil=True)
@@ -86,24 +85,3 @@ def shared_strings(tables: list[Strings], *cols: np.ndarray) -> list[str]:
     for col in cols:
         _relabel(col, lut)
     return list(shared)
-
-
-def concat_events(parts: list[RawEvents], stats: dict | None = None) -> RawEvents:
-    """The RawEvents of `parts` one after another, as one (e.g. the windows of
-    `perf_data.read_perf_data_windows`): each part's comm ids mapped into one string table (a
-    string's first part numbers it first), `stats` (default: the first part's) as its stats."""
-    if not parts:
-        ev = RawEvents.empty()
-        ev.stats = dict(stats or {})
-        return ev
-    shared: dict[str, int] = {}
-    cols: dict[str, list[np.ndarray]] = {k: [] for k in _COLUMNS}
-    for part in parts:
-        lut = np.array([shared.setdefault(s, len(shared)) for s in part.comms] + [-1], np.int32)
-        for k in _COLUMNS:
-            col = getattr(part, k)
-            cols[k].append(lut[col] if k in ("comm0", "comm1") else col)  # -1 (no comm) stays -1
-    ev = RawEvents(**{k: np.concatenate(v) for k, v in cols.items()})
-    ev.comms = list(shared)
-    ev.stats = dict(parts[0].stats if stats is None else stats)
-    return ev

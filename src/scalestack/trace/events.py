@@ -218,6 +218,42 @@ class RawEvents:
 
 
 
+class CommTable:
+    """One string table for events read in parts, each part's comm ids indexing its own (a
+    string's first part numbers it first)."""
+
+    def __init__(self):
+        self.ids: dict[str, int] = {}
+
+    def relabel(self, part: RawEvents) -> tuple[np.ndarray, np.ndarray]:
+        """The part's comm0 and comm1 as ids of this table (-1, no comm, stays -1)."""
+        lut = np.array([self.ids.setdefault(s, len(self.ids)) for s in part.comms] + [-1], np.int32)
+        return lut[part.comm0], lut[part.comm1]
+
+    def strings(self) -> list[str]:
+        return list(self.ids)
+
+
+def concat_events(parts: list[RawEvents], stats: dict | None = None) -> RawEvents:
+    """The RawEvents of `parts` one after another, as one (e.g. the windows of
+    `perf_data.read_perf_data_windows`): each part's comm ids mapped into one string table
+    (`CommTable`), `stats` (default: the first part's) as its stats."""
+    if not parts:
+        ev = RawEvents.empty()
+        ev.stats = dict(stats or {})
+        return ev
+    table = CommTable()
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in _COLUMNS}
+    for part in parts:
+        comm = dict(zip(("comm0", "comm1"), table.relabel(part), strict=True))
+        for k in _COLUMNS:
+            cols[k].append(comm[k] if k in comm else getattr(part, k))
+    ev = RawEvents(**{k: np.concatenate(v) for k, v in cols.items()})
+    ev.comms = table.strings()
+    ev.stats = dict(parts[0].stats if stats is None else stats)
+    return ev
+
+
 _K_SWITCH = int(Kind.SWITCH)
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from scalestack.errors import UserError
-from scalestack.trace import NameTable, SampleTable
+from scalestack.trace import NameTable
 from scalestack.trace.builder import (
     _WAIT_OPS_MASK,
     MAX_CPUS,
@@ -37,6 +37,7 @@ from scalestack.trace.builder import (
     _pids_start,
     _reconcile_rows_of,
     _reconcile_steals_by,
+    _samples,
     _walk_chunk,
     _walk_end,
     _walk_start,
@@ -49,9 +50,9 @@ from scalestack.trace.builder import (
 )
 from scalestack.trace.cpu_sweeps import witness_chunk, witness_end, witness_start
 from scalestack.trace.event_facts import EventFacts
-from scalestack.trace.events import Kind, RawEvents
+from scalestack.trace.events import CommTable, Kind, RawEvents, concat_events
 from scalestack.trace.futex_wakers import attribute_futex_wakers_windows
-from scalestack.trace.lookup import member, unique_first
+from scalestack.trace.lookup import EventIndex, member, unique_first
 from scalestack.trace.rows import RELEASE_EVERY, rows_copy, state_table
 from scalestack.trace.switch_spans import (
     SwitchSpans,
@@ -63,22 +64,6 @@ from scalestack.trace.switch_spans import (
 )
 
 Windows = Callable[[], Iterable[RawEvents]]
-
-
-class _Strings:
-    """One string table for all windows (each window's comm ids index its own)."""
-
-    def __init__(self):
-        self.ids: dict[str, int] = {}
-
-    def relabel(self, w: RawEvents) -> tuple[np.ndarray, np.ndarray]:
-        """The window's comm0 and comm1 as ids of this table."""
-        lut = np.array([self.ids.setdefault(s, len(self.ids)) for s in w.comms] + [-1], np.int32)
-        return (np.where(w.comm0 >= 0, lut[np.clip(w.comm0, 0, None)], -1).astype(np.int32),
-                np.where(w.comm1 >= 0, lut[np.clip(w.comm1, 0, None)], -1).astype(np.int32))
-
-    def strings(self) -> list[str]:
-        return list(self.ids)
 
 
 def _scheduled(windows: Windows):
@@ -140,8 +125,7 @@ def build_trace_windows(
     carry = _walk_start(n_slots, n_cpus, born_at, t_first)
     parts = []
     rt, rt_other = [], None  # the traced threads' runtime reports (time, tid, ns); another task's, if no traced one has
-    run_delay, samples = [], []
-    strings = _Strings()
+    run_delay, samples = [], []  # their events, window by window
     done = 0
     for w, rd in _scheduled(windows):
         rows = _walk_chunk(w.time, w.cpu, w.tid, w.kind, w.arg0, w.arg1, w.arg2, slot_of, n_slots, n_cpus,
@@ -160,9 +144,7 @@ def build_trace_windows(
             run_delay.append(rd)
         s = np.flatnonzero((w.kind == Kind.SAMPLE) & (w.time >= t0))
         if len(s):
-            s = s[member(w.tid[s], tids)]
-            comm0, comm1 = strings.relabel(w.take(s))
-            samples.append((w.tid[s], w.time[s], w.cpu[s], w.arg0[s], w.arg1[s], comm0, comm1))
+            samples.append(w.take(s[member(w.tid[s], tids)]))
         done += len(w)
         tell(done, n, "2/5 states")
     parts.append(_walk_end(t_last if end_ns is None else max(t_last, int(end_ns)), n_slots, carry))
@@ -191,7 +173,7 @@ def build_trace_windows(
     witness = witness_start(*questions, _WAIT_OPS_MASK) if questions is not None and len(questions[0]) else None
     p_slot_of = np.full(int(present.max(initial=0)) + 1, -1, np.int64)
     p_slot_of[present] = np.arange(len(present))
-    names = _names_start(p_slot_of)
+    names, strings = _names_start(p_slot_of), CommTable()
     naming = naming_kinds()
     pids = _pids_start(n_slots)
     spans = _spans_start(len(present), n_cpus) if facts.count(Kind.SWITCH) else None
@@ -205,7 +187,7 @@ def build_trace_windows(
             m = _spans_chunk(w.time, w.cpu, w.kind, w.tid, w.arg0, w.arg1, p_slot_of, len(present), n_cpus, spans, out, 0)
             span_parts.append(tuple(c[:m].copy() for c in out))
             del out
-        comm0, comm1 = strings.relabel(w)
+        comm0, comm1 = strings.relabel(w)  # the names' comm ids, of one table for all windows
         names = _names_chunk(w.time, w.kind, w.arg0, w.arg1, comm0, comm1, naming, p_slot_of, names)
         side = np.flatnonzero((w.kind == Kind.TASK_COMM) | (w.kind == Kind.TASK_FORK))
         _pids_chunk(w.tid, w.pid, w.arg0, w.arg1, side, slot_of, pids)
@@ -239,9 +221,7 @@ def build_trace_windows(
                                   lost_in=counts[:, 1], lost_out=counts[:, 2], lost_whole=counts[:, 3])
 
     # 4, 5: the futex calls, then the CPUs woken threads ran on
-    run_delay = RawEvents(**{k: np.concatenate([getattr(r, k) for r in run_delay])
-                             for k in ("time", "cpu", "tid", "pid", "kind", "arg0", "arg1", "arg2", "comm0", "comm1")}) \
-        if run_delay else RawEvents.empty()
+    run_delay = concat_events(run_delay)
     states, futex_wakers, runnable_from_wakes = attribute_futex_wakers_windows(
         states, lambda: (w for w, _ in _scheduled(windows)), tids, pids, join=len(run_delay) == 0, room=room,
         progress=lambda done, stage: tell(done, n, stage))
@@ -252,13 +232,8 @@ def build_trace_windows(
         raise AssertionError("the threads with states changed after the walk")
 
     def samples_of(present):
-        if not samples:
-            return SampleTable.empty()
-        tid, time, cpu, ip, off, sym, dso = (np.concatenate(c) for c in zip(*samples, strict=True))
-        keep = member(tid, present) & (time < t1)
-        table = np.array(comms + ["[unknown]"], dtype=object)
-        return SampleTable(tid=tid[keep], time_ns=time[keep], cpu=cpu[keep], ip=ip[keep].view(np.uint64),
-                           offset=off[keep], symbol=table[sym[keep]], binary=table[dso[keep]])
+        sampled = concat_events(samples)
+        return _samples(sampled, present, t0, t1, EventIndex(sampled))
 
     walked = Walked(facts, tids, parents, slot_of, born_at, t0, t1, carry)
     return finish_trace(
