@@ -1,4 +1,4 @@
-"""The compiled `_cpu_busy` (futex wakers) against its NumPy statement, on random events and
+"""The compiled `cpu_busy` (the futex wakers' bucket search, tests/unit/cpu_buckets.py) against its NumPy statement, on random events and
 questions: the same answer to every question."""
 
 from __future__ import annotations
@@ -8,7 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scalestack.trace.events import Kind, RawEvents
-from scalestack.trace.futex_wakers import _cpu_busy, _gallop_after
+
+from .cpu_buckets import cpu_busy as _cpu_busy
+from .cpu_buckets import gallop_after as _gallop_after
 
 
 def reference(events: RawEvents, cpu: np.ndarray, at: np.ndarray, until: np.ndarray,

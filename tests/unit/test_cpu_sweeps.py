@@ -1,5 +1,5 @@
 """The sweeps of `cpu_sweeps` answer the builder's per-CPU questions as today's bucket searches do
-(`builder._CpuWitness.shows`, `futex_wakers._cpu_busy`): random events cut into random chunks,
+(`cpu_buckets.CpuWitness.shows`, `cpu_buckets.cpu_busy`): random events cut into random chunks,
 random questions, the same answers bit for bit; and at the edges (a question's instant on an
 event's, several events at one instant on one CPU, CPUs without events or beyond them)."""
 
@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalestack.trace.builder import _WAIT_OPS_MASK, _CpuWitness
+from scalestack.trace.builder import _WAIT_OPS_MASK
 from scalestack.trace.cpu_sweeps import (
     _cpu_runs,
     _other_after,
@@ -24,8 +24,8 @@ from scalestack.trace.cpu_sweeps import (
     witness_sweep,
 )
 from scalestack.trace.events import Kind, RawEvents
-from scalestack.trace.futex_wakers import _cpu_busy
 
+from .cpu_buckets import CpuWitness, cpu_busy
 from .test_state_builder import event_streams
 
 TASKS = [0, 7, 100, 101, 102]
@@ -92,7 +92,7 @@ def test_witness_sweep_in_any_chunks_is_the_bucket_search(ev, data):
     b = np.maximum(a, data.draw(instants(ev, n_q))) + np.array(data.draw(
         st.lists(st.integers(0, 1), min_size=n_q, max_size=n_q)), np.int64)
     tid = np.array(data.draw(st.lists(st.sampled_from(TASKS), min_size=n_q, max_size=n_q)), np.int64)
-    want = _CpuWitness(ev).shows(cpu, a, b, tid)
+    want = CpuWitness(ev).shows(cpu, a, b, tid)
     got = witness_in_chunks(ev, data.draw(cuts(len(ev))), cpu, a, b, tid)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
@@ -107,7 +107,7 @@ def test_busy_sweep_in_any_chunks_is_the_bucket_search(ev, data):
     at = data.draw(instants(ev, n_q))
     until = data.draw(instants(ev, n_q))  # before the call too: nothing lies between
     waiter = np.array(data.draw(st.lists(st.sampled_from(TASKS), min_size=n_q, max_size=n_q)), np.int64)
-    want = _cpu_busy(ev, cpu, at, until, waiter)
+    want = cpu_busy(ev, cpu, at, until, waiter)
     got = busy_in_chunks(ev, data.draw(cuts(len(ev))), cpu, at, until, waiter)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(got, want)
@@ -148,7 +148,7 @@ def test_witness_at_the_edges():
     # (5, 10): nothing inside, last before 10 is 100's wakeup; (10, 20): 100's wait at 10 is the last
     # before 20; (0, 10): 100's own wakeup only; (10, 21): 101's at 20; (0, 5): nothing before 5
     want = [False, True, False, True, False, True, False, False, False]
-    assert _CpuWitness(ev).shows(cpu, a, b, tid).tolist() == want
+    assert CpuWitness(ev).shows(cpu, a, b, tid).tolist() == want
     for bounds in ([0, 4], [0, 1, 2, 3, 4], [0, 2, 2, 4], [0, 0, 4, 4]):
         assert witness_in_chunks(ev, bounds, cpu, a, b, tid).tolist() == want
 
@@ -165,7 +165,7 @@ def test_busy_at_the_edges():
     # (9, 10): switch to 101 not yet, nothing before 10; (10, 15): the last switch at 10 went idle; (10, 20):
     # 0's and 100's own events only; (10, 21): 102's at 20; (20, 30): 102's at 20 is not after the call
     want = [False, False, False, True, False, False, False, False]
-    assert _cpu_busy(ev, cpu, at, until, waiter).tolist() == want
+    assert cpu_busy(ev, cpu, at, until, waiter).tolist() == want
     for bounds in ([0, 5], [0, 1, 2, 3, 4, 5], [0, 3, 3, 5], [0, 0, 5, 5]):
         assert busy_in_chunks(ev, bounds, cpu, at, until, waiter).tolist() == want
 

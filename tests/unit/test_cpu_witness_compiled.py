@@ -7,8 +7,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalestack.trace.builder import _CpuWitness
 from scalestack.trace.events import FUTEX_CMD_MASK, FUTEX_WAIT_OPS, Kind, RawEvents
+
+from .cpu_buckets import CpuWitness
 
 
 def reference(events: RawEvents, cpu, a, b, tid):
@@ -49,7 +50,7 @@ def scenario(draw):
 @given(scenario())
 def test_compiled_witness_is_the_numpy_statement(case):
     ev, cpu, a, b, tid = case
-    np.testing.assert_array_equal(_CpuWitness(ev).shows(cpu, a, b, tid), reference(ev, cpu, a, b, tid))
+    np.testing.assert_array_equal(CpuWitness(ev).shows(cpu, a, b, tid), reference(ev, cpu, a, b, tid))
 
 
 def test_worked_example():
@@ -58,6 +59,6 @@ def test_worked_example():
                               (5, 0, 100, 1, int(Kind.WAKEUP), 101, 1, 0, -1, -1),
                               (8, 0, 100, 1, int(Kind.FUTEX_ENTER), 0xA0, 1, 0, -1, -1),
                               (12, 0, 101, 1, int(Kind.WAKEUP), 100, 0, 0, -1, -1)])
-    got = _CpuWitness(ev).shows(np.array([0, 0, 1, 1]), np.array([0, 0, 4, 0]), np.array([10, 13, 9, 3]),
+    got = CpuWitness(ev).shows(np.array([0, 0, 1, 1]), np.array([0, 0, 4, 0]), np.array([10, 13, 9, 3]),
                                 np.array([100, 100, 100, 100]))
     assert got.tolist() == [False, True, True, False]

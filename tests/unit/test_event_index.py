@@ -1,4 +1,5 @@
-"""The builder's event index (rows by kind, by CPU) against the masks and sorts it replaces."""
+"""The builder's event index (rows by kind) and the reference by-CPU buckets (`cpu_buckets`) against the
+masks and sorts they replace."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from hypothesis import strategies as st
 
 from scalestack.trace.events import Kind, RawEvents
 from scalestack.trace.lookup import EventIndex
+
+from .cpu_buckets import cpu_buckets
 
 KINDS = [int(k) for k in Kind]
 
@@ -27,7 +30,7 @@ def test_rows_by_kind_and_cpu_are_the_masks(ev, kinds):
     want = np.flatnonzero(np.isin(ev.kind, kinds))
     np.testing.assert_array_equal(ix.rows(*kinds), want)
     assert ix.count(*kinds) == len(want)
-    off, rows, s_off, s_rows = ix.by_cpu()
+    off, rows, s_off, s_rows = cpu_buckets(ev)
     for c in range(max(int(ev.cpu.max(initial=0)) + 1, 1)):
         np.testing.assert_array_equal(rows[off[c]:off[c + 1]], np.flatnonzero(ev.cpu == c))
         np.testing.assert_array_equal(s_rows[s_off[c]:s_off[c + 1]],
@@ -42,7 +45,7 @@ def test_worked_example():
                               (3, 1, 6, 1, int(Kind.SWITCH), 6, 0, 0, -1, -1)])
     ix = EventIndex(ev)
     assert ix.rows(Kind.SWITCH).tolist() == [0, 3] and ix.rows(Kind.TASK_COMM, Kind.WAKEUP).tolist() == [1, 2]
-    off, rows, s_off, s_rows = ix.by_cpu()
+    off, rows, s_off, s_rows = cpu_buckets(ev)
     assert off.tolist() == [0, 1, 3] and rows.tolist() == [1, 0, 3]
     assert s_off.tolist() == [0, 0, 2] and s_rows.tolist() == [0, 3]
 

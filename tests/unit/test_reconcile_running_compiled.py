@@ -9,8 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scalestack.trace import State, StateTable
-from scalestack.trace.builder import _STEAL_MIN_NS, _CpuWitness, _merge_adjacent, reconcile_running
+from scalestack.trace.builder import _STEAL_MIN_NS, _merge_adjacent, reconcile_running
 from scalestack.trace.events import Kind, RawEvents
+
+from .cpu_buckets import CpuWitness
 
 RUN, UNK = int(State.RUNNING), int(State.UNKNOWN)
 
@@ -59,7 +61,7 @@ def reference(states: StateTable, events: RawEvents):
         add, drop = covered & ~was_running, was_running & ~covered
         steal = drop & ~th.repaired[row] & (th.cpu[row] >= 0) & (seg_b - seg_a >= _STEAL_MIN_NS)
         if np.any(steal):
-            witness = witness or _CpuWitness(events)
+            witness = witness or CpuWitness(events)
             steal[steal] = ~witness.shows(th.cpu[row][steal], seg_a[steal], seg_b[steal],
                                           np.full(int(steal.sum()), tid))
         state = np.where(add, RUN, np.where(drop, np.where(steal, UNK, fallback), th.state[row]))

@@ -10,9 +10,11 @@ from hypothesis import strategies as st
 from scalestack.trace import State, StateTable
 from scalestack.trace.builder import _merge_adjacent
 from scalestack.trace.events import Kind, RawEvents
-from scalestack.trace.futex_wakers import _cpu_busy, _runnable_from_wake
+from scalestack.trace.futex_wakers import _runnable_from_wake
 from scalestack.trace.lookup import EventIndex
 from scalestack.trace.rows import new_rows
+
+from .cpu_buckets import cpu_busy
 
 RUN, RQ, SY = int(State.RUNNING), int(State.RUNNABLE), int(State.SYNC_WAIT)
 
@@ -45,7 +47,7 @@ def reference(st_, events, waits, wake_ns):
     if not np.any(cut):
         return st_, 0
     run_cpu = run_cpu_ref(st_)
-    cut[cut] = _cpu_busy(events, run_cpu[safe[cut]], wake_ns[cut], st_.start_ns[safe[cut]], st_.tid[waits[cut]])
+    cut[cut] = cpu_busy(events, run_cpu[safe[cut]], wake_ns[cut], st_.start_ns[safe[cut]], st_.tid[waits[cut]])
     w, at, nx = waits[cut], wake_ns[cut], safe[cut]
     if len(w) == 0:
         return st_, 0

@@ -689,7 +689,7 @@ def _reconcile_rows_of(states: StateTable, rep: np.ndarray, e_time: np.ndarray, 
 
 def _reconcile_steals(cut, index: EventIndex) -> tuple[StateTable, dict, dict, tuple]:
     """Finish `_reconcile_rows`' table: the stretches the CPU's events show nobody else used
-    (`_shows`' question, answered by one sweep over the time-sorted events, `cpu_sweeps.witness_sweep`:
+    (answered by one sweep over the time-sorted events, `cpu_sweeps.witness_sweep`:
     no by-CPU buckets, 4 bytes an event) become UNKNOWN, and the rows are joined where those
     decisions let them. Also returns the table's writable columns with their room to spare
     (`attribute_futex_wakers`' `room`)."""
@@ -1040,72 +1040,6 @@ def reconcile_runnable(states: StateTable, run_delay: RawEvents) -> tuple[StateT
             cpu=cpu, addr=addr, waker=waker, repaired=th.repaired[row],
         ))
     return StateTable.concat(parts), changed
-
-
-class _CpuWitness:
-    """Whether anything but the thread itself shows on a CPU during a stretch: an event there in
-    another task's context, or the thread's own last event before the stretch's end entering a
-    futex wait (it went to sleep; its switch out was lost). Reads the events' by-CPU buckets of
-    the builder's index (time-sorted events); `reconcile_running` asks the same question of the
-    stretches its compiled pass lists, by a sweep over the events instead (`cpu_sweeps.witness_sweep`,
-    the same answers)."""
-
-    def __init__(self, events: RawEvents, index: EventIndex | None = None):
-        self.index = index if index is not None else EventIndex(events.sorted())
-
-    def shows(self, cpu: np.ndarray, a: np.ndarray, b: np.ndarray, tid: np.ndarray) -> np.ndarray:
-        """For each stretch [a, b) of thread `tid` on `cpu` (arrays of one length)."""
-        ev = self.index.events
-        off, idx, _, _ = self.index.by_cpu()
-        return _shows(ev.time, ev.kind, ev.arg0, ev.arg1, ev.tid, off, idx, _WAIT_OPS_MASK,
-                      np.asarray(cpu, np.int64), np.asarray(a, np.int64), np.asarray(b, np.int64),
-                      np.asarray(tid, np.int64))
-
-
-@numba.njit(cache=True)
-def _shows(time, kind, arg0, arg1, etid, off, idx, wait_ops_mask, cpu, a, b, tid):
-    """The compiled `_CpuWitness.shows`."""
-    out = np.zeros(cpu.shape[0], np.bool_)
-    for q in range(cpu.shape[0]):
-        out[q] = _shows_one(time, kind, arg0, arg1, etid, off, idx, wait_ops_mask, cpu[q], a[q], b[q], tid[q])
-    return out
-
-
-@numba.njit(cache=True)
-def _shows_one(time, kind, arg0, arg1, etid, off, idx, wait_ops_mask, c, a, b, tid):
-    """One stretch [a, b) of `tid` on CPU c: the CPU's events in (a, b) by binary search in its
-    bucket; any in another context shows; the last one before b shows if it is the thread's own
-    entry into a futex wait."""
-    if c < 0 or c >= off.shape[0] - 1:
-        return False
-    lo, hi = off[c], off[c + 1]
-    # j0: first event after a; j1: first at or after b
-    j0, h = lo, hi
-    while j0 < h:
-        mid = (j0 + h) // 2
-        if time[idx[mid]] <= a:
-            j0 = mid + 1
-        else:
-            h = mid
-    j1, h = lo, hi
-    while j1 < h:
-        mid = (j1 + h) // 2
-        if time[idx[mid]] < b:
-            j1 = mid + 1
-        else:
-            h = mid
-    for k in range(j0, j1):
-        if context_of(kind, arg0, etid, idx[k]) != tid:
-            return True
-    if j1 > lo:
-        r = idx[j1 - 1]
-        if context_of(kind, arg0, etid, r) == tid:
-            if kind[r] == K_FUTEX_WAITV:
-                return True
-            if kind[r] == K_FUTEX_ENTER:
-                op = arg1[r] & 0x7F
-                return op < 63 and ((wait_ops_mask >> op) & 1) == 1
-    return False
 
 
 def _merge_adjacent(s: StateTable) -> StateTable:

@@ -1,6 +1,7 @@
 """The state builder's "what did this CPU show" questions answered by one sweep over the time-sorted
-events, in consecutive chunks, instead of by-CPU buckets of all of them (`EventIndex.by_cpu`: an
-index per event, 0.4-0.8 GB at 10^8 events, and every event held in memory to build it).
+events, in consecutive chunks, instead of by-CPU buckets of all of them (an index per event,
+0.4-0.8 GB at 10^8 events, and every event held in memory to build them; the bucket search is kept
+as the tests' reference, tests/unit/cpu_buckets.py).
 
 Each question needs the events up to some instant on one CPU. The questions are taken in order of
 that instant; the sweep carries, per CPU asked about, what the answers read of its events so far
@@ -11,9 +12,9 @@ instant have gone by. Cut the events anywhere: the same answers, in the question
 Two questions, each a start (the carry), a chunk call and an end, like the walk's
 (`builder._walk_start`, `_walk_chunk`, `_walk_end`), and a one-call form over all the events:
 
-* `witness_*`: did anything but thread `tid` show on CPU c during (a, b) (`builder._shows`)?
+* `witness_*`: did anything but thread `tid` show on CPU c during (a, b)?
 * `busy_*`: did CPU c run a task other than the waiter between a wake call and the waiter's run
-  (`futex_wakers._cpu_busy`)?
+?
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ def _witness_answer(carry, k, t):
 
 
 def witness_sweep(time, ecpu, kind, arg0, arg1, etid, wait_ops_mask, cpu, a, b, tid) -> np.ndarray:
-    """`builder._shows` by one sweep over all the events: for each stretch (a, b) of thread `tid` on
+    """By one sweep over all the events: for each stretch (a, b) of thread `tid` on
     `cpu`, whether an event on the CPU inside it is in another context, or the CPU's last event
     before b is the thread's own entry into a futex wait."""
     carry = witness_start(cpu, a, b, tid, wait_ops_mask)
@@ -209,7 +210,7 @@ def _busy_before_run(carry, k, t):
 
 
 def busy_sweep(time, ecpu, kind, arg0, arg1, etid, cpu, at, until, waiter) -> np.ndarray:
-    """`futex_wakers._cpu_busy` by one sweep over all the events: whether each CPU ran a task other
+    """By one sweep over all the events: whether each CPU ran a task other
     than the waiter between the wake call (`at`) and the waiter's run (`until`)."""
     carry = busy_start(cpu, at, until, waiter)
     busy_chunk(time, ecpu, kind, arg0, arg1, etid, carry)

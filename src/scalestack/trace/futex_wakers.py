@@ -30,7 +30,7 @@ import numpy as np
 
 from scalestack.trace import State, StateTable
 from scalestack.trace.cpu_sweeps import busy_chunk, busy_end, busy_start, busy_sweep
-from scalestack.trace.events import FUTEX_CMD_MASK, Kind, RawEvents, context_of
+from scalestack.trace.events import FUTEX_CMD_MASK, Kind, RawEvents
 from scalestack.trace.lookup import EventIndex, find_sorted, member
 from scalestack.trace.rows import emit_row, new_rows, put_row, rows_cut, state_table
 
@@ -394,7 +394,7 @@ def _runnable_from_wake(st: StateTable, busy, waits: np.ndarray, wake_ns: np.nda
     wake_ns = np.maximum(wake_ns, st.start_ns[waits])
     cut, nx, run_cpu = _wake_cuts(st.tid, st.start_ns, st.end_ns, st.state, st.cpu, waits, wake_ns,
                                   int(State.SYNC_WAIT), int(State.RUNNING))
-    if np.any(cut):  # `_cpu_busy`'s question, by one sweep over the events (no by-CPU buckets: 4 bytes an event)
+    if np.any(cut):  # was the CPU busy: one sweep over the events (no by-CPU buckets: 4 bytes an event)
         cut[cut] = busy(run_cpu[cut], wake_ns[cut], st.start_ns[nx[cut]], st.tid[waits[cut]])
     w, at, nx, run_cpu = waits[cut], wake_ns[cut], nx[cut], run_cpu[cut]
     n = len(st)
@@ -518,97 +518,3 @@ def _write(out, m, join, tid, start, end, state, cpu, addr, waker, rep):
     if join:
         return put_row(out, m, tid, start, end, state, cpu, addr, waker, rep)
     return emit_row(out, m, tid, start, end, state, cpu, addr, waker, rep)
-
-
-def _cpu_busy(events: RawEvents, cpu: np.ndarray, at: np.ndarray, until: np.ndarray,
-              waiter: np.ndarray, index: EventIndex | None = None) -> np.ndarray:
-    """Whether each CPU ran a task other than the waiter between the wake call and the waiter's run:
-    by its last switch before the call (it was running something then), or by any event in the
-    context of another task on that CPU before the run began (it started something else first, so
-    the waiter queued behind it; the switch out of idle is the event this VM loses most).
-    The events are bucketed by CPU once (the index's, no sort); each question is a search in its
-    CPU's bucket from the CPU's previous answer. The builder asks by a sweep over the events
-    instead (`cpu_sweeps.busy_sweep`, the same answers, no buckets)."""
-    index = index if index is not None else EventIndex(events.sorted())
-    ev = index.events
-    if len(ev) == 0 or len(cpu) == 0:
-        return np.zeros(len(cpu), bool)
-    off, idx, s_off, s_idx = index.by_cpu()
-    return _cpu_busy_compiled(ev.time, ev.kind, ev.arg0, ev.arg1, ev.tid, off, idx, s_off, s_idx, cpu.astype(np.int64),
-                              at.astype(np.int64), until.astype(np.int64), waiter.astype(np.int64))
-
-
-@numba.njit(cache=True, inline="always")
-def _first_after(time, order, lo, hi, t):
-    """The first position in order[lo:hi] (indices of events in time order) whose time is after t."""
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if time[order[mid]] <= t:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo
-
-
-@numba.njit(cache=True)
-def _gallop_after(time, order, lo, hi, t, h):
-    """`_first_after` searched outward from position h (a previous answer): the questions come in
-    runs of increasing time (the waits are in thread and time order), so most answers are near
-    the last one and cost a few steps instead of a binary search over the whole bucket."""
-    h = min(max(h, lo), hi)
-    if h < hi and time[order[h]] <= t:  # the answer is after h
-        a = h + 1
-        step = 1
-        while True:
-            b = a + step
-            if b >= hi:
-                b = hi
-                break
-            if time[order[b]] > t:
-                break
-            a = b + 1
-            step *= 2
-    else:  # at or before h
-        b = h
-        step = 1
-        while True:
-            a = b - step
-            if a <= lo:
-                a = lo
-                break
-            if time[order[a]] <= t:
-                a += 1
-                break
-            b = a
-            step *= 2
-    return _first_after(time, order, a, b, t)
-
-
-@numba.njit(cache=True)
-def _cpu_busy_compiled(time, kind, arg0, nxt, etid, off, idx, s_off, s_idx, cpu, at, until, waiter):
-    n_cpu = off.shape[0] - 1
-    out = np.zeros(cpu.shape[0], np.bool_)
-    s_hint = s_off[:-1].copy()  # each CPU's last answers
-    e_hint = off[:-1].copy()
-    for q in range(cpu.shape[0]):
-        c = cpu[q]
-        if c < 0 or c >= n_cpu:
-            continue
-        # the CPU's last switch at or before the call: busy unless it went idle or to the waiter
-        lo = _gallop_after(time, s_idx, s_off[c], s_off[c + 1], at[q], s_hint[c])
-        s_hint[c] = lo
-        if lo > s_off[c]:
-            j = s_idx[lo - 1]
-            if nxt[j] != 0 and nxt[j] != waiter[q]:
-                out[q] = True
-                continue
-        # another task's event on the CPU strictly between the call and the run
-        k = _gallop_after(time, idx, off[c], off[c + 1], at[q], e_hint[c])
-        e_hint[c] = k
-        while k < off[c + 1] and time[idx[k]] < until[q]:
-            x = context_of(kind, arg0, etid, idx[k])
-            if x > 0 and x != waiter[q]:
-                out[q] = True
-                break
-            k += 1
-    return out

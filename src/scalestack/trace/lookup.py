@@ -92,7 +92,6 @@ class EventIndex:
         self._rare[64 * self._counts < n] = True
         self._rare_rows = _rows_of(events.kind, self._rare, int(self._counts[self._rare].sum()),
                                    np.zeros(0, self.idx_dtype))
-        self._cpu = None
 
     def count(self, *kinds) -> int:
         """How many events are of these kinds."""
@@ -105,19 +104,6 @@ class EventIndex:
         table = np.zeros(256, np.bool_)
         table[list(kinds)] = True
         return _rows_of(self.events.kind, table, self.count(*kinds), np.zeros(0, self.idx_dtype))
-
-    def forget_by_cpu(self) -> None:
-        """Free the by-CPU buckets (the passes that read them are done; 4 bytes an event)."""
-        self._cpu = None
-
-    def by_cpu(self):
-        """Each CPU's events, and its switches, in time order: (offsets, rows, switch offsets,
-        switch rows); CPU c's rows are rows[offsets[c]:offsets[c + 1]]. Events without a CPU are left out."""
-        if self._cpu is None:
-            from scalestack.trace.events import Kind
-
-            self._cpu = _cpu_buckets(self.events.cpu, self.events.kind, int(Kind.SWITCH), self.idx_dtype)
-        return self._cpu
 
 
 @numba.njit(cache=True)
@@ -159,42 +145,6 @@ def _bucket_compiled(key, n_keys, like):
         rows[fill[key[i]]] = i
         fill[key[i]] += 1
     return off, rows
-
-
-def _cpu_buckets(cpu: np.ndarray, kind: np.ndarray, k_switch: int, idx_dtype):
-    return _cpu_buckets_compiled(cpu, kind, k_switch, np.zeros(0, idx_dtype))
-
-
-@numba.njit(cache=True)
-def _cpu_buckets_compiled(ecpu, kind, k_switch, like):
-    n = ecpu.shape[0]
-    n_cpu = 1
-    for i in range(n):
-        if ecpu[i] + 1 > n_cpu:
-            n_cpu = ecpu[i] + 1
-    off = np.zeros(n_cpu + 1, np.int64)
-    s_off = np.zeros(n_cpu + 1, np.int64)
-    for i in range(n):
-        if ecpu[i] >= 0:
-            off[ecpu[i] + 1] += 1
-            if kind[i] == k_switch:
-                s_off[ecpu[i] + 1] += 1
-    for c in range(n_cpu):
-        off[c + 1] += off[c]
-        s_off[c + 1] += s_off[c]
-    idx = np.empty(off[n_cpu], like.dtype)
-    s_idx = np.empty(s_off[n_cpu], like.dtype)
-    fill = off[:-1].copy()
-    s_fill = s_off[:-1].copy()
-    for i in range(n):
-        c = ecpu[i]
-        if c >= 0:
-            idx[fill[c]] = i
-            fill[c] += 1
-            if kind[i] == k_switch:
-                s_idx[s_fill[c]] = i
-                s_fill[c] += 1
-    return off, idx, s_off, s_idx
 
 
 @numba.njit(cache=True, inline="always")
