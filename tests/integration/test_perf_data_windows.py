@@ -127,11 +127,15 @@ def test_import_in_windows_gives_the_whole_reads_trace(storm, tmp_path):
         out[rows] = tmp_path / f"{rows}.trace"
         subprocess.run([sys.executable, "-m", "scalestack.cli", "import", "perf-data", str(data), "--comm", "prodcons",
                         "--chunk-rows", rows, "-o", str(out[rows])], check=True, capture_output=True)
-    whole, streamed = load(out["0"]), load(out["5000"])
+    batched = tmp_path / "batched.trace"  # and built a few threads at a time: batches of 2000 walk rows
+    small = perf_data.import_file(str(data), str(batched), comm="prodcons", chunk_rows=5000, batch_rows=2000)
+    whole = load(out["0"])
     assert len(one) > 4 * 5000 and len(whole.states) > 1000
-    for name in ("threads", "states", "names", "switch_spans", "samples"):
-        assert getattr(whole, name) == getattr(streamed, name), name
-    assert whole.meta == streamed.meta
+    assert len(small.states) == 0 and small.threads == whole.threads
+    for streamed in (load(out["5000"]), load(batched)):
+        for name in ("threads", "states", "names", "switch_spans", "samples"):
+            assert getattr(whole, name) == getattr(streamed, name), name
+        assert whole.meta == streamed.meta
     res = subprocess.run([sys.executable, "-m", "scalestack.cli", "import", "chrome", str(data), "--chunk-rows", "5"],
                          capture_output=True, text=True)
     assert res.returncode != 0 and "--chunk-rows is for perf.data inputs" in res.stderr

@@ -65,3 +65,17 @@ def test_import_onto_a_full_device_is_one_line(tmp_path, full_device):
     (kept,) = keep.glob("scalestack-*.trace")
     assert f"the trace was kept at {kept}" in proc.stderr
     assert len(scalestack.load(kept).threads) == 3
+
+
+def test_import_in_windows_onto_a_full_device_is_one_line(tmp_path, full_device):
+    """A recording read in windows is written as it is built, with spills next to the output: a full
+    device stops it in one line, and neither the trace nor a spill is left there."""
+    (full_device / "filler").write_bytes(b"\0" * (64 * 1024 - 4096))
+    data = ROOT / "tests" / "data" / "barrier.perf.data"
+    proc = subprocess.run([sys.executable, "-m", "scalestack.cli", "import", "perf-data", str(data), "--comm", "bi",
+                           "--chunk-rows", "7", "-o", str(full_device / "bi.trace")], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "no space left on the device of" in proc.stderr and "nothing was written" in proc.stderr
+    assert sorted(os.listdir(full_device)) == ["filler"]

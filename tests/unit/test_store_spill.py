@@ -213,7 +213,7 @@ def test_an_error_midway_leaves_no_output_and_no_spill(tmp_path, monkeypatch):
     def failing_read(*args):
         raise OSError(5, "read error")
 
-    monkeypatch.setattr(store, "_pread", failing_read)  # while the states member is being written
+    monkeypatch.setattr(store, "pread_into", failing_read)  # while the states member is being written
     trace = _trace_of(states, SwitchSpanTable.empty())
     with pytest.raises(OSError, match="read error"), store.TraceWriter(out) as w:
         w.states.add(states)

@@ -4,6 +4,9 @@ table), read again for every pass."""
 
 from __future__ import annotations
 
+import os
+import tempfile
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -11,6 +14,7 @@ from hypothesis import strategies as st
 
 from scalestack.errors import UserError
 from scalestack.ingest.perf_data import read_perf_data
+from scalestack.trace import store
 from scalestack.trace.builder import build_trace
 from scalestack.trace.events import Kind, RawEvents, concat_events
 from scalestack.trace.streaming import build_trace_windows
@@ -40,16 +44,31 @@ def assert_same(a, b):
     assert a.meta == b.meta
 
 
-def both(events, cuts, seed=0, **kw):
+def both(events, cuts, seed=0, batch_rows=None, **kw):
+    """The Trace of `build_trace` and of `build_trace_windows`, held and, with `batch_rows`, written
+    in batches of threads of that many walk rows: the same tables and meta, or the same error."""
     try:
         whole = build_trace(events, **kw)
     except UserError as exc:
         with pytest.raises(UserError) as got:
             build_trace_windows(windows_of(events, cuts, seed), **kw)
         assert str(got.value) == str(exc)
+        if batch_rows is not None:
+            with tempfile.TemporaryDirectory() as d, pytest.raises(UserError) as got:
+                build_trace_windows(windows_of(events, cuts, seed), output=os.path.join(d, "t.trace"),
+                                    batch_rows=batch_rows, **kw)
+            assert str(got.value) == str(exc) and os.listdir(d) == []  # nothing left behind
         return None
     streamed = build_trace_windows(windows_of(events, cuts, seed), **kw)
     assert_same(whole, streamed)
+    if batch_rows is not None:
+        with tempfile.TemporaryDirectory() as d:
+            out, ref = os.path.join(d, "t.trace"), os.path.join(d, "whole.trace")
+            small = build_trace_windows(windows_of(events, cuts, seed), output=out, batch_rows=batch_rows, **kw)
+            assert sorted(os.listdir(d)) == ["t.trace"]  # the spills are gone
+            store.save(whole, ref)
+            assert_same(store.load(ref), store.load(out))
+            assert small.threads == whole.threads and small.meta == store.read_meta(out)
     return whole
 
 
@@ -58,7 +77,8 @@ def both(events, cuts, seed=0, **kw):
 def test_random_streams_in_random_windows(events, data):
     cuts = data.draw(st.lists(st.integers(0, len(events)), max_size=8))
     kw = data.draw(st.sampled_from([{}, {"end_ns": 400}, {"start_ns": 5}, {"start_ns": 2, "end_ns": 30}]))
-    both(events, cuts, data.draw(st.integers(0, 5)), root_pids=[100], **kw)
+    batch_rows = data.draw(st.sampled_from([None, 1, 3, 20, 1 << 22]))
+    both(events, cuts, data.draw(st.integers(0, 5)), batch_rows, root_pids=[100], **kw)
 
 
 @pytest.mark.parametrize("every", [1, 7, 40])
@@ -69,7 +89,7 @@ def test_a_recording_in_windows(every):
     from scalestack.ingest import perf_data
 
     events = read_perf_data(DATA / "barrier.perf.data")
-    tr = both(events, range(every, len(events), every), comm="bi")
+    tr = both(events, range(every, len(events), every), batch_rows=every, comm="bi")
     assert len(events) == 96 and len(tr.states) > 10 and len(tr.switch_spans) > 0
     whole = perf_data.load(str(DATA / "barrier.perf.data"), comm="bi", chunk_rows=0)
     streamed = perf_data.load(str(DATA / "barrier.perf.data"), comm="bi", chunk_rows=every)
@@ -77,9 +97,9 @@ def test_a_recording_in_windows(every):
 
 
 def test_errors_are_the_builders():
-    both(RawEvents.empty(), [], root_pids=[100])
-    both(ev([(0, 0, 0, Kind.SWITCH, 0, 100, 0)]), [], root_pids=[5])
-    both(ev([(0, 0, 0, Kind.SWITCH, 0, 100, 0), (5, 0, 100, Kind.SWITCH, 100, 0, 1)]), [1], root_pids=[100],
+    both(RawEvents.empty(), [], 1, root_pids=[100])
+    both(ev([(0, 0, 0, Kind.SWITCH, 0, 100, 0)]), [], 1, root_pids=[5])
+    both(ev([(0, 0, 0, Kind.SWITCH, 0, 100, 0), (5, 0, 100, Kind.SWITCH, 100, 0, 1)]), [1], 1, root_pids=[100],
          start_ns=9, end_ns=3)
 
 
@@ -96,5 +116,5 @@ def test_code_samples_in_random_windows(events, samples, data):
     events = concat_events([events, extra]).sorted()
     cuts = data.draw(st.lists(st.integers(0, len(events)), max_size=6))
     kw = data.draw(st.sampled_from([{}, {"end_ns": 100}, {"start_ns": 20}]))
-    tr = both(events, cuts, data.draw(st.integers(0, 5)), root_pids=[100], **kw)
+    tr = both(events, cuts, data.draw(st.integers(0, 5)), data.draw(st.sampled_from([None, 2])), root_pids=[100], **kw)
     assert tr is None or len(tr.samples) <= len(samples)

@@ -57,6 +57,9 @@ def command(fmt, path, output, pid, comm, roles, between, chunk_rows, list_only)
     elif between:
         raise UserError(f"--between is for perf inputs; import the whole {fmt} file and give "
                         "`report --between` instead")
+    out = output or os.path.splitext(path)[0] + ".trace"
+    if os.path.abspath(out) == os.path.abspath(path):
+        raise UserError(f"refusing to overwrite the input {path}; give -o")
     big = os.path.getsize(path) > (32 << 20)
     if big and fmt in ("perf-data", "perf-script"):
         from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
@@ -67,17 +70,26 @@ def command(fmt, path, output, pid, comm, roles, between, chunk_rows, list_only)
             def progress(done, total, stage=None):
                 bar.update(task, completed=done, **({"description": f"{stage} ({os.path.basename(path)})"} if stage else {}))
 
-            trace = IMPORTERS[fmt].load(path, progress=progress, **options)
+            trace = _import(fmt, path, out, roles, options, progress)
     else:
-        trace = IMPORTERS[fmt].load(path, **options)
-    if roles:
-        trace = trace.with_roles(roles).with_meta(role_rules=None)
-    out = output or os.path.splitext(path)[0] + ".trace"
-    if os.path.abspath(out) == os.path.abspath(path):
-        raise UserError(f"refusing to overwrite the input {path}; give -o")
-    save_or_keep(trace, out)
+        trace = _import(fmt, path, out, roles, options, None)
     click.echo(f"scalestack: imported {len(trace.threads)} threads, {trace.wall_ns / 1e9:.3f} s from {fmt} -> {out}",
                err=True)
+
+
+def _import(fmt: str, path: str, out: str, roles, options: dict, progress):
+    """Read FILE and write its Trace at `out`; the Trace (a perf.data too big to hold is written as
+    it is built, and the Trace returned has no states: `perf_data.import_file`)."""
+    def finish(trace):
+        return trace.with_roles(roles).with_meta(role_rules=None) if roles else trace
+
+    if fmt == "perf-data":
+        from scalestack.ingest.perf_data import import_file
+
+        return import_file(path, out, progress=progress, finish_with=finish, **options)
+    trace = finish(IMPORTERS[fmt].load(path, **({"progress": progress} if progress else {}), **options))
+    save_or_keep(trace, out)
+    return trace
 
 
 def _list(fmt: str, path: str, between) -> None:

@@ -47,10 +47,12 @@ import functools
 import mmap
 import os
 import re
+import shutil
 import struct
 import subprocess
 import tempfile
 import threading
+from collections.abc import Callable
 
 import numba
 import numpy as np
@@ -81,6 +83,7 @@ from scalestack.tools import last_line, which
 from scalestack.trace import Trace
 from scalestack.trace.events import MAX_CPUS, Kind, RawEvents
 from scalestack.trace.lookup import find_sorted
+from scalestack.trace.store import FULL_DISK, save_or_keep
 
 MAGIC = b"PERFILE2"
 MAGIC_SWAPPED = b"2ELIFREP"
@@ -1100,8 +1103,37 @@ def _meta(path: str, st: dict) -> dict:
     return {k: v for k, v in meta.items() if v is not None}
 
 
-def _load_in_windows(path: str, pid, comm, progress, chunk_rows: int | None, size: int) -> Trace | None:
-    """`load` of a recording of more than 4 windows, or None to read it whole."""
+def import_file(path: str, output: str, *, pid: int | None = None, comm: str | None = None, progress=None,
+                between: tuple | None = None, chunk_rows: int | None = None,
+                finish_with: Callable[[Trace], Trace] | None = None, batch_rows: int | None = None) -> Trace:
+    """`load` the recording and write its Trace at `output` (`finish_with(trace)` first, if given).
+    A recording read in windows is written batch by batch of threads (`trace.streaming`), never
+    held (`batch_rows`: see `build_trace_windows`): the Trace returned then has threads, names,
+    samples and meta, no states or switch spans.
+    A full device stops it in one line, with nothing written (`store.save_or_keep`: elsewhere)."""
+    if between is None:
+        try:
+            small = _load_in_windows(path, pid, comm, progress, chunk_rows, os.path.getsize(path), output=output,
+                                     finish_with=finish_with, batch_rows=batch_rows)
+        except OSError as exc:
+            if exc.errno not in FULL_DISK:
+                raise UserError(f"cannot write {output}: {exc.strerror}") from None
+            free = shutil.disk_usage(os.path.dirname(os.path.abspath(output))).free >> 20
+            raise UserError(f"no space left on the device of {output} ({free} MB free) for the trace and the spills "
+                            "it is built from; nothing was written: free space there or give -o on another device") from None
+        if small is not None:
+            return small
+    trace = load(path, pid=pid, comm=comm, progress=progress, between=between, chunk_rows=0)
+    if finish_with is not None:
+        trace = finish_with(trace)
+    save_or_keep(trace, output)
+    return trace
+
+
+def _load_in_windows(path: str, pid, comm, progress, chunk_rows: int | None, size: int, output: str | None = None,
+                     finish_with=None, batch_rows: int | None = None) -> Trace | None:
+    """`load` of a recording of more than 4 windows (written at `output`, if given: see
+    `import_file`), or None to read it whole."""
     from scalestack.trace.streaming import build_trace_windows
 
     rows = WINDOW_EVENTS if chunk_rows is None else int(chunk_rows)
@@ -1124,7 +1156,8 @@ def _load_in_windows(path: str, pid, comm, progress, chunk_rows: int | None, siz
 
     return build_trace_windows(lambda: iter(windows), root_pids=[pid] if pid else None, comm=comm,
                                meta=_meta(path, windows.stats), stats=windows.stats, n_events=windows.events,
-                               progress=tell)
+                               progress=tell, output=output, finish_with=finish_with,
+                               **({} if batch_rows is None else {"batch_rows": batch_rows}))
 
 
 LOST_RE = re.compile(r"lost (\d+) chunks", re.I)

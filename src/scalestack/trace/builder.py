@@ -553,7 +553,27 @@ def _walk_end(t_last, n_slots, carry):
 
 
 def kernel_runtime_check(states: StateTable, tids: np.ndarray, kernel_rt: np.ndarray, available: bool) -> dict:
-    """Compare each thread's RUNNING time with the kernel's own runtime accounting.
+    """Compare each thread's RUNNING time with the kernel's own runtime accounting
+    (`runtime_verdict` of `thread_running`)."""
+    if not available:
+        return {"available": False}
+    return runtime_verdict(tids, thread_running(states, tids), kernel_rt, available)
+
+
+def thread_running(states: StateTable, tids: np.ndarray) -> np.ndarray:
+    """RUNNING ns of each of `tids` (sorted) in a thread-sorted table; tables of disjoint threads
+    give parts that add up."""
+    run, ok = _running_sums(states.tid, states.start_ns, states.end_ns, states.state, np.asarray(tids, np.int64),
+                            int(State.RUNNING))
+    if not ok:  # a tid sorting after every one of tids: NumPy says what is wrong
+        run = np.zeros(len(tids), np.int64)
+        m = states.state == int(State.RUNNING)
+        np.add.at(run, np.searchsorted(tids, states.tid[m]), states.duration_ns[m])
+    return run
+
+
+def runtime_verdict(tids: np.ndarray, run: np.ndarray, kernel_rt: np.ndarray, available: bool) -> dict:
+    """Each thread's RUNNING time (`run`) against the kernel's own runtime accounting.
 
     sched_stat_runtime reports every runtime increment the scheduler charges to a task, so its
     sum over the trace is the kernel's truth for that thread (what /proc/<tid>/schedstat shows),
@@ -563,12 +583,6 @@ def kernel_runtime_check(states: StateTable, tids: np.ndarray, kernel_rt: np.nda
     """
     if not available:
         return {"available": False}
-    run, ok = _running_sums(states.tid, states.start_ns, states.end_ns, states.state, np.asarray(tids, np.int64),
-                            int(State.RUNNING))
-    if not ok:  # a tid sorting after every one of tids: NumPy says what is wrong
-        run = np.zeros(len(tids), np.int64)
-        m = states.state == int(State.RUNNING)
-        np.add.at(run, np.searchsorted(tids, states.tid[m]), states.duration_ns[m])
     diff = run - kernel_rt
     bad = (np.abs(diff) > RUNNING_TOL * np.maximum(kernel_rt, 1)) & (np.abs(diff) > ABS_TOL_NS) & (kernel_rt > 0)
     rel = np.where(kernel_rt > 0, diff / np.maximum(kernel_rt, 1), 0.0)
@@ -1432,26 +1446,40 @@ class Walked:
          self.uncertain, self.repairs, self.kernel_rt, self.settled) = _walk_result(None, carry)
 
 
-def finish_trace(states: StateTable, walked: Walked, *, pids, reconciled, stolen, futex_wakers, runnable_from_wakes,
-                 runnable_reconciled, names_of, spans_of, samples_of, stats: dict, n_events: int, root_pids, root_known,
-                 known_names, meta: dict, role_rules) -> Trace:
+def finish_trace(states: StateTable, walked: Walked, *, names_of, spans_of, samples_of, role_rules, **given) -> Trace:
     """The Trace of the final states: its threads, names, switch spans and samples (`*_of(present)`:
-    of the threads with states), warnings and meta. Shared by the builder of events in memory and
-    the one of a recording read in windows (`trace.streaming`)."""
+    of the threads with states), warnings and meta (`finish_threads`, which takes `given`). Shared
+    by the builder of events in memory and the one of a recording read in windows
+    (`trace.streaming`)."""
+    present, first_idx = unique_first(states.tid)
+    last_idx = np.r_[first_idx[1:] - 1, len(states) - 1] if len(first_idx) else first_idx
+    names = names_of(present)
+    threads, meta = finish_threads(present, states.start_ns[first_idx], states.end_ns[last_idx],
+                                   thread_running(states, walked.tids), walked, names=names, **given)
+    spans = spans_of(present)
+    span_table = SwitchSpanTable.empty() if spans is None else spans.table()
+    meta["switch_spans_rebuilt"] = {} if spans is None else {str(t): k for t, k in spans.gaps().items()}
+    del spans  # its int64 tids (the table has its own int32 ones): 8 bytes a span
+    trace = Trace(threads=threads, states=states, names=names, meta=meta,
+                  samples=samples_of(present), switch_spans=span_table)
+    return trace.with_roles(role_rules)
+
+
+def finish_threads(present: np.ndarray, th_start: np.ndarray, th_end: np.ndarray, running: np.ndarray, walked: Walked,
+                   *, names: NameTable, pids, reconciled, stolen, futex_wakers, runnable_from_wakes, runnable_reconciled,
+                   stats: dict, n_events: int, root_pids, root_known, known_names, meta: dict) -> tuple[ThreadTable, dict]:
+    """The thread table and meta of the threads with states (`present`, sorted; each one's first
+    start and last end, and `running`: RUNNING ns of each of `walked.tids`), which need not be held
+    at once: the states' only part in them."""
     w = walked
     facts, tids, parents, slot_of, born_at, t0, t1 = w.facts, w.tids, w.parents, w.slot_of, w.born_at, w.t0, w.t1
     dead, end_time, gaps, gaps_traced, uncertain, repairs = w.dead, w.end_time, w.gaps, w.gaps_traced, w.uncertain, w.repairs
     kernel_rt = w.kernel_rt
-    present, first_idx = unique_first(states.tid)
-    last_idx = np.r_[first_idx[1:] - 1, len(states) - 1] if len(first_idx) else first_idx
     slots = slot_of[present]
-    th_start = states.start_ns[first_idx]
-    th_end = states.end_ns[last_idx]
     start_known = (born_at[slots] >= t0) & (born_at[slots] >= 0)
     if root_known:
         start_known |= np.isin(present, [int(p) for p in (root_pids or [])])
     exited = dead[slots] & (end_time[slots] <= t1)
-    names = names_of(present)
     # latest name per thread (at or before the window end)
     latest = {}
     for t_, n_, tm in zip(names.tid.tolist(), names.name.tolist(), names.time_ns.tolist(), strict=True):
@@ -1492,8 +1520,8 @@ def finish_trace(states: StateTable, walked: Walked, *, pids, reconciled, stolen
     lost = int(stats.get("lost_events", 0) or 0)
     if lost:
         warnings.append(f"the kernel lost {lost} events (ring buffer full); enlarge it with --mmap-size (perf) or use the ebpf collector")
-    check = kernel_runtime_check(states, tids, kernel_rt, "sched:sched_stat_runtime" in str(meta.get("tracepoints", "")) or
-                                 facts.count(Kind.STAT_RUNTIME) > 0)
+    check = runtime_verdict(tids, running, kernel_rt, "sched:sched_stat_runtime" in str(meta.get("tracepoints", "")) or
+                            facts.count(Kind.STAT_RUNTIME) > 0)
     if check.get("disagreeing"):
         worst = max(check["disagreeing"], key=lambda r: abs(r[3]))
         warnings.append(
@@ -1528,13 +1556,7 @@ def finish_trace(states: StateTable, walked: Walked, *, pids, reconciled, stolen
     for key in ("lost_samples", "unknown_events", "skipped_lines", "partial_record_bytes"):
         if key in stats:
             meta[key] = stats[key]
-    spans = spans_of(present)
-    span_table = SwitchSpanTable.empty() if spans is None else spans.table()
-    meta["switch_spans_rebuilt"] = {} if spans is None else {str(t): k for t, k in spans.gaps().items()}
-    del spans  # its int64 tids (the table has its own int32 ones): 8 bytes a span
-    trace = Trace(threads=threads, states=states, names=names, meta=meta,
-                  samples=samples_of(present), switch_spans=span_table)
-    return trace.with_roles(role_rules)
+    return threads, meta
 
 
 

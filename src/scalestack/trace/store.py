@@ -38,6 +38,7 @@ from scalestack.trace.model import (
     ThreadTable,
     Trace,
 )
+from scalestack.trace.spill import pread_into
 
 MAGIC_MEMBER = "scalestack-trace"
 TABLES = {"threads": ThreadTable, "states": StateTable, "names": NameTable}
@@ -288,7 +289,8 @@ class ThreadSpill:
     def close(self) -> None:
         """Remove the temporary directory; the spill holds nothing after."""
         for fh in self._files.values():
-            fh.close()
+            with contextlib.suppress(OSError):  # a full device fails the flush: the files go anyway
+                fh.close()
         self._files = {}
         shutil.rmtree(self._dir, ignore_errors=True)
 
@@ -350,21 +352,10 @@ class ThreadSpill:
                 skip = row - int(ends[i] - rows[i])
                 k = min(int(ends[i]), b) - row
                 for name, fh in self._files.items():
-                    _pread(fh, cols[name][row - a:row - a + k], int(at[i]) + skip)
+                    pread_into(fh, cols[name][row - a:row - a + k], int(at[i]) + skip)
                 row += k
                 i += 1
             yield _to_arrow(self.cls(**cols))
-
-
-def _pread(fh, out: np.ndarray, row: int) -> None:
-    """Rows [row, row + len(out)) of a column file, read into `out`."""
-    view = memoryview(out.view(np.uint8))
-    offset = row * out.itemsize
-    while len(view):
-        got = os.preadv(fh.fileno(), [view], offset)
-        if got == 0:
-            raise OSError(errno.EIO, f"spill file {fh.name} ends early")
-        view, offset = view[got:], offset + got
 
 
 class TraceWriter:

@@ -15,10 +15,18 @@ again for each question that can only be asked once the answers before it are kn
 
 Every pass gives what the pass over all events gives, so the Trace is `build_trace`'s, bit for
 bit (tests/unit/test_streaming_builder.py cuts random recordings into random windows).
+
+With `output`, the walk's rows and the runtime reports are spilled to disk by thread
+(`trace.spill`), passes 3 to 5 run on a batch of threads at a time (each asks only about its
+batch's threads, so the recording is read three times a batch), and each batch's states and
+switch spans go to the trace file as they are finished (`store.TraceWriter`): memory follows a
+window and a batch, not the trace.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -42,10 +50,12 @@ from scalestack.trace.builder import (
     _walk_end,
     _walk_start,
     _walk_states_of,
+    finish_threads,
     finish_trace,
     naming_kinds,
     reconcile_runnable,
     steal_questions,
+    thread_running,
     traced_slots,
 )
 from scalestack.trace.cpu_sweeps import witness_chunk, witness_end, witness_start
@@ -53,7 +63,10 @@ from scalestack.trace.event_facts import EventFacts
 from scalestack.trace.events import CommTable, Kind, RawEvents, concat_events
 from scalestack.trace.futex_wakers import attribute_futex_wakers_windows
 from scalestack.trace.lookup import EventIndex, member, unique_first
+from scalestack.trace.model import StateTable, SwitchSpanTable, Trace
 from scalestack.trace.rows import RELEASE_EVERY, rows_copy, state_table
+from scalestack.trace.spill import ColumnSpill
+from scalestack.trace.store import TraceWriter
 from scalestack.trace.switch_spans import (
     SwitchSpans,
     _clipped_by_thread,
@@ -77,6 +90,87 @@ def _scheduled(windows: Windows):
             yield w, None
 
 
+BATCH_ROWS = 1 << 22  # walk rows a batch of threads holds with `output` (36 B each; a thread with more is alone)
+_ROW_NAMES = ("slot", "start", "end", "state", "cpu", "addr", "waker", "rep")  # `rows.new_rows`' columns
+_ROW_DTYPES = dict(zip(_ROW_NAMES, (np.int32, np.int64, np.int64, np.uint8, np.int16, np.int64, np.int32, np.bool_),
+                       strict=True))
+_REPORT_DTYPES = {"slot": np.int32, "seq": np.int64, "time": np.int64, "tid": np.int64, "ns": np.int64}
+
+
+class _HeldRows:
+    """The walk's rows and the traced threads' runtime reports held in memory: one batch, all threads."""
+
+    def __init__(self):
+        self.parts, self.reports, self.other = [], [], None
+
+    def add_rows(self, rows) -> None:
+        self.parts.append(rows_copy(rows))  # out of the walk's room for every event's rows
+
+    def add_reports(self, time, tid, ns, slot, seq) -> None:
+        self.reports.append((time, tid, ns))
+
+    def any_reports(self) -> bool:
+        return bool(self.reports) or self.other is not None
+
+    def batches(self, n_slots):
+        return [(0, n_slots)]
+
+    def rows(self, lo, hi):
+        return self.parts  # emptied by `_walk_states_of`
+
+    def reports_of(self, lo, hi):
+        rt = self.reports or ([self.other] if self.other is not None else [])
+        self.reports = []
+        return [np.concatenate(c) for c in zip(*rt, strict=True)] if rt else [np.zeros(0, np.int64)] * 3
+
+
+class _SpilledRows(_HeldRows):
+    """The same on disk, by thread slot (`spill.ColumnSpill`), read a batch of threads at a time."""
+
+    def __init__(self, n_slots, directory, batch_rows):
+        super().__init__()
+        self.batch_rows = batch_rows
+        self.spill = ColumnSpill(_ROW_DTYPES, "slot", n_slots, directory)
+        try:
+            self.report_spill = ColumnSpill(_REPORT_DTYPES, "slot", n_slots, directory)
+        except BaseException:
+            self.spill.close()
+            raise
+        self.first = None  # the first report of all: a batch without reports of its own gets it (see reports_of)
+
+    def close(self) -> None:
+        self.spill.close()
+        self.report_spill.close()
+
+    def add_rows(self, rows) -> None:
+        self.spill.add(dict(zip(_ROW_NAMES, rows, strict=True)))
+
+    def add_reports(self, time, tid, ns, slot, seq) -> None:
+        if self.first is None:
+            self.first = (time[:1], tid[:1], ns[:1])
+        self.report_spill.add({"slot": slot, "seq": seq, "time": time, "tid": tid, "ns": ns})
+
+    def any_reports(self) -> bool:
+        return self.first is not None or self.other is not None
+
+    def batches(self, n_slots):
+        return self.spill.batches(self.batch_rows)
+
+    def rows(self, lo, hi):
+        cols = self.spill.read(lo, hi)
+        return [tuple(cols[k] for k in _ROW_NAMES)]
+
+    def reports_of(self, lo, hi):
+        """The batch's reports in recording order; a batch without any gets the recording's first
+        (another thread's: it changes no row) so that its rows take the same path as in one batch."""
+        r = self.report_spill.read(lo, hi)
+        if len(r["seq"]):
+            order = np.argsort(r["seq"], kind="stable")
+            return [r["time"][order], r["tid"][order], r["ns"][order]]
+        probe = self.first if self.first is not None else self.other
+        return list(probe) if probe is not None else [np.zeros(0, np.int64)] * 3
+
+
 def build_trace_windows(
     windows: Windows,
     *,
@@ -91,11 +185,19 @@ def build_trace_windows(
     stats: dict | None = None,
     n_events: int | None = None,
     progress: Callable[[int, int, str], None] | None = None,
+    output: str | os.PathLike | None = None,
+    finish_with: Callable[[Trace], Trace] | None = None,
+    batch_rows: int = BATCH_ROWS,
 ):
     """`builder.build_trace` of the events `windows()` gives, a fresh iterator of time-sorted
     windows in time order each time it is called (the recording is read five times). `stats`: the
     reader's (lost events ...; default: the first window's); `n_events`: how many events the
-    windows hold, if known, for `progress(done, total, stage)`, which follows the passes."""
+    windows hold, if known, for `progress(done, total, stage)`, which follows the passes.
+
+    With `output`, the trace is written there (atomically; spills next to it) in batches of
+    threads of about `batch_rows` walk rows, and the Trace returned holds its threads, names,
+    samples and meta but no states or switch spans (those are in the file); `finish_with(trace)`
+    may change that small Trace (roles, meta) before it is written."""
     meta = dict(meta or {})
     tell = progress or (lambda done, total, stage: None)
     # 1: the facts
@@ -115,58 +217,143 @@ def build_trace_windows(
         raise UserError("the recording holds no events; was the program too short, or were the tracepoints missing?")
     n = facts.n_events
     tids, parents, slot_of, born_at = traced_slots(facts, root_pids, comm)
+    with contextlib.ExitStack() as stack:
+        if output is None:
+            held = _HeldRows()
+        else:
+            writer = stack.enter_context(TraceWriter(output))
+            held = _SpilledRows(len(tids), os.path.dirname(writer.path) or ".", batch_rows)
+            stack.callback(held.close)
+        t0, t1, carry, kept = _walk(windows, facts, tids, slot_of, born_at, start_ns, end_ns, held, tell)
+        walked = Walked(facts, tids, parents, slot_of, born_at, t0, t1, carry)
+        sink = _Sink(tids, writer.states.add if output is not None else None)
+        spans_sink = writer.switch_spans.add if output is not None else None
+        batches = held.batches(len(tids))
+        pids = None
+        for b, (lo, hi) in enumerate(batches):
+            stage = "" if len(batches) == 1 else f", threads {b + 1}/{len(batches)}"
+            states = _batch_states(held, lo, hi, t0, t1, tids)
+            if len(states) == 0 and (b < len(batches) - 1 or sink.present_parts):
+                continue  # (no thread with states at all: the one empty batch goes on, as in `build_trace`)
+            states, pids = _batch_passes(states, held.reports_of(lo, hi), windows, facts, tids, slot_of, pids, t0, t1,
+                                         kept, sink, spans_sink, lambda done, name, stage=stage: tell(done, n, name + stage))
+            sink.add(states)
+        present = np.concatenate(sink.present_parts)
+        sampled = concat_events(kept.samples)
+        samples = _samples(sampled, present, t0, t1, EventIndex(sampled))
+        names = NameTable.concat(sink.names) if len(sink.names) > 1 else sink.names[0]
+        given = dict(pids=pids, reconciled=sink.reconciled, stolen=sink.stolen, futex_wakers=sink.futex_wakers,
+                     runnable_from_wakes=sink.runnable_from_wakes, runnable_reconciled=sink.runnable_reconciled,
+                     stats=stats or {}, n_events=n, root_pids=root_pids, root_known=root_known, known_names=known_names,
+                     meta=meta)
+        if output is None:
+            states = sink.held[0]
+            spans = sink.spans[0] if sink.spans else None
+            return finish_trace(states, walked, names_of=lambda _: names, spans_of=lambda _: spans,
+                                samples_of=lambda _: samples, role_rules=role_rules, **given)
+        threads, meta = finish_threads(present, np.concatenate(sink.th_start), np.concatenate(sink.th_end),
+                                       sink.running, walked, names=names, **given)
+        meta["switch_spans_rebuilt"] = sink.rebuilt
+        small = Trace(threads=threads, states=StateTable.empty(), names=names, meta=meta, samples=samples,
+                      switch_spans=SwitchSpanTable.empty()).with_roles(role_rules)
+        if finish_with is not None:
+            small = finish_with(small)
+        writer.finish(small.threads, small.names, small.meta, samples=small.samples)
+        return small
+
+
+class _Kept:
+    """What the walk's pass keeps besides the rows: run-delay reports and code samples."""
+
+    def __init__(self):
+        self.run_delay, self.samples = [], []
+
+
+def _walk(windows, facts, tids, slot_of, born_at, start_ns, end_ns, held, tell):
+    """Pass 2: the walk, its rows and the runtime reports into `held`; the window [t0, t1), the
+    walk's final state and what it kept."""
     n_slots = len(tids)
     n_cpus = max(facts.cpu_max + 1, 1)
     t_first, t_last = facts.t_first, facts.t_last
     win_start = t_first - 1 if start_ns is None else int(start_ns)
     t0 = t_first if start_ns is None else int(start_ns)
-
-    # 2: the walk, and the events kept for later passes
     carry = _walk_start(n_slots, n_cpus, born_at, t_first)
-    parts = []
-    rt, rt_other = [], None  # the traced threads' runtime reports (time, tid, ns); another task's, if no traced one has
-    run_delay, samples = [], []  # their events, window by window
+    kept = _Kept()
     done = 0
     for w, rd in _scheduled(windows):
         rows = _walk_chunk(w.time, w.cpu, w.tid, w.kind, w.arg0, w.arg1, w.arg2, slot_of, n_slots, n_cpus,
                            _WAIT_OPS_MASK, win_start, carry)
-        parts.append(rows_copy(rows))  # out of the walk's room for every event's rows (2.7x as many, 36 B each)
+        held.add_rows(rows)
         del rows
         r = np.flatnonzero((w.kind == Kind.STAT_RUNTIME) & (w.arg1 > 0))
         if len(r):
             mine = member(w.arg0[r], tids)
             if mine.any():
                 k = r[mine]
-                rt.append((w.time[k], w.arg0[k], w.arg1[k]))
-            elif rt_other is None:
-                rt_other = (w.time[r[:1]], w.arg0[r[:1]], w.arg1[r[:1]])
+                held.add_reports(w.time[k], w.arg0[k], w.arg1[k], slot_of[w.arg0[k]].astype(np.int32), done + k)
+            elif held.other is None:
+                held.other = (w.time[r[:1]], w.arg0[r[:1]], w.arg1[r[:1]])
         if rd is not None:
-            run_delay.append(rd)
+            kept.run_delay.append(rd)
         s = np.flatnonzero((w.kind == Kind.SAMPLE) & (w.time >= t0))
         if len(s):
-            samples.append(w.take(s[member(w.tid[s], tids)]))
+            kept.samples.append(w.take(s[member(w.tid[s], tids)]))
         done += len(w)
-        tell(done, n, "2/5 states")
-    parts.append(_walk_end(t_last if end_ns is None else max(t_last, int(end_ns)), n_slots, carry))
+        tell(done, facts.n_events, "2/5 states")
+    held.add_rows(_walk_end(t_last if end_ns is None else max(t_last, int(end_ns)), n_slots, carry))
     dead, end_time = carry[11], carry[12]
     t1 = t_last if end_ns is None else int(end_ns)
     if end_ns is None and np.all(dead):
         t1 = int(end_time.max())
     if t1 <= t0:
         raise UserError("the chosen time window is empty")
-    *cols, in_order = _walk_states_of(parts, t0, t1, tids, RELEASE_EVERY)
+    kept.run_delay = concat_events(kept.run_delay)
+    return t0, t1, carry, kept
+
+
+def _batch_states(held, lo, hi, t0, t1, tids) -> StateTable:
+    """The walk's rows of thread slots [lo, hi) inside [t0, t1), clipped, in (tid, start) order."""
+    *cols, in_order = _walk_states_of(held.rows(lo, hi), t0, t1, tids, RELEASE_EVERY)
     if not in_order:
         order = np.lexsort((cols[1], cols[0]))
         cols = [c[order] for c in cols]
-    states = state_table(cols)
-    del cols, parts
+    return state_table(cols)
+
+
+class _Sink:
+    """Each batch's results: its states (held, or given to `put`), and the sums and tables the
+    trace's threads and meta are made of."""
+
+    def __init__(self, tids, put):
+        self.tids, self.put = tids, put
+        self.held, self.present_parts, self.th_start, self.th_end = [], [], [], []
+        self.running = np.zeros(len(tids), np.int64)
+        self.names, self.spans, self.rebuilt = [], [], {}
+        self.reconciled, self.stolen, self.runnable_reconciled = {}, {}, {}
+        self.futex_wakers = self.runnable_from_wakes = 0
+
+    def add(self, states: StateTable) -> None:
+        present, first_idx = unique_first(states.tid)
+        last_idx = np.r_[first_idx[1:] - 1, len(states) - 1]
+        self.present_parts.append(present.astype(np.int64))
+        self.th_start.append(states.start_ns[first_idx])
+        self.th_end.append(states.end_ns[last_idx])
+        if self.put is None:
+            self.held.append(states)
+        else:
+            self.running += thread_running(states, self.tids)
+            self.put(states)
+
+
+def _batch_passes(states, reports, windows, facts, tids, slot_of, pids, t0, t1, kept, sink, spans_sink, tell):
+    """Passes 3 to 5 for the threads of one batch (`states`, sorted): their RUNNING reconciled with
+    their runtime reports, the steal questions, switch spans and names; the futex calls; the CPUs
+    the woken ran on. The recording is read three times. Returns the final states and the traced
+    threads' pids (read on the first batch, `pids` None)."""
+    n_cpus = max(facts.cpu_max + 1, 1)
     present = unique_first(states.tid)[0].astype(np.int64)
-    if not rt and rt_other is not None:
-        rt = [rt_other]
-    rt_cols = [np.concatenate(c) for c in zip(*rt, strict=True)] if rt else [np.zeros(0, np.int64)] * 3
-    del rt
-    cut = _reconcile_rows_of(states, np.arange(len(rt_cols[0])), *rt_cols, release=RELEASE_EVERY)
-    del rt_cols
+    cut = _reconcile_rows_of(states, np.arange(len(reports[0])), *reports, release=RELEASE_EVERY)
+    del reports
 
     # 3: the steal questions, and the present threads' switch spans, names and pids
     questions = steal_questions(cut) if cut is not None else None
@@ -175,7 +362,9 @@ def build_trace_windows(
     p_slot_of[present] = np.arange(len(present))
     names, strings = _names_start(p_slot_of), CommTable()
     naming = naming_kinds()
-    pids = _pids_start(n_slots)
+    first = pids is None
+    if first:
+        pids = _pids_start(len(tids))
     spans = _spans_start(len(present), n_cpus) if facts.count(Kind.SWITCH) else None
     span_parts = []
     done = 0
@@ -189,22 +378,25 @@ def build_trace_windows(
             del out
         comm0, comm1 = strings.relabel(w)  # the names' comm ids, of one table for all windows
         names = _names_chunk(w.time, w.kind, w.arg0, w.arg1, comm0, comm1, naming, p_slot_of, names)
-        side = np.flatnonzero((w.kind == Kind.TASK_COMM) | (w.kind == Kind.TASK_FORK))
-        _pids_chunk(w.tid, w.pid, w.arg0, w.arg1, side, slot_of, pids)
+        if first:
+            side = np.flatnonzero((w.kind == Kind.TASK_COMM) | (w.kind == Kind.TASK_FORK))
+            _pids_chunk(w.tid, w.pid, w.arg0, w.arg1, side, slot_of, pids)
         done += len(w)
-        tell(done, n, "3/5 names and spans")
+        tell(done, "3/5 names and spans")
+    if first:
+        pids = pids[0]
     if cut is None:
-        states, reconciled, stolen, room = _merge_adjacent(states), {}, {}, None
+        states, room = _merge_adjacent(states), None
     else:
         del states
         answers = witness_end(witness) if witness is not None else np.zeros(0, bool)
         states, reconciled, stolen, room = _reconcile_steals_by(cut, lambda *q: answers)
         del cut
-    pids = pids[0]
+        sink.reconciled.update(reconciled)
+        sink.stolen.update(stolen)
     n_slot, n_t, n_c = _names_end(names)
     comms = strings.strings()
-    name_table = NameTable(tid=present[n_slot], time_ns=n_t, name=[comms[i] for i in n_c])
-    span_result = None
+    sink.names.append(NameTable(tid=present[n_slot], time_ns=n_t, name=[comms[i] for i in n_c]))
     if spans is not None:
         out = _spans_out(0, len(present))
         m = _spans_end(t1, len(present), spans, out, 0)
@@ -217,29 +409,25 @@ def build_trace_windows(
             order = np.lexsort((a, tid))
             tid, a, b, rep = tid[order], a[order], b[order], rep[order]
         counts = spans[-1]
-        span_result = SwitchSpans(tid=tid, start_ns=a, end_ns=b, repaired=rep, tids=present, complete=counts[:, 0],
-                                  lost_in=counts[:, 1], lost_out=counts[:, 2], lost_whole=counts[:, 3])
+        found = SwitchSpans(tid=tid, start_ns=a, end_ns=b, repaired=rep, tids=present, complete=counts[:, 0],
+                            lost_in=counts[:, 1], lost_out=counts[:, 2], lost_whole=counts[:, 3])
+        if spans_sink is None:
+            sink.spans.append(found)
+        else:
+            spans_sink(found.table())
+            sink.rebuilt.update({str(t): k for t, k in found.gaps().items()})
+        del found, tid, a, b, rep
 
     # 4, 5: the futex calls, then the CPUs woken threads ran on
-    run_delay = concat_events(run_delay)
     states, futex_wakers, runnable_from_wakes = attribute_futex_wakers_windows(
-        states, lambda: (w for w, _ in _scheduled(windows)), tids, pids, join=len(run_delay) == 0, room=room,
-        progress=lambda done, stage: tell(done, n, stage))
+        states, lambda: (w for w, _ in _scheduled(windows)), tids, pids, join=len(kept.run_delay) == 0, room=room,
+        progress=tell)
     del room
-    states, runnable_reconciled = reconcile_runnable(states, run_delay)
+    sink.futex_wakers += futex_wakers
+    sink.runnable_from_wakes += runnable_from_wakes
+    states, runnable_reconciled = reconcile_runnable(states, kept.run_delay)
+    sink.runnable_reconciled.update(runnable_reconciled)
     states = _merge_adjacent(states)
     if not np.array_equal(unique_first(states.tid)[0], present):  # no pass adds or drops a thread
         raise AssertionError("the threads with states changed after the walk")
-
-    def samples_of(present):
-        sampled = concat_events(samples)
-        return _samples(sampled, present, t0, t1, EventIndex(sampled))
-
-    walked = Walked(facts, tids, parents, slot_of, born_at, t0, t1, carry)
-    return finish_trace(
-        states, walked, pids=pids, reconciled=reconciled, stolen=stolen, futex_wakers=futex_wakers,
-        runnable_from_wakes=runnable_from_wakes, runnable_reconciled=runnable_reconciled,
-        names_of=lambda _: name_table, spans_of=lambda _: span_result, samples_of=samples_of,
-        stats=stats or {}, n_events=n, root_pids=root_pids, root_known=root_known, known_names=known_names,
-        meta=meta, role_rules=role_rules)
-
+    return states, pids

@@ -1,0 +1,62 @@
+"""`trace.spill.ColumnSpill`: rows added in chunks, read back by key range, equal the rows held in
+memory stably sorted by key; batches cover every key once within their budget."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scalestack.trace.spill import ColumnSpill
+
+DTYPES = {"slot": np.int32, "t": np.int64, "flag": np.bool_, "small": np.int16}
+
+
+def chunk(rng, n, n_keys):
+    return {"slot": rng.integers(0, n_keys, n).astype(np.int32), "t": rng.integers(-5, 10**12, n),
+            "flag": rng.integers(0, 2, n).astype(bool), "small": rng.integers(-300, 300, n).astype(np.int16)}
+
+
+@settings(max_examples=80, deadline=None)
+@given(n_keys=st.integers(1, 9), sizes=st.lists(st.integers(0, 40), max_size=6), seed=st.integers(0, 10**6),
+       data=st.data())
+def test_reads_equal_the_rows_sorted_by_key(tmp_path_factory, n_keys, sizes, seed, data):
+    rng = np.random.default_rng(seed)
+    chunks = [chunk(rng, n, n_keys) for n in sizes]
+    with ColumnSpill(DTYPES, "slot", n_keys, tmp_path_factory.mktemp("spill")) as sp:
+        for c in chunks:
+            sp.add(c)
+        held = {k: np.concatenate([c[k] for c in chunks]) if chunks else np.zeros(0, v) for k, v in DTYPES.items()}
+        order = np.argsort(held["slot"], kind="stable")  # chunk order, then the order within a chunk
+        assert len(sp) == len(order) and np.array_equal(sp.counts(), np.bincount(held["slot"], minlength=n_keys))
+        lo = data.draw(st.integers(0, n_keys))
+        hi = data.draw(st.integers(lo, n_keys))
+        got = sp.read(lo, hi)
+        keep = order[(held["slot"][order] >= lo) & (held["slot"][order] < hi)]
+        for k, v in DTYPES.items():
+            assert got[k].dtype == v and np.array_equal(got[k], held[k][keep]), k
+        budget = data.draw(st.integers(1, 60))
+        batches = sp.batches(budget)
+        assert batches[0][0] == 0 and batches[-1][1] == n_keys
+        assert all(a[1] == b[0] for a, b in zip(batches, batches[1:], strict=False))
+        counts = sp.counts()
+        for a, b in batches:
+            assert b > a and (counts[a:b].sum() <= budget or np.count_nonzero(counts[a:b]) == 1)
+
+
+def test_errors_and_cleanup(tmp_path):
+    sp = ColumnSpill(DTYPES, "slot", 3, tmp_path)
+    with pytest.raises(ValueError, match="outside"):
+        sp.add({"slot": np.array([3], np.int32), "t": [1], "flag": [True], "small": [1]})
+    with pytest.raises(ValueError, match="rows"):
+        sp.add({"slot": np.array([1, 2], np.int32), "t": [1], "flag": [True, False], "small": [1, 2]})
+    assert len(os.listdir(tmp_path)) == 1
+    sp.close()
+    assert os.listdir(tmp_path) == []
+    with pytest.raises(ValueError, match="closed"):
+        sp.read(0, 3)
+    with pytest.raises(ValueError, match="key column"):
+        ColumnSpill(DTYPES, "tid", 3, tmp_path)
