@@ -54,10 +54,11 @@ def both(events, cuts, seed=0, batch_rows=None, **kw):
             build_trace_windows(windows_of(events, cuts, seed), **kw)
         assert str(got.value) == str(exc)
         if batch_rows is not None:
-            with tempfile.TemporaryDirectory() as d, pytest.raises(UserError) as got:
-                build_trace_windows(windows_of(events, cuts, seed), output=os.path.join(d, "t.trace"),
-                                    batch_rows=batch_rows, **kw)
-            assert str(got.value) == str(exc) and os.listdir(d) == []  # nothing left behind
+            with tempfile.TemporaryDirectory() as d:
+                with pytest.raises(UserError) as got:
+                    build_trace_windows(windows_of(events, cuts, seed), output=os.path.join(d, "t.trace"),
+                                        batch_rows=batch_rows, **kw)
+                assert str(got.value) == str(exc) and os.listdir(d) == []  # nothing left behind
         return None
     streamed = build_trace_windows(windows_of(events, cuts, seed), **kw)
     assert_same(whole, streamed)

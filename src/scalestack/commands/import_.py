@@ -22,8 +22,9 @@ from scalestack.trace.store import save_or_keep
               help="perf inputs: only this part of the recording (times from its first event: 10s 12s, or absolute "
                    "ns); a perf.data is then read in the memory the part needs.")
 @click.option("--chunk-rows", type=click.IntRange(min=0), metavar="N",
-              help="perf.data: a recording of more than 4N events (default N: 4,194,304) is read in time windows of "
-                   "N events and built pass by pass, in the memory of one window and the trace's rows; 0: read whole.")
+              help="perf.data: a recording of more than 4N events is read in time windows of N events and its trace "
+                   "written as it is built, a few threads at a time, in the memory of one window and a few threads' "
+                   "rows (default: windows of 1,048,576 events above 16,777,216 events); 0: read whole.")
 @click.option("--list", "list_only", is_flag=True, help="perf inputs: list the processes in FILE and exit.")
 def command(fmt, path, output, pid, comm, roles, between, chunk_rows, list_only):
     """Import FILE. FORMAT is one of perf-data, perf-script, chrome (guessed when omitted).

@@ -1070,9 +1070,10 @@ def parse_perf_data_windows(data: bytes, max_rows: int = 1_000_000, name: str = 
 # a perf.data event takes at least this many bytes (a tracepoint sample's header, id, tid, time,
 # cpu, period and raw data): a file smaller than this many times N holds at most N events
 MIN_EVENT_BYTES = 64
-# events a window of a recording too big to hold has (~0.3 GB read); above 4 windows' worth (~1.2 GB
-# held whole) `load` reads in windows
-WINDOW_EVENTS = 1 << 22
+# events a window of a recording too big to hold has (~55 MB of events, ~40 MB of the walk's rows);
+# a recording of more than STREAM_EVENTS (~0.9 GB of events held whole) is read in such windows
+WINDOW_EVENTS = 1 << 20
+STREAM_EVENTS = 1 << 24
 
 
 def load(path: str, *, pid: int | None = None, comm: str | None = None, progress=None,
@@ -1081,9 +1082,10 @@ def load(path: str, *, pid: int | None = None, comm: str | None = None, progress
 
     `progress(done_bytes, total_bytes, stage)` is called as the stages start and end. With
     `between` (T0, T1) only that part of the recording is read (see `read_perf_data`). A recording
-    of more than 4 `chunk_rows` events (default `WINDOW_EVENTS`; 0: never) is read in
-    time windows of `chunk_rows` events, the trace built pass by pass (`trace.streaming`): memory
-    then follows a window and the trace's rows, not the events."""
+    of more than 4 `chunk_rows` events (default: of more than `STREAM_EVENTS` events, in windows of
+    `WINDOW_EVENTS`; 0: never) is read in time windows of `chunk_rows` events, the trace built pass
+    by pass (`trace.streaming`): memory then follows a window and the trace's rows, not the events
+    (`import_file` writes the trace as it is built: not even its rows)."""
     size = os.path.getsize(path)
     if between is None:
         trace = _load_in_windows(path, pid, comm, progress, chunk_rows, size)
@@ -1137,7 +1139,8 @@ def _load_in_windows(path: str, pid, comm, progress, chunk_rows: int | None, siz
     from scalestack.trace.streaming import build_trace_windows
 
     rows = WINDOW_EVENTS if chunk_rows is None else int(chunk_rows)
-    if rows <= 0 or size <= MIN_EVENT_BYTES * 4 * rows:
+    above = STREAM_EVENTS if chunk_rows is None else 4 * rows
+    if rows <= 0 or size <= MIN_EVENT_BYTES * above:
         return None
     checking = [progress is not None]  # the reader's first pass shows; its windows are the passes below
 
@@ -1147,7 +1150,7 @@ def _load_in_windows(path: str, pid, comm, progress, chunk_rows: int | None, siz
 
     windows = read_perf_data_windows(path, max_rows=rows, progress=check)
     checking[0] = False
-    if windows.events <= 4 * rows:
+    if windows.events <= above:
         return None
 
     def tell(done: int, total: int, stage: str) -> None:

@@ -304,12 +304,16 @@ class ThreadSpill:
         n = len(chunk)
         if n == 0:
             return
-        order = np.argsort(chunk.tid, kind="stable")  # a builder's rows of one thread come in start order:
-        tid, start = chunk.tid[order], chunk.start_ns[order]  # sorting by tid is enough
+        tid, start = chunk.tid, chunk.start_ns
         same = tid[1:] == tid[:-1]
-        if np.any(same & (start[1:] < start[:-1])):
-            order = np.lexsort((chunk.start_ns, chunk.tid))
-            start = chunk.start_ns[order]
+        order = None  # a chunk already in (tid, start) order is written as it is
+        if np.any(tid[1:] < tid[:-1]) or np.any(same & (start[1:] < start[:-1])):
+            order = np.argsort(chunk.tid, kind="stable")  # a builder's rows of one thread come in start order:
+            tid, start = chunk.tid[order], chunk.start_ns[order]  # sorting by tid is enough
+            same = tid[1:] == tid[:-1]
+            if np.any(same & (start[1:] < start[:-1])):
+                order = np.lexsort((chunk.start_ns, chunk.tid))
+                start = chunk.start_ns[order]
         first = np.flatnonzero(np.r_[True, ~same])
         last = np.r_[first[1:], n] - 1
         tids = tid[first]
@@ -325,7 +329,8 @@ class ThreadSpill:
         self._seen = np.insert(self._seen, pos[~met], tids[~met])
         self._last = np.insert(self._last, pos[~met], start[last[~met]])
         for name, fh in self._files.items():
-            fh.write(getattr(chunk, name)[order].view(np.uint8))
+            col = getattr(chunk, name)
+            fh.write(np.ascontiguousarray(col if order is None else col[order]).view(np.uint8))
         self._runs.append((tids, self._rows + first, np.diff(np.r_[first, n])))
         self._rows += n
 

@@ -29,6 +29,7 @@ import contextlib
 import os
 from collections.abc import Callable, Iterable
 
+import numba
 import numpy as np
 
 from scalestack.errors import UserError
@@ -64,7 +65,7 @@ from scalestack.trace.events import CommTable, Kind, RawEvents, concat_events
 from scalestack.trace.futex_wakers import attribute_futex_wakers_windows
 from scalestack.trace.lookup import EventIndex, member, unique_first
 from scalestack.trace.model import StateTable, SwitchSpanTable, Trace
-from scalestack.trace.rows import RELEASE_EVERY, rows_copy, state_table
+from scalestack.trace.rows import RELEASE_EVERY, rows_copy, state_table, trim_heap
 from scalestack.trace.spill import ColumnSpill
 from scalestack.trace.store import TraceWriter
 from scalestack.trace.switch_spans import (
@@ -115,8 +116,9 @@ class _HeldRows:
     def batches(self, n_slots):
         return [(0, n_slots)]
 
-    def rows(self, lo, hi):
-        return self.parts  # emptied by `_walk_states_of`
+    def states(self, lo, hi, t0, t1, tids):
+        *cols, in_order = _walk_states_of(self.parts, t0, t1, tids, RELEASE_EVERY)  # empties `parts`
+        return cols, in_order
 
     def reports_of(self, lo, hi):
         rt = self.reports or ([self.other] if self.other is not None else [])
@@ -156,17 +158,26 @@ class _SpilledRows(_HeldRows):
     def batches(self, n_slots):
         return self.spill.batches(self.batch_rows)
 
-    def rows(self, lo, hi):
+    def states(self, lo, hi, t0, t1, tids):
+        """The batch's rows read back, clipped in place (no second copy of the batch)."""
         cols = self.spill.read(lo, hi)
-        return [tuple(cols[k] for k in _ROW_NAMES)]
+        part = tuple(cols[k] for k in _ROW_NAMES)
+        del cols
+        m, in_order = _clipped_in_place(part, t0, t1, tids)
+        return [c[:m] for c in part], in_order
 
     def reports_of(self, lo, hi):
         """The batch's reports in recording order; a batch without any gets the recording's first
         (another thread's: it changes no row) so that its rows take the same path as in one batch."""
         r = self.report_spill.read(lo, hi)
-        if len(r["seq"]):
-            order = np.argsort(r["seq"], kind="stable")
-            return [r["time"][order], r["tid"][order], r["ns"][order]]
+        seq = r.pop("seq")
+        del r["slot"]
+        if len(seq):
+            if np.all(seq[1:] > seq[:-1]):  # one thread's, or threads' that took turns
+                return [r["time"], r["tid"], r["ns"]]
+            order = np.argsort(seq, kind="stable")
+            del seq
+            return [r.pop("time")[order], r.pop("tid")[order], r.pop("ns")[order]]
         probe = self.first if self.first is not None else self.other
         return list(probe) if probe is not None else [np.zeros(0, np.int64)] * 3
 
@@ -232,12 +243,12 @@ def build_trace_windows(
         pids = None
         for b, (lo, hi) in enumerate(batches):
             stage = "" if len(batches) == 1 else f", threads {b + 1}/{len(batches)}"
-            states = _batch_states(held, lo, hi, t0, t1, tids)
-            if len(states) == 0 and (b < len(batches) - 1 or sink.present_parts):
+            trim_heap()  # the walk's or the last batch's freed memory
+            batch = [_batch_states(held, lo, hi, t0, t1, tids)]  # a list the passes empty, so that each table goes
+            if len(batch[0]) == 0 and (b < len(batches) - 1 or sink.present_parts):  # once the next is made
                 continue  # (no thread with states at all: the one empty batch goes on, as in `build_trace`)
-            states, pids = _batch_passes(states, held.reports_of(lo, hi), windows, facts, tids, slot_of, pids, t0, t1,
-                                         kept, sink, spans_sink, lambda done, name, stage=stage: tell(done, n, name + stage))
-            sink.add(states)
+            pids = _batch_passes(batch, held.reports_of(lo, hi), windows, facts, tids, slot_of, pids, t0, t1, kept, sink,
+                                 spans_sink, lambda done, name, stage=stage: tell(done, n, name + stage))
         present = np.concatenate(sink.present_parts)
         sampled = concat_events(kept.samples)
         samples = _samples(sampled, present, t0, t1, EventIndex(sampled))
@@ -313,11 +324,37 @@ def _walk(windows, facts, tids, slot_of, born_at, start_ns, end_ns, held, tell):
 
 def _batch_states(held, lo, hi, t0, t1, tids) -> StateTable:
     """The walk's rows of thread slots [lo, hi) inside [t0, t1), clipped, in (tid, start) order."""
-    *cols, in_order = _walk_states_of(held.rows(lo, hi), t0, t1, tids, RELEASE_EVERY)
+    cols, in_order = held.states(lo, hi, t0, t1, tids)
     if not in_order:
         order = np.lexsort((cols[1], cols[0]))
         cols = [c[order] for c in cols]
     return state_table(cols)
+
+
+@numba.njit(cache=True)
+def _clipped_in_place(part, t0, t1, tids):
+    """`_walk_states_of` of one part whose rows come slot by slot (slots ascending), in place: the
+    rows inside [t0, t1) clipped, moved to the front, their slot replaced by the tid; how many, and
+    whether each thread's rows are in start order."""
+    slot, start, end, state, cpu, addr, waker, rep = part
+    m = 0
+    in_order = True
+    for i in range(slot.shape[0]):
+        if end[i] > t0 and start[i] < t1:
+            tid = tids[slot[i]]
+            a = max(start[i], t0)
+            if m > 0 and slot[m - 1] == tid and a < start[m - 1]:
+                in_order = False
+            slot[m] = tid
+            start[m] = a
+            end[m] = min(end[i], t1)
+            state[m] = state[i]
+            cpu[m] = cpu[i]
+            addr[m] = addr[i]
+            waker[m] = waker[i]
+            rep[m] = rep[i]
+            m += 1
+    return m, in_order
 
 
 class _Sink:
@@ -345,11 +382,12 @@ class _Sink:
             self.put(states)
 
 
-def _batch_passes(states, reports, windows, facts, tids, slot_of, pids, t0, t1, kept, sink, spans_sink, tell):
-    """Passes 3 to 5 for the threads of one batch (`states`, sorted): their RUNNING reconciled with
-    their runtime reports, the steal questions, switch spans and names; the futex calls; the CPUs
-    the woken ran on. The recording is read three times. Returns the final states and the traced
-    threads' pids (read on the first batch, `pids` None)."""
+def _batch_passes(batch, reports, windows, facts, tids, slot_of, pids, t0, t1, kept, sink, spans_sink, tell):
+    """Passes 3 to 5 for the threads of one batch (`batch`: [their states, sorted], taken out):
+    their RUNNING reconciled with their runtime reports, the steal questions, switch spans and
+    names; the futex calls; the CPUs the woken ran on. The recording is read three times. The final
+    states go to `sink`; returns the traced threads' pids (read on the first batch, `pids` None)."""
+    states = batch.pop()
     n_cpus = max(facts.cpu_max + 1, 1)
     present = unique_first(states.tid)[0].astype(np.int64)
     cut = _reconcile_rows_of(states, np.arange(len(reports[0])), *reports, release=RELEASE_EVERY)
@@ -430,4 +468,5 @@ def _batch_passes(states, reports, windows, facts, tids, slot_of, pids, t0, t1, 
     states = _merge_adjacent(states)
     if not np.array_equal(unique_first(states.tid)[0], present):  # no pass adds or drops a thread
         raise AssertionError("the threads with states changed after the walk")
-    return states, pids
+    sink.add(states)
+    return pids
