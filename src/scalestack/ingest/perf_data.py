@@ -1132,6 +1132,13 @@ def import_file(path: str, output: str, *, pid: int | None = None, comm: str | N
     return trace
 
 
+def _compressed(path: str) -> bool:
+    """Whether the perf.data's header says `perf record -z` (feature bit 27, HEADER_COMPRESSED)."""
+    with open(path, "rb") as fh:
+        head = fh.read(HEADER_SIZE)
+    return len(head) == HEADER_SIZE and head[:8] == MAGIC and bool(int.from_bytes(head[72:104], "little") >> 27 & 1)
+
+
 def _load_in_windows(path: str, pid, comm, progress, chunk_rows: int | None, size: int, output: str | None = None,
                      finish_with=None, batch_rows: int | None = None) -> Trace | None:
     """`load` of a recording of more than 4 windows (written at `output`, if given: see
@@ -1140,7 +1147,7 @@ def _load_in_windows(path: str, pid, comm, progress, chunk_rows: int | None, siz
 
     rows = WINDOW_EVENTS if chunk_rows is None else int(chunk_rows)
     above = STREAM_EVENTS if chunk_rows is None else 4 * rows
-    if rows <= 0 or size <= MIN_EVENT_BYTES * above:
+    if rows <= 0 or (size <= MIN_EVENT_BYTES * above and not _compressed(path)):  # -z: a few bytes an event
         return None
     checking = [progress is not None]  # the reader's first pass shows; its windows are the passes below
 

@@ -6,21 +6,22 @@ each pass that reads events is a fold carried from window to window, and the rec
 again for each question that can only be asked once the answers before it are known:
 
 1. the facts the walk needs (traced threads, forks, CPUs: `event_facts.EventFacts`);
-2. the walk (`builder._walk_chunk`), gathering the few events later passes need in memory (the
-   traced threads' runtime reports, run-delay reports, code samples);
-3. the stretches the runtime reports took from RUNNING (`cpu_sweeps` witness), the switch spans,
-   names and pids of the threads found;
+2. the walk (`builder._walk_chunk`), and with it every traced thread's switch spans, names and
+   pid (a thread's do not depend on which others are followed), gathering the few events later
+   passes need (the traced threads' runtime reports, run-delay reports, code samples);
+3. if the runtime reports leave stretches to ask about, whether their CPU ran anything else
+   (`cpu_sweeps` witness);
 4. the futex calls that name each wait's waker (`futex_wakers`);
 5. whether the woken thread's CPU was busy at each such call (`cpu_sweeps` busy).
 
 Every pass gives what the pass over all events gives, so the Trace is `build_trace`'s, bit for
 bit (tests/unit/test_streaming_builder.py cuts random recordings into random windows).
 
-With `output`, the walk's rows and the runtime reports are spilled to disk by thread
-(`trace.spill`), passes 3 to 5 run on a batch of threads at a time (each asks only about its
-batch's threads, so the recording is read three times a batch), and each batch's states and
-switch spans go to the trace file as they are finished (`store.TraceWriter`): memory follows a
-window and a batch, not the trace.
+With `output`, the walk's rows and switch spans and the runtime reports are spilled to disk by
+thread (`trace.spill`), passes 3 to 5 run on a batch of threads at a time (each asks only about
+its batch's threads, so the recording is read up to three times a batch), and each batch's
+states and switch spans go to the trace file as they are finished (`store.TraceWriter`): memory
+follows a window and a batch, not the trace.
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ BATCH_ROWS = 1 << 22  # walk rows a batch of threads holds with `output` (36 B e
 _ROW_NAMES = ("slot", "start", "end", "state", "cpu", "addr", "waker", "rep")  # `rows.new_rows`' columns
 _ROW_DTYPES = dict(zip(_ROW_NAMES, (np.int32, np.int64, np.int64, np.uint8, np.int16, np.int64, np.int32, np.bool_),
                        strict=True))
+_SPAN_DTYPES = {"slot": np.int32, "start": np.int64, "end": np.int64, "rep": np.bool_}  # `switch_spans._spans_out`'s
 _REPORT_DTYPES = {"slot": np.int32, "seq": np.int64, "time": np.int64, "tid": np.int64, "ns": np.int64}
 
 
@@ -102,10 +104,17 @@ class _HeldRows:
     """The walk's rows and the traced threads' runtime reports held in memory: one batch, all threads."""
 
     def __init__(self):
-        self.parts, self.reports, self.other = [], [], None
+        self.parts, self.reports, self.other, self.span_parts = [], [], None, []
 
     def add_rows(self, rows) -> None:
         self.parts.append(rows_copy(rows))  # out of the walk's room for every event's rows
+
+    def add_spans(self, spans) -> None:
+        self.span_parts.append(spans)
+
+    def spans_of(self, lo, hi):
+        parts, self.span_parts = self.span_parts, []
+        return tuple(np.concatenate(c) for c in zip(*parts, strict=True))
 
     def add_reports(self, time, tid, ns, slot, seq) -> None:
         self.reports.append((time, tid, ns))
@@ -132,20 +141,30 @@ class _SpilledRows(_HeldRows):
     def __init__(self, n_slots, directory, batch_rows):
         super().__init__()
         self.batch_rows = batch_rows
-        self.spill = ColumnSpill(_ROW_DTYPES, "slot", n_slots, directory)
+        self.spill = self.report_spill = self.span_spill = None
         try:
+            self.spill = ColumnSpill(_ROW_DTYPES, "slot", n_slots, directory)
             self.report_spill = ColumnSpill(_REPORT_DTYPES, "slot", n_slots, directory)
+            self.span_spill = ColumnSpill(_SPAN_DTYPES, "slot", n_slots, directory)
         except BaseException:
-            self.spill.close()
+            self.close()
             raise
         self.first = None  # the first report of all: a batch without reports of its own gets it (see reports_of)
 
     def close(self) -> None:
-        self.spill.close()
-        self.report_spill.close()
+        for spill in (self.spill, self.report_spill, self.span_spill):
+            if spill is not None:
+                spill.close()
 
     def add_rows(self, rows) -> None:
         self.spill.add(dict(zip(_ROW_NAMES, rows, strict=True)))
+
+    def add_spans(self, spans) -> None:
+        self.span_spill.add(dict(zip(_SPAN_DTYPES, spans, strict=True)))
+
+    def spans_of(self, lo, hi):
+        cols = self.span_spill.read(lo, hi)
+        return tuple(cols[k] for k in _SPAN_DTYPES)
 
     def add_reports(self, time, tid, ns, slot, seq) -> None:
         if self.first is None:
@@ -201,7 +220,7 @@ def build_trace_windows(
     batch_rows: int = BATCH_ROWS,
 ):
     """`builder.build_trace` of the events `windows()` gives, a fresh iterator of time-sorted
-    windows in time order each time it is called (the recording is read five times). `stats`: the
+    windows in time order each time it is called (the recording is read three to five times). `stats`: the
     reader's (lost events ...; default: the first window's); `n_events`: how many events the
     windows hold, if known, for `progress(done, total, stage)`, which follows the passes.
 
@@ -240,20 +259,19 @@ def build_trace_windows(
         sink = _Sink(tids, writer.states.add if output is not None else None)
         spans_sink = writer.switch_spans.add if output is not None else None
         batches = held.batches(len(tids))
-        pids = None
         for b, (lo, hi) in enumerate(batches):
             stage = "" if len(batches) == 1 else f", threads {b + 1}/{len(batches)}"
             trim_heap()  # the walk's or the last batch's freed memory
             batch = [_batch_states(held, lo, hi, t0, t1, tids)]  # a list the passes empty, so that each table goes
             if len(batch[0]) == 0 and (b < len(batches) - 1 or sink.present_parts):  # once the next is made
                 continue  # (no thread with states at all: the one empty batch goes on, as in `build_trace`)
-            pids = _batch_passes(batch, held.reports_of(lo, hi), windows, facts, tids, slot_of, pids, t0, t1, kept, sink,
-                                 spans_sink, lambda done, name, stage=stage: tell(done, n, name + stage))
+            _batch_passes(batch, held.reports_of(lo, hi), windows, facts, tids, t0, t1, kept, held, lo, hi, sink,
+                          spans_sink, lambda done, name, stage=stage: tell(done, n, name + stage))
         present = np.concatenate(sink.present_parts)
         sampled = concat_events(kept.samples)
         samples = _samples(sampled, present, t0, t1, EventIndex(sampled))
         names = NameTable.concat(sink.names) if len(sink.names) > 1 else sink.names[0]
-        given = dict(pids=pids, reconciled=sink.reconciled, stolen=sink.stolen, futex_wakers=sink.futex_wakers,
+        given = dict(pids=kept.pids, reconciled=sink.reconciled, stolen=sink.stolen, futex_wakers=sink.futex_wakers,
                      runnable_from_wakes=sink.runnable_from_wakes, runnable_reconciled=sink.runnable_reconciled,
                      stats=stats or {}, n_events=n, root_pids=root_pids, root_known=root_known, known_names=known_names,
                      meta=meta)
@@ -274,15 +292,20 @@ def build_trace_windows(
 
 
 class _Kept:
-    """What the walk's pass keeps besides the rows: run-delay reports and code samples."""
+    """What the walk's pass keeps besides the rows: run-delay reports, code samples, and of every
+    traced thread its pid, its names and the counts of its switch spans (the spans themselves go
+    to the rows' store)."""
 
     def __init__(self):
         self.run_delay, self.samples = [], []
+        self.pids = self.names = self.span_counts = None
 
 
 def _walk(windows, facts, tids, slot_of, born_at, start_ns, end_ns, held, tell):
-    """Pass 2: the walk, its rows and the runtime reports into `held`; the window [t0, t1), the
-    walk's final state and what it kept."""
+    """Pass 2: the walk, its rows and the runtime reports into `held`; the switch spans, names and
+    pids of every traced thread (a thread's do not depend on which others are followed: the passes
+    after keep those of the threads with states); the window [t0, t1), the walk's final state and
+    what it kept."""
     n_slots = len(tids)
     n_cpus = max(facts.cpu_max + 1, 1)
     t_first, t_last = facts.t_first, facts.t_last
@@ -290,12 +313,24 @@ def _walk(windows, facts, tids, slot_of, born_at, start_ns, end_ns, held, tell):
     t0 = t_first if start_ns is None else int(start_ns)
     carry = _walk_start(n_slots, n_cpus, born_at, t_first)
     kept = _Kept()
+    names, strings, naming = _names_start(slot_of), CommTable(), naming_kinds()
+    pids = _pids_start(n_slots)
+    spans = _spans_start(n_slots, n_cpus) if facts.count(Kind.SWITCH) else None
     done = 0
     for w, rd in _scheduled(windows):
         rows = _walk_chunk(w.time, w.cpu, w.tid, w.kind, w.arg0, w.arg1, w.arg2, slot_of, n_slots, n_cpus,
                            _WAIT_OPS_MASK, win_start, carry)
         held.add_rows(rows)
         del rows
+        if spans is not None:
+            out = _spans_out(len(w), n_slots)
+            m = _spans_chunk(w.time, w.cpu, w.kind, w.tid, w.arg0, w.arg1, slot_of, n_slots, n_cpus, spans, out, 0)
+            held.add_spans(tuple(c[:m].copy() for c in out))
+            del out
+        comm0, comm1 = strings.relabel(w)  # the names' comm ids, of one table for all windows
+        names = _names_chunk(w.time, w.kind, w.arg0, w.arg1, comm0, comm1, naming, slot_of, names)
+        side = np.flatnonzero((w.kind == Kind.TASK_COMM) | (w.kind == Kind.TASK_FORK))
+        _pids_chunk(w.tid, w.pid, w.arg0, w.arg1, side, slot_of, pids)
         r = np.flatnonzero((w.kind == Kind.STAT_RUNTIME) & (w.arg1 > 0))
         if len(r):
             mine = member(w.arg0[r], tids)
@@ -310,7 +345,7 @@ def _walk(windows, facts, tids, slot_of, born_at, start_ns, end_ns, held, tell):
         if len(s):
             kept.samples.append(w.take(s[member(w.tid[s], tids)]))
         done += len(w)
-        tell(done, facts.n_events, "2/5 states")
+        tell(done, facts.n_events, "2/5 states, spans and names")
     held.add_rows(_walk_end(t_last if end_ns is None else max(t_last, int(end_ns)), n_slots, carry))
     dead, end_time = carry[11], carry[12]
     t1 = t_last if end_ns is None else int(end_ns)
@@ -318,6 +353,15 @@ def _walk(windows, facts, tids, slot_of, born_at, start_ns, end_ns, held, tell):
         t1 = int(end_time.max())
     if t1 <= t0:
         raise UserError("the chosen time window is empty")
+    if spans is not None:
+        out = _spans_out(0, n_slots)
+        m = _spans_end(t1, n_slots, spans, out, 0)
+        held.add_spans(tuple(c[:m] for c in out))
+        kept.span_counts = spans[-1]
+    kept.pids = pids[0]
+    n_slot, n_t, n_c = _names_end(names)
+    comms = strings.strings()
+    kept.names = NameTable(tid=tids[n_slot], time_ns=n_t, name=[comms[i] for i in n_c])
     kept.run_delay = concat_events(kept.run_delay)
     return t0, t1, carry, kept
 
@@ -382,71 +426,47 @@ class _Sink:
             self.put(states)
 
 
-def _batch_passes(batch, reports, windows, facts, tids, slot_of, pids, t0, t1, kept, sink, spans_sink, tell):
-    """Passes 3 to 5 for the threads of one batch (`batch`: [their states, sorted], taken out):
-    their RUNNING reconciled with their runtime reports, the steal questions, switch spans and
-    names; the futex calls; the CPUs the woken ran on. The recording is read three times. The final
-    states go to `sink`; returns the traced threads' pids (read on the first batch, `pids` None)."""
+def _batch_passes(batch, reports, windows, facts, tids, t0, t1, kept, held, lo, hi, sink, spans_sink, tell):
+    """Passes 3 to 5 for the threads of one batch (`batch`: [their states, sorted], taken out; thread
+    slots [lo, hi)): their RUNNING reconciled with their runtime reports and the stretches asked
+    about (a reading, if any is); their switch spans and names (found by the walk); the futex calls
+    (a reading); the CPUs the woken ran on (a reading, if any is asked). The final states go to
+    `sink`."""
     states = batch.pop()
-    n_cpus = max(facts.cpu_max + 1, 1)
     present = unique_first(states.tid)[0].astype(np.int64)
     cut = _reconcile_rows_of(states, np.arange(len(reports[0])), *reports, release=RELEASE_EVERY)
     del reports
 
-    # 3: the steal questions, and the present threads' switch spans, names and pids
-    questions = steal_questions(cut) if cut is not None else None
-    witness = witness_start(*questions, _WAIT_OPS_MASK) if questions is not None and len(questions[0]) else None
-    p_slot_of = np.full(int(present.max(initial=0)) + 1, -1, np.int64)
-    p_slot_of[present] = np.arange(len(present))
-    names, strings = _names_start(p_slot_of), CommTable()
-    naming = naming_kinds()
-    first = pids is None
-    if first:
-        pids = _pids_start(len(tids))
-    spans = _spans_start(len(present), n_cpus) if facts.count(Kind.SWITCH) else None
-    span_parts = []
-    done = 0
-    for w, _ in _scheduled(windows):
-        if witness is not None:
-            witness_chunk(w.time, w.cpu, w.kind, w.arg0, w.arg1, w.tid, witness)
-        if spans is not None:
-            out = _spans_out(len(w), len(present))
-            m = _spans_chunk(w.time, w.cpu, w.kind, w.tid, w.arg0, w.arg1, p_slot_of, len(present), n_cpus, spans, out, 0)
-            span_parts.append(tuple(c[:m].copy() for c in out))
-            del out
-        comm0, comm1 = strings.relabel(w)  # the names' comm ids, of one table for all windows
-        names = _names_chunk(w.time, w.kind, w.arg0, w.arg1, comm0, comm1, naming, p_slot_of, names)
-        if first:
-            side = np.flatnonzero((w.kind == Kind.TASK_COMM) | (w.kind == Kind.TASK_FORK))
-            _pids_chunk(w.tid, w.pid, w.arg0, w.arg1, side, slot_of, pids)
-        done += len(w)
-        tell(done, "3/5 names and spans")
-    if first:
-        pids = pids[0]
+    # 3: the stretches the runtime reports took from RUNNING: did the CPU run anything else
     if cut is None:
         states, room = _merge_adjacent(states), None
     else:
         del states
-        answers = witness_end(witness) if witness is not None else np.zeros(0, bool)
+        questions = steal_questions(cut)
+        answers = np.zeros(0, bool)
+        if len(questions[0]):
+            witness = witness_start(*questions, _WAIT_OPS_MASK)
+            done = 0
+            for w, _ in _scheduled(windows):
+                witness_chunk(w.time, w.cpu, w.kind, w.arg0, w.arg1, w.tid, witness)
+                done += len(w)
+                tell(done, "3/5 CPUs of the stretches asked about")
+            answers = witness_end(witness)
+        del questions
         states, reconciled, stolen, room = _reconcile_steals_by(cut, lambda *q: answers)
         del cut
         sink.reconciled.update(reconciled)
         sink.stolen.update(stolen)
-    n_slot, n_t, n_c = _names_end(names)
-    comms = strings.strings()
-    sink.names.append(NameTable(tid=present[n_slot], time_ns=n_t, name=[comms[i] for i in n_c]))
-    if spans is not None:
-        out = _spans_out(0, len(present))
-        m = _spans_end(t1, len(present), spans, out, 0)
-        span_parts.append(tuple(c[:m] for c in out))
-        cat = tuple(np.concatenate(c) for c in zip(*span_parts, strict=True))
-        del span_parts
-        tid, a, b, rep, in_order = _clipped_by_thread(cat, t0, t1, present, RELEASE_EVERY)
-        del cat
+    sink.names.append(kept.names.take(np.flatnonzero(member(kept.names.tid.astype(np.int64), present))))
+    if kept.span_counts is not None:
+        tid, a, b, rep, in_order = _clipped_by_thread(held.spans_of(lo, hi), t0, t1, tids, RELEASE_EVERY)
+        if len(present) < hi - lo:  # threads with spans but no states inside the window
+            keep = np.flatnonzero(member(tid.astype(np.int64), present))
+            tid, a, b, rep = tid[keep], a[keep], b[keep], rep[keep]
         if not in_order:
             order = np.lexsort((a, tid))
             tid, a, b, rep = tid[order], a[order], b[order], rep[order]
-        counts = spans[-1]
+        counts = kept.span_counts[np.searchsorted(tids, present)]
         found = SwitchSpans(tid=tid, start_ns=a, end_ns=b, repaired=rep, tids=present, complete=counts[:, 0],
                             lost_in=counts[:, 1], lost_out=counts[:, 2], lost_whole=counts[:, 3])
         if spans_sink is None:
@@ -458,7 +478,7 @@ def _batch_passes(batch, reports, windows, facts, tids, slot_of, pids, t0, t1, k
 
     # 4, 5: the futex calls, then the CPUs woken threads ran on
     states, futex_wakers, runnable_from_wakes = attribute_futex_wakers_windows(
-        states, lambda: (w for w, _ in _scheduled(windows)), tids, pids, join=len(kept.run_delay) == 0, room=room,
+        states, lambda: (w for w, _ in _scheduled(windows)), tids, kept.pids, join=len(kept.run_delay) == 0, room=room,
         progress=tell)
     del room
     sink.futex_wakers += futex_wakers
@@ -469,4 +489,3 @@ def _batch_passes(batch, reports, windows, facts, tids, slot_of, pids, t0, t1, k
     if not np.array_equal(unique_first(states.tid)[0], present):  # no pass adds or drops a thread
         raise AssertionError("the threads with states changed after the walk")
     sink.add(states)
-    return pids
