@@ -92,7 +92,7 @@ def _scheduled(windows: Windows):
             yield w, None
 
 
-BATCH_ROWS = 1 << 22  # walk rows a batch of threads holds with `output` (36 B each; a thread with more is alone)
+BATCH_ROWS = 1 << 23  # walk rows a batch of threads holds with `output` (36 B each; a thread with more is alone)
 _ROW_NAMES = ("slot", "start", "end", "state", "cpu", "addr", "waker", "rep")  # `rows.new_rows`' columns
 _ROW_DTYPES = dict(zip(_ROW_NAMES, (np.int32, np.int64, np.int64, np.uint8, np.int16, np.int64, np.int32, np.bool_),
                        strict=True))
