@@ -16,32 +16,23 @@ import tempfile
 import numpy as np
 
 
-class ColumnSpill:
-    """Fixed-width columns appended chunk by chunk, each chunk's rows stably ordered by the key
-    column and written to one file per column in a temporary directory; `read(lo, hi)` gives the
-    rows of keys in [lo, hi) in key order, a key's rows in the order they were added. Memory:
-    O(chunks x keys) for the index, never the rows. `close` (or the `with` block) removes the
-    directory."""
+class ColumnFiles:
+    """One file per fixed-width column, in a temporary directory of its own next to what is being
+    made (`directory`), appended to and read back at any row; `close` (or the `with` block, on
+    success or error) removes the directory, even where a full device fails the last flush."""
 
-    def __init__(self, dtypes: dict[str, np.dtype], key: str, n_keys: int, directory: str | os.PathLike | None = None):
-        if key not in dtypes:
-            raise ValueError(f"the key column {key!r} is not one of {list(dtypes)}")
-        self.dtypes = {k: np.dtype(v) for k, v in dtypes.items()}
-        self.key = key
-        self.n_keys = int(n_keys)
+    def __init__(self, names, directory: str | os.PathLike | None = None):
         self._dir = tempfile.mkdtemp(prefix=".scalestack-spill-", dir=directory)
         self._files: dict = {}
         try:
-            for name in self.dtypes:
+            for name in names:
                 self._files[name] = open(os.path.join(self._dir, name), "w+b")  # closed by close()
         except BaseException:
             self.close()
             raise
         self._rows = 0
-        self._counts = np.zeros(self.n_keys, np.int64)
-        self._runs: list[tuple[np.ndarray, np.ndarray]] = []  # per chunk: file row of each key's first row, rows
 
-    def __enter__(self) -> ColumnSpill:
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
@@ -50,16 +41,41 @@ class ColumnSpill:
     def __len__(self) -> int:
         return self._rows
 
-    def counts(self) -> np.ndarray:
-        """Rows of each key so far."""
-        return self._counts.copy()
-
     def close(self) -> None:
+        """Remove the temporary directory; nothing is held after."""
         for fh in self._files.values():
             with contextlib.suppress(OSError):  # a full device fails the flush: the files go anyway
                 fh.close()
         self._files = {}
         shutil.rmtree(self._dir, ignore_errors=True)
+
+    def _open(self) -> None:
+        """Raise unless open; flush what was written, to be read back."""
+        if not self._files:
+            raise ValueError("the spill is closed")
+        for fh in self._files.values():
+            fh.flush()
+
+
+class ColumnSpill(ColumnFiles):
+    """Fixed-width columns appended chunk by chunk, each chunk's rows stably ordered by the key
+    column and written to one file per column; `read(lo, hi)` gives the rows of keys in [lo, hi)
+    in key order, a key's rows in the order they were added. Memory: O(chunks x keys) for the
+    index, never the rows."""
+
+    def __init__(self, dtypes: dict[str, np.dtype], key: str, n_keys: int, directory: str | os.PathLike | None = None):
+        if key not in dtypes:
+            raise ValueError(f"the key column {key!r} is not one of {list(dtypes)}")
+        self.dtypes = {k: np.dtype(v) for k, v in dtypes.items()}
+        self.key = key
+        self.n_keys = int(n_keys)
+        super().__init__(self.dtypes, directory)
+        self._counts = np.zeros(self.n_keys, np.int64)
+        self._runs: list[tuple[np.ndarray, np.ndarray]] = []  # per chunk: file row of each key's first row, rows
+
+    def counts(self) -> np.ndarray:
+        """Rows of each key so far."""
+        return self._counts.copy()
 
     def add(self, columns: dict[str, np.ndarray]) -> None:
         """Append a chunk: every column, of equal lengths, keys in [0, n_keys)."""
@@ -87,10 +103,7 @@ class ColumnSpill:
 
     def read(self, lo: int, hi: int) -> dict[str, np.ndarray]:
         """The rows of keys in [lo, hi), in key order; a key's rows in the order added."""
-        if not self._files:
-            raise ValueError("the spill is closed")
-        for fh in self._files.values():
-            fh.flush()
+        self._open()
         total = int(self._counts[lo:hi].sum())
         out = {name: np.empty(total, dt) for name, dt in self.dtypes.items()}
         at = 0

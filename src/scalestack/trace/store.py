@@ -38,7 +38,7 @@ from scalestack.trace.model import (
     ThreadTable,
     Trace,
 )
-from scalestack.trace.spill import pread_into
+from scalestack.trace.spill import ColumnFiles, pread_into
 
 MAGIC_MEMBER = "scalestack-trace"
 TABLES = {"threads": ThreadTable, "states": StateTable, "names": NameTable}
@@ -248,7 +248,7 @@ def run_group_bounds(lengths: np.ndarray, size: int) -> np.ndarray:
     return np.asarray(cuts, np.int64)
 
 
-class ThreadSpill:
+class ThreadSpill(ColumnFiles):
     """The rows of a thread-grouped table (states, switch spans) that a streaming builder emits in
     time chunks, kept on disk until the trace file is written in (tid, start_ns) order.
 
@@ -264,35 +264,10 @@ class ThreadSpill:
         if any(dtype is object for dtype in cls.SCHEMA.values()):
             raise TypeError(f"{cls.__name__} has text columns; a spill holds fixed-width columns only")
         self.cls = cls
-        self._dir = tempfile.mkdtemp(prefix=".scalestack-spill-", dir=directory)
-        self._files: dict = {}
-        try:
-            for name in cls.SCHEMA:
-                self._files[name] = open(os.path.join(self._dir, name), "w+b")  # closed by close()
-        except BaseException:
-            self.close()
-            raise
-        self._rows = 0
+        super().__init__(cls.SCHEMA, directory)
         self._runs: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # per chunk: tids, file row, rows
         self._seen = np.zeros(0, np.int32)  # threads met so far, sorted, and the last start of each
         self._last = np.zeros(0, np.int64)
-
-    def __enter__(self) -> ThreadSpill:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __len__(self) -> int:
-        return self._rows
-
-    def close(self) -> None:
-        """Remove the temporary directory; the spill holds nothing after."""
-        for fh in self._files.values():
-            with contextlib.suppress(OSError):  # a full device fails the flush: the files go anyway
-                fh.close()
-        self._files = {}
-        shutil.rmtree(self._dir, ignore_errors=True)
 
     def add(self, chunk) -> None:
         """Append a chunk of rows (a table of this spill's class). A thread's rows in it must start
@@ -337,10 +312,7 @@ class ThreadSpill:
     def row_groups(self):
         """The whole table in (tid, start_ns) order, one Arrow table per row group of
         `group_bounds`, each read from the column files."""
-        if not self._files:
-            raise ValueError("the spill is closed")
-        for fh in self._files.values():
-            fh.flush()
+        self._open()
         if not self._runs:
             return
         tid, at, rows = (np.concatenate(c) for c in zip(*self._runs, strict=True))

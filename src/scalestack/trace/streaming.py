@@ -66,7 +66,7 @@ from scalestack.trace.events import CommTable, Kind, RawEvents, concat_events
 from scalestack.trace.futex_wakers import attribute_futex_wakers_windows
 from scalestack.trace.lookup import EventIndex, member, unique_first
 from scalestack.trace.model import StateTable, SwitchSpanTable, Trace
-from scalestack.trace.rows import RELEASE_EVERY, rows_copy, state_table, trim_heap
+from scalestack.trace.rows import RELEASE_EVERY, emit_row, rows_copy, state_table, trim_heap
 from scalestack.trace.spill import ColumnSpill
 from scalestack.trace.store import TraceWriter
 from scalestack.trace.switch_spans import (
@@ -389,15 +389,7 @@ def _clipped_in_place(part, t0, t1, tids):
             a = max(start[i], t0)
             if m > 0 and slot[m - 1] == tid and a < start[m - 1]:
                 in_order = False
-            slot[m] = tid
-            start[m] = a
-            end[m] = min(end[i], t1)
-            state[m] = state[i]
-            cpu[m] = cpu[i]
-            addr[m] = addr[i]
-            waker[m] = waker[i]
-            rep[m] = rep[i]
-            m += 1
+            m = emit_row(part, m, tid, a, min(end[i], t1), state[i], cpu[i], addr[i], waker[i], rep[i])
     return m, in_order
 
 
