@@ -91,21 +91,8 @@ def _shows_one(time, kind, arg0, arg1, etid, off, idx, wait_ops_mask, c, a, b, t
     if c < 0 or c >= off.shape[0] - 1:
         return False
     lo, hi = off[c], off[c + 1]
-    # j0: first event after a; j1: first at or after b
-    j0, h = lo, hi
-    while j0 < h:
-        mid = (j0 + h) // 2
-        if time[idx[mid]] <= a:
-            j0 = mid + 1
-        else:
-            h = mid
-    j1, h = lo, hi
-    while j1 < h:
-        mid = (j1 + h) // 2
-        if time[idx[mid]] < b:
-            j1 = mid + 1
-        else:
-            h = mid
+    j0 = _first_after(time, idx, lo, hi, a)  # the first event after a
+    j1 = _first_after(time, idx, lo, hi, b - 1)  # the first at or after b (integer times)
     for k in range(j0, j1):
         if context_of(kind, arg0, etid, idx[k]) != tid:
             return True

@@ -88,7 +88,7 @@ def _import(fmt: str, path: str, out: str, roles, options: dict, progress):
         from scalestack.ingest.perf_data import import_file
 
         return import_file(path, out, progress=progress, finish_with=finish, **options)
-    trace = finish(IMPORTERS[fmt].load(path, **({"progress": progress} if progress else {}), **options))
+    trace = finish(IMPORTERS[fmt].load(path, progress=progress, **options))
     save_or_keep(trace, out)
     return trace
 

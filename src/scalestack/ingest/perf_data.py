@@ -1118,8 +1118,9 @@ def import_file(path: str, output: str, *, pid: int | None = None, comm: str | N
             small = _load_in_windows(path, pid, comm, progress, chunk_rows, os.path.getsize(path), output=output,
                                      finish_with=finish_with, batch_rows=batch_rows)
         except OSError as exc:
-            if exc.errno not in FULL_DISK:
-                raise UserError(f"cannot write {output}: {exc.strerror}") from None
+            if exc.errno not in FULL_DISK:  # the input read, or the output and its spills written
+                raise UserError(f"cannot import {path} into {output}: {exc.strerror}"
+                                + (f" ({exc.filename})" if exc.filename else "")) from None
             free = shutil.disk_usage(os.path.dirname(os.path.abspath(output))).free >> 20
             raise UserError(f"no space left on the device of {output} ({free} MB free) for the trace and the spills "
                             "it is built from; nothing was written: free space there or give -o on another device") from None

@@ -49,8 +49,8 @@ class ColumnFiles:
         self._files = {}
         shutil.rmtree(self._dir, ignore_errors=True)
 
-    def _open(self) -> None:
-        """Raise unless open; flush what was written, to be read back."""
+    def _flushed(self) -> None:
+        """Flush what was written, to be read back (ValueError once closed)."""
         if not self._files:
             raise ValueError("the spill is closed")
         for fh in self._files.values():
@@ -103,7 +103,7 @@ class ColumnSpill(ColumnFiles):
 
     def read(self, lo: int, hi: int) -> dict[str, np.ndarray]:
         """The rows of keys in [lo, hi), in key order; a key's rows in the order added."""
-        self._open()
+        self._flushed()
         total = int(self._counts[lo:hi].sum())
         out = {name: np.empty(total, dt) for name, dt in self.dtypes.items()}
         at = 0

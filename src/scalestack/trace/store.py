@@ -312,7 +312,7 @@ class ThreadSpill(ColumnFiles):
     def row_groups(self):
         """The whole table in (tid, start_ns) order, one Arrow table per row group of
         `group_bounds`, each read from the column files."""
-        self._open()
+        self._flushed()
         if not self._runs:
             return
         tid, at, rows = (np.concatenate(c) for c in zip(*self._runs, strict=True))

@@ -119,9 +119,6 @@ class _HeldRows:
     def add_reports(self, time, tid, ns, slot, seq) -> None:
         self.reports.append((time, tid, ns))
 
-    def any_reports(self) -> bool:
-        return bool(self.reports) or self.other is not None
-
     def batches(self, n_slots):
         return [(0, n_slots)]
 
@@ -170,9 +167,6 @@ class _SpilledRows(_HeldRows):
         if self.first is None:
             self.first = (time[:1], tid[:1], ns[:1])
         self.report_spill.add({"slot": slot, "seq": seq, "time": time, "tid": tid, "ns": ns})
-
-    def any_reports(self) -> bool:
-        return self.first is not None or self.other is not None
 
     def batches(self, n_slots):
         return self.spill.batches(self.batch_rows)
