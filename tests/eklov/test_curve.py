@@ -33,7 +33,7 @@ def test_curve_command_on_kernel(fit_l1, tmp_path):
 
     c = llc_info(0).size_bytes
     out = tmp_path / "out"
-    proc = _cli("pirate-curve", "--sizes", f"0,{c // 2},{c}", "--repeat", "2", "-o", str(out), "--json",
+    proc = _cli("pirate-curve", "--sizes", f"0,{c // 2},{c}", "--repeat", "3", "-o", str(out), "--json",
                 "--", fit_l1, "1", "16384", "20000000")
     assert proc.returncode == 0, proc.stderr
     res = json.loads(proc.stdout)
@@ -41,9 +41,11 @@ def test_curve_command_on_kernel(fit_l1, tmp_path):
     rows = res["rows"]
     assert [r["pirate_bytes"] for r in rows] == [0, c // 2, c]
     assert [r["cache_bytes"] for r in rows] == [c, c - c // 2, 0]
-    assert rows[0]["slowdown"] == 1.0 and all(r["runs"] + r["discarded"] == 2 for r in rows)
-    # 16 KiB lives in L1: the pirate does not slow it much, whatever it holds
-    assert all(0.6 < r["slowdown"] < 1.5 for r in rows), rows
+    assert rows[0]["slowdown"] == 1.0 and all(r["runs"] + r["discarded"] == 3 for r in rows)
+    assert all(r["slowdown"] == r["time_ns"] / rows[0]["time_ns"] for r in rows)
+    # 16 KiB lives in L1: the pirate does not slow it much, whatever it holds. Judged on the fastest
+    # of three runs: one run of ~30 ms can take half as long again on a busy machine
+    assert all(0.6 < r["time_min_ns"] / rows[0]["time_min_ns"] < 1.5 for r in rows), rows
     for name in ("pirate_curve.json", "pirate_curve.png", "pirate_curve.svg"):
         assert (out / name).stat().st_size > 100
     if "not supported" in proc.stderr:  # this VM: one clear notice, no CPI columns
