@@ -12,6 +12,7 @@ import pytest
 import scalestack
 
 from ..conftest import ROOT, requires_recording
+from ..top.conftest import requires_ebpf
 
 pytestmark = requires_recording
 
@@ -27,14 +28,19 @@ def full_device(tmp_path):
     subprocess.run(["umount", str(mnt)], check=True)
 
 
-def test_full_disk_keeps_the_recording_elsewhere_in_one_line(c_programs, tmp_path, full_device):
+@pytest.mark.parametrize("collector", [["--collector", "perf"],
+                                       pytest.param(["--collector", "ebpf", "--chunk-rows", "2000"], marks=requires_ebpf)],
+                         ids=["perf", "ebpf-in-windows"])
+def test_full_disk_keeps_the_recording_elsewhere_in_one_line(c_programs, tmp_path, full_device, collector):
+    """With the eBPF collector in windows (~10^5 events), the trace written as it is built: the
+    device fills, the trace is built again held and kept elsewhere as any other."""
     keep = tmp_path / "keep"
     keep.mkdir()
     out = full_device / "run.trace"
     # leave 8 KiB: a trace of four threads is bigger whatever the machine's load made of the run
     (full_device / "filler").write_bytes(b"\0" * (64 * 1024 - 8 * 1024))
     env = dict(os.environ, TMPDIR=str(keep))
-    proc = subprocess.run([sys.executable, "-m", "scalestack.cli", "record", "-q", "--collector", "perf", "-o",
+    proc = subprocess.run([sys.executable, "-m", "scalestack.cli", "record", "-q", *collector, "-o",
                            str(out), "--", str(c_programs["prodcons"]), "20000", "2", "200"],
                           capture_output=True, text=True, env=env, cwd=tmp_path)
     lines = proc.stderr.strip().splitlines()

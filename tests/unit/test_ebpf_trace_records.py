@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalestack.collect.ebpf import RECORD, read_records
+from scalestack.collect.ebpf import RECORD, OutOfOrder, RecordWindows, read_records
 from scalestack.errors import UserError
-from scalestack.trace.events import Kind
+from scalestack.trace.events import Kind, concat_events
 
 
 def _write(path, rows):
@@ -77,7 +77,46 @@ def test_windows_and_threads_give_the_plain_reading(tmp_path_factory, rows, wind
     f = tmp_path_factory.mktemp("rec") / "events.bin"
     _write(f, rows)
     ev = read_records(str(f), threads=threads, window=window)
-    got = [(int(ev.time[i]), int(ev.cpu[i]), int(ev.tid[i]), int(ev.pid[i]), int(ev.kind[i]), int(ev.arg0[i]),
-            int(ev.arg1[i]), int(ev.arg2[i]), None if ev.comm0[i] < 0 else ev.comm(int(ev.comm0[i])),
-            None if ev.comm1[i] < 0 else ev.comm(int(ev.comm1[i]))) for i in range(len(ev))]
-    assert got == _reference(f)
+    assert _rows(ev) == _reference(f)
+
+
+def _rows(ev):
+    return [(int(ev.time[i]), int(ev.cpu[i]), int(ev.tid[i]), int(ev.pid[i]), int(ev.kind[i]), int(ev.arg0[i]),
+             int(ev.arg1[i]), int(ev.arg2[i]), None if ev.comm0[i] < 0 else ev.comm(int(ev.comm0[i])),
+             None if ev.comm1[i] < 0 else ev.comm(int(ev.comm1[i]))) for i in range(len(ev))]
+
+
+@settings(max_examples=80, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(0, 9), st.integers(1, 9), st.sampled_from([int(k) for k in Kind]),
+                               st.integers(0, 9), _name, _name), max_size=60),
+       gaps=st.lists(st.integers(0, 3), min_size=60, max_size=60),
+       noise=st.lists(st.floats(0, 1), min_size=60, max_size=60), window=st.integers(1, 12), far=st.booleans())
+def test_record_windows_give_the_whole_reading(tmp_path_factory, rows, gaps, noise, window, far):
+    """Records in time order moved at most half a window (the ring buffer's interleaving) come out
+    of `RecordWindows` in windows in time order that concatenate to `read_records`'; moved further,
+    they do the same or say they cannot."""
+    times = np.cumsum(gaps[:len(rows)])  # ties too
+    reach = (3 * window if far else window // 2) + 0.5
+    moved = np.argsort(np.arange(len(rows)) + np.asarray(noise[:len(rows)]) * reach, kind="stable")
+    f = tmp_path_factory.mktemp("rec") / "events.bin"
+    _write(f, [(int(times[i]), cpu, tid, 7, kind, a0, 0, 0, c0, c1)
+               for i, (cpu, tid, kind, a0, c0, c1) in ( (int(i), rows[i]) for i in moved)])
+    src = RecordWindows(str(f), max_rows=window)
+    assert src.events == len(rows)
+    for _ in range(2):  # each iteration reads again
+        try:
+            parts = list(src)
+        except OutOfOrder:
+            assert far
+            continue
+        assert all(len(p) for p in parts) and all(np.all(np.diff(p.time) >= 0) for p in parts)
+        assert all(a.time[-1] <= b.time[0] for a, b in zip(parts, parts[1:], strict=False))
+        assert _rows(concat_events(parts)) == _reference(f)
+
+
+def test_record_windows_stop_at_a_record_out_of_order_by_more_than_a_window(tmp_path):
+    f = tmp_path / "events.bin"
+    _write(f, [(t, 0, 1, 1, Kind.EXIT, 1, 0, 0, b"x", b"") for t in (10, 11, 12, 13, 14, 15, 5)])
+    with pytest.raises(OutOfOrder, match="record 6 is earlier than records 2 or more before it"):
+        list(RecordWindows(str(f), max_rows=2))
+    assert _rows(concat_events(list(RecordWindows(str(f), max_rows=4)))) == _reference(f)

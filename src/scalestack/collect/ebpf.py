@@ -12,6 +12,7 @@ read back a window at a time by compiled code: no per-event Python.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import tempfile
@@ -23,8 +24,14 @@ from scalestack.collect import bpf_build
 from scalestack.collect.run import Run, root_pid, run_or_watch, sigint_for_the_program
 from scalestack.errors import UserError
 from scalestack.ingest.tracepoint import Strings, intern_at, le_u32, strings_full
-from scalestack.ingest.windows import on_threads, rank_by_time, shared_strings, thread_count
-from scalestack.trace.events import Kind, RawEvents
+from scalestack.ingest.windows import (
+    on_threads,
+    rank_by_time,
+    shared_strings,
+    streamed,
+    thread_count,
+)
+from scalestack.trace.events import Kind, RawEvents, concat_events
 
 # trace.bpf.c's struct rec
 RECORD = np.dtype([("time", "<u8"), ("a0", "<i8"), ("a1", "<i8"), ("a2", "<i8"), ("cpu", "<i4"), ("tid", "<i4"),
@@ -81,19 +88,28 @@ def _u64(buf, i):
     return le_u32(buf, i) | le_u32(buf, i + 4) << np.uint64(32)
 
 
-def read_records(path: str, threads: int | None = None, window: int = WINDOW_RECORDS) -> RawEvents:
-    """The loader's file as RawEvents, sorted by time (each CPU submits in order; the ring buffer
-    interleaves CPUs): read a window at a time, in rows by time, on every core (ingest.windows)."""
+_NO_COMM_OF, _TWO_COMMS_OF = np.zeros(256, np.bool_), np.zeros(256, np.bool_)  # by kind
+_NO_COMM_OF[_NO_COMM] = True
+_TWO_COMMS_OF[_TWO_COMMS] = True
+_COLUMNS = (("time", np.int64), ("cpu", np.int32), ("pid", np.int32), ("tid", np.int32), ("kind", np.uint8),
+            ("arg0", np.int64), ("arg1", np.int64), ("arg2", np.int64), ("comm0", np.int32), ("comm1", np.int32))
+
+
+def record_count(path: str) -> int:
+    """How many records the loader's file holds; a user's error when it ends mid-record."""
     size = os.path.getsize(path)
     if size % RECORD.itemsize:
         raise UserError(f"{path}: {size} bytes is not a whole number of {RECORD.itemsize}-byte eBPF records; "
                         "the recording was cut short")
-    n = size // RECORD.itemsize
+    return size // RECORD.itemsize
+
+
+def read_records(path: str, threads: int | None = None, window: int = WINDOW_RECORDS) -> RawEvents:
+    """The loader's file as RawEvents, sorted by time (each CPU submits in order; the ring buffer
+    interleaves CPUs): read a window at a time, in rows by time, on every core (ingest.windows)."""
+    n = record_count(path)
     window = max(1, min(int(window), n))
     spans = [(j, min(window, n - j)) for j in range(0, n, window)]
-    no_comm, two_comms = np.zeros(256, np.bool_), np.zeros(256, np.bool_)
-    no_comm[_NO_COMM] = True
-    two_comms[_TWO_COMMS] = True
     fd = os.open(path, os.O_RDONLY)
     try:
         def read(j: int, m: int, scratch: np.ndarray) -> np.ndarray:
@@ -109,8 +125,7 @@ def read_records(path: str, threads: int | None = None, window: int = WINDOW_REC
             t[j:j + m] = read(j, m, scratch).view(RECORD)["time"]
         del scratch
         rank = rank_by_time(t)  # t's memory now holds each record's row
-        cols = [np.empty(n, dt) for dt in (np.int64, np.int32, np.int32, np.int32, np.uint8, np.int64, np.int64,
-                                           np.int64, np.int32, np.int32)]
+        cols = [np.empty(n, dt) for _, dt in _COLUMNS]
         n_threads = thread_count(len(spans), threads)
         tables = [Strings() for _ in range(n_threads)]
 
@@ -119,7 +134,8 @@ def read_records(path: str, threads: int | None = None, window: int = WINDOW_REC
             for j, m in spans[k::n_threads]:
                 buf, r = read(j, m, own), 0
                 while r < m:
-                    r = _decode(buf, r, m, j + r, rank, no_comm, two_comms, *cols, *tables[k].arrays(), k, n_threads)
+                    r = _decode(buf, r, m, j + r, rank, _NO_COMM_OF, _TWO_COMMS_OF, *cols, *tables[k].arrays(), k,
+                                n_threads)
                     if r < m:
                         tables[k].grow()
 
@@ -127,8 +143,72 @@ def read_records(path: str, threads: int | None = None, window: int = WINDOW_REC
     finally:
         os.close(fd)
     comms = shared_strings(tables, cols[8], cols[9])
-    names = ("time", "cpu", "pid", "tid", "kind", "arg0", "arg1", "arg2", "comm0", "comm1")
-    return RawEvents(**dict(zip(names, cols, strict=True)), comms=comms)
+    return RawEvents(**dict(zip((name for name, _ in _COLUMNS), cols, strict=True)), comms=comms)
+
+
+class OutOfOrder(UserError):
+    """A record earlier than a window already given: `RecordWindows` cannot go on."""
+
+
+class RecordWindows:
+    """The loader's file as RawEvents windows in time order of about `max_rows` records each, for a
+    recording whose events memory cannot hold at once; each iteration reads the file again, and
+    the windows concatenated (`trace.events.concat_events`) equal `read_records(path)`.
+
+    The ring buffer interleaves the CPUs' records a little out of time order (each CPU's own are
+    in order). A window's records are sorted (stably) together with those held back from the one
+    before, and the ones not earlier than the next window's earliest are held back in turn, so
+    ties keep file order as in `read_records`. A record earlier than a window already given (out
+    of order by more than a window) raises `OutOfOrder`: the caller reads the file whole.
+    Memory: two windows of records (80 bytes each) and one of events."""
+
+    def __init__(self, path: str, max_rows: int = WINDOW_RECORDS):
+        self.path, self.max_rows = path, max(1, int(max_rows))
+        self.events = record_count(path)
+        self.stats: dict = {}
+
+    def _raw(self, j: int) -> np.ndarray:
+        m = min(self.max_rows, self.events - j)
+        buf = np.fromfile(self.path, np.uint8, m * RECORD.itemsize, offset=j * RECORD.itemsize)
+        if len(buf) != m * RECORD.itemsize:
+            raise UserError(f"{self.path} changed while it was read; record again")
+        return buf
+
+    def __iter__(self):
+        n, w = self.events, self.max_rows
+        held, given = None, None  # records held back; the latest time given
+        nxt = self._raw(0) if n else None
+        for j in range(0, n, w):
+            buf, nxt = nxt, (self._raw(j + w) if j + w < n else None)
+            ev = _unsorted(buf)
+            ev.stats = dict(self.stats)
+            if given is not None and len(ev) and int(ev.time.min()) < given:
+                raise OutOfOrder(f"{self.path}: record {j + int(np.argmin(ev.time))} is earlier than records "
+                                 f"{self.max_rows:,} or more before it")
+            if held is not None:
+                ev = concat_events([held, ev], stats=ev.stats)
+            order = np.argsort(ev.time, kind="stable")
+            times = ev.time[order]
+            cut = len(order) if nxt is None else int(np.searchsorted(times, int(nxt.view(RECORD)["time"].min())))
+            held = ev.take(order[cut:])
+            if cut:
+                given = int(times[cut - 1])
+                yield ev.take(order[:cut])
+
+
+def _unsorted(buf: np.ndarray) -> RawEvents:
+    """Records in file order, with their own string table."""
+    m = len(buf) // RECORD.itemsize
+    cols = [np.empty(m, dt) for _, dt in _COLUMNS]
+    table, r = Strings(), 0
+    while r < m:
+        r = _decode(buf, r, m, r, _NO_RANK, _NO_COMM_OF, _TWO_COMMS_OF, *cols, *table.arrays(), 0, 1)
+        if r < m:
+            table.grow()
+    return RawEvents(**dict(zip((name for name, _ in _COLUMNS), cols, strict=True)), comms=table.decoded())
+
+
+_NO_RANK = np.empty(0, np.int64)
 
 
 class TraceSession:
@@ -166,15 +246,22 @@ class TraceSession:
         self.close()
 
 
-def collect(command, pid, duration, futex: bool, on_ready=None) -> Run:
-    """BTF tracepoint programs into a BPF ring buffer around the command (or for `duration` s)."""
-    with tempfile.TemporaryDirectory(prefix="scalestack-rec-") as tmp:
+def collect(command, pid, duration, futex: bool, on_ready=None, *, hold: contextlib.ExitStack | None = None,
+            chunk_rows: int | None = None) -> Run:
+    """BTF tracepoint programs into a BPF ring buffer around the command (or for `duration` s).
+    With `hold`, a recording of more than 4 `chunk_rows` records (default: `windows.STREAM_EVENTS`)
+    is not read: the Run's `windows` reads it a window at a time from a file kept until `hold`
+    closes."""
+    with contextlib.ExitStack() as own:
+        tmp = (hold or own).enter_context(tempfile.TemporaryDirectory(prefix="scalestack-rec-"))
         data, pidfile = os.path.join(tmp, "events.bin"), os.path.join(tmp, "pid")
         with sigint_for_the_program(), TraceSession(data, DEFAULT_BUFFER, futex=futex) as session:
             rc = run_or_watch(command, pid, duration, pidfile, on_ready)
             written, lost = session.stop()
         root = root_pid(pidfile) if command is not None else None
-        events = read_records(data)
-    events.stats["lost_events"] = lost
+        rows = streamed(record_count(data), chunk_rows) if hold is not None else None
+        events, windows = (read_records(data), None) if rows is None else (None, RecordWindows(data, rows))
+    (events.stats if windows is None else windows.stats)["lost_events"] = lost
     warnings = [f"the eBPF ring buffer had no room for {lost} events"] if lost else []
-    return Run(events, rc, root, {"ebpf_buffer_bytes": DEFAULT_BUFFER, "ebpf_records": written}, warnings)
+    return Run(events, rc, root, {"ebpf_buffer_bytes": DEFAULT_BUFFER, "ebpf_records": written}, warnings,
+               windows=windows)

@@ -24,8 +24,8 @@ import time
 import numpy as np
 
 from scalestack.tools import which
-from scalestack.trace import Trace
-from scalestack.trace.kernel_accounting import ThreadTruth, compare
+from scalestack.trace import State, Trace
+from scalestack.trace.kernel_accounting import ThreadTruth, compare, compare_totals
 
 # The task's last switch-out (state TASK_DEAD, 0x80 since Linux 4.14): there the scheduler has
 # just charged its last stretch, so the figures are final (at sched_process_exit the running
@@ -89,15 +89,19 @@ class ExitProbe:
         return out
 
 
-def check(trace: Trace, readings: dict[int, tuple[int, int, int]], reason: str | None = None) -> dict:
-    """Compare each thread born and exited inside the trace with its exit readings."""
+def check(trace: Trace, readings: dict[int, tuple[int, int, int]], reason: str | None = None,
+          times: np.ndarray | None = None) -> dict:
+    """Compare each thread born and exited inside the trace with its exit readings (`times`: the
+    trace's `time_in_states()`, for a Trace written as it was built, which holds no states)."""
     if reason:
         return {"available": False, "reason": reason}
     th = trace.threads
     whole = {int(t) for t, known, gone in zip(th.tid.tolist(), th.start_known, th.exited, strict=True) if known and gone}
     truth = {tid: ThreadTruth(tid, on_cpu, rq, None) for tid, (on_cpu, rq, _at) in readings.items() if tid in whole}
     per, bad = {}, []
-    for row in compare(trace, truth):
+    rows = compare(trace, truth) if times is None else compare_totals(
+        th.tid, times[:, State.RUNNING], times[:, State.RUNNABLE], truth)
+    for row in rows:
         run, on_cpu, runnable, rq = row["running_ns"], row["on_cpu_ns"], row["runnable_ns"], row["runqueue_ns"]
         per[str(row["tid"])] = [run, on_cpu, runnable, rq]
         if not (row["running_ok"] and row["runnable_ok"]):

@@ -27,7 +27,8 @@ from scalestack.tools import perf_binary
 from scalestack.trace import FutexCallTable, SampleTable, Trace
 from scalestack.trace.builder import build_trace
 from scalestack.trace.events import RECORD_TRACEPOINTS, Kind
-from scalestack.trace.store import save_or_keep
+from scalestack.trace.store import FULL_DISK, save_or_keep
+from scalestack.trace.streaming import build_trace_windows
 
 DEFAULT_OUTPUT = "scalestack.trace"
 COLLECTORS = ("auto", "perf", "tracefs", "ebpf")
@@ -64,6 +65,7 @@ def record(
     exit_check: bool = True,
     on_ready=None,
     stacks: bool | str = False,
+    chunk_rows: int | None = None,
 ) -> Trace:
     """Record `command` (or attach to `pid` for `duration` seconds) and return its Trace.
 
@@ -105,6 +107,12 @@ def record(
     on_ready : callable, optional
         With --pid and perf or ebpf: called once the events are enabled, e.g. to start the load
         the recording should see (perf takes a moment, more on a busy machine).
+    chunk_rows : int, optional
+        With ebpf: a recording of more than 4 `chunk_rows` events (default: more than
+        `ingest.windows.STREAM_EVENTS`) is read in time windows of `chunk_rows` events and its trace
+        built pass by pass (`trace.streaming`), written to `output` as it is built: memory follows
+        a window and a batch of threads, not the recording's length. The Trace returned then has
+        no states (they are in the file). 0: always read whole.
     """
     if (command is None) == (pid is None):
         raise UserError("give either a command (after --) or --pid PID")
@@ -123,6 +131,9 @@ def record(
         collector = auto_collector(sample_hz, mmap_size, keep_perf_data, reader)
     if collector != "perf" and (sample_hz or stacks):
         raise UserError(f"--{'stacks' if stacks else 'sample'} needs the perf collector")
+    if collector != "ebpf" and chunk_rows is not None:
+        raise UserError(f"--chunk-rows reads the ebpf collector's recording in windows, not {collector}'s; with perf, "
+                        "record with `perf record` and give `scalestack import perf-data --chunk-rows`")
     if collector == "ebpf" and not chosen:
         reason = ebpf.unavailable()
         if reason:
@@ -149,6 +160,15 @@ def record(
         attach_names = thread_names(pid)
     if sample_hz is not None and not 1 <= sample_hz <= 100_000:
         raise UserError(f"--sample-hz {sample_hz} is out of range (1 to 100000)")
+    with contextlib.ExitStack() as hold:  # a recording read in windows is kept until its trace is built
+        return _record(command, output, pid, duration, mmap_size, role_rules, reader, keep_perf_data, futex,
+                       sample_hz, collector, exit_check, on_ready, stacks, chunk_rows, perf_path, tracefs_dir,
+                       tracepoints, missing, attach_names, jvm_map, hold)
+
+
+def _record(command, output, pid, duration, mmap_size, role_rules, reader, keep_perf_data, futex, sample_hz, collector,
+            exit_check, on_ready, stacks, chunk_rows, perf_path, tracefs_dir, tracepoints, missing, attach_names, jvm_map,
+            hold) -> Trace:
     started = datetime.datetime.now(datetime.UTC)
     t_wall = time.monotonic()
     # the kernel's figures of every thread at its exit; for a command, whose threads are all born
@@ -158,11 +178,11 @@ def record(
             run = perf.collect(perf_path, tracepoints, command, pid, duration, mmap_size or perf.default_mmap_size(stacks), reader,
                                 keep_perf_data, sample_hz, on_ready, stacks)
         elif collector == "ebpf":
-            run = ebpf.collect(command, pid, duration, futex, on_ready)
+            run = ebpf.collect(command, pid, duration, futex, on_ready, hold=hold, chunk_rows=chunk_rows)
         else:
             run = tracefs.collect(tracefs_dir, tracepoints, command, pid, duration)
     elapsed = time.monotonic() - t_wall
-    events, warnings = run.events, run.warnings
+    warnings = run.warnings
     if missing:
         warnings.insert(0, f"tracepoints not available on this kernel: {', '.join(missing)}")
 
@@ -193,22 +213,28 @@ def record(
         **run.meta,
         "warnings": warnings,
     }
-    if command is not None:
-        execs = np.flatnonzero((events.kind == Kind.EXEC) & (events.arg0 == run.root))
-        own = np.flatnonzero((events.tid == run.root) | (events.pid == run.root))
-        if len(execs):
-            start = int(events.time[execs[1] if len(execs) > 1 else execs[0]])
-        elif events.stats.get("lost_events") and len(own):  # the exec itself was among the lost events
-            start = int(events.time[own[0]])
-            meta["warnings"].append("the command's exec was among the lost events: the trace starts at its first "
-                                    "recorded event")
-        else:
-            raise UserError("the recording has no exec of the command; was it killed before it started?")
-        trace = build_trace(events, root_pids=[run.root], start_ns=start, meta=meta, role_rules=role_rules,
-                            root_known=True)
-    else:
-        trace = build_trace(events, root_pids=[pid], meta=meta, role_rules=role_rules,
-                            known_names=attach_names)
+    readings = None
+
+    def checked(trace: Trace, times=None) -> Trace:
+        """The trace with the exit check's result (`times`: its time in states, if it has no states)."""
+        nonlocal readings
+        if readings is None:
+            readings = probe.readings()
+            if run.root is not None:  # the root's figures include the wrapper shell's time before the exec
+                readings.pop(run.root, None)
+        result = exits.check(trace, readings, probe.reason, times=times)
+        note = exits.warning(result)
+        return trace.with_meta(exit_check=result, warnings=trace.warnings + ([note] if note else []))
+
+    try:
+        trace, written = _trace_of(run, command, pid, meta, role_rules, attach_names, output, checked)
+    except ebpf.OutOfOrder:  # the ring buffer's interleaving spanned a window (never seen): read it whole
+        events = ebpf.read_records(run.windows.path)
+        events.stats.update(run.windows.stats)
+        run = dataclasses.replace(run, events=events, windows=None)
+        trace, written = _trace_of(run, command, pid, meta, role_rules, attach_names, output, checked)
+    if written:
+        return trace
     if run.stacks is not None:
         pids = np.unique(trace.threads.pid)
         trace = attach_stacks(trace, run.stacks(pids))
@@ -217,15 +243,63 @@ def record(
             for p in pids.tolist():
                 with contextlib.suppress(OSError):
                     os.unlink(f"/tmp/perf-{p}.map")
-    readings = probe.readings()
-    if run.root is not None:  # the root's figures include the wrapper shell's time before the exec
-        readings.pop(run.root, None)
-    result = exits.check(trace, readings, probe.reason)
-    note = exits.warning(result)
-    trace = trace.with_meta(exit_check=result, warnings=trace.warnings + ([note] if note else []))
+    trace = checked(trace)
     if output:
         save_or_keep(trace, output)
     return trace
+
+
+def _trace_of(run, command, pid, meta: dict, role_rules, attach_names, output, checked) -> tuple[Trace, bool]:
+    """The run's trace, and whether it is written (a recording read in windows: `_build_in_windows`)."""
+    meta = dict(meta, warnings=list(meta["warnings"]))
+    if command is not None:
+        start, own = _command_start([run.events] if run.windows is None else run.windows, run.root)
+        if start is None and own is not None and (run.windows or run.events).stats.get("lost_events"):
+            start = own  # the exec itself was among the lost events
+            meta["warnings"].append("the command's exec was among the lost events: the trace starts at its first "
+                                    "recorded event")
+        elif start is None:
+            raise UserError("the recording has no exec of the command; was it killed before it started?")
+        given = dict(root_pids=[run.root], start_ns=start, meta=meta, role_rules=role_rules, root_known=True)
+    else:
+        given = dict(root_pids=[pid], meta=meta, role_rules=role_rules, known_names=attach_names)
+    if run.windows is None:
+        return build_trace(run.events, **given), False
+    written = _build_in_windows(run.windows, output, given, checked)
+    if written is not None:
+        return written, True
+    return build_trace_windows(lambda: iter(run.windows), stats=run.windows.stats, n_events=run.windows.events,
+                               **given), False
+
+
+def _command_start(parts, root: int) -> tuple[int | None, int | None]:
+    """When the command began (its exec after the wrapper's, else the wrapper's), and the root's
+    first event, from the recording's events in time order (`parts`: RawEvents, read only as far
+    as needed)."""
+    execs, own = [], None
+    for ev in parts:
+        execs += ev.time[(ev.kind == Kind.EXEC) & (ev.arg0 == root)][:2].tolist()
+        if own is None:
+            mine = np.flatnonzero((ev.tid == root) | (ev.pid == root))
+            own = int(ev.time[mine[0]]) if len(mine) else None
+        if len(execs) > 1:
+            break
+    return (execs[1] if len(execs) > 1 else execs[0] if execs else None), own
+
+
+def _build_in_windows(windows, output: str | None, given: dict, checked) -> Trace | None:
+    """The trace of a recording read in windows, written to `output` as it is built (the exit
+    check from its per-thread sums), or None: no output, or no room for it there (then the trace is
+    built held and saved as any other, `save_or_keep` saying where)."""
+    if not output:
+        return None
+    try:
+        return build_trace_windows(lambda: iter(windows), stats=windows.stats, n_events=windows.events, output=output,
+                                   finish_with=checked, **given)
+    except OSError as exc:
+        if exc.errno not in FULL_DISK:
+            raise UserError(f"cannot write {output}: {exc.strerror}") from None
+    return None
 
 
 JVM_PERF_MAP = ["-XX:+UnlockDiagnosticVMOptions", "-XX:+DumpPerfMapAtExit", "-XX:+PreserveFramePointer"]

@@ -23,14 +23,17 @@ WRAPPER_PLAIN = 'echo $$ > "$0"; exec "$@"'
 @dataclasses.dataclass
 class Run:
     """What a collector hands back: raw events and how the command ended (`rc`: exit status,
-    negative for a signal; `root`: the wrapper's pid, None when attached)."""
+    negative for a signal; `root`: the wrapper's pid, None when attached). A recording too big to
+    hold comes as `windows` instead of `events`: time-sorted RawEvents windows, read again at
+    each iteration (`events` and `stats` say how many and what was lost)."""
 
-    events: RawEvents
+    events: RawEvents | None
     rc: int | None
     root: int | None
     meta: dict
     warnings: list[str]
     stacks: object = None  # ingest.perf_stacks.Stacks when recorded with call stacks
+    windows: object = None  # e.g. collect.ebpf.RecordWindows
 
 
 def resolve_command(command: Sequence[str]) -> list[str]:

@@ -38,9 +38,13 @@ from scalestack.trace.quality import summary_line
 @click.option("--window", default="1s", show_default=True, metavar="DURATION", help="With --aggregate: window length.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 @click.option("--no-exit-check", is_flag=True, help="Skip comparing each thread with the kernel's figures at its exit.")
+@click.option("--chunk-rows", type=click.IntRange(min=0), metavar="N",
+              help="ebpf: a recording of more than 4N events is read in time windows of N events and its trace "
+                   "written as it is built, in the memory of one window and a few threads' rows (default: windows of "
+                   "1,048,576 events above 16,777,216 events); 0: read whole.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def command(output, pid, duration, roles, mmap_size, collector, reader, keep_perf_data, no_futex, sample, stacks, unwind, sample_hz,
-            aggregate, window, quiet, no_exit_check, command):
+            aggregate, window, quiet, no_exit_check, chunk_rows, command):
     """Record CMD (after --) with the kernel's scheduler and futex tracepoints.
 
     Exits with the command's own exit status. Example:
@@ -56,9 +60,9 @@ def command(output, pid, duration, roles, mmap_size, collector, reader, keep_per
     if aggregate:
         from scalestack.commands._aggregate import record_aggregate_command
 
-        if sample or stacks or mmap_size or keep_perf_data or no_futex or collector != "auto":
-            raise UserError("--aggregate counts in the kernel; --sample, --mmap-size, --keep-perf-data, --no-futex "
-                            "and --collector are for trace recordings")
+        if sample or stacks or mmap_size or keep_perf_data or no_futex or collector != "auto" or chunk_rows is not None:
+            raise UserError("--aggregate counts in the kernel; --sample, --mmap-size, --keep-perf-data, --no-futex, "
+                            "--collector and --chunk-rows are for trace recordings")
 
         record_aggregate_command(list(command) or None, output or "scalestack.agg.parquet", pid, duration, window,
                                  roles, quiet)
@@ -66,7 +70,7 @@ def command(output, pid, duration, roles, mmap_size, collector, reader, keep_per
     trace = record(list(command) if command else None, output, pid=pid, duration=duration, mmap_size=mmap_size,
                    role_rules=roles, reader=reader, keep_perf_data=keep_perf_data, futex=not no_futex,
                    sample_hz=sample_hz if sample or stacks else None, collector=collector,
-                   exit_check=not no_exit_check, stacks=unwind if stacks else False)
+                   exit_check=not no_exit_check, stacks=unwind if stacks else False, chunk_rows=chunk_rows)
     if not quiet:
         m = trace.meta
         click.echo(f"scalestack: recorded {len(trace.threads)} threads, {trace.wall_ns / 1e9:.3f} s "

@@ -77,6 +77,7 @@ from scalestack.ingest.windows import (
     on_threads,
     rank_by_time,
     shared_strings,
+    streamed,
     thread_count,
 )
 from scalestack.tools import last_line, which
@@ -1070,10 +1071,6 @@ def parse_perf_data_windows(data: bytes, max_rows: int = 1_000_000, name: str = 
 # a perf.data event takes at least this many bytes (a tracepoint sample's header, id, tid, time,
 # cpu, period and raw data): a file smaller than this many times N holds at most N events
 MIN_EVENT_BYTES = 64
-# events a window of a recording too big to hold has (~55 MB of events, ~40 MB of the walk's rows);
-# a recording of more than STREAM_EVENTS (~0.9 GB of events held whole) is read in such windows
-WINDOW_EVENTS = 1 << 20
-STREAM_EVENTS = 1 << 24
 
 
 def load(path: str, *, pid: int | None = None, comm: str | None = None, progress=None,
@@ -1082,8 +1079,8 @@ def load(path: str, *, pid: int | None = None, comm: str | None = None, progress
 
     `progress(done_bytes, total_bytes, stage)` is called as the stages start and end. With
     `between` (T0, T1) only that part of the recording is read (see `read_perf_data`). A recording
-    of more than 4 `chunk_rows` events (default: of more than `STREAM_EVENTS` events, in windows of
-    `WINDOW_EVENTS`; 0: never) is read in time windows of `chunk_rows` events, the trace built pass
+    of more than 4 `chunk_rows` events (default: of more than `windows.STREAM_EVENTS` events, in
+    windows of `windows.WINDOW_EVENTS`; 0: never) is read in time windows of `chunk_rows` events, the trace built pass
     by pass (`trace.streaming`): memory then follows a window and the trace's rows, not the events
     (`import_file` writes the trace as it is built: not even its rows)."""
     size = os.path.getsize(path)
@@ -1146,9 +1143,9 @@ def _load_in_windows(path: str, pid, comm, progress, chunk_rows: int | None, siz
     `import_file`), or None to read it whole."""
     from scalestack.trace.streaming import build_trace_windows
 
-    rows = WINDOW_EVENTS if chunk_rows is None else int(chunk_rows)
-    above = STREAM_EVENTS if chunk_rows is None else 4 * rows
-    if rows <= 0 or (size <= MIN_EVENT_BYTES * above and not _compressed(path)):  # -z: a few bytes an event
+    most = -(-size // MIN_EVENT_BYTES)  # events the file can hold at most (-z: a few bytes an event)
+    rows = streamed(1 << 62 if _compressed(path) else most, chunk_rows)
+    if rows is None:
         return None
     checking = [progress is not None]  # the reader's first pass shows; its windows are the passes below
 
@@ -1158,7 +1155,7 @@ def _load_in_windows(path: str, pid, comm, progress, chunk_rows: int | None, siz
 
     windows = read_perf_data_windows(path, max_rows=rows, progress=check)
     checking[0] = False
-    if windows.events <= above:
+    if streamed(windows.events, chunk_rows) is None:
         return None
 
     def tell(done: int, total: int, stage: str) -> None:
@@ -1167,7 +1164,8 @@ def _load_in_windows(path: str, pid, comm, progress, chunk_rows: int | None, siz
 
     return build_trace_windows(lambda: iter(windows), root_pids=[pid] if pid else None, comm=comm,
                                meta=_meta(path, windows.stats), stats=windows.stats, n_events=windows.events,
-                               progress=tell, output=output, finish_with=finish_with,
+                               progress=tell, output=output,
+                               finish_with=None if finish_with is None else lambda small, _times: finish_with(small),
                                **({} if batch_rows is None else {"batch_rows": batch_rows}))
 
 

@@ -19,6 +19,21 @@ import numpy as np
 
 from scalestack.ingest.tracepoint import Strings
 
+# events a window of a recording too big to hold has (~55 MB of events, ~40 MB of the walk's rows);
+# a recording of more than STREAM_EVENTS (~0.9 GB of events held whole) is read in such windows
+# and its trace built pass by pass (`trace.streaming`)
+WINDOW_EVENTS = 1 << 20
+STREAM_EVENTS = 1 << 24
+
+
+def streamed(events: int, chunk_rows: int | None) -> int | None:
+    """The window size to read a recording of `events` events in, or None to read it whole:
+    windows of `chunk_rows` above 4 `chunk_rows` (0: never), by default WINDOW_EVENTS above
+    STREAM_EVENTS."""
+    rows = WINDOW_EVENTS if chunk_rows is None else int(chunk_rows)
+    above = STREAM_EVENTS if chunk_rows is None else 4 * rows
+    return rows if rows > 0 and events > above else None
+
 
 @numba.njit(cache=True, nogil=True)
 def _rank_of(order, rank):

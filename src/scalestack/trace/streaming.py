@@ -64,8 +64,8 @@ from scalestack.trace.cpu_sweeps import witness_chunk, witness_end, witness_star
 from scalestack.trace.event_facts import EventFacts
 from scalestack.trace.events import CommTable, Kind, RawEvents, concat_events
 from scalestack.trace.futex_wakers import attribute_futex_wakers_windows
-from scalestack.trace.lookup import EventIndex, member, unique_first
-from scalestack.trace.model import StateTable, SwitchSpanTable, Trace
+from scalestack.trace.lookup import EventIndex, member, state_sums, unique_first
+from scalestack.trace.model import State, StateTable, SwitchSpanTable, Trace
 from scalestack.trace.rows import RELEASE_EVERY, emit_row, rows_copy, state_table, trim_heap
 from scalestack.trace.spill import ColumnSpill
 from scalestack.trace.store import TraceWriter
@@ -220,8 +220,9 @@ def build_trace_windows(
 
     With `output`, the trace is written there (atomically; spills next to it) in batches of
     threads of about `batch_rows` walk rows, and the Trace returned holds its threads, names,
-    samples and meta but no states or switch spans (those are in the file); `finish_with(trace)`
-    may change that small Trace (roles, meta) before it is written."""
+    samples and meta but no states or switch spans (those are in the file); `finish_with(trace,
+    times)` may change that small Trace (roles, meta) before it is written, `times` being what
+    `trace.time_in_states()` of the whole Trace would be."""
     meta = dict(meta or {})
     tell = progress or (lambda done, total, stage: None)
     # 1: the facts
@@ -280,7 +281,7 @@ def build_trace_windows(
         small = Trace(threads=threads, states=StateTable.empty(), names=names, meta=meta, samples=samples,
                       switch_spans=SwitchSpanTable.empty()).with_roles(role_rules)
         if finish_with is not None:
-            small = finish_with(small)
+            small = finish_with(small, sink.times[np.searchsorted(tids, small.threads.tid)])
         writer.finish(small.threads, small.names, small.meta, samples=small.samples)
         return small
 
@@ -395,6 +396,7 @@ class _Sink:
         self.tids, self.put = tids, put
         self.held, self.present_parts, self.th_start, self.th_end = [], [], [], []
         self.running = np.zeros(len(tids), np.int64)
+        self.times = np.zeros((len(tids), len(State)), np.int64)  # written: each thread's ns per state
         self.names, self.spans, self.rebuilt = [], [], {}
         self.reconciled, self.stolen, self.runnable_reconciled = {}, {}, {}
         self.futex_wakers = self.runnable_from_wakes = 0
@@ -409,6 +411,9 @@ class _Sink:
             self.held.append(states)
         else:
             self.running += thread_running(states, self.tids)
+            sums = state_sums(states.tid, states.start_ns, states.end_ns, states.state, self.tids,
+                              np.arange(len(self.tids)), len(State))
+            self.times += sums.reshape(len(self.tids), len(State)).astype(np.int64)
             self.put(states)
 
 

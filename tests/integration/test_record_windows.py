@@ -1,0 +1,85 @@
+"""`record --chunk-rows N` with the eBPF collector: the recording is read in windows of N events and
+its trace written as it is built; the file loads equal to the trace the same records give when
+held whole, and the exit check (from per-thread sums, the written trace holding no states) equals
+the one of the held trace."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import scalestack
+from scalestack.collect import ebpf
+from scalestack.collect import exit_check as exits
+from scalestack.trace.builder import build_trace
+from scalestack.trace.store import load
+
+from ..conftest import requires_recording
+from ..top.conftest import requires_ebpf
+
+pytestmark = [requires_recording, requires_ebpf]
+
+GIVEN = ("attached_pid", "clock", "collector", "command", "cores", "cpus_online", "duration_s", "ebpf_buffer_bytes",
+         "ebpf_records", "exit_status", "host", "kernel", "record_elapsed_s", "recorded_at", "sample_hz", "signal",
+         "source", "tracepoints")
+
+
+def test_record_in_windows_writes_the_held_trace(c_programs, tmp_path, monkeypatch):
+    kept = tmp_path / "events.bin"
+
+    class Keeping(ebpf.RecordWindows):  # the records file is removed when record returns: keep a copy
+        def __init__(self, path, max_rows):
+            shutil.copyfile(path, kept)
+            super().__init__(path, max_rows)
+
+    monkeypatch.setattr(ebpf, "RecordWindows", Keeping)
+    out = tmp_path / "w.trace"
+    small = scalestack.record([str(c_programs["prodcons"]), "20000", "2", "200"], str(out), collector="ebpf",
+                              chunk_rows=2000)
+    written = load(out)
+    n = ebpf.record_count(str(kept))
+    assert n > 4 * 2000 and len(small.states) == 0 and len(written.states) > 1000
+    meta = written.meta
+    held = build_trace(ebpf.read_records(str(kept)), root_pids=[meta["root_tid"]], start_ns=meta["start_ns"],
+                       root_known=True, meta={k: meta[k] for k in GIVEN} | {"warnings": []})
+    for name in ("threads", "states", "names", "switch_spans", "samples"):
+        assert getattr(held, name) == getattr(written, name), name
+    assert small.threads == written.threads
+    result = meta["exit_check"]
+    assert result["available"] and len(result["threads"]) >= 2  # prodcons' producer and consumers exit
+    assert {k: v for k, v in meta.items() if k not in ("exit_check", "warnings")} == \
+        {k: v for k, v in held.meta.items() if k != "warnings"}
+    readings = {int(t): (on_cpu, rq, 0) for t, (_run, on_cpu, _rq, rq) in result["threads"].items()}
+    assert exits.check(held, readings) == result
+    assert meta["warnings"] == held.warnings + ([exits.warning(result)] if exits.warning(result) else [])
+
+
+def test_chunk_rows_is_for_the_ebpf_collector(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "scalestack.cli", "record", "--collector", "perf", "--chunk-rows", "5",
+                          "-o", str(tmp_path / "t.trace"), "--", "true"], capture_output=True, text=True)
+    assert res.returncode != 0 and "Traceback" not in res.stderr
+    assert "--chunk-rows reads the ebpf collector's recording in windows, not perf's" in res.stderr
+    assert not (tmp_path / "t.trace").exists()
+
+
+@pytest.mark.parametrize("rows", [0, 1 << 30])
+def test_a_recording_within_the_limit_is_held(c_programs, tmp_path, rows):
+    trace = scalestack.record([str(c_programs["prodcons"]), "500", "2", "200"], str(tmp_path / "h.trace"),
+                              collector="ebpf", chunk_rows=rows)
+    assert len(trace.states) > 0 and load(tmp_path / "h.trace").states == trace.states
+
+
+def test_records_out_of_order_by_more_than_a_window_are_read_whole(c_programs, tmp_path, monkeypatch):
+    class Disordered(ebpf.RecordWindows):  # never seen on a real ring buffer: as if it were
+        def __iter__(self):
+            raise ebpf.OutOfOrder("out of order")
+            yield
+
+    monkeypatch.setattr(ebpf, "RecordWindows", Disordered)
+    trace = scalestack.record([str(c_programs["prodcons"]), "20000", "2", "200"], str(tmp_path / "d.trace"),
+                              collector="ebpf", chunk_rows=2000)
+    assert len(trace.states) > 1000 and load(tmp_path / "d.trace").states == trace.states
+    assert trace.meta["exit_check"]["available"] and trace.meta["n_events"] > 4 * 2000
