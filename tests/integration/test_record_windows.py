@@ -16,6 +16,7 @@ from scalestack.collect import ebpf
 from scalestack.collect import exit_check as exits
 from scalestack.trace.builder import build_trace
 from scalestack.trace.store import load
+from scalestack.trace.streaming import build_trace_windows
 
 from ..conftest import requires_recording
 from ..top.conftest import requires_ebpf
@@ -28,9 +29,9 @@ GIVEN = ("attached_pid", "clock", "collector", "command", "cores", "cpus_online"
 
 
 def test_record_in_windows_writes_the_held_trace(c_programs, tmp_path, monkeypatch):
-    kept = tmp_path / "events.bin"
+    kept, windows = tmp_path / "events.bin", ebpf.RecordWindows
 
-    class Keeping(ebpf.RecordWindows):  # the records file is removed when record returns: keep a copy
+    class Keeping(windows):  # the records file is removed when record returns: keep a copy
         def __init__(self, path, max_rows):
             shutil.copyfile(path, kept)
             super().__init__(path, max_rows)
@@ -41,12 +42,17 @@ def test_record_in_windows_writes_the_held_trace(c_programs, tmp_path, monkeypat
                               chunk_rows=2000)
     written = load(out)
     n = ebpf.record_count(str(kept))
-    assert n > 4 * 2000 and len(small.states) == 0 and len(written.states) > 1000
+    assert n > 4 * 2000 and len(small.states) == 0 and len(written.states) > 200
     meta = written.meta
     held = build_trace(ebpf.read_records(str(kept)), root_pids=[meta["root_tid"]], start_ns=meta["start_ns"],
                        root_known=True, meta={k: meta[k] for k in GIVEN} | {"warnings": []})
+    batched = tmp_path / "b.trace"  # and a few threads at a time, each batch with its own run-delay reports
+    build_trace_windows(lambda: iter(windows(str(kept), 3000)), output=str(batched), batch_rows=2000,
+                        root_pids=[meta["root_tid"]], start_ns=meta["start_ns"], root_known=True)
+    assert held.meta["runnable_reconciled_ns"]  # the kernel's run delays resized waits
     for name in ("threads", "states", "names", "switch_spans", "samples"):
         assert getattr(held, name) == getattr(written, name), name
+        assert getattr(held, name) == getattr(load(batched), name), name
     assert small.threads == written.threads
     result = meta["exit_check"]
     assert result["available"] and len(result["threads"]) >= 2  # prodcons' producer and consumers exit
@@ -81,5 +87,5 @@ def test_records_out_of_order_by_more_than_a_window_are_read_whole(c_programs, t
     monkeypatch.setattr(ebpf, "RecordWindows", Disordered)
     trace = scalestack.record([str(c_programs["prodcons"]), "20000", "2", "200"], str(tmp_path / "d.trace"),
                               collector="ebpf", chunk_rows=2000)
-    assert len(trace.states) > 1000 and load(tmp_path / "d.trace").states == trace.states
+    assert len(trace.states) > 200 and load(tmp_path / "d.trace").states == trace.states
     assert trace.meta["exit_check"]["available"] and trace.meta["n_events"] > 4 * 2000

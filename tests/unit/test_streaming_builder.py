@@ -20,7 +20,7 @@ from scalestack.trace.events import Kind, RawEvents, concat_events
 from scalestack.trace.streaming import build_trace_windows
 
 from .test_event_facts import DATA, window
-from .test_state_builder import ev, event_streams
+from .test_state_builder import D_BIT, S_BIT, ev, event_streams
 
 TABLES = ("threads", "states", "names", "switch_spans", "samples")
 
@@ -80,6 +80,41 @@ def test_random_streams_in_random_windows(events, data):
     kw = data.draw(st.sampled_from([{}, {"end_ns": 400}, {"start_ns": 5}, {"start_ns": 2, "end_ns": 30}]))
     batch_rows = data.draw(st.sampled_from([None, 1, 3, 20, 1 << 22]))
     both(events, cuts, data.draw(st.integers(0, 5)), batch_rows, root_pids=[100], **kw)
+
+
+@st.composite
+def switching_with_run_delays(draw):
+    """Three traced threads and a foreign one taking turns on 2 CPUs (woken before they run), with
+    eBPF's run-delay report at most switch-outs: the task's run delay and arrivals so far, growing
+    by drawn steps (sometimes two arrivals: a switch-in no tracepoint reported)."""
+    rows = [(0, 0, 0, Kind.SWITCH, 0, 100, 0), (1, 0, 100, Kind.FORK, 100, 101, 0), (2, 0, 100, Kind.FORK, 100, 102, 0)]
+    on_cpu, delay, count, t = {0: 100, 1: 0}, {}, {}, 3
+    for _ in range(draw(st.integers(0, 80))):
+        t += draw(st.integers(1, 6))
+        cpu = draw(st.integers(0, 1))
+        cur, nxt = on_cpu[cpu], draw(st.sampled_from([0, 7, 100, 101, 102]))
+        if nxt == cur or (nxt != 0 and nxt in on_cpu.values()):
+            continue
+        if nxt:
+            rows.append((t, cpu, cur, Kind.WAKEUP, nxt, cpu, 0))
+            t += draw(st.integers(0, 4))
+        rows.append((t, cpu, cur, Kind.SWITCH, cur, nxt, draw(st.sampled_from([0, S_BIT, D_BIT]))))
+        if cur and draw(st.integers(0, 9)):
+            delay[cur] = delay.get(cur, 0) + draw(st.integers(0, 12))
+            count[cur] = count.get(cur, 0) + draw(st.sampled_from([1, 1, 1, 2]))
+            rows.append((t, cpu, cur, Kind.RUN_DELAY, cur, delay[cur], count[cur]))
+        on_cpu[cpu] = nxt
+    return ev(rows)
+
+
+@settings(max_examples=80, deadline=None)
+@given(switching_with_run_delays(), st.data())
+def test_run_delay_reports_in_random_windows_and_batches(events, data):
+    """The traced threads' run-delay reports go to the spill by thread and each batch reconciles
+    with its own: the same Trace as the builder given every report."""
+    cuts = data.draw(st.lists(st.integers(0, len(events)), max_size=8))
+    batch_rows = data.draw(st.sampled_from([None, 1, 3, 20, 1 << 22]))
+    both(events, cuts, data.draw(st.integers(0, 5)), batch_rows, root_pids=[100])
 
 
 @pytest.mark.parametrize("every", [1, 7, 40])

@@ -98,13 +98,24 @@ _ROW_DTYPES = dict(zip(_ROW_NAMES, (np.int32, np.int64, np.int64, np.uint8, np.i
                        strict=True))
 _SPAN_DTYPES = {"slot": np.int32, "start": np.int64, "end": np.int64, "rep": np.bool_}  # `switch_spans._spans_out`'s
 _REPORT_DTYPES = {"slot": np.int32, "seq": np.int64, "time": np.int64, "tid": np.int64, "ns": np.int64}
+_DELAY_DTYPES = {"slot": np.int32, "time": np.int64, "tid": np.int64, "delay": np.int64, "count": np.int64}
+
+
+def _run_delays(time, tid, delay, count) -> RawEvents:
+    """Run-delay reports (eBPF's: arg0 the task, arg1 its run delay, arg2 its arrivals) as RawEvents."""
+    n = len(time)
+    none = np.full(n, -1, np.int32)
+    return RawEvents(time=time, cpu=np.zeros(n, np.int32), pid=np.zeros(n, np.int32), tid=np.zeros(n, np.int32),
+                     kind=np.full(n, int(Kind.RUN_DELAY), np.uint8), arg0=tid, arg1=delay, arg2=count, comm0=none,
+                     comm1=none.copy())
 
 
 class _HeldRows:
-    """The walk's rows and the traced threads' runtime reports held in memory: one batch, all threads."""
+    """The walk's rows and the traced threads' runtime and run-delay reports held in memory: one
+    batch, all threads."""
 
     def __init__(self):
-        self.parts, self.reports, self.other, self.span_parts = [], [], None, []
+        self.parts, self.reports, self.other, self.span_parts, self.delays = [], [], None, [], []
 
     def add_rows(self, rows) -> None:
         self.parts.append(rows_copy(rows))  # out of the walk's room for every event's rows
@@ -118,6 +129,13 @@ class _HeldRows:
 
     def add_reports(self, time, tid, ns, slot, seq) -> None:
         self.reports.append((time, tid, ns))
+
+    def add_delays(self, time, tid, delay, count, slot) -> None:
+        self.delays.append((time, tid, delay, count))
+
+    def delays_of(self, lo, hi) -> RawEvents:
+        parts, self.delays = self.delays, []
+        return _run_delays(*(np.concatenate(c) for c in zip(*parts, strict=True))) if parts else RawEvents.empty()
 
     def batches(self, n_slots):
         return [(0, n_slots)]
@@ -138,18 +156,19 @@ class _SpilledRows(_HeldRows):
     def __init__(self, n_slots, directory, batch_rows):
         super().__init__()
         self.batch_rows = batch_rows
-        self.spill = self.report_spill = self.span_spill = None
+        self.spill = self.report_spill = self.span_spill = self.delay_spill = None
         try:
             self.spill = ColumnSpill(_ROW_DTYPES, "slot", n_slots, directory)
             self.report_spill = ColumnSpill(_REPORT_DTYPES, "slot", n_slots, directory)
             self.span_spill = ColumnSpill(_SPAN_DTYPES, "slot", n_slots, directory)
+            self.delay_spill = ColumnSpill(_DELAY_DTYPES, "slot", n_slots, directory)
         except BaseException:
             self.close()
             raise
         self.first = None  # the first report of all: a batch without reports of its own gets it (see reports_of)
 
     def close(self) -> None:
-        for spill in (self.spill, self.report_spill, self.span_spill):
+        for spill in (self.spill, self.report_spill, self.span_spill, self.delay_spill):
             if spill is not None:
                 spill.close()
 
@@ -167,6 +186,15 @@ class _SpilledRows(_HeldRows):
         if self.first is None:
             self.first = (time[:1], tid[:1], ns[:1])
         self.report_spill.add({"slot": slot, "seq": seq, "time": time, "tid": tid, "ns": ns})
+
+    def add_delays(self, time, tid, delay, count, slot) -> None:
+        self.delay_spill.add({"slot": slot, "time": time, "tid": tid, "delay": delay, "count": count})
+
+    def delays_of(self, lo, hi) -> RawEvents:
+        """The batch's threads' run-delay reports, each thread's in recording order (all that
+        `builder.reconcile_runnable` needs)."""
+        r = self.delay_spill.read(lo, hi)
+        return _run_delays(r["time"], r["tid"], r["delay"], r["count"])
 
     def batches(self, n_slots):
         return self.spill.batches(self.batch_rows)
@@ -287,12 +315,12 @@ def build_trace_windows(
 
 
 class _Kept:
-    """What the walk's pass keeps besides the rows: run-delay reports, code samples, and of every
-    traced thread its pid, its names and the counts of its switch spans (the spans themselves go
-    to the rows' store)."""
+    """What the walk's pass keeps besides the rows: code samples, how many run-delay reports the
+    recording has, and of every traced thread its pid, its names and the counts of its switch spans
+    (the spans and the traced threads' run-delay reports go to the rows' store)."""
 
     def __init__(self):
-        self.run_delay, self.samples = [], []
+        self.samples, self.n_run_delay = [], 0
         self.pids = self.names = self.span_counts = None
 
 
@@ -335,7 +363,11 @@ def _walk(windows, facts, tids, slot_of, born_at, start_ns, end_ns, held, tell):
             elif held.other is None:
                 held.other = (w.time[r[:1]], w.arg0[r[:1]], w.arg1[r[:1]])
         if rd is not None:
-            kept.run_delay.append(rd)
+            kept.n_run_delay += len(rd)
+            k = np.flatnonzero(member(rd.arg0, tids))
+            if len(k):
+                task = rd.arg0[k]
+                held.add_delays(rd.time[k], task, rd.arg1[k], rd.arg2[k], slot_of[task].astype(np.int32))
         s = np.flatnonzero((w.kind == Kind.SAMPLE) & (w.time >= t0))
         if len(s):
             kept.samples.append(w.take(s[member(w.tid[s], tids)]))
@@ -357,7 +389,6 @@ def _walk(windows, facts, tids, slot_of, born_at, start_ns, end_ns, held, tell):
     n_slot, n_t, n_c = _names_end(names)
     comms = strings.strings()
     kept.names = NameTable(tid=tids[n_slot], time_ns=n_t, name=[comms[i] for i in n_c])
-    kept.run_delay = concat_events(kept.run_delay)
     return t0, t1, carry, kept
 
 
@@ -469,12 +500,12 @@ def _batch_passes(batch, reports, windows, facts, tids, t0, t1, kept, held, lo, 
 
     # 4, 5: the futex calls, then the CPUs woken threads ran on
     states, futex_wakers, runnable_from_wakes = attribute_futex_wakers_windows(
-        states, lambda: (w for w, _ in _scheduled(windows)), tids, kept.pids, join=len(kept.run_delay) == 0, room=room,
+        states, lambda: (w for w, _ in _scheduled(windows)), tids, kept.pids, join=kept.n_run_delay == 0, room=room,
         progress=tell)
     del room
     sink.futex_wakers += futex_wakers
     sink.runnable_from_wakes += runnable_from_wakes
-    states, runnable_reconciled = reconcile_runnable(states, kept.run_delay)
+    states, runnable_reconciled = reconcile_runnable(states, held.delays_of(lo, hi))
     sink.runnable_reconciled.update(runnable_reconciled)
     states = _merge_adjacent(states)
     if not np.array_equal(unique_first(states.tid)[0], present):  # no pass adds or drops a thread
