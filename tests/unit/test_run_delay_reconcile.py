@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from scalestack.trace import State, StateTable
 from scalestack.trace.builder import build_trace, reconcile_runnable
-from scalestack.trace.events import Kind, RawEvents
+from scalestack.trace.events import Kind, RawEvents, concat_events
 
 from .test_state_builder import ev, fork_wait_exit_rows, intervals
 
@@ -116,3 +116,35 @@ def test_each_reported_wait_is_placed_whole_and_nothing_else_moves(case):
     net = int(new.duration_ns[new.state == RN].sum()) - int(table.duration_ns[table.state == RN].sum())
     made, unmade, _ = changed.get("7", [0, 0, 0])
     assert net == made - unmade
+
+
+def _retid(table: StateTable, rd: RawEvents, tid: int, shift: int) -> tuple[StateTable, RawEvents]:
+    cols = table.columns()
+    cols = dict(cols, tid=np.full(len(table), tid, np.int32), start_ns=cols["start_ns"] + shift,
+                end_ns=cols["end_ns"] + shift)
+    rows = [(int(t) + shift, 0, tid, tid, int(Kind.RUN_DELAY), tid, int(d), int(p), -1, -1)
+            for t, d, p in zip(rd.time, rd.arg1, rd.arg2, strict=True)]
+    return StateTable(**cols), RawEvents.from_rows(rows)
+
+
+@settings(max_examples=200, deadline=None)
+@given(timelines(), timelines(), st.integers(0, 30), st.integers(1, 9), st.booleans())
+def test_threads_recut_a_piece_at_a_time_equal_the_whole_recut(one, two, shift, rows, blocked_waker):
+    """Two threads (one of them with no reports, or both) re-cut `rows` rows at a time: the table
+    and the counts of the re-cut of each thread whole (tests/unit/run_delay_reference.py)."""
+    from .run_delay_reference import reconcile_runnable_whole
+
+    a, rd_a = _retid(one[0], one[1], 7, 0)
+    b, rd_b = _retid(two[0], two[1], 9, shift)
+    if blocked_waker:  # wakers and futex words on the blocked rows, which the re-cut moves
+        cols = b.columns()
+        sy = cols["state"] == SY
+        b = StateTable(**dict(cols, waker=np.where(sy, 7, -1).astype(np.int32),
+                              addr=np.where(sy, 0xABC, 0).astype(np.uint64)))
+    table = StateTable.concat([a, b])
+    for rd in (RawEvents.from_rows([]), rd_a, concat_events([rd_a, rd_b])):
+        got, got_changed = reconcile_runnable(table, rd, piece_rows=rows)
+        want, want_changed = reconcile_runnable_whole(table, rd)
+        assert got_changed == want_changed
+        for k, col in want.columns().items():
+            assert got.columns()[k].dtype == col.dtype and np.array_equal(got.columns()[k], col), k

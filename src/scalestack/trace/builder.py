@@ -969,7 +969,8 @@ def _asked(rows, m):
     return out
 
 
-def reconcile_runnable(states: StateTable, run_delay: RawEvents) -> tuple[StateTable, dict]:
+def reconcile_runnable(states: StateTable, run_delay: RawEvents,
+                       piece_rows: int | None = None) -> tuple[StateTable, dict]:
     """Size every run-queue wait by the kernel's own run delay (eBPF traces).
 
     The eBPF collector reads, at each switch-out of a task, its cumulative run delay and its
@@ -987,73 +988,129 @@ def reconcile_runnable(states: StateTable, run_delay: RawEvents) -> tuple[StateT
     reported) are left as they are.
 
     Returns the new table and, per tid, [ns made RUNNABLE, ns made not RUNNABLE, ns unplaced].
+    Each thread is re-cut `piece_rows` rows at a time (default `RECONCILE_PIECE_ROWS`): memory
+    follows a piece, not the thread, besides the table and the one returned.
     """
     if len(run_delay) == 0 or len(states) == 0:
         return states, {}
-    RUN, RQ = int(State.RUNNING), int(State.RUNNABLE)
-    parts: list[StateTable] = []
+    piece_rows = RECONCILE_PIECE_ROWS if piece_rows is None else piece_rows
+    RUN = int(State.RUNNING)
     changed: dict[str, list[int]] = {}
     order = np.lexsort((run_delay.time, run_delay.arg0))
     rd_tid, rd_t = run_delay.arg0[order], run_delay.time[order]
     rd_d, rd_p = run_delay.arg1[order], run_delay.arg2[order]
-    for tid, th in _per_thread(states):
+    del order
+    plan, cuts = [], 0  # per thread: its rows, its gaps (report-sized arrays) or None
+    bounds = np.flatnonzero(np.r_[True, states.tid[1:] != states.tid[:-1], True])
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        tid = int(states.tid[lo])
+        th = _rows_view(states, lo, hi)
         a, b = np.searchsorted(rd_tid, tid, "left"), np.searchsorted(rd_tid, tid, "right")
         run = np.flatnonzero(th.state == RUN)
-        if b - a < 2 or len(run) == 0:
-            parts.append(th)
+        gaps = None if b - a < 2 or len(run) == 0 else _run_delay_gaps(th, run, rd_t[a:b], rd_d[a:b], rd_p[a:b])
+        plan.append((lo, hi, tid, gaps))
+        cuts += 0 if gaps is None else len(gaps[0])
+    out = {k: np.empty(len(states) + cuts, v.dtype) for k, v in states.columns().items()}  # a cut adds a row at most
+    m = 0
+    for lo, hi, tid, gaps in plan:
+        if gaps is None:
+            for k, v in states.columns().items():
+                out[k][m:m + hi - lo] = v[lo:hi]
+            m += hi - lo
             continue
-        t, d, p = rd_t[a:b], rd_d[a:b], rd_p[a:b]
-        rs, re_ = th.start_ns[run], th.end_ns[run]
-        ie = np.searchsorted(rs, t, "left") - 1  # the RUNNING row each switch-out ends
-        e = re_[np.maximum(ie, 0)]
-        isx = np.searchsorted(rs, e[:-1], "left")  # this run's first RUNNING row
-        ok = (ie[1:] >= 0) & (ie[:-1] >= 0) & (np.diff(p) == 1) & (isx <= ie[1:])
-        s_in = rs[np.minimum(isx, len(rs) - 1)]
-        delta = np.diff(d)
-        ok &= (s_in >= e[:-1]) & (delta >= 0)
-        ga, gb, dl = e[:-1][ok], s_in[ok], delta[ok]
-        if len(ga) == 0:
-            parts.append(th)
-            continue
-        w = np.maximum(gb - dl, ga)
-        unplaced = int(np.maximum(dl - (gb - ga), 0).sum())
-        seg_a, seg_b, row = _cut(th, w)
-        old = th.state[row].astype(np.int64)
-        g = np.searchsorted(ga, seg_a, side="right") - 1
-        gi = np.maximum(g, 0)
-        in_gap = (g >= 0) & (seg_a >= ga[gi]) & (seg_b <= gb[gi])
-        late = in_gap & (seg_a >= w[gi])  # the kernel's wait
-        early = in_gap & ~late
-        # each gap's blocked state: its first row neither RUNNABLE nor RUNNING (none: RUNNABLE)
-        blocked = in_gap & (old != RQ) & (old != RUN)
-        fb_state = np.full(len(ga), RQ, np.int64)
-        fb_addr = np.zeros(len(ga), np.uint64)
-        gb_idx, first = np.unique(g[blocked], return_index=True)
-        seg_blocked = np.flatnonzero(blocked)
-        fb_state[gb_idx] = old[seg_blocked[first]]
-        fb_addr[gb_idx] = th.addr[row[seg_blocked[first]]]
-        # the waker belongs to the end of the blocked stretch: its last early segment
-        gap_waker = np.full(len(ga), -1, np.int64)
-        rev_g, rev_first = np.unique(g[blocked][::-1], return_index=True)
-        gap_waker[rev_g] = th.waker[row[seg_blocked[::-1][rev_first]]]
-        state = np.where(late, RQ, np.where(early & (old == RQ), fb_state[gi], old))
-        next_run_cpu = th.cpu[run[np.minimum(np.searchsorted(rs, seg_b, "left"), len(run) - 1)]]
-        mod = in_gap & (state != old)
-        cpu = np.where(late & mod, next_run_cpu, np.where(mod, -1, th.cpu[row]))
-        addr = np.where(early & mod, fb_addr[gi], np.where(mod, 0, th.addr[row])).astype(np.uint64)
-        waker = np.where(in_gap, -1, th.waker[row])
-        last_early = early & ~np.r_[early[1:] & (g[1:] == g[:-1]), False]
-        waker = np.where(last_early, gap_waker[gi], waker)
-        dur = seg_b - seg_a
-        made = int(dur[mod & late].sum())
-        unmade = int(dur[mod & early].sum())
-        if made or unmade or unplaced:
-            changed[str(tid)] = [made, unmade, unplaced]
-        parts.append(StateTable(
-            tid=np.full(len(seg_a), tid, np.int32), start_ns=seg_a, end_ns=seg_b, state=state.astype(np.uint8),
-            cpu=cpu, addr=addr, waker=waker, repaired=th.repaired[row],
-        ))
-    return StateTable.concat(parts), changed
+        th = _rows_view(states, lo, hi)
+        made = unmade = 0
+        for p_lo, p_hi in _pieces(th, piece_rows):
+            m, piece_made, piece_unmade = _recut_piece(th, p_lo, p_hi, gaps, tid, out, m)
+            made, unmade = made + piece_made, unmade + piece_unmade
+        if made or unmade or gaps[4]:
+            changed[str(tid)] = [made, unmade, gaps[4]]
+    return StateTable(**{k: v[:m] for k, v in out.items()}), changed
+
+
+RECONCILE_PIECE_ROWS = 1 << 18  # rows of one thread re-cut at a time by `reconcile_runnable` (~250 B each)
+
+
+def _rows_view(states: StateTable, lo: int, hi: int) -> StateTable:
+    return StateTable(**{k: v[lo:hi] for k, v in states.columns().items()})
+
+
+def _run_delay_gaps(th: StateTable, run: np.ndarray, t: np.ndarray, d: np.ndarray, p: np.ndarray):
+    """One thread's gaps the kernel sized (from the end of a run to the start of the next, with one
+    arrival between its two reports): their starts, ends, where their wait begins, the RUNNING
+    rows' starts, and the ns of wait that did not fit (int)."""
+    rs, re_ = th.start_ns[run], th.end_ns[run]
+    ie = np.searchsorted(rs, t, "left") - 1  # the RUNNING row each switch-out ends
+    e = re_[np.maximum(ie, 0)]
+    isx = np.searchsorted(rs, e[:-1], "left")  # this run's first RUNNING row
+    ok = (ie[1:] >= 0) & (ie[:-1] >= 0) & (np.diff(p) == 1) & (isx <= ie[1:])
+    s_in = rs[np.minimum(isx, len(rs) - 1)]
+    delta = np.diff(d)
+    ok &= (s_in >= e[:-1]) & (delta >= 0)
+    ga, gb, dl = e[:-1][ok], s_in[ok], delta[ok]
+    if len(ga) == 0:
+        return None
+    w = np.maximum(gb - dl, ga)
+    return ga, gb, w, (rs, run), int(np.maximum(dl - (gb - ga), 0).sum())
+
+
+def _pieces(th: StateTable, rows: int) -> list[tuple[int, int]]:
+    """The thread's rows in ranges of about `rows`, each starting at a RUNNING row that starts where
+    the row before it ends: no gap `_run_delay_gaps` finds spans two ranges (a gap ends at the start
+    of the first RUNNING row after it), so each range is re-cut alone."""
+    starts = np.flatnonzero((th.state[1:] == State.RUNNING) & (th.start_ns[1:] == th.end_ns[:-1])) + 1
+    out, lo = [], 0
+    while True:
+        k = int(np.searchsorted(starts, lo + max(rows, 1), "left"))
+        if k == len(starts):
+            out.append((lo, len(th)))
+            return out
+        out.append((lo, int(starts[k])))
+        lo = int(starts[k])
+
+
+def _recut_piece(th: StateTable, lo: int, hi: int, gaps, tid: int, out: dict, m: int) -> tuple[int, int, int]:
+    """Rows lo..hi of one thread re-cut at its gaps' waits, written to `out` from row m: (the next
+    row, ns made RUNNABLE, ns made not RUNNABLE)."""
+    RUN, RQ = int(State.RUNNING), int(State.RUNNABLE)
+    all_ga, all_gb, all_w, (rs, run), _ = gaps
+    piece = _rows_view(th, lo, hi)
+    g_lo, g_hi = np.searchsorted(all_ga, [piece.start_ns[0], piece.end_ns[-1]], "left")
+    ga, gb, w = all_ga[g_lo:g_hi], all_gb[g_lo:g_hi], all_w[g_lo:g_hi]
+    seg_a, seg_b, row = _cut(piece, w)
+    old = piece.state[row].astype(np.int64)
+    g = np.searchsorted(ga, seg_a, side="right") - 1
+    gi = np.maximum(g, 0)
+    in_gap = (g >= 0) & (seg_a >= ga[gi]) & (seg_b <= gb[gi]) if len(ga) else np.zeros(len(seg_a), bool)
+    late = in_gap & (seg_a >= w[gi]) if len(ga) else in_gap  # the kernel's wait
+    early = in_gap & ~late
+    # each gap's blocked state: its first row neither RUNNABLE nor RUNNING (none: RUNNABLE)
+    blocked = in_gap & (old != RQ) & (old != RUN)
+    fb_state = np.full(max(len(ga), 1), RQ, np.int64)
+    fb_addr = np.zeros(max(len(ga), 1), np.uint64)
+    gb_idx, first = np.unique(g[blocked], return_index=True)
+    seg_blocked = np.flatnonzero(blocked)
+    fb_state[gb_idx] = old[seg_blocked[first]]
+    fb_addr[gb_idx] = piece.addr[row[seg_blocked[first]]]
+    # the waker belongs to the end of the blocked stretch: its last early segment
+    gap_waker = np.full(max(len(ga), 1), -1, np.int64)
+    rev_g, rev_first = np.unique(g[blocked][::-1], return_index=True)
+    gap_waker[rev_g] = piece.waker[row[seg_blocked[::-1][rev_first]]]
+    state = np.where(late, RQ, np.where(early & (old == RQ), fb_state[gi], old))
+    next_run_cpu = th.cpu[run[np.minimum(np.searchsorted(rs, seg_b, "left"), len(run) - 1)]]
+    mod = in_gap & (state != old)
+    n = len(seg_a)
+    out["tid"][m:m + n] = tid
+    out["start_ns"][m:m + n] = seg_a
+    out["end_ns"][m:m + n] = seg_b
+    out["state"][m:m + n] = state
+    out["cpu"][m:m + n] = np.where(late & mod, next_run_cpu, np.where(mod, -1, piece.cpu[row]))
+    out["addr"][m:m + n] = np.where(early & mod, fb_addr[gi], np.where(mod, 0, piece.addr[row])).astype(np.uint64)
+    last_early = early & ~np.r_[early[1:] & (g[1:] == g[:-1]), False]
+    out["waker"][m:m + n] = np.where(last_early, gap_waker[gi], np.where(in_gap, -1, piece.waker[row]))
+    out["repaired"][m:m + n] = piece.repaired[row]
+    dur = seg_b - seg_a
+    return m + n, int(dur[mod & late].sum()), int(dur[mod & early].sum())
 
 
 def _merge_adjacent(s: StateTable) -> StateTable:
