@@ -63,12 +63,36 @@ def test_record_in_windows_writes_the_held_trace(c_programs, tmp_path, monkeypat
     assert meta["warnings"] == held.warnings + ([exits.warning(result)] if exits.warning(result) else [])
 
 
-def test_chunk_rows_is_for_the_ebpf_collector(tmp_path):
-    res = subprocess.run([sys.executable, "-m", "scalestack.cli", "record", "--collector", "perf", "--chunk-rows", "5",
+@pytest.mark.parametrize("args", [["--collector", "tracefs"], ["--collector", "perf", "--sample"],
+                                  ["--collector", "perf", "--reader", "perf-script"]])
+def test_chunk_rows_is_for_recordings_read_directly(tmp_path, args):
+    res = subprocess.run([sys.executable, "-m", "scalestack.cli", "record", *args, "--chunk-rows", "5",
                           "-o", str(tmp_path / "t.trace"), "--", "true"], capture_output=True, text=True)
     assert res.returncode != 0 and "Traceback" not in res.stderr
-    assert "--chunk-rows reads the ebpf collector's recording in windows, not perf's" in res.stderr
+    assert "--chunk-rows reads the ebpf or perf collector's recording in windows" in res.stderr
     assert not (tmp_path / "t.trace").exists()
+
+
+def test_perf_record_in_windows_writes_the_held_trace(c_programs, tmp_path):
+    """The perf collector's perf.data read in windows (`perf_data.windows_if_big`): the trace of the
+    same file read whole (kept with --keep-perf-data)."""
+    from scalestack.ingest.perf_data import read_perf_data
+
+    kept, out = tmp_path / "perf.data", tmp_path / "p.trace"
+    small = scalestack.record([str(c_programs["prodcons"]), "20000", "2", "200"], str(out), collector="perf",
+                              keep_perf_data=str(kept), chunk_rows=2000)
+    written = load(out)
+    events = read_perf_data(kept)
+    meta = written.meta
+    assert len(events) > 4 * 2000 and len(small.states) == 0 and len(written.states) > 200
+    given = {k: meta[k] for k in GIVEN if k in meta} | {k: meta[k] for k in ("mmap_size", "perf_version", "reader")}
+    held = build_trace(events, root_pids=[meta["root_tid"]], start_ns=meta["start_ns"], root_known=True,
+                       meta=given | {"warnings": []})
+    for name in ("threads", "states", "names", "switch_spans", "samples"):
+        assert getattr(held, name) == getattr(written, name), name
+    assert {k: v for k, v in meta.items() if k not in ("exit_check", "warnings")} == \
+        {k: v for k, v in held.meta.items() if k != "warnings"}
+    assert meta["exit_check"]["available"]
 
 
 @pytest.mark.parametrize("rows", [0, 1 << 30])

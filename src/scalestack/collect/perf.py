@@ -17,6 +17,7 @@ Designed around what was measured on these machines (shared/DESIGN.md):
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -27,7 +28,7 @@ import time
 
 from scalestack.collect.run import WRAPPER, WRAPPER_PLAIN, Run, low_dup, sigint_for_the_program
 from scalestack.errors import UserError
-from scalestack.ingest.perf_data import LOST_RE, read_events
+from scalestack.ingest.perf_data import LOST_RE, read_events, windows_if_big
 from scalestack.ingest.perf_stacks import read_stacks
 from scalestack.tools import last_line, perf_version
 
@@ -51,10 +52,15 @@ def default_mmap_size(stacks: bool | str = False) -> str:
 
 
 def collect(perf, tracepoints, command, pid, duration, size, reader, keep_perf_data, sample_hz,
-                  on_ready=None, stacks=False) -> Run:
-    """`perf record -a` around the command (or for `duration` s), then its perf.data read."""
+            on_ready=None, stacks=False, *, hold: contextlib.ExitStack | None = None,
+            chunk_rows: int | None = None) -> Run:
+    """`perf record -a` around the command (or for `duration` s), then its perf.data read. With
+    `hold`, a recording of more than 4 `chunk_rows` events (default: `windows.STREAM_EVENTS`) read
+    by the direct reader is not read: the Run's `windows` reads it a window at a time from a file
+    kept until `hold` closes."""
     warnings: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="scalestack-rec-") as tmp:
+    with contextlib.ExitStack() as own:
+        tmp = (hold or own).enter_context(tempfile.TemporaryDirectory(prefix="scalestack-rec-"))
         data = os.path.join(tmp, "perf.data")
         pidfile = os.path.join(tmp, "pid")
         perf_err = os.path.join(tmp, "perf.stderr")
@@ -102,7 +108,9 @@ def collect(perf, tracepoints, command, pid, duration, size, reader, keep_perf_d
             raise UserError(f"perf record wrote no data: {last_line(perf_messages)}")
         if keep_perf_data:
             shutil.copyfile(data, keep_perf_data)
-        events = read_events(data, perf, reader, samples=bool(sample_hz))
+        direct = hold is not None and not sample_hz and not stacks and reader != "perf-script"
+        windows = windows_if_big(data, chunk_rows) if direct else None
+        events = read_events(data, perf, reader, samples=bool(sample_hz)) if windows is None else None
         call_stacks = None
         if stacks:  # read once the process tree is known (record() calls it with its pids)
             keep_dir = tempfile.mkdtemp(prefix="scalestack-stacks-")
@@ -113,9 +121,10 @@ def collect(perf, tracepoints, command, pid, duration, size, reader, keep_perf_d
             "reader": "perf-script" if sample_hz or reader == "perf-script" else "perf-data"}
     lost_chunks = LOST_RE.findall(perf_messages.decode("utf-8", "replace"))
     if lost_chunks:
-        meta["lost_chunks"] = events.stats["lost_chunks"] = sum(int(x) for x in lost_chunks)
+        read = events if windows is None else windows
+        meta["lost_chunks"] = read.stats["lost_chunks"] = sum(int(x) for x in lost_chunks)
         warnings.append(f"perf reported {meta['lost_chunks']} lost chunks; raise --mmap-size")
-    return Run(events, rc, root, meta, warnings, call_stacks)
+    return Run(events, rc, root, meta, warnings, call_stacks, windows=windows)
 
 
 def _stacks_pass(data: str, perf: str, pids):

@@ -108,7 +108,7 @@ def record(
         With --pid and perf or ebpf: called once the events are enabled, e.g. to start the load
         the recording should see (perf takes a moment, more on a busy machine).
     chunk_rows : int, optional
-        With ebpf: a recording of more than 4 `chunk_rows` events (default: more than
+        With ebpf, or perf without samples or stacks: a recording of more than 4 `chunk_rows` events (default: more than
         `ingest.windows.STREAM_EVENTS`) is read in time windows of `chunk_rows` events and its trace
         built pass by pass (`trace.streaming`), written to `output` as it is built: memory follows
         a window and a batch of threads, not the recording's length. The Trace returned then has
@@ -131,9 +131,9 @@ def record(
         collector = auto_collector(sample_hz, mmap_size, keep_perf_data, reader)
     if collector != "perf" and (sample_hz or stacks):
         raise UserError(f"--{'stacks' if stacks else 'sample'} needs the perf collector")
-    if collector != "ebpf" and chunk_rows is not None:
-        raise UserError(f"--chunk-rows reads the ebpf collector's recording in windows, not {collector}'s; with perf, "
-                        "record with `perf record` and give `scalestack import perf-data --chunk-rows`")
+    if chunk_rows is not None and (collector == "tracefs" or sample_hz or stacks or reader == "perf-script"):
+        raise UserError("--chunk-rows reads the ebpf or perf collector's recording in windows; tracefs, --sample, "
+                        "--stacks and --reader perf-script read it whole")
     if collector == "ebpf" and not chosen:
         reason = ebpf.unavailable()
         if reason:
@@ -176,7 +176,7 @@ def _record(command, output, pid, duration, mmap_size, role_rules, reader, keep_
     with exits.ExitProbe(enabled=exit_check and command is not None) as probe:
         if collector == "perf":
             run = perf.collect(perf_path, tracepoints, command, pid, duration, mmap_size or perf.default_mmap_size(stacks), reader,
-                                keep_perf_data, sample_hz, on_ready, stacks)
+                               keep_perf_data, sample_hz, on_ready, stacks, hold=hold, chunk_rows=chunk_rows)
         elif collector == "ebpf":
             run = ebpf.collect(command, pid, duration, futex, on_ready, hold=hold, chunk_rows=chunk_rows)
         else:
@@ -254,7 +254,8 @@ def _trace_of(run, command, pid, meta: dict, role_rules, attach_names, output, c
     meta = dict(meta, warnings=list(meta["warnings"]))
     if command is not None:
         start, own = _command_start([run.events] if run.windows is None else run.windows, run.root)
-        if start is None and own is not None and (run.windows or run.events).stats.get("lost_events"):
+        read = run.events if run.windows is None else run.windows
+        if start is None and own is not None and read.stats.get("lost_events"):
             start = own  # the exec itself was among the lost events
             meta["warnings"].append("the command's exec was among the lost events: the trace starts at its first "
                                     "recorded event")

@@ -1143,19 +1143,8 @@ def _load_in_windows(path: str, pid, comm, progress, chunk_rows: int | None, siz
     `import_file`), or None to read it whole."""
     from scalestack.trace.streaming import build_trace_windows
 
-    most = -(-size // MIN_EVENT_BYTES)  # events the file can hold at most (-z: a few bytes an event)
-    rows = streamed(1 << 62 if _compressed(path) else most, chunk_rows)
-    if rows is None:
-        return None
-    checking = [progress is not None]  # the reader's first pass shows; its windows are the passes below
-
-    def check(done: int, total: int, stage: str) -> None:
-        if checking[0]:
-            progress(done, total, stage)
-
-    windows = read_perf_data_windows(path, max_rows=rows, progress=check)
-    checking[0] = False
-    if streamed(windows.events, chunk_rows) is None:
+    windows = windows_if_big(path, chunk_rows, progress)
+    if windows is None:
         return None
 
     def tell(done: int, total: int, stage: str) -> None:
@@ -1167,6 +1156,25 @@ def _load_in_windows(path: str, pid, comm, progress, chunk_rows: int | None, siz
                                progress=tell, output=output,
                                finish_with=None if finish_with is None else lambda small, _times: finish_with(small),
                                **({} if batch_rows is None else {"batch_rows": batch_rows}))
+
+
+def windows_if_big(path: str, chunk_rows: int | None, progress=None) -> PerfDataWindows | None:
+    """The recording in time windows (`read_perf_data_windows`) if it has more events than are read
+    whole (`ingest.windows.streamed`), else None. A file too small to hold that many is not scanned;
+    `progress` follows the scan."""
+    most = -(-os.path.getsize(path) // MIN_EVENT_BYTES)  # events the file can hold at most (-z: a few bytes an event)
+    rows = streamed(1 << 62 if _compressed(path) else most, chunk_rows)
+    if rows is None:
+        return None
+    checking = [progress is not None]  # the reader's first pass shows; its windows are the builder's passes
+
+    def check(done: int, total: int, stage: str) -> None:
+        if checking[0]:
+            progress(done, total, stage)
+
+    windows = read_perf_data_windows(path, max_rows=rows, progress=check)
+    checking[0] = False
+    return windows if streamed(windows.events, chunk_rows) is not None else None
 
 
 LOST_RE = re.compile(r"lost (\d+) chunks", re.I)
