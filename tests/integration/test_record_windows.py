@@ -38,10 +38,17 @@ def test_record_in_windows_writes_the_held_trace(c_programs, tmp_path, monkeypat
 
     monkeypatch.setattr(ebpf, "RecordWindows", Keeping)
     out = tmp_path / "w.trace"
+    calls = []
     small = scalestack.record([str(c_programs["prodcons"]), "20000", "2", "200"], str(out), collector="ebpf",
-                              chunk_rows=2000)
+                              chunk_rows=2000, progress=lambda *a: calls.append(a))
     written = load(out)
     n = ebpf.record_count(str(kept))
+    stages = {stage for _, _, stage in calls}
+    assert {"1/5 threads", "2/5 states, spans and names"} <= stages  # 3-5 only when asked something
+    assert all(0 < done <= total <= n for done, total, _ in calls) and (n, n, "1/5 threads") in calls
+    for stage in stages:  # each pass reads to the end
+        done, total = [(d, t) for d, t, s in calls if s == stage][-1]
+        assert done == total, stage
     assert n > 4 * 2000 and len(small.states) == 0 and len(written.states) > 200
     meta = written.meta
     held = build_trace(ebpf.read_records(str(kept)), root_pids=[meta["root_tid"]], start_ns=meta["start_ns"],

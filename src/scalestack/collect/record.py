@@ -66,6 +66,7 @@ def record(
     on_ready=None,
     stacks: bool | str = False,
     chunk_rows: int | None = None,
+    progress=None,
 ) -> Trace:
     """Record `command` (or attach to `pid` for `duration` seconds) and return its Trace.
 
@@ -113,6 +114,9 @@ def record(
         built pass by pass (`trace.streaming`), written to `output` as it is built: memory follows
         a window and a batch of threads, not the recording's length. The Trace returned then has
         no states (they are in the file). 0: always read whole.
+    progress : callable, optional
+        ``progress(done, total, stage)`` follows the building of a recording read in windows
+        (events read per pass; the recording is read three to five times).
     """
     if (command is None) == (pid is None):
         raise UserError("give either a command (after --) or --pid PID")
@@ -163,12 +167,12 @@ def record(
     with contextlib.ExitStack() as hold:  # a recording read in windows is kept until its trace is built
         return _record(command, output, pid, duration, mmap_size, role_rules, reader, keep_perf_data, futex,
                        sample_hz, collector, exit_check, on_ready, stacks, chunk_rows, perf_path, tracefs_dir,
-                       tracepoints, missing, attach_names, jvm_map, hold)
+                       tracepoints, missing, attach_names, jvm_map, hold, progress)
 
 
 def _record(command, output, pid, duration, mmap_size, role_rules, reader, keep_perf_data, futex, sample_hz, collector,
             exit_check, on_ready, stacks, chunk_rows, perf_path, tracefs_dir, tracepoints, missing, attach_names, jvm_map,
-            hold) -> Trace:
+            hold, progress) -> Trace:
     started = datetime.datetime.now(datetime.UTC)
     t_wall = time.monotonic()
     # the kernel's figures of every thread at its exit; for a command, whose threads are all born
@@ -227,12 +231,12 @@ def _record(command, output, pid, duration, mmap_size, role_rules, reader, keep_
         return trace.with_meta(exit_check=result, warnings=trace.warnings + ([note] if note else []))
 
     try:
-        trace, written = _trace_of(run, command, pid, meta, role_rules, attach_names, output, checked)
+        trace, written = _trace_of(run, command, pid, meta, role_rules, attach_names, output, checked, progress)
     except ebpf.OutOfOrder:  # the ring buffer's interleaving spanned a window (never seen): read it whole
         events = ebpf.read_records(run.windows.path)
         events.stats.update(run.windows.stats)
         run = dataclasses.replace(run, events=events, windows=None)
-        trace, written = _trace_of(run, command, pid, meta, role_rules, attach_names, output, checked)
+        trace, written = _trace_of(run, command, pid, meta, role_rules, attach_names, output, checked, progress)
     if written:
         return trace
     if run.stacks is not None:
@@ -249,7 +253,8 @@ def _record(command, output, pid, duration, mmap_size, role_rules, reader, keep_
     return trace
 
 
-def _trace_of(run, command, pid, meta: dict, role_rules, attach_names, output, checked) -> tuple[Trace, bool]:
+def _trace_of(run, command, pid, meta: dict, role_rules, attach_names, output, checked,
+              progress) -> tuple[Trace, bool]:
     """The run's trace, and whether it is written (a recording read in windows: `_build_in_windows`)."""
     meta = dict(meta, warnings=list(meta["warnings"]))
     if command is not None:
@@ -266,11 +271,11 @@ def _trace_of(run, command, pid, meta: dict, role_rules, attach_names, output, c
         given = dict(root_pids=[pid], meta=meta, role_rules=role_rules, known_names=attach_names)
     if run.windows is None:
         return build_trace(run.events, **given), False
-    written = _build_in_windows(run.windows, output, given, checked)
+    written = _build_in_windows(run.windows, output, dict(given, progress=progress), checked)
     if written is not None:
         return written, True
     return build_trace_windows(lambda: iter(run.windows), stats=run.windows.stats, n_events=run.windows.events,
-                               **given), False
+                               progress=progress, **given), False
 
 
 def _command_start(parts, root: int) -> tuple[int | None, int | None]:

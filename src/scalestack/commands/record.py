@@ -67,10 +67,12 @@ def command(output, pid, duration, roles, mmap_size, collector, reader, keep_per
         record_aggregate_command(list(command) or None, output or "scalestack.agg.parquet", pid, duration, window,
                                  roles, quiet)
     output = output or "scalestack.trace"
-    trace = record(list(command) if command else None, output, pid=pid, duration=duration, mmap_size=mmap_size,
-                   role_rules=roles, reader=reader, keep_perf_data=keep_perf_data, futex=not no_futex,
-                   sample_hz=sample_hz if sample or stacks else None, collector=collector,
-                   exit_check=not no_exit_check, stacks=unwind if stacks else False, chunk_rows=chunk_rows)
+    with _BuildBar(not quiet) as bar:
+        trace = record(list(command) if command else None, output, pid=pid, duration=duration, mmap_size=mmap_size,
+                       role_rules=roles, reader=reader, keep_perf_data=keep_perf_data, futex=not no_futex,
+                       sample_hz=sample_hz if sample or stacks else None, collector=collector,
+                       exit_check=not no_exit_check, stacks=unwind if stacks else False, chunk_rows=chunk_rows,
+                       progress=bar.update)
     if not quiet:
         m = trace.meta
         click.echo(f"scalestack: recorded {len(trace.threads)} threads, {trace.wall_ns / 1e9:.3f} s "
@@ -81,3 +83,30 @@ def command(output, pid, duration, roles, mmap_size, collector, reader, keep_per
     if trace.meta.get("signal"):
         sys.exit(128 + int(trace.meta["signal"]))
     sys.exit(int(status or 0))
+
+
+class _BuildBar:
+    """A progress bar for the building of a recording read in windows, started at its first update:
+    while the command runs, its own output has the terminal."""
+
+    def __init__(self, shown: bool):
+        self.shown, self.bar, self.task = shown, None, None
+
+    def update(self, done: int, total: int, stage: str) -> None:
+        if not self.shown:
+            return
+        if self.bar is None:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+            self.bar = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn(), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task(stage, total=total)
+        self.bar.update(self.task, completed=done, total=total, description=f"building the trace: {stage}")
+
+    def __enter__(self) -> _BuildBar:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()

@@ -244,7 +244,8 @@ def build_trace_windows(
     """`builder.build_trace` of the events `windows()` gives, a fresh iterator of time-sorted
     windows in time order each time it is called (the recording is read three to five times). `stats`: the
     reader's (lost events ...; default: the first window's); `n_events`: how many events the
-    windows hold, if known, for `progress(done, total, stage)`, which follows the passes.
+    windows hold, if known, for `progress(done, total, stage)`, which follows the passes (after the
+    first, in scheduler events: without eBPF's run-delay reports).
 
     With `output`, the trace is written there (atomically; spills next to it) in batches of
     threads of about `batch_rows` walk rows, and the Trace returned holds its threads, names,
@@ -254,8 +255,8 @@ def build_trace_windows(
     meta = dict(meta or {})
     tell = progress or (lambda done, total, stage: None)
     # 1: the facts
-    facts, seen = EventFacts(comm), 0
-    for w, _ in _scheduled(windows):
+    facts, seen, read = EventFacts(comm), 0, 0
+    for w, rd in _scheduled(windows):
         if stats is None:
             stats = dict(w.stats)
         wild = np.flatnonzero(w.cpu >= MAX_CPUS)
@@ -265,7 +266,8 @@ def build_trace_windows(
                             f"beyond the {MAX_CPUS} any Linux machine has: the recording is corrupt")
         facts.add(w)
         seen += len(w)
-        tell(seen, n_events or seen, "1/5 threads")
+        read += len(w) + (0 if rd is None else len(rd))  # `n_events` counts the run-delay reports too
+        tell(read, n_events or read, "1/5 threads")
     if facts.n_events == 0:
         raise UserError("the recording holds no events; was the program too short, or were the tracepoints missing?")
     n = facts.n_events
