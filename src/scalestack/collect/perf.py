@@ -65,6 +65,8 @@ def collect(perf, tracepoints, command, pid, duration, size, reader, keep_perf_d
         pidfile = os.path.join(tmp, "pid")
         perf_err = os.path.join(tmp, "perf.stderr")
         argv = [perf, "record", "-k", "CLOCK_MONOTONIC", "-a", "-m", size, "-o", data]
+        if not sample_hz and not stacks:  # build ids name the binaries of samples; collecting them at the end
+            argv.append("-B")  # reads the whole file in perf's memory (0.69 GB for a 0.65 GB file, 14 MB with -B)
         cg = CALL_GRAPH.get(stacks or "", "")
         if stacks:
             # the futex entry first: perf script unwinds (dwarf) only when the first event with a call
