@@ -11,24 +11,7 @@ from scalestack.trace.events import RawEvents
 
 
 def reconcile_runnable_whole(states: StateTable, run_delay: RawEvents) -> tuple[StateTable, dict]:
-    """Size every run-queue wait by the kernel's own run delay (eBPF traces).
-
-    The eBPF collector reads, at each switch-out of a task, its cumulative run delay and its
-    number of arrivals on a CPU (`sched_info.run_delay`, `pcount`: schedstat's second and third
-    figures). Between two switch-outs with one arrival the difference is exactly the wait that
-    ended at the switch-in between them, on the scheduler's own clock. The trace's tracepoint
-    instants differ from that clock by the switch's own work (2-5 µs per switch out of idle,
-    which has no runtime report to anchor it), which over a producer/consumer's ~1 200 waits put
-    +1.2 to +2.8 ms into a thread's RUNNABLE. So the off-CPU gap [end of the previous run, start
-    of this run] is re-cut: its last `delta` ns are RUNNABLE, and the RUNNABLE before that takes
-    the gap's blocked state (the wait it came out of). A gap with no blocked state (a preemption)
-    stays RUNNABLE: the kernel queues a preempted task from its switch-out, so a smaller figure
-    there is the two clocks' offset. A gap shorter than `delta` is RUNNABLE whole and the excess
-    is counted. Spans with more than one arrival (a switch-in no tracepoint
-    reported) are left as they are.
-
-    Returns the new table and, per tid, [ns made RUNNABLE, ns made not RUNNABLE, ns unplaced].
-    """
+    """`builder.reconcile_runnable` (see its docstring) with each thread re-cut whole."""
     if len(run_delay) == 0 or len(states) == 0:
         return states, {}
     RUN, RQ = int(State.RUNNING), int(State.RUNNABLE)

@@ -165,92 +165,85 @@ def record(
     if sample_hz is not None and not 1 <= sample_hz <= 100_000:
         raise UserError(f"--sample-hz {sample_hz} is out of range (1 to 100000)")
     with contextlib.ExitStack() as hold:  # a recording read in windows is kept until its trace is built
-        return _record(command, output, pid, duration, mmap_size, role_rules, reader, keep_perf_data, futex,
-                       sample_hz, collector, exit_check, on_ready, stacks, chunk_rows, perf_path, tracefs_dir,
-                       tracepoints, missing, attach_names, jvm_map, hold, progress)
+        started = datetime.datetime.now(datetime.UTC)
+        t_wall = time.monotonic()
+        # the kernel's figures of every thread at its exit; for a command, whose threads are all born
+        # in the recording (attaching, perf must start at once and the threads were born before)
+        with exits.ExitProbe(enabled=exit_check and command is not None) as probe:
+            if collector == "perf":
+                run = perf.collect(perf_path, tracepoints, command, pid, duration,
+                                   mmap_size or perf.default_mmap_size(stacks), reader, keep_perf_data, sample_hz,
+                                   on_ready, stacks, hold=hold, chunk_rows=chunk_rows)
+            elif collector == "ebpf":
+                run = ebpf.collect(command, pid, duration, futex, on_ready, hold=hold, chunk_rows=chunk_rows)
+            else:
+                run = tracefs.collect(tracefs_dir, tracepoints, command, pid, duration)
+        elapsed = time.monotonic() - t_wall
+        warnings = run.warnings
+        if missing:
+            warnings.insert(0, f"tracepoints not available on this kernel: {', '.join(missing)}")
 
+        exit_status, sig = None, None
+        if command is not None:
+            if run.rc < 0:
+                sig = -run.rc
+                warnings.append(f"the command was killed by signal {sig} ({signal.Signals(sig).name}); the trace ends there")
+            else:
+                exit_status = run.rc
+        meta = {
+            "source": collector,
+            "collector": collector,
+            "command": list(command) if command is not None else None,
+            "attached_pid": pid,
+            "duration_s": duration,
+            "exit_status": exit_status,
+            "signal": sig,
+            "cores": os.cpu_count(),
+            "cpus_online": online_cpus(),
+            "kernel": platform.release(),
+            "host": platform.node(),
+            "clock": "CLOCK_MONOTONIC",
+            "recorded_at": started.isoformat(timespec="seconds"),
+            "record_elapsed_s": round(elapsed, 6),
+            "tracepoints": tracepoints,
+            "sample_hz": sample_hz,
+            **run.meta,
+            "warnings": warnings,
+        }
+        readings = None
 
-def _record(command, output, pid, duration, mmap_size, role_rules, reader, keep_perf_data, futex, sample_hz, collector,
-            exit_check, on_ready, stacks, chunk_rows, perf_path, tracefs_dir, tracepoints, missing, attach_names, jvm_map,
-            hold, progress) -> Trace:
-    started = datetime.datetime.now(datetime.UTC)
-    t_wall = time.monotonic()
-    # the kernel's figures of every thread at its exit; for a command, whose threads are all born
-    # in the recording (attaching, perf must start at once and the threads were born before)
-    with exits.ExitProbe(enabled=exit_check and command is not None) as probe:
-        if collector == "perf":
-            run = perf.collect(perf_path, tracepoints, command, pid, duration, mmap_size or perf.default_mmap_size(stacks), reader,
-                               keep_perf_data, sample_hz, on_ready, stacks, hold=hold, chunk_rows=chunk_rows)
-        elif collector == "ebpf":
-            run = ebpf.collect(command, pid, duration, futex, on_ready, hold=hold, chunk_rows=chunk_rows)
-        else:
-            run = tracefs.collect(tracefs_dir, tracepoints, command, pid, duration)
-    elapsed = time.monotonic() - t_wall
-    warnings = run.warnings
-    if missing:
-        warnings.insert(0, f"tracepoints not available on this kernel: {', '.join(missing)}")
+        def checked(trace: Trace, times=None) -> Trace:
+            """The trace with the exit check's result (`times`: its time in states, if it has no states)."""
+            nonlocal readings
+            if readings is None:
+                readings = probe.readings()
+                if run.root is not None:  # the root's figures include the wrapper shell's time before the exec
+                    readings.pop(run.root, None)
+            result = exits.check(trace, readings, probe.reason, times=times)
+            note = exits.warning(result)
+            return trace.with_meta(exit_check=result, warnings=trace.warnings + ([note] if note else []))
 
-    exit_status, sig = None, None
-    if command is not None:
-        if run.rc < 0:
-            sig = -run.rc
-            warnings.append(f"the command was killed by signal {sig} ({signal.Signals(sig).name}); the trace ends there")
-        else:
-            exit_status = run.rc
-    meta = {
-        "source": collector,
-        "collector": collector,
-        "command": list(command) if command is not None else None,
-        "attached_pid": pid,
-        "duration_s": duration,
-        "exit_status": exit_status,
-        "signal": sig,
-        "cores": os.cpu_count(),
-        "cpus_online": online_cpus(),
-        "kernel": platform.release(),
-        "host": platform.node(),
-        "clock": "CLOCK_MONOTONIC",
-        "recorded_at": started.isoformat(timespec="seconds"),
-        "record_elapsed_s": round(elapsed, 6),
-        "tracepoints": tracepoints,
-        "sample_hz": sample_hz,
-        **run.meta,
-        "warnings": warnings,
-    }
-    readings = None
-
-    def checked(trace: Trace, times=None) -> Trace:
-        """The trace with the exit check's result (`times`: its time in states, if it has no states)."""
-        nonlocal readings
-        if readings is None:
-            readings = probe.readings()
-            if run.root is not None:  # the root's figures include the wrapper shell's time before the exec
-                readings.pop(run.root, None)
-        result = exits.check(trace, readings, probe.reason, times=times)
-        note = exits.warning(result)
-        return trace.with_meta(exit_check=result, warnings=trace.warnings + ([note] if note else []))
-
-    try:
-        trace, written = _trace_of(run, command, pid, meta, role_rules, attach_names, output, checked, progress)
-    except ebpf.OutOfOrder:  # the ring buffer's interleaving spanned a window (never seen): read it whole
-        events = ebpf.read_records(run.windows.path)
-        events.stats.update(run.windows.stats)
-        run = dataclasses.replace(run, events=events, windows=None)
-        trace, written = _trace_of(run, command, pid, meta, role_rules, attach_names, output, checked, progress)
-    if written:
+        try:
+            trace, written = _trace_of(run, command, pid, meta, role_rules, attach_names, output, checked, progress)
+        except ebpf.OutOfOrder:  # the ring buffer's interleaving spanned a window (never seen): read it whole
+            events = ebpf.read_records(run.windows.path)
+            events.stats.update(run.windows.stats)
+            run = dataclasses.replace(run, events=events, windows=None)
+            trace, written = _trace_of(run, command, pid, meta, role_rules, attach_names, output, checked, progress)
+        if written:
+            return trace
+        if run.stacks is not None:
+            pids = np.unique(trace.threads.pid)
+            trace = attach_stacks(trace, run.stacks(pids))
+            trace = trace.with_meta(stacks=stacks)
+            if command is not None and jvm_map:  # the JVM wrote them because we asked: read, so remove
+                for p in pids.tolist():
+                    with contextlib.suppress(OSError):
+                        os.unlink(f"/tmp/perf-{p}.map")
+        trace = checked(trace)
+        if output:
+            save_or_keep(trace, output)
         return trace
-    if run.stacks is not None:
-        pids = np.unique(trace.threads.pid)
-        trace = attach_stacks(trace, run.stacks(pids))
-        trace = trace.with_meta(stacks=stacks)
-        if command is not None and jvm_map:  # the JVM wrote them because we asked: read, so remove
-            for p in pids.tolist():
-                with contextlib.suppress(OSError):
-                    os.unlink(f"/tmp/perf-{p}.map")
-    trace = checked(trace)
-    if output:
-        save_or_keep(trace, output)
-    return trace
 
 
 def _trace_of(run, command, pid, meta: dict, role_rules, attach_names, output, checked,
