@@ -12,6 +12,7 @@ rounded so that many share one time across CPUs and spans.
 from __future__ import annotations
 
 import importlib.util
+import os
 import struct
 import sys
 
@@ -118,6 +119,19 @@ def test_windows_are_the_whole_read(files, name, max_rows):
         _check(parse_perf_data_windows(data, max_rows=max_rows, window=span), whole)
     if max_rows >= len(whole):
         assert len(parts) == 1
+
+
+def test_a_compressed_file_is_decompressed_to_an_unnamed_file_not_held(files):
+    """perf record -z: the windows read the decompressed records from a temporary file that has no
+    name (nothing to clean up), made once by the first pass, which says so in its progress."""
+    path, _ = files["barrier-z"]
+    stages = []
+    w = read_perf_data_windows(path, max_rows=7, window=SPAN, progress=lambda d, t, s: stages.append(s))
+    st_ = os.fstat(w._scan.z_file.fileno())
+    assert st_.st_nlink == 0 and st_.st_size == w._scan.end > 0  # the decompressed records, read from there
+    assert "decompressing records" in stages and "checking records (decompressed)" in stages
+    _check(w, read_perf_data(path))
+    _check(w, read_perf_data(path))  # read again from the same file
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

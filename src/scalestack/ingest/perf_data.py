@@ -602,12 +602,7 @@ def _decode_window(buf, i, end, j, rank, ids, id_attr, id_keys, id_events, sampl
 def _decompress(buf: np.ndarray, start: int, end: int, path: str) -> tuple[np.ndarray, bool]:
     """The records inside PERF_RECORD_COMPRESSED payloads (one zstd stream), concatenated, and whether
     the last PERF_RECORD_COMPRESSED is as large as perf makes them (its compressor's output was full)."""
-    try:
-        import zstandard
-    except ImportError:  # pragma: no cover - a dependency; say what to do if it is missing
-        raise UserError(f"{path} is compressed (perf record -z); install the zstandard package "
-                        "or record without -z") from None
-    dec = zstandard.ZstdDecompressor().decompressobj()
+    dec = _decompressor(path)
     parts = []
     i = start
     raw = buf
@@ -616,13 +611,30 @@ def _decompress(buf: np.ndarray, start: int, end: int, path: str) -> tuple[np.nd
         typ = int(raw[i]) | int(raw[i + 1]) << 8 | int(raw[i + 2]) << 16 | int(raw[i + 3]) << 24
         size = int(raw[i + 6]) | int(raw[i + 7]) << 8
         if typ == REC_COMPRESSED:
-            try:
-                parts.append(dec.decompress(raw[i + 8:i + size].tobytes()))
-            except zstandard.ZstdError as exc:
-                raise _err(path, i, f"compressed record does not decompress ({exc})") from None
+            parts.append(_inflate(dec, raw[i + 8:i + size], path, i))
             last_full = size == COMPRESSED_MAX
         i += size
     return np.frombuffer(b"".join(parts), dtype=np.uint8), last_full
+
+
+def _decompressor(path: str):
+    """One zstd stream's decompressor (perf record -z writes one stream across its records)."""
+    try:
+        import zstandard
+    except ImportError:  # pragma: no cover - a dependency; say what to do if it is missing
+        raise UserError(f"{path} is compressed (perf record -z); install the zstandard package "
+                        "or record without -z") from None
+    return zstandard.ZstdDecompressor().decompressobj()
+
+
+def _inflate(dec, payload: np.ndarray, path: str, at: int) -> bytes:
+    """One PERF_RECORD_COMPRESSED's payload through the stream's decompressor."""
+    import zstandard
+
+    try:
+        return dec.decompress(payload.tobytes())
+    except zstandard.ZstdError as exc:
+        raise _err(path, at, f"compressed record does not decompress ({exc})") from None
 
 
 WINDOW = 32 << 20  # bytes of the data section read at a time, per thread
@@ -681,9 +693,10 @@ class _Scan:
     samples (the events' ids, layouts and decode table): `check` is the first pass, `decode` the
     second. Shared by the whole read (`_read`) and the windowed one (`PerfDataWindows`)."""
 
-    def __init__(self, info: PerfData, path: str, window, whole, window_bytes: int):
+    def __init__(self, info: PerfData, path: str, window, whole, window_bytes: int, spill_z: bool = False):
         attrs = info.attrs
         self.info, self.path, self.window, self.whole = info, path, window, whole
+        self.spill_z, self.z_file = spill_z, None  # -z: decompressed to a temporary file, not held
         self.sample_types = np.array([a.sample_type for a in attrs], np.uint64).view(np.int64)
         self.read_formats = np.array([a.read_format for a in attrs], np.uint64).view(np.int64)
         if len(attrs) > 1 and not np.all(self.sample_types & S_IDENTIFIER):
@@ -771,11 +784,48 @@ class _Scan:
             if pos < self.end:  # cut before a partial last record: the pass again over the records before it
                 continue
             if counts[3] and not self.inside:  # `perf record -z`: the records are inside
-                data, self.open_tail = _decompress(self.whole(), 0, self.info.data_size, self.path)
-                self.start, self.end, self.inside = 0, len(data), " (offset inside the decompressed data)"
-                self.window = lambda pos, n, scratch, data=data: data[pos:pos + n]
+                if self.spill_z:
+                    size, self.open_tail, self.window = self._decompressed_file(progress)
+                else:
+                    data, self.open_tail = _decompress(self.whole(), 0, self.info.data_size, self.path)
+                    size, self.window = len(data), lambda pos, n, scratch, data=data: data[pos:pos + n]
+                self.start, self.end, self.inside = 0, size, " (offset inside the decompressed data)"
                 continue
             return counts, spans, t, n
+
+    def _decompressed_file(self, progress=None):
+        """`_decompress` of the data section read a window at a time into an unnamed temporary file
+        (gone when closed; kept open by this scan): (its size, whether the last compressed record
+        was full-size, a reader of it as `window` reads the file)."""
+        out = tempfile.TemporaryFile(prefix="scalestack-z-")
+        self.z_file = out
+        dec, size, last_full = _decompressor(self.path), 0, False
+        scratch = np.empty(self.step, np.uint8)
+        start, end = self.info.data_offset, self.info.data_offset + self.info.data_size
+        pos = start
+        while pos < end:
+            buf = self.window(pos, min(len(scratch), end - pos), scratch)
+            i = 0
+            while i + 8 <= len(buf):
+                n = int(buf[i + 6]) | int(buf[i + 7]) << 8
+                if n == 0 or i + n > len(buf):
+                    break
+                if int(buf[i]) | int(buf[i + 1]) << 8 | int(buf[i + 2]) << 16 | int(buf[i + 3]) << 24 == REC_COMPRESSED:
+                    size += out.write(_inflate(dec, buf[i + 8:i + n], self.path, pos + i))
+                    last_full = n == COMPRESSED_MAX
+                i += n
+            if i == 0:
+                raise _err(self.path, pos, "the file ends inside its data section")
+            pos += i
+            if progress is not None:
+                progress(pos - start, end - start, "decompressing records")
+        out.flush()
+        fd = out.fileno()
+
+        def read(pos: int, n: int, scratch: np.ndarray) -> np.ndarray:
+            got = os.preadv(fd, [memoryview(scratch)[:n]], pos)
+            return scratch[:got]
+        return size, last_full, read
 
     def refusal(self, code: int, a: int, value: int) -> str:
         """What is wrong with a sample `_decode_window` refused (_SHORT, _WILD_CPU) of event a."""
@@ -925,7 +975,7 @@ class PerfDataWindows:
             at, code, a, value = sketch.refused
             raise _err(scan.path, at, scan.refusal(code, a, value))
         self._scan = scan
-        # the windows read the decompressed records of a -z file (held whole), else the file again
+        # the windows read the decompressed records of a -z file (their temporary file), else the file again
         self._source = (lambda: contextlib.nullcontext(scan.window)) if scan.inside else source
         self.stats = scan.stats(counts)
         self._spans = ([p for p, _, _ in spans], [u for _, u, _ in spans], np.array(sketch.count, np.int64),
@@ -1034,8 +1084,9 @@ def read_perf_data_windows(path: str | os.PathLike, max_rows: int = 1_000_000, t
     rounds, so a span covers a short stretch of time), notes their samples in the window, ranks
     them by time (stable: ties keep file order) and decodes them, on `threads` threads as
     `read_perf_data` does. Memory: ~70 bytes per event of one window, plus ~1/8 byte per event
-    and a few per span. A `perf record -z` file's records are decompressed and held whole (the
-    zstd stream cannot be entered in the middle). `progress(done, total, stage)` follows the
+    and a few per span. A `perf record -z` file's records are decompressed once, a window at a
+    time, into an unnamed temporary file (the zstd stream cannot be entered in the middle), which
+    the windows read as they read a plain file. `progress(done, total, stage)` follows the
     first pass (bytes) and the windows (events).
 
     Spans are 8 MB by default, not read_perf_data's 32: a window reads whole spans, so at its
@@ -1051,7 +1102,7 @@ def read_perf_data_windows(path: str | os.PathLike, max_rows: int = 1_000_000, t
     with _opened(path) as (size, get, read):
         info = _header(get, size, path)
         scan = _Scan(info, path, read, lambda: np.fromfile(path, np.uint8, info.data_size, offset=info.data_offset),
-                     window)
+                     window, spill_z=True)
         return PerfDataWindows(scan, max_rows, threads, progress, source)
 
 
