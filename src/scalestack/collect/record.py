@@ -210,15 +210,12 @@ def record(
             **run.meta,
             "warnings": warnings,
         }
-        readings = None
+        readings = probe.readings()
+        if run.root is not None:  # the root's figures include the wrapper shell's time before the exec
+            readings.pop(run.root, None)
 
         def checked(trace: Trace, times=None) -> Trace:
             """The trace with the exit check's result (`times`: its time in states, if it has no states)."""
-            nonlocal readings
-            if readings is None:
-                readings = probe.readings()
-                if run.root is not None:  # the root's figures include the wrapper shell's time before the exec
-                    readings.pop(run.root, None)
             result = exits.check(trace, readings, probe.reason, times=times)
             note = exits.warning(result)
             return trace.with_meta(exit_check=result, warnings=trace.warnings + ([note] if note else []))
@@ -264,11 +261,7 @@ def _trace_of(run, command, pid, meta: dict, role_rules, attach_names, output, c
         given = dict(root_pids=[pid], meta=meta, role_rules=role_rules, known_names=attach_names)
     if run.windows is None:
         return build_trace(run.events, **given), False
-    written = _build_in_windows(run.windows, output, dict(given, progress=progress), checked)
-    if written is not None:
-        return written, True
-    return build_trace_windows(lambda: iter(run.windows), stats=run.windows.stats, n_events=run.windows.events,
-                               progress=progress, **given), False
+    return _build_in_windows(run.windows, output, dict(given, progress=progress), checked)
 
 
 def _command_start(parts, root: int) -> tuple[int | None, int | None]:
@@ -286,19 +279,22 @@ def _command_start(parts, root: int) -> tuple[int | None, int | None]:
     return (execs[1] if len(execs) > 1 else execs[0] if execs else None), own
 
 
-def _build_in_windows(windows, output: str | None, given: dict, checked) -> Trace | None:
-    """The trace of a recording read in windows, written to `output` as it is built (the exit
-    check from its per-thread sums), or None: no output, or no room for it there (then the trace is
-    built held and saved as any other, `save_or_keep` saying where)."""
-    if not output:
-        return None
-    try:
-        return build_trace_windows(lambda: iter(windows), stats=windows.stats, n_events=windows.events, output=output,
-                                   finish_with=checked, **given)
-    except OSError as exc:
-        if exc.errno not in FULL_DISK:
-            raise UserError(f"cannot write {output}: {exc.strerror}") from None
-    return None
+def _build_in_windows(windows, output: str | None, given: dict, checked) -> tuple[Trace, bool]:
+    """The trace of a recording read in windows, and whether it is written: to `output` as it is
+    built (the exit check from its per-thread sums), else (no output, or no room for it there)
+    held, to be saved as any other (`save_or_keep` saying where)."""
+    def build(**written):
+        return build_trace_windows(lambda: iter(windows), stats=windows.stats, n_events=windows.events, **given,
+                                   **written)
+
+    if output:
+        try:
+            return build(output=output, finish_with=checked), True
+        except OSError as exc:
+            if exc.errno not in FULL_DISK:  # the recording read, or the trace and its spills written
+                raise UserError(f"cannot build {output} from the recording: {exc.strerror}"
+                                + (f" ({exc.filename})" if exc.filename else "")) from None
+    return build(), False
 
 
 JVM_PERF_MAP = ["-XX:+UnlockDiagnosticVMOptions", "-XX:+DumpPerfMapAtExit", "-XX:+PreserveFramePointer"]

@@ -604,17 +604,25 @@ def _decompress(buf: np.ndarray, start: int, end: int, path: str) -> tuple[np.nd
     the last PERF_RECORD_COMPRESSED is as large as perf makes them (its compressor's output was full)."""
     dec = _decompressor(path)
     parts = []
-    i = start
-    raw = buf
     last_full = False
-    while i < end:
-        typ = int(raw[i]) | int(raw[i + 1]) << 8 | int(raw[i + 2]) << 16 | int(raw[i + 3]) << 24
-        size = int(raw[i + 6]) | int(raw[i + 7]) << 8
-        if typ == REC_COMPRESSED:
-            parts.append(_inflate(dec, raw[i + 8:i + size], path, i))
+    for i, size, payload in _compressed_records(buf[start:end]):
+        if payload is not None:
+            parts.append(_inflate(dec, payload, path, start + i))
             last_full = size == COMPRESSED_MAX
-        i += size
     return np.frombuffer(b"".join(parts), dtype=np.uint8), last_full
+
+
+def _compressed_records(buf: np.ndarray):
+    """(offset, size, payload) of each whole record from the start of `buf` (the payload of a
+    PERF_RECORD_COMPRESSED, else None), as far as a record is cut by its end (or has size 0)."""
+    i = 0
+    while i + 8 <= len(buf):
+        size = int(buf[i + 6]) | int(buf[i + 7]) << 8
+        if size == 0 or i + size > len(buf):
+            return
+        typ = int(buf[i]) | int(buf[i + 1]) << 8 | int(buf[i + 2]) << 16 | int(buf[i + 3]) << 24
+        yield i, size, buf[i + 8:i + size] if typ == REC_COMPRESSED else None
+        i += size
 
 
 def _decompressor(path: str):
@@ -805,18 +813,15 @@ class _Scan:
         pos = start
         while pos < end:
             buf = self.window(pos, min(len(scratch), end - pos), scratch)
-            i = 0
-            while i + 8 <= len(buf):
-                n = int(buf[i + 6]) | int(buf[i + 7]) << 8
-                if n == 0 or i + n > len(buf):
-                    break
-                if int(buf[i]) | int(buf[i + 1]) << 8 | int(buf[i + 2]) << 16 | int(buf[i + 3]) << 24 == REC_COMPRESSED:
-                    size += out.write(_inflate(dec, buf[i + 8:i + n], self.path, pos + i))
+            used = 0
+            for i, n, payload in _compressed_records(buf):
+                if payload is not None:
+                    size += out.write(_inflate(dec, payload, self.path, pos + i))
                     last_full = n == COMPRESSED_MAX
-                i += n
-            if i == 0:
+                used = i + n
+            if used == 0:
                 raise _err(self.path, pos, "the file ends inside its data section")
-            pos += i
+            pos += used
             if progress is not None:
                 progress(pos - start, end - start, "decompressing records")
         out.flush()

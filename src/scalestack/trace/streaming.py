@@ -57,7 +57,6 @@ from scalestack.trace.builder import (
     naming_kinds,
     reconcile_runnable,
     steal_questions,
-    thread_running,
     traced_slots,
 )
 from scalestack.trace.cpu_sweeps import witness_chunk, witness_end, witness_start
@@ -306,7 +305,7 @@ def build_trace_windows(
             return finish_trace(states, walked, names_of=lambda _: names, spans_of=lambda _: spans,
                                 samples_of=lambda _: samples, role_rules=role_rules, **given)
         threads, meta = finish_threads(present, np.concatenate(sink.th_start), np.concatenate(sink.th_end),
-                                       sink.running, walked, names=names, **given)
+                                       sink.times[:, State.RUNNING], walked, names=names, **given)
         meta["switch_spans_rebuilt"] = sink.rebuilt
         small = Trace(threads=threads, states=StateTable.empty(), names=names, meta=meta, samples=samples,
                       switch_spans=SwitchSpanTable.empty()).with_roles(role_rules)
@@ -428,7 +427,6 @@ class _Sink:
     def __init__(self, tids, put):
         self.tids, self.put = tids, put
         self.held, self.present_parts, self.th_start, self.th_end = [], [], [], []
-        self.running = np.zeros(len(tids), np.int64)
         self.times = np.zeros((len(tids), len(State)), np.int64)  # written: each thread's ns per state
         self.names, self.spans, self.rebuilt = [], [], {}
         self.reconciled, self.stolen, self.runnable_reconciled = {}, {}, {}
@@ -443,7 +441,6 @@ class _Sink:
         if self.put is None:
             self.held.append(states)
         else:
-            self.running += thread_running(states, self.tids)
             sums = state_sums(states.tid, states.start_ns, states.end_ns, states.state, self.tids,
                               np.arange(len(self.tids)), len(State))
             self.times += sums.reshape(len(self.tids), len(State)).astype(np.int64)
