@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from scalestack.errors import UserError
 from scalestack.ingest import perf_data
 from scalestack.ingest.perf_data import parse_perf_data, read_events, read_perf_data
+from scalestack.trace import streaming
 from scalestack.trace.events import RECORD_TRACEPOINTS
 
 from ..conftest import requires_recording
@@ -114,7 +115,7 @@ def test_a_part_with_nothing_in_it_says_so_in_one_line(storm):
         read_perf_data(data, between=("2ms", "1ms"))
 
 
-def test_import_in_windows_gives_the_whole_reads_trace(storm, tmp_path):
+def test_import_in_windows_gives_the_whole_reads_trace(storm, tmp_path, monkeypatch):
     """`import --chunk-rows N` of the recorded storm (~10^5 events): read in windows of N events and
     built pass by pass, the trace file loads equal to the whole read's, table for table and key for key."""
     import sys
@@ -127,11 +128,13 @@ def test_import_in_windows_gives_the_whole_reads_trace(storm, tmp_path):
         out[rows] = tmp_path / f"{rows}.trace"
         subprocess.run([sys.executable, "-m", "scalestack.cli", "import", "perf-data", str(data), "--comm", "prodcons",
                         "--chunk-rows", rows, "-o", str(out[rows])], check=True, capture_output=True)
-    batched = tmp_path / "batched.trace"  # and built a few threads at a time: batches of 2000 walk rows
+    batched = tmp_path / "batched.trace"  # and built a few threads at a time: batches of 2000 walk rows, a
+    pieces, cuts = [], streaming._SpilledRows._cuts  # thread of more cut in time
+    monkeypatch.setattr(streaming._SpilledRows, "_cuts", lambda self, *a: pieces.append(cuts(self, *a)) or pieces[-1])
     small = perf_data.import_file(str(data), str(batched), comm="prodcons", chunk_rows=5000, batch_rows=2000)
     whole = load(out["0"])
     assert len(one) > 4 * 5000 and len(whole.states) > 1000
-    assert len(small.states) == 0 and small.threads == whole.threads
+    assert len(small.states) == 0 and small.threads == whole.threads and max(len(p) for p in pieces) >= 2
     for streamed in (load(out["5000"]), load(batched)):
         for name in ("threads", "states", "names", "switch_spans", "samples"):
             assert getattr(whole, name) == getattr(streamed, name), name

@@ -14,6 +14,7 @@ import pytest
 import scalestack
 from scalestack.collect import ebpf
 from scalestack.collect import exit_check as exits
+from scalestack.trace import streaming
 from scalestack.trace.builder import build_trace
 from scalestack.trace.store import load
 from scalestack.trace.streaming import build_trace_windows
@@ -53,10 +54,13 @@ def test_record_in_windows_writes_the_held_trace(c_programs, tmp_path, monkeypat
     meta = written.meta
     held = build_trace(ebpf.read_records(str(kept)), root_pids=[meta["root_tid"]], start_ns=meta["start_ns"],
                        root_known=True, meta={k: meta[k] for k in GIVEN} | {"warnings": []})
-    batched = tmp_path / "b.trace"  # and a few threads at a time, each batch with its own run-delay reports
-    build_trace_windows(lambda: iter(windows(str(kept), 3000)), output=str(batched), batch_rows=2000,
+    batched = tmp_path / "b.trace"  # and a few threads at a time, each batch with its own run-delay reports,
+    pieces, cuts = [], streaming._SpilledRows._cuts  # a thread of more rows than that cut in time
+    monkeypatch.setattr(streaming._SpilledRows, "_cuts", lambda self, *a: pieces.append(cuts(self, *a)) or pieces[-1])
+    build_trace_windows(lambda: iter(windows(str(kept), 3000)), output=str(batched), batch_rows=600,
                         root_pids=[meta["root_tid"]], start_ns=meta["start_ns"], root_known=True)
     assert held.meta["runnable_reconciled_ns"]  # the kernel's run delays resized waits
+    assert max(len(p) for p in pieces) >= 2, [len(p) for p in pieces]
     for name in ("threads", "states", "names", "switch_spans", "samples"):
         assert getattr(held, name) == getattr(written, name), name
         assert getattr(held, name) == getattr(load(batched), name), name

@@ -38,6 +38,16 @@ def test_reads_equal_the_rows_sorted_by_key(tmp_path_factory, n_keys, sizes, see
         keep = order[(held["slot"][order] >= lo) & (held["slot"][order] < hi)]
         for k, v in DTYPES.items():
             assert got[k].dtype == v and np.array_equal(got[k], held[k][keep]), k
+        # a part of one key's rows, of some columns
+        key = data.draw(st.integers(0, n_keys - 1))
+        mine = order[held["slot"][order] == key]
+        a = data.draw(st.integers(0, len(mine) + 2))
+        b = data.draw(st.integers(a, len(mine) + 3))
+        names = data.draw(st.lists(st.sampled_from(list(DTYPES)), min_size=1, unique=True))
+        part = sp.read_rows(key, a, b, names)
+        assert sorted(part) == sorted(names)
+        for k in names:
+            assert part[k].dtype == DTYPES[k] and np.array_equal(part[k], held[k][mine[a:b]]), k
         budget = data.draw(st.integers(1, 60))
         batches = sp.batches(budget)
         assert batches[0][0] == 0 and batches[-1][1] == n_keys

@@ -9,12 +9,12 @@ import tempfile
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import Phase, find, given, settings
 from hypothesis import strategies as st
 
 from scalestack.errors import UserError
 from scalestack.ingest.perf_data import read_perf_data
-from scalestack.trace import store
+from scalestack.trace import store, streaming
 from scalestack.trace.builder import build_trace
 from scalestack.trace.events import Kind, RawEvents, concat_events
 from scalestack.trace.streaming import build_trace_windows
@@ -154,3 +154,55 @@ def test_code_samples_in_random_windows(events, samples, data):
     kw = data.draw(st.sampled_from([{}, {"end_ns": 100}, {"start_ns": 20}]))
     tr = both(events, cuts, data.draw(st.integers(0, 5)), data.draw(st.sampled_from([None, 2])), root_pids=[100], **kw)
     assert tr is None or len(tr.samples) <= len(samples)
+
+
+def _piece_counts(monkeypatch) -> list[int]:
+    """How many pieces each thread too big for its batch was cut into (1: not cut)."""
+    seen: list[int] = []
+    cuts = streaming._SpilledRows._cuts
+
+    def spy(self, *args):
+        out = cuts(self, *args)
+        seen.append(max(len(out), 1))
+        return out
+    monkeypatch.setattr(streaming._SpilledRows, "_cuts", spy)
+    return seen
+
+
+def test_a_thread_bigger_than_a_batch_is_finished_a_piece_at_a_time(monkeypatch):
+    """barrier.perf.data's threads (futex waits, runtime reports) in batches of 2 walk rows: each is
+    cut in time into pieces, and the trace is the whole build's."""
+    seen = _piece_counts(monkeypatch)
+    events = read_perf_data(DATA / "barrier.perf.data")
+    both(events, range(7, len(events), 7), batch_rows=2, comm="bi")
+    assert len(seen) >= 2 and max(seen) > 2, seen
+
+
+def _differs(events, batch_rows: int, **kw) -> bool:
+    """Whether the trace built in batches of `batch_rows` differs from `build_trace`'s."""
+    try:
+        whole = build_trace(events, **kw)
+    except UserError:
+        return False
+    with tempfile.TemporaryDirectory() as d:
+        out, ref = os.path.join(d, "t.trace"), os.path.join(d, "whole.trace")
+        build_trace_windows(windows_of(events, []), output=out, batch_rows=batch_rows, **kw)
+        store.save(whole, ref)
+        a, b = store.load(ref), store.load(out)
+    return a.meta != b.meta or any(not np.array_equal(v, b.states.columns()[k]) for k, v in a.states.columns().items())
+
+
+def test_cutting_where_a_report_or_a_gap_is_not_whole_is_caught(monkeypatch):
+    """The property tests above would see a piece that lacks what it needs: a piece given only the
+    runtime reports ending inside it (a piece without one keeps RUNNING the whole thread drops),
+    or the run-delay reports up to the piece after it only (a gap sized by a report further on is
+    left as it was)."""
+    settings_ = settings(max_examples=300, database=None, deadline=None, phases=[Phase.generate])  # no shrinking
+    with monkeypatch.context() as m:
+        m.setattr(streaming, "_reports_from",
+                  lambda r_time, p_time, counted, at: 0 if at is None else int(np.searchsorted(r_time, at, "right")))
+        find(event_streams(), lambda e: _differs(e, 1, root_pids=[100]), settings=settings_)
+    with monkeypatch.context() as m:
+        m.setattr(streaming, "_delays_to",
+                  lambda d_time, at: len(d_time) if at is None else int(np.searchsorted(d_time, at, "left")))
+        find(switching_with_run_delays(), lambda e: _differs(e, 1, root_pids=[100]), settings=settings_)

@@ -116,6 +116,26 @@ class ColumnSpill(ColumnFiles):
                     at += m
         return out
 
+    def read_rows(self, key: int, lo: int, hi: int, names=None) -> dict[str, np.ndarray]:
+        """Rows [lo, hi) of one key (in the order added), of the columns `names` (default: all):
+        a part of a key too big to read whole."""
+        self._flushed()
+        names = list(self.dtypes) if names is None else list(names)
+        lo, hi = max(int(lo), 0), min(int(hi), int(self._counts[key]))
+        out = {name: np.empty(max(hi - lo, 0), self.dtypes[name]) for name in names}
+        seen = at = 0  # the key's rows before this chunk's run; rows written
+        for first, rows in self._runs:
+            m = int(rows[key])
+            a, b = max(lo, seen), min(hi, seen + m)
+            if b > a:
+                for name in names:
+                    pread_into(self._files[name], out[name][at:at + b - a], int(first[key]) + a - seen)
+                at += b - a
+            seen += m
+            if seen >= hi:
+                break
+        return out
+
     def batches(self, budget: int) -> list[tuple[int, int]]:
         """Consecutive key ranges [lo, hi) of at most `budget` rows each, but a key with more rows
         alone in its range; keys with no rows fall in a neighbour's range."""

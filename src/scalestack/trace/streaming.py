@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -47,6 +48,7 @@ from scalestack.trace.builder import (
     _pids_start,
     _reconcile_rows_of,
     _reconcile_steals_by,
+    _rows_view,
     _samples,
     _walk_chunk,
     _walk_end,
@@ -80,6 +82,21 @@ from scalestack.trace.switch_spans import (
 Windows = Callable[[], Iterable[RawEvents]]
 
 
+class _Piece(NamedTuple):
+    """A time piece of one thread's rows (`_SpilledRows._cuts`): its walk rows [a, b), its
+    runtime reports [a, b) (those ending inside it), and its run-delay reports from the piece
+    before it to the one after and the first report after that (a gap is sized by the report
+    that ends the run before it and the next report, however far: `builder._run_delay_gaps`;
+    extra reports at either end pair with nothing); rows of the slot's spills."""
+    slot: int
+    rows: tuple[int, int]
+    reports: tuple[int, int]
+    delays: tuple[int, int]
+    delays_since: int | None  # the time the delays begin at (None: the thread's first)
+    first: bool
+    last: bool
+
+
 def _scheduled(windows: Windows):
     """Each window's events without the run-delay reports, and those reports (eBPF's: not a state
     change); windows left empty skipped."""
@@ -91,7 +108,8 @@ def _scheduled(windows: Windows):
             yield w, None
 
 
-BATCH_ROWS = 1 << 23  # walk rows a batch of threads holds with `output` (36 B each; a thread with more is alone)
+BATCH_ROWS = 10 << 20  # walk rows a batch holds with `output` (~70 B each at the peak; a thread with more is cut)
+SCAN_ROWS = 1 << 20  # rows of a thread too big for a batch read at a time to choose where to cut it
 _ROW_NAMES = ("slot", "start", "end", "state", "cpu", "addr", "waker", "rep")  # `rows.new_rows`' columns
 _ROW_DTYPES = dict(zip(_ROW_NAMES, (np.int32, np.int64, np.int64, np.uint8, np.int16, np.int64, np.int32, np.bool_),
                        strict=True))
@@ -132,18 +150,18 @@ class _HeldRows:
     def add_delays(self, time, tid, delay, count, slot) -> None:
         self.delays.append((time, tid, delay, count))
 
-    def delays_of(self, lo, hi) -> RawEvents:
+    def delays_of(self, lo, hi, piece=None, since=None) -> RawEvents:
         parts, self.delays = self.delays, []
         return _run_delays(*(np.concatenate(c) for c in zip(*parts, strict=True))) if parts else RawEvents.empty()
 
-    def batches(self, n_slots):
-        return [(0, n_slots)]
+    def batches(self, n_slots, t0, t1):
+        return [(0, n_slots, None)]
 
-    def states(self, lo, hi, t0, t1, tids):
+    def states(self, lo, hi, t0, t1, tids, piece=None):
         *cols, in_order = _walk_states_of(self.parts, t0, t1, tids, RELEASE_EVERY)  # empties `parts`
         return cols, in_order
 
-    def reports_of(self, lo, hi):
+    def reports_of(self, lo, hi, piece=None):
         rt = self.reports or ([self.other] if self.other is not None else [])
         self.reports = []
         return [np.concatenate(c) for c in zip(*rt, strict=True)] if rt else [np.zeros(0, np.int64)] * 3
@@ -189,27 +207,109 @@ class _SpilledRows(_HeldRows):
     def add_delays(self, time, tid, delay, count, slot) -> None:
         self.delay_spill.add({"slot": slot, "time": time, "tid": tid, "delay": delay, "count": count})
 
-    def delays_of(self, lo, hi) -> RawEvents:
+    def delays_of(self, lo, hi, piece=None, since=None) -> RawEvents:
         """The batch's threads' run-delay reports, each thread's in recording order (all that
-        `builder.reconcile_runnable` needs)."""
-        r = self.delay_spill.read(lo, hi)
+        `builder.reconcile_runnable` needs); of a piece whose rows begin at `since`, those from the
+        piece before it (or from the first, if its rows begin earlier) to the one after (`_Piece`)."""
+        if piece is None:
+            r = self.delay_spill.read(lo, hi)
+        else:
+            a, b = piece.delays
+            if since is not None and piece.delays_since is not None and since < piece.delays_since:
+                a = 0
+            r = self.delay_spill.read_rows(piece.slot, a, b)
         return _run_delays(r["time"], r["tid"], r["delay"], r["count"])
 
-    def batches(self, n_slots):
-        return self.spill.batches(self.batch_rows)
+    def batches(self, n_slots, t0, t1):
+        """Ranges of thread slots of about `batch_rows` rows: (lo, hi, None); a thread with more
+        rows cut in time into pieces of about as many, (lo, hi, piece) each, where `_cuts` finds
+        instants to cut it at (else it is one batch)."""
+        counts = self.spill.counts()
+        out = []
+        for lo, hi in self.spill.batches(self.batch_rows):
+            pieces = self._cuts(lo + int(np.argmax(counts[lo:hi])), t0, t1) \
+                if counts[lo:hi].sum() > self.batch_rows else []
+            out.extend([(lo, hi, p) for p in pieces] or [(lo, hi, None)])
+        return out
 
-    def states(self, lo, hi, t0, t1, tids):
+    def _cuts(self, slot, t0, t1) -> list[_Piece]:
+        """The thread's rows as pieces of about `batch_rows` rows that the passes after the walk
+        can finish one at a time, or [] where it cannot be cut (rows not in start order, no
+        instant fit). A piece begins where the thread switched out (a RUNNING row followed at once
+        by one that is not) inside (t0, t1), at an instant c no runtime report spans (each report
+        [time - ns, time] ends at or before c, or begins after it) and after such a report met the
+        RUNNING row: so that reconciling RUNNING with the reports (`_reconcile_rows_of`: its
+        segments, their coverage, the state a dropped stretch takes) and naming futex waits (a
+        wait's tail of slivers and the RUNNING row after it: `futex_wakers._wake_cuts`) give each
+        piece's rows what they give the whole thread's. What still joins across c, the final join
+        of adjacent rows and the run-delay re-cut of the gap after the last run, is finished with
+        the next piece (`_batch_passes`' `tail`)."""
+        rep = self.report_spill.read_rows(slot, 0, int(self.report_spill.counts()[slot]), ("time", "ns"))
+        r_time = rep["time"]
+        counted = np.flatnonzero(rep["ns"] > 0)
+        p_time, p_from = r_time[counted], (r_time - rep["ns"])[counted]
+        del rep
+        later_from = np.minimum.accumulate(p_from[::-1])[::-1]  # the earliest start among reports from each on
+        n = int(self.spill.counts()[slot])
+        size = -(-n // -(-n // self.batch_rows))  # pieces of equal size, as few as hold at most batch_rows
+        cuts: list[int] = []
+        times: list[int] = []
+        for lo in range(0, n, SCAN_ROWS):
+            a = max(lo - 1, 0)  # with the row before the scan's, to see each instant between two rows
+            c = self.spill.read_rows(slot, a, min(lo + SCAN_ROWS, n), ("start", "end", "state"))
+            s, e, st = c["start"], c["end"], c["state"]
+            if np.any(s[1:] < s[:-1]):  # (each scan begins with the row before it)
+                return []
+            g = np.flatnonzero((st[:-1] == State.RUNNING) & (st[1:] != State.RUNNING) & (s[1:] == e[:-1])
+                               & (s[1:] > t0) & (s[1:] < t1)) + 1
+            at = s[g]
+            if len(p_time):
+                j = np.searchsorted(p_time, at, "right")  # reports ending at or before each instant
+                clear = np.ones(len(g), bool)
+                clear[j < len(p_time)] = later_from[j[j < len(p_time)]] > at[j < len(p_time)]
+                met = (j > 0) & (p_time[np.maximum(j - 1, 0)] > s[g - 1])
+                g, at = g[clear & met], at[clear & met]
+            rows = g + a
+            nxt = (cuts[-1] if cuts else 0) + size
+            while True:
+                i = int(np.searchsorted(rows, nxt, "left"))
+                if i == len(rows):
+                    break
+                cuts.append(int(rows[i]))
+                times.append(int(at[i]))
+                nxt = cuts[-1] + size
+        if not cuts:
+            return []
+        bounds = [0, *cuts, n]
+        edge = [None, *times, None]
+        d_time = self.delay_spill.read_rows(slot, 0, int(self.delay_spill.counts()[slot]), ("time",))["time"]
+
+        def rows(col, t, side, none):  # rows of col (time order) before t (after side's tie rule)
+            return none if t is None else int(np.searchsorted(col, t, side))
+        pieces = []
+        for k in range(len(bounds) - 1):
+            before, after = edge[k - 1] if k > 0 else None, edge[k + 2] if k + 2 < len(edge) else None
+            pieces.append(_Piece(
+                slot=slot, rows=(bounds[k], bounds[k + 1]),
+                reports=(_reports_from(r_time, p_time, counted, edge[k]), rows(r_time, edge[k + 1], "right", len(r_time))),
+                delays=(rows(d_time, before, "left", 0), _delays_to(d_time, after)),
+                delays_since=before,
+                first=k == 0, last=k == len(bounds) - 2))
+        return pieces
+
+    def states(self, lo, hi, t0, t1, tids, piece=None):
         """The batch's rows read back, clipped in place (no second copy of the batch)."""
-        cols = self.spill.read(lo, hi)
+        cols = self.spill.read(lo, hi) if piece is None else self.spill.read_rows(piece.slot, *piece.rows)
         part = tuple(cols[k] for k in _ROW_NAMES)
         del cols
         m, in_order = _clipped_in_place(part, t0, t1, tids)
         return [c[:m] for c in part], in_order
 
-    def reports_of(self, lo, hi):
+    def reports_of(self, lo, hi, piece=None):
         """The batch's reports in recording order; a batch without any gets the recording's first
-        (another thread's: it changes no row) so that its rows take the same path as in one batch."""
-        r = self.report_spill.read(lo, hi)
+        (another thread's, or one outside the piece: it changes no row) so that its rows take the
+        same path as in one batch."""
+        r = self.report_spill.read(lo, hi) if piece is None else self.report_spill.read_rows(piece.slot, *piece.reports)
         seq = r.pop("seq")
         del r["slot"]
         if len(seq):
@@ -282,15 +382,21 @@ def build_trace_windows(
         walked = Walked(facts, tids, parents, slot_of, born_at, t0, t1, carry)
         sink = _Sink(tids, writer.states.add if output is not None else None)
         spans_sink = writer.switch_spans.add if output is not None else None
-        batches = held.batches(len(tids))
-        for b, (lo, hi) in enumerate(batches):
+        batches = held.batches(len(tids), t0, t1)
+        tail = None  # a cut thread's last rows, finished with its next piece
+        for b, (lo, hi, piece) in enumerate(batches):
             stage = "" if len(batches) == 1 else f", threads {b + 1}/{len(batches)}"
             trim_heap()  # the walk's or the last batch's freed memory
-            batch = [_batch_states(held, lo, hi, t0, t1, tids)]  # a list the passes empty, so that each table goes
-            if len(batch[0]) == 0 and (b < len(batches) - 1 or sink.present_parts):  # once the next is made
-                continue  # (no thread with states at all: the one empty batch goes on, as in `build_trace`)
-            _batch_passes(batch, held.reports_of(lo, hi), windows, facts, tids, t0, t1, kept, held, lo, hi, sink,
-                          spans_sink, lambda done, name, stage=stage: tell(done, n, name + stage))
+            if piece is not None and piece.first:  # a cut thread's names and spans, before its rows are read
+                _names_and_spans(sink, spans_sink, kept, held, tids[piece.slot:piece.slot + 1].astype(np.int64), tids,
+                                 t0, t1, lo, hi)
+                trim_heap()
+            batch = [_batch_states(held, lo, hi, t0, t1, tids, piece)]  # a list the passes empty, so that each
+            if len(batch[0]) == 0 and piece is None and (b < len(batches) - 1 or sink.present_parts):  # table goes
+                continue  # once the next is made (no thread with states at all: the one empty batch goes on, as in
+            tail = _batch_passes(  # `build_trace`)
+                batch, held.reports_of(lo, hi, piece), windows, facts, tids, t0, t1, kept, held, lo, hi, sink,
+                spans_sink, lambda done, name, stage=stage: tell(done, n, name + stage), piece, tail)
         present = np.concatenate(sink.present_parts)
         sampled = concat_events(kept.samples)
         samples = _samples(sampled, present, t0, t1, EventIndex(sampled))
@@ -304,8 +410,12 @@ def build_trace_windows(
             spans = sink.spans[0] if sink.spans else None
             return finish_trace(states, walked, names_of=lambda _: names, spans_of=lambda _: spans,
                                 samples_of=lambda _: samples, role_rules=role_rules, **given)
-        threads, meta = finish_threads(present, np.concatenate(sink.th_start), np.concatenate(sink.th_end),
-                                       sink.times[:, State.RUNNING], walked, names=names, **given)
+        th_start, th_end = np.concatenate(sink.th_start), np.concatenate(sink.th_end)
+        if np.any(present[1:] == present[:-1]):  # a cut thread's pieces: its first start, its last end
+            new = np.r_[True, present[1:] != present[:-1]]
+            present, th_start, th_end = present[new], th_start[new], th_end[np.r_[new[1:], True]]
+        threads, meta = finish_threads(present, th_start, th_end, sink.times[:, State.RUNNING], walked, names=names,
+                                       **given)
         meta["switch_spans_rebuilt"] = sink.rebuilt
         small = Trace(threads=threads, states=StateTable.empty(), names=names, meta=meta, samples=samples,
                       switch_spans=SwitchSpanTable.empty()).with_roles(role_rules)
@@ -393,9 +503,27 @@ def _walk(windows, facts, tids, slot_of, born_at, start_ns, end_ns, held, tell):
     return t0, t1, carry, kept
 
 
-def _batch_states(held, lo, hi, t0, t1, tids) -> StateTable:
-    """The walk's rows of thread slots [lo, hi) inside [t0, t1), clipped, in (tid, start) order."""
-    cols, in_order = held.states(lo, hi, t0, t1, tids)
+def _reports_from(r_time, p_time, counted, at) -> int:
+    """The first of a thread's runtime reports a piece beginning at `at` takes: those ending after
+    `at`, and the last before them that charges any ns (the first piece: all). That one is clipped
+    to nothing by the piece's start, but says, as in the whole thread, that the thread has
+    reports: RUNNING none covers is dropped even in a piece with no report of its own."""
+    if at is None:
+        return 0
+    j = int(np.searchsorted(p_time, at, "right"))
+    return int(counted[j - 1]) if j else int(np.searchsorted(r_time, at, "right"))
+
+
+def _delays_to(d_time, at) -> int:
+    """Where a piece's run-delay reports end: before the first at or after `at` (None: the
+    thread's end), and that one with them (the report after the last run's, however far)."""
+    return len(d_time) if at is None else min(int(np.searchsorted(d_time, at, "left")) + 1, len(d_time))
+
+
+def _batch_states(held, lo, hi, t0, t1, tids, piece=None) -> StateTable:
+    """The walk's rows of thread slots [lo, hi) (or of a piece of one) inside [t0, t1), clipped, in
+    (tid, start) order."""
+    cols, in_order = held.states(lo, hi, t0, t1, tids, piece)
     if not in_order:
         order = np.lexsort((cols[1], cols[0]))
         cols = [c[order] for c in cols]
@@ -433,6 +561,8 @@ class _Sink:
         self.futex_wakers = self.runnable_from_wakes = 0
 
     def add(self, states: StateTable) -> None:
+        if len(states) == 0:  # a piece whose rows all went to the next one
+            return
         present, first_idx = unique_first(states.tid)
         last_idx = np.r_[first_idx[1:] - 1, len(states) - 1]
         self.present_parts.append(present.astype(np.int64))
@@ -447,12 +577,16 @@ class _Sink:
             self.put(states)
 
 
-def _batch_passes(batch, reports, windows, facts, tids, t0, t1, kept, held, lo, hi, sink, spans_sink, tell):
+def _batch_passes(batch, reports, windows, facts, tids, t0, t1, kept, held, lo, hi, sink, spans_sink, tell,
+                  piece=None, tail=None):
     """Passes 3 to 5 for the threads of one batch (`batch`: [their states, sorted], taken out; thread
-    slots [lo, hi)): their RUNNING reconciled with their runtime reports and the stretches asked
-    about (a reading, if any is); their switch spans and names (found by the walk); the futex calls
-    (a reading); the CPUs the woken ran on (a reading, if any is asked). The final states go to
-    `sink`."""
+    slots [lo, hi)), or for a piece of one thread: their RUNNING reconciled with their runtime
+    reports and the stretches asked about (a reading, if any is); their switch spans and names
+    (found by the walk; a cut thread's before its first piece); the futex calls (a reading); the CPUs
+    the woken ran on (a reading, if any is asked). The final states go to `sink`, but of a piece
+    before the thread's last, its rows from its last RUNNING row that follows the row before it
+    (returned: the `tail` the next piece finishes, since the run-delay re-cut of the gap after that
+    run and the joins of adjacent rows need the rows after it)."""
     states = batch.pop()
     present = unique_first(states.tid)[0].astype(np.int64)
     cut = _reconcile_rows_of(states, np.arange(len(reports[0])), *reports, release=RELEASE_EVERY)
@@ -476,8 +610,83 @@ def _batch_passes(batch, reports, windows, facts, tids, t0, t1, kept, held, lo, 
         del questions
         states, reconciled, stolen, room = _reconcile_steals_by(cut, lambda *q: answers)
         del cut
-        sink.reconciled.update(reconciled)
-        sink.stolen.update(stolen)
+        _add_into(sink.reconciled, reconciled)
+        _add_into(sink.stolen, stolen)
+    if piece is None:  # (a cut thread's: before its first piece)
+        _names_and_spans(sink, spans_sink, kept, held, present, tids, t0, t1, lo, hi)
+
+    # 4, 5: the futex calls, then the CPUs woken threads ran on
+    states, futex_wakers, runnable_from_wakes = attribute_futex_wakers_windows(
+        states, lambda: (w for w, _ in _scheduled(windows)), tids, kept.pids, join=kept.n_run_delay == 0, room=room,
+        progress=tell)
+    del room
+    sink.futex_wakers += futex_wakers
+    sink.runnable_from_wakes += runnable_from_wakes
+    since = int(tail.start_ns[0]) if tail is not None and len(tail) else None
+    delays = held.delays_of(lo, hi, piece, since)
+    parts = [states]
+    if tail is not None:  # the tail finished with the piece's rows up to the first run that is apart from it
+        h = _junction(states)
+        parts = [StateTable.concat([tail, _rows_view(states, 0, h + 1)]), _rows_view(states, h, len(states))]
+        if h == len(states) - 1:
+            parts.pop()
+    del states
+    done = []
+    for j, part in enumerate(parts):
+        part, runnable_reconciled = reconcile_runnable(part, delays)
+        _add_into(sink.runnable_reconciled, runnable_reconciled)
+        if j == 0 and len(parts) == 2:  # the run the second part begins with: not joined, not in a gap
+            part = _rows_view(part, 0, len(part) - 1)
+        done.append(_merge_adjacent(part))
+    del parts, delays
+    if not np.array_equal(unique_first(np.concatenate([d.tid for d in done]))[0], present):
+        raise AssertionError("the threads with states changed after the walk")  # no pass adds or drops a thread
+    tail = None
+    if piece is not None and not piece.last:
+        last = done.pop()
+        k = _tail_start(last.start_ns, last.end_ns, last.state)
+        done.append(_rows_view(last, 0, k))
+        tail = last.take(np.arange(k, len(last)))  # a copy: a view would keep the piece's rows
+    for d in done:
+        sink.add(d)
+    return tail
+
+
+def _junction(st: StateTable) -> int:
+    """Where a piece's rows after the tail before it can be finished apart from it: its first
+    RUNNING row that begins where the row before it ends and would not join it (`_merge_adjacent`'s
+    rule), so that no run-delay gap spans it (`_tail_start`) nor a join; the last row if none."""
+    for a in range(0, len(st) - 1, 4096):  # (it is near the start: no piece-long temporaries)
+        b = min(a + 4097, len(st))
+        state, cpu, addr, rep = st.state[a:b], st.cpu[a:b], st.addr[a:b], st.repaired[a:b]
+        join = ((state[1:] == state[:-1]) & (cpu[1:] == cpu[:-1]) & (addr[1:] == addr[:-1]) & (rep[1:] == rep[:-1])
+                & (st.waker[a:b - 1] == -1))
+        k = np.flatnonzero((state[1:] == State.RUNNING) & (st.start_ns[a + 1:b] == st.end_ns[a:b - 1]) & ~join)
+        if len(k):
+            return a + int(k[0]) + 1
+    return len(st) - 1
+
+
+def _tail_start(start, end, state) -> int:
+    """The row a piece's tail begins at: its last RUNNING row that begins where the row before
+    it ends (`builder._pieces`' rule: no run-delay gap spans it), else its first."""
+    k = np.flatnonzero((state[1:] == State.RUNNING) & (start[1:] == end[:-1]))
+    return int(k[-1]) + 1 if len(k) else 0
+
+
+def _add_into(total: dict, part: dict) -> None:
+    """Per-thread figures of a piece added to the thread's (ns, or lists of ns)."""
+    for key, value in part.items():
+        if key not in total:
+            total[key] = value
+        elif isinstance(value, list):
+            total[key] = [a + b for a, b in zip(total[key], value, strict=True)]
+        else:
+            total[key] += value
+
+
+def _names_and_spans(sink, spans_sink, kept, held, present, tids, t0, t1, lo, hi) -> None:
+    """The batch's threads' names and switch spans (found by the walk) to `sink`."""
     sink.names.append(kept.names.take(np.flatnonzero(member(kept.names.tid.astype(np.int64), present))))
     if kept.span_counts is not None:
         tid, a, b, rep, in_order = _clipped_by_thread(held.spans_of(lo, hi), t0, t1, tids, RELEASE_EVERY)
@@ -496,17 +705,3 @@ def _batch_passes(batch, reports, windows, facts, tids, t0, t1, kept, held, lo, 
             spans_sink(found.table())
             sink.rebuilt.update({str(t): k for t, k in found.gaps().items()})
         del found, tid, a, b, rep
-
-    # 4, 5: the futex calls, then the CPUs woken threads ran on
-    states, futex_wakers, runnable_from_wakes = attribute_futex_wakers_windows(
-        states, lambda: (w for w, _ in _scheduled(windows)), tids, kept.pids, join=kept.n_run_delay == 0, room=room,
-        progress=tell)
-    del room
-    sink.futex_wakers += futex_wakers
-    sink.runnable_from_wakes += runnable_from_wakes
-    states, runnable_reconciled = reconcile_runnable(states, held.delays_of(lo, hi))
-    sink.runnable_reconciled.update(runnable_reconciled)
-    states = _merge_adjacent(states)
-    if not np.array_equal(unique_first(states.tid)[0], present):  # no pass adds or drops a thread
-        raise AssertionError("the threads with states changed after the walk")
-    sink.add(states)
