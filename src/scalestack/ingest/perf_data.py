@@ -1211,7 +1211,7 @@ def _load_in_windows(path: str, pid, comm, progress, chunk_rows: int | None, siz
                                meta=_meta(path, windows.stats), stats=windows.stats, n_events=windows.events,
                                progress=tell, output=output,
                                finish_with=None if finish_with is None else lambda small, _times: finish_with(small),
-                               **({} if batch_rows is None else {"batch_rows": batch_rows}))
+                               batch_rows=batch_rows)
 
 
 def windows_if_big(path: str, chunk_rows: int | None, progress=None) -> PerfDataWindows | None:

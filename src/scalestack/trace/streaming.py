@@ -109,6 +109,7 @@ def _scheduled(windows: Windows):
 
 
 BATCH_ROWS = 10 << 20  # walk rows a batch holds with `output` (~70 B each at the peak; a thread with more is cut)
+BATCH_ROWS_RUN_DELAY = 4 << 20  # the same with eBPF's run-delay reports (their re-cut copies the batch: ~120 B a row)
 SCAN_ROWS = 1 << 20  # rows of a thread too big for a batch read at a time to choose where to cut it
 _ROW_NAMES = ("slot", "start", "end", "state", "cpu", "addr", "waker", "rep")  # `rows.new_rows`' columns
 _ROW_DTYPES = dict(zip(_ROW_NAMES, (np.int32, np.int64, np.int64, np.uint8, np.int16, np.int64, np.int32, np.bool_),
@@ -170,9 +171,9 @@ class _HeldRows:
 class _SpilledRows(_HeldRows):
     """The same on disk, by thread slot (`spill.ColumnSpill`), read a batch of threads at a time."""
 
-    def __init__(self, n_slots, directory, batch_rows):
+    def __init__(self, n_slots, directory):
         super().__init__()
-        self.batch_rows = batch_rows
+        self.batch_rows = BATCH_ROWS  # (set once the walk has seen whether there are run-delay reports)
         self.spill = self.report_spill = self.span_spill = self.delay_spill = None
         try:
             self.spill = ColumnSpill(_ROW_DTYPES, "slot", n_slots, directory)
@@ -338,7 +339,7 @@ def build_trace_windows(
     progress: Callable[[int, int, str], None] | None = None,
     output: str | os.PathLike | None = None,
     finish_with: Callable[[Trace], Trace] | None = None,
-    batch_rows: int = BATCH_ROWS,
+    batch_rows: int | None = None,
 ):
     """`builder.build_trace` of the events `windows()` gives, a fresh iterator of time-sorted
     windows in time order each time it is called (the recording is read three to five times). `stats`: the
@@ -347,7 +348,8 @@ def build_trace_windows(
     first, in scheduler events: without eBPF's run-delay reports).
 
     With `output`, the trace is written there (atomically; spills next to it) in batches of
-    threads of about `batch_rows` walk rows, and the Trace returned holds its threads, names,
+    threads of about `batch_rows` walk rows (default `BATCH_ROWS`, or `BATCH_ROWS_RUN_DELAY` for a
+    recording with run-delay reports; a thread with more is cut in time), and the Trace returned holds its threads, names,
     samples and meta but no states or switch spans (those are in the file); `finish_with(trace,
     times)` may change that small Trace (roles, meta) before it is written, `times` being what
     `trace.time_in_states()` of the whole Trace would be."""
@@ -376,9 +378,10 @@ def build_trace_windows(
             held = _HeldRows()
         else:
             writer = stack.enter_context(TraceWriter(output))
-            held = _SpilledRows(len(tids), os.path.dirname(writer.path) or ".", batch_rows)
+            held = _SpilledRows(len(tids), os.path.dirname(writer.path) or ".")
             stack.callback(held.close)
         t0, t1, carry, kept = _walk(windows, facts, tids, slot_of, born_at, start_ns, end_ns, held, tell)
+        held.batch_rows = batch_rows or (BATCH_ROWS_RUN_DELAY if kept.n_run_delay else BATCH_ROWS)
         walked = Walked(facts, tids, parents, slot_of, born_at, t0, t1, carry)
         sink = _Sink(tids, writer.states.add if output is not None else None)
         spans_sink = writer.switch_spans.add if output is not None else None
