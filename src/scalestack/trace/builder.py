@@ -1054,11 +1054,17 @@ def _run_delay_gaps(th: StateTable, run: np.ndarray, t: np.ndarray, d: np.ndarra
     return ga, gb, w, (rs, run), int(np.maximum(dl - (gb - ga), 0).sum())
 
 
+def run_starts(th: StateTable) -> np.ndarray:
+    """The rows (after the first) of one thread that begin a RUNNING row where the row before ends:
+    no run-delay gap spans one (`_run_delay_gaps`: a gap ends at the first RUNNING row after it)."""
+    return np.flatnonzero((th.state[1:] == State.RUNNING) & (th.start_ns[1:] == th.end_ns[:-1])) + 1
+
+
 def _pieces(th: StateTable, rows: int) -> list[tuple[int, int]]:
     """The thread's rows in ranges of about `rows`, each starting at a RUNNING row that starts where
     the row before it ends: no gap `_run_delay_gaps` finds spans two ranges (a gap ends at the start
     of the first RUNNING row after it), so each range is re-cut alone."""
-    starts = np.flatnonzero((th.state[1:] == State.RUNNING) & (th.start_ns[1:] == th.end_ns[:-1])) + 1
+    starts = run_starts(th)
     out, lo = [], 0
     while True:
         k = int(np.searchsorted(starts, lo + max(rows, 1), "left"))
@@ -1125,15 +1131,35 @@ def _merge_adjacent(s: StateTable) -> StateTable:
     return state_table(_merged_rows(s.tid, s.start_ns, s.end_ns, s.state, s.cpu, addr, s.waker, s.repaired, n_out))
 
 
+@numba.njit(cache=True, inline="always")
+def _continues(i, tid, start, end, state, cpu, addr, waker, repaired):
+    """Row i continues row i - 1: same thread and state, no waker between them (branch-free)."""
+    return ((tid[i] == tid[i - 1]) & (state[i] == state[i - 1]) & (cpu[i] == cpu[i - 1]) & (addr[i] == addr[i - 1])
+            & (repaired[i] == repaired[i - 1]) & (waker[i - 1] == -1) & (start[i] == end[i - 1]))
+
+
 @numba.njit(cache=True)
 def _merged_count(tid, start, end, state, cpu, addr, waker, repaired):
     n = 1
     for i in range(1, tid.shape[0]):
-        # row i continues row i - 1: same thread and state, no waker between them (branch-free)
-        joins = ((tid[i] == tid[i - 1]) & (state[i] == state[i - 1]) & (cpu[i] == cpu[i - 1]) & (addr[i] == addr[i - 1])
-                 & (repaired[i] == repaired[i - 1]) & (waker[i - 1] == -1) & (start[i] == end[i - 1]))
-        n += 1 - joins
+        n += 1 - _continues(i, tid, start, end, state, cpu, addr, waker, repaired)
     return n
+
+
+def first_run_apart(s: StateTable) -> int:
+    """The first of `run_starts` that `_merge_adjacent` would not join to the row before (the last
+    row if none): rows from there on are re-cut and joined alone, whatever comes before them."""
+    return _first_run_apart(s.tid, s.start_ns, s.end_ns, s.state, s.cpu, s.addr.view(np.int64), s.waker, s.repaired,
+                            int(State.RUNNING))
+
+
+@numba.njit(cache=True)
+def _first_run_apart(tid, start, end, state, cpu, addr, waker, repaired, s_running):
+    for i in range(1, tid.shape[0]):
+        if (state[i] == s_running and start[i] == end[i - 1]
+                and not _continues(i, tid, start, end, state, cpu, addr, waker, repaired)):
+            return i
+    return tid.shape[0] - 1
 
 
 @numba.njit(cache=True)

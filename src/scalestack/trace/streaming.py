@@ -56,8 +56,10 @@ from scalestack.trace.builder import (
     _walk_states_of,
     finish_threads,
     finish_trace,
+    first_run_apart,
     naming_kinds,
     reconcile_runnable,
+    run_starts,
     steal_questions,
     traced_slots,
 )
@@ -155,7 +157,7 @@ class _HeldRows:
         parts, self.delays = self.delays, []
         return _run_delays(*(np.concatenate(c) for c in zip(*parts, strict=True))) if parts else RawEvents.empty()
 
-    def batches(self, n_slots, t0, t1):
+    def batches(self, n_slots, t0, t1, budget):
         return [(0, n_slots, None)]
 
     def states(self, lo, hi, t0, t1, tids, piece=None):
@@ -173,7 +175,6 @@ class _SpilledRows(_HeldRows):
 
     def __init__(self, n_slots, directory):
         super().__init__()
-        self.batch_rows = BATCH_ROWS  # (set once the walk has seen whether there are run-delay reports)
         self.spill = self.report_spill = self.span_spill = self.delay_spill = None
         try:
             self.spill = ColumnSpill(_ROW_DTYPES, "slot", n_slots, directory)
@@ -221,20 +222,20 @@ class _SpilledRows(_HeldRows):
             r = self.delay_spill.read_rows(piece.slot, a, b)
         return _run_delays(r["time"], r["tid"], r["delay"], r["count"])
 
-    def batches(self, n_slots, t0, t1):
-        """Ranges of thread slots of about `batch_rows` rows: (lo, hi, None); a thread with more
-        rows cut in time into pieces of about as many, (lo, hi, piece) each, where `_cuts` finds
+    def batches(self, n_slots, t0, t1, budget):
+        """Ranges of thread slots of about `budget` rows: (lo, hi, None); a thread with more rows
+        cut in time into pieces of about as many, (lo, hi, piece) each, where `_cuts` finds
         instants to cut it at (else it is one batch)."""
         counts = self.spill.counts()
         out = []
-        for lo, hi in self.spill.batches(self.batch_rows):
-            pieces = self._cuts(lo + int(np.argmax(counts[lo:hi])), t0, t1) \
-                if counts[lo:hi].sum() > self.batch_rows else []
+        for lo, hi in self.spill.batches(budget):
+            pieces = self._cuts(lo + int(np.argmax(counts[lo:hi])), t0, t1, budget) \
+                if counts[lo:hi].sum() > budget else []
             out.extend([(lo, hi, p) for p in pieces] or [(lo, hi, None)])
         return out
 
-    def _cuts(self, slot, t0, t1) -> list[_Piece]:
-        """The thread's rows as pieces of about `batch_rows` rows that the passes after the walk
+    def _cuts(self, slot, t0, t1, budget) -> list[_Piece]:
+        """The thread's rows as pieces of about `budget` rows that the passes after the walk
         can finish one at a time, or [] where it cannot be cut (rows not in start order, no
         instant fit). A piece begins where the thread switched out (a RUNNING row followed at once
         by one that is not) inside (t0, t1), at an instant c no runtime report spans (each report
@@ -252,7 +253,7 @@ class _SpilledRows(_HeldRows):
         del rep
         later_from = np.minimum.accumulate(p_from[::-1])[::-1]  # the earliest start among reports from each on
         n = int(self.spill.counts()[slot])
-        size = -(-n // -(-n // self.batch_rows))  # pieces of equal size, as few as hold at most batch_rows
+        size = -(-n // -(-n // budget))  # pieces of equal size, as few as hold at most `budget` rows
         cuts: list[int] = []
         times: list[int] = []
         for lo in range(0, n, SCAN_ROWS):
@@ -381,11 +382,11 @@ def build_trace_windows(
             held = _SpilledRows(len(tids), os.path.dirname(writer.path) or ".")
             stack.callback(held.close)
         t0, t1, carry, kept = _walk(windows, facts, tids, slot_of, born_at, start_ns, end_ns, held, tell)
-        held.batch_rows = batch_rows or (BATCH_ROWS_RUN_DELAY if kept.n_run_delay else BATCH_ROWS)
         walked = Walked(facts, tids, parents, slot_of, born_at, t0, t1, carry)
         sink = _Sink(tids, writer.states.add if output is not None else None)
         spans_sink = writer.switch_spans.add if output is not None else None
-        batches = held.batches(len(tids), t0, t1)
+        batches = held.batches(len(tids), t0, t1,
+                               batch_rows or (BATCH_ROWS_RUN_DELAY if kept.n_run_delay else BATCH_ROWS))
         tail = None  # a cut thread's last rows, finished with its next piece
         for b, (lo, hi, piece) in enumerate(batches):
             stage = "" if len(batches) == 1 else f", threads {b + 1}/{len(batches)}"
@@ -629,7 +630,7 @@ def _batch_passes(batch, reports, windows, facts, tids, t0, t1, kept, held, lo, 
     delays = held.delays_of(lo, hi, piece, since)
     parts = [states]
     if tail is not None:  # the tail finished with the piece's rows up to the first run that is apart from it
-        h = _junction(states)
+        h = first_run_apart(states)
         parts = [StateTable.concat([tail, _rows_view(states, 0, h + 1)]), _rows_view(states, h, len(states))]
         if h == len(states) - 1:
             parts.pop()
@@ -647,34 +648,13 @@ def _batch_passes(batch, reports, windows, facts, tids, t0, t1, kept, held, lo, 
     tail = None
     if piece is not None and not piece.last:
         last = done.pop()
-        k = _tail_start(last.start_ns, last.end_ns, last.state)
+        starts = run_starts(last)  # (no run-delay gap spans one: `builder._pieces`' rule)
+        k = int(starts[-1]) if len(starts) else 0
         done.append(_rows_view(last, 0, k))
         tail = last.take(np.arange(k, len(last)))  # a copy: a view would keep the piece's rows
     for d in done:
         sink.add(d)
     return tail
-
-
-def _junction(st: StateTable) -> int:
-    """Where a piece's rows after the tail before it can be finished apart from it: its first
-    RUNNING row that begins where the row before it ends and would not join it (`_merge_adjacent`'s
-    rule), so that no run-delay gap spans it (`_tail_start`) nor a join; the last row if none."""
-    for a in range(0, len(st) - 1, 4096):  # (it is near the start: no piece-long temporaries)
-        b = min(a + 4097, len(st))
-        state, cpu, addr, rep = st.state[a:b], st.cpu[a:b], st.addr[a:b], st.repaired[a:b]
-        join = ((state[1:] == state[:-1]) & (cpu[1:] == cpu[:-1]) & (addr[1:] == addr[:-1]) & (rep[1:] == rep[:-1])
-                & (st.waker[a:b - 1] == -1))
-        k = np.flatnonzero((state[1:] == State.RUNNING) & (st.start_ns[a + 1:b] == st.end_ns[a:b - 1]) & ~join)
-        if len(k):
-            return a + int(k[0]) + 1
-    return len(st) - 1
-
-
-def _tail_start(start, end, state) -> int:
-    """The row a piece's tail begins at: its last RUNNING row that begins where the row before
-    it ends (`builder._pieces`' rule: no run-delay gap spans it), else its first."""
-    k = np.flatnonzero((state[1:] == State.RUNNING) & (start[1:] == end[:-1]))
-    return int(k[-1]) + 1 if len(k) else 0
 
 
 def _add_into(total: dict, part: dict) -> None:
