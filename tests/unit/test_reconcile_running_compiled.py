@@ -29,16 +29,18 @@ def _union(a, b):
     return a[heads], np.maximum.reduceat(b, heads)
 
 
-def reference(states: StateTable, events: RawEvents):
+def reference(states: StateTable, events: RawEvents, open_end: int | None = None):
     """Thread by thread, in NumPy: cut at the rows' bounds and the report union's edges, then
-    RUNNING where a report covers, the state before the run where none does (UNKNOWN if stolen)."""
+    RUNNING where a report covers, the state before the run where none does (UNKNOWN if stolen),
+    but for a run still open at `open_end` (the last rows RUNNING, touching, the last reaching it):
+    it stays RUNNING after the last report."""
     rep = (events.kind == Kind.STAT_RUNTIME) & (events.arg1 > 0)
     if not np.any(rep) or len(states) == 0:
-        return states, {}, {}
+        return states, {}, {}, {}
     r_tid, r_end = events.arg0[rep], events.time[rep]
     r_start = r_end - events.arg1[rep]
     witness = None
-    parts, changed, stolen = [], {}, {}
+    parts, changed, stolen, unreported = [], {}, {}, {}
     bounds = np.flatnonzero(np.r_[True, states.tid[1:] != states.tid[:-1], True])
     for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
         th = states.take(np.arange(lo, hi))
@@ -56,6 +58,14 @@ def reference(states: StateTable, events: RawEvents):
         i = np.searchsorted(sa, seg_a, side="right") - 1
         covered = (i >= 0) & (seg_a < sb[np.maximum(i, 0)]) if len(sa) else np.zeros(len(seg_a), bool)
         was_running = th.state[row] == RUN
+        keep_from = life1 + 1
+        if open_end is not None and life1 >= open_end and th.state[-1] == RUN:
+            r = len(th) - 1
+            while r > 0 and th.state[r - 1] == RUN and th.end_ns[r - 1] == th.start_ns[r]:
+                r -= 1
+            keep_from = max(int(th.start_ns[r]), int(sb[-1])) if len(sb) else int(th.start_ns[r])
+        open_tail = was_running & ~covered & (seg_a >= keep_from)
+        covered = covered | open_tail
         last_nonrun = np.maximum.accumulate(np.where(th.state != RUN, np.arange(len(th)), -1))[row]
         fallback = np.where(last_nonrun >= 0, th.state[np.maximum(last_nonrun, 0)], UNK)
         add, drop = covered & ~was_running, was_running & ~covered
@@ -70,13 +80,15 @@ def reference(states: StateTable, events: RawEvents):
             changed[str(tid)] = [int(dur[add].sum()), int(dur[drop].sum())]
         if np.any(steal):
             stolen[str(tid)] = int(dur[steal].sum())
+        if np.any(open_tail):
+            unreported[str(tid)] = int(dur[open_tail].sum())
         mod = add | drop
         parts.append(StateTable(
             tid=np.full(len(seg_a), tid, np.int32), start_ns=seg_a, end_ns=seg_b, state=state.astype(np.uint8),
             cpu=np.where(mod, -1, th.cpu[row]), addr=np.where(mod, 0, th.addr[row]).astype(np.uint64),
             waker=np.where(mod, -1, th.waker[row]), repaired=th.repaired[row] | mod,
         ))
-    return StateTable.concat(parts), changed, stolen
+    return StateTable.concat(parts), changed, stolen, unreported
 
 
 @st.composite
@@ -115,21 +127,24 @@ def scenario(draw):
         a1 = 0 if kind == Kind.FUTEX_ENTER else 0
         rows.append((t, draw(st.integers(0, 1)), who, 1, int(kind), who, a1, 0, -1, -1))
     rows.sort(key=lambda r: r[0])
-    return states, RawEvents.from_rows(rows, comms=[])
+    # the trace's end: none, or an instant some threads' last rows reach
+    open_end = draw(st.sampled_from([None, int(states.end_ns.max()), draw(st.integers(0, 120)) * unit]))
+    return states, RawEvents.from_rows(rows, comms=[]), open_end
 
 
 @settings(max_examples=300, deadline=None)
 @given(scenario())
 def test_compiled_reconcile_matches_numpy_statement(case):
-    states, events = case
-    want, want_changed, want_stolen = reference(states, events)
+    states, events, open_end = case
+    want, want_changed, want_stolen, want_unreported = reference(states, events, open_end)
     want = _merge_adjacent(want)  # reconcile_running joins them as it writes them
-    got, got_changed, got_stolen = reconcile_running(states, events, 0, 0)
+    got, got_changed, got_stolen, got_unreported = reconcile_running(states, events, 0, 0, open_end=open_end)
     for k in StateTable.SCHEMA:
         assert getattr(got, k).dtype == getattr(want, k).dtype, k
         np.testing.assert_array_equal(getattr(got, k), getattr(want, k), err_msg=k)
     assert got_changed == want_changed
     assert got_stolen == want_stolen
+    assert got_unreported == want_unreported
 
 
 def test_worked_example_report_moves_running_start_and_drops_uncovered_tail():
@@ -139,12 +154,33 @@ def test_worked_example_report_moves_running_start_and_drops_uncovered_tail():
                         state=[int(State.SLEEP), RUN, int(State.SLEEP)], cpu=[-1, 0, -1], addr=[0, 0, 0],
                         waker=[-1, -1, -1], repaired=[False] * 3)
     events = RawEvents.from_rows([(28, 0, 100, 1, int(Kind.STAT_RUNTIME), 100, 23, 0, -1, -1)], comms=[])
-    got, changed, stolen = reconcile_running(states, events, 0, 40)
+    got, changed, stolen, _ = reconcile_running(states, events, 0, 40)
     assert got.start_ns.tolist() == [0, 5, 10, 28, 30]
     assert got.end_ns.tolist() == [5, 10, 28, 30, 40]
     assert got.state.tolist() == [int(State.SLEEP), RUN, RUN, int(State.SLEEP), int(State.SLEEP)]
     assert got.repaired.tolist() == [False, True, False, True, False]
     assert changed == {"100": [5, 2]} and stolen == {}
+
+
+def test_worked_example_a_run_open_at_the_end_keeps_its_unreported_running():
+    """Thread 100: SLEEP [0, 10), RUNNING [10, 40), the trace ending at 40 (a part of a recording).
+    Its last report, at 28 of 18 ns, proves it ran [10, 28); the report charging [28, 40) comes
+    after the trace: [28, 40) stays RUNNING, counted as unreported. With the run closed (SLEEP from
+    35), [28, 35) returns to SLEEP as before."""
+    def case(rows):
+        return StateTable(tid=[100] * len(rows), start_ns=[a for a, _, _ in rows], end_ns=[b for _, b, _ in rows],
+                          state=[s for _, _, s in rows], cpu=[-1, 0, -1][:len(rows)], addr=[0] * len(rows),
+                          waker=[-1] * len(rows), repaired=[False] * len(rows))
+    events = RawEvents.from_rows([(28, 0, 100, 1, int(Kind.STAT_RUNTIME), 100, 18, 0, -1, -1)], comms=[])
+    SL = int(State.SLEEP)
+    got, changed, _, unreported = reconcile_running(case([(0, 10, SL), (10, 40, RUN)]), events, 0, 40, open_end=40)
+    assert list(zip(got.start_ns.tolist(), got.end_ns.tolist(), got.state.tolist())) == [(0, 10, SL), (10, 40, RUN)]
+    assert changed == {} and unreported == {"100": 12}
+    got, changed, _, unreported = reconcile_running(case([(0, 10, SL), (10, 35, RUN), (35, 40, SL)]), events, 0, 40,
+                                                     open_end=40)
+    assert list(zip(got.start_ns.tolist(), got.end_ns.tolist(), got.state.tolist())) == [
+        (0, 10, SL), (10, 28, RUN), (28, 35, SL), (35, 40, SL)]  # the repaired stretch apart
+    assert changed == {"100": [0, 7]} and unreported == {}
 
 
 def _big_case(seed):
@@ -188,7 +224,7 @@ def test_giving_the_table_back_changes_nothing(seed, release):
     for r in (0, release):
         index = EventIndex(events)
         states = StateTable(**{k: v.copy() for k, v in cols.items()})
-        table, changed, stolen, _ = _reconcile_steals(_reconcile_rows(states, index, r), index)
+        table, changed, stolen, _, _ = _reconcile_steals(_reconcile_rows(states, index, r), index)
         got.append((table, changed, stolen))
     (want, w_changed, w_stolen), (table, changed, stolen) = got
     for k in StateTable.SCHEMA:

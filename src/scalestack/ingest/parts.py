@@ -13,6 +13,17 @@ from scalestack.trace import Trace
 from scalestack.trace.events import RawEvents
 from scalestack.units import format_ns, parse_time_ns
 
+# A part is read from this long before its start: each thread's last events there tell the state it
+# is in at the start (a futex call it entered just before, a switch-out that left it blocked or
+# queued), as the whole recording's walk knows it. A thread with no event in it is UNKNOWN until
+# its first one, as after an attach.
+PART_CONTEXT_NS = 100_000_000
+
+
+def part_read_from(lo: int) -> int:
+    """The first instant read for a part starting at `lo`."""
+    return max(lo - PART_CONTEXT_NS, -(1 << 63))
+
 
 def part_bounds(between: tuple, first: int) -> tuple[int, int]:
     """`between` (T0, T1) as absolute ns [lo, hi): T0 and T1 count from `first` (the recording's
@@ -35,21 +46,23 @@ def part_stats(between: tuple, lo: int, hi: int, first: int, last: int, n: int, 
 
 
 def events_between(events: RawEvents, between: tuple | None, path: str) -> RawEvents:
-    """The events of a part of the recording (all when `between` is None), for readers that hold
-    the whole recording anyway (perf script text). Relative times count from the first event."""
+    """The events of a part of the recording (all when `between` is None) and of the context
+    before it (`PART_CONTEXT_NS`), for readers that hold the whole recording anyway (perf script
+    text). Relative times count from the first event."""
     if between is None:
         return events
     first, last = (int(events.time.min()), int(events.time.max())) if len(events) else (1, 0)
     lo, hi = part_bounds(between, first)
-    out = events.take(np.flatnonzero((events.time >= lo) & (events.time < hi)))
-    out.stats.update(part_stats(between, lo, hi, first, last, len(out), path))
+    out = events.take(np.flatnonzero((events.time >= part_read_from(lo)) & (events.time < hi)))
+    out.stats.update(part_stats(between, lo, hi, first, last, int(np.count_nonzero(out.time >= lo)), path))
     return out
 
 
 def build_part(events: RawEvents, *, pid: int | None, comm: str | None, meta: dict) -> Trace:
     """The Trace of the chosen processes from `events`; when they are a part of a recording
-    (`events.stats["between_ns"]`), the trace spans exactly that part, and each thread is in an
-    unknown state until its first event there, as after an attach."""
+    (`events.stats["between_ns"]`, the events from `PART_CONTEXT_NS` before it on), the trace spans
+    exactly that part, and each thread is in an unknown state until its first event, as after an
+    attach."""
     from scalestack.trace.builder import build_trace
 
     lo, hi = events.stats.get("between_ns") or (None, None)

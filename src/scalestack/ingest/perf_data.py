@@ -58,7 +58,7 @@ import numba
 import numpy as np
 
 from scalestack.errors import TraceFormatError, UserError
-from scalestack.ingest.parts import build_part, events_between, part_bounds, part_stats
+from scalestack.ingest.parts import build_part, events_between, part_bounds, part_read_from, part_stats
 from scalestack.ingest.tracepoint import (
     EventFormat,
     Strings,
@@ -679,8 +679,9 @@ def read_perf_data(path: str | os.PathLike, threads: int | None = None, window: 
     """RawEvents from a perf.data file of tracepoint samples (see the module docstring), read
     `window` bytes at a time (at least 64 KiB, the largest record) by `threads` threads (default:
     one per CPU this process may use). `progress(done_bytes, total_bytes, stage)` follows each pass.
-    `between` (T0, T1): only the events at T0 <= time < T1, times from the first event ("1.5s")
-    or absolute ns; memory then follows those events, not the file."""
+    `between` (T0, T1): only the events at T0 <= time < T1 and those of the context before T0
+    (`parts.PART_CONTEXT_NS`), times from the first event ("1.5s") or absolute ns; memory then
+    follows those events, not the file."""
     path = os.fspath(path)
     with _opened(path) as (size, get, read):
         info = _header(get, size, path)
@@ -914,19 +915,20 @@ def _read(info: PerfData, path: str, window, whole, threads: int | None, window_
     zero = int((info.features.get("sample_time") or [0])[0]) if between is not None else 0
     if zero > 0:  # perf's header gives the first sample's time
         lo, hi = part_bounds(between, zero)
-    counts, spans, t, n = scan.check(lo, hi, progress=progress)
+    counts, spans, t, n = scan.check(part_read_from(lo), hi, progress=progress)
     if between is not None and zero <= 0:  # no time in the header: this pass found the first event's
         if counts[5] > counts[6]:
             raise UserError(f"{path} holds no scheduler events")
         lo, hi = part_bounds(between, int(counts[5]))
         del t
-        counts, spans, t, n = scan.check(lo, hi, progress=progress)  # again, noting the part's times only
+        counts, spans, t, n = scan.check(part_read_from(lo), hi, progress=progress)  # again, the part's times only
+    in_part = int(np.count_nonzero(t[:n] >= lo)) if between is not None else n
     rank = _rows(t, n)  # t's memory now holds each sample's row
     del t
-    ev = scan.decode(scan.window, spans, rank, n, lo, hi, threads, progress)
+    ev = scan.decode(scan.window, spans, rank, n, part_read_from(lo), hi, threads, progress)
     ev.stats = scan.stats(counts)
     if between is not None:
-        ev.stats.update(part_stats(between, lo, hi, int(counts[5]), int(counts[6]), n, path))
+        ev.stats.update(part_stats(between, lo, hi, int(counts[5]), int(counts[6]), in_part, path))
     return ev
 
 

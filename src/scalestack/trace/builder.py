@@ -115,6 +115,7 @@ _SCHED_SLACK_NS = 30_000
 # Hypervisor steal comes in host-scheduler slices (0.1-6 ms here). Shorter uncharged stretches
 # are the kernel's clock skew around wakeups, which its own figures count as run delay.
 _STEAL_MIN_NS = 100_000
+_NO_END = (1 << 63) - 1  # `_reconcile_cut`'s open_end when no run is left open at the trace's end
 _ASK = -(2**31)  # the waker (no tid) `_reconcile_cut` writes on the stretches `_reconcile_steals` decides
 
 _WAIT_OPS_MASK = 0
@@ -643,7 +644,7 @@ def _cut(th: StateTable, *at: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nd
 
 
 def reconcile_running(states: StateTable, events: RawEvents, t0: int, t1: int,
-                      index: EventIndex | None = None) -> tuple[StateTable, dict]:
+                      index: EventIndex | None = None, open_end: int | None = None) -> tuple[StateTable, dict]:
     """Make RUNNING agree with the scheduler's own runtime reports.
 
     Each sched_stat_runtime report (task p was charged d ns at time t) proves p was on a CPU
@@ -663,30 +664,36 @@ def reconcile_running(states: StateTable, events: RawEvents, t0: int, t1: int,
     charges neither as CPU time nor as run delay; 21 ms of one producer/consumer thread in one
     recording here). It becomes UNKNOWN, not RUNNABLE.
 
+    At the trace's end (`open_end`, when given: the build passes its window's end), a thread still
+    running keeps that run's RUNNING after its last report: the report that charges it comes after
+    the trace (an `import --between` part ends inside runs; the scheduler charges a running task at
+    its next tick or switch-out, up to 10 ms later).
+
     Returns the new table, its adjacent rows joined (`builder._merge_adjacent`: done as the rows are
-    written, no second table), and, per tid, [ns added to RUNNING, ns removed]; the second dict
-    gives, per tid, the ns of those stolen stretches. Two steps (`_reconcile_rows`, then
+    written, no second table), and, per tid, [ns added to RUNNING, ns removed]; the ns of those
+    stolen stretches; the ns kept RUNNING at the end unreported. Two steps (`_reconcile_rows`, then
     `_reconcile_steals`), so that a caller can free `states` between them.
     """
     index = index if index is not None else EventIndex(events.sorted())
-    cut = _reconcile_rows(states, index)
+    cut = _reconcile_rows(states, index, open_end=open_end)
     if cut is None:
-        return _merge_adjacent(states), {}, {}
-    return _reconcile_steals(cut, index)[:3]
+        return _merge_adjacent(states), {}, {}, {}
+    return _reconcile_steals(cut, index)[:4]
 
 
-def _reconcile_rows(states: StateTable, index: EventIndex, release: int = 0):
+def _reconcile_rows(states: StateTable, index: EventIndex, release: int = 0, open_end: int | None = None):
     """`reconcile_running`'s new rows, each stretch that may have been stolen written as not
     stolen and left for `_reconcile_steals` to decide; None if no runtime report counts. With
     `release` > 0 (the caller drops `states` afterwards, unless None is returned), `states`' memory
     is given back as the pass reads it, every `release` rows (`give_back`), so the new table adds
     little above the old one (it added all of it: +1.5 GB for 37.5 M rows)."""
     events = index.events
-    return _reconcile_rows_of(states, index.rows(Kind.STAT_RUNTIME), events.time, events.arg0, events.arg1, release)
+    return _reconcile_rows_of(states, index.rows(Kind.STAT_RUNTIME), events.time, events.arg0, events.arg1, release,
+                              open_end)
 
 
 def _reconcile_rows_of(states: StateTable, rep: np.ndarray, e_time: np.ndarray, e_arg0: np.ndarray, e_arg1: np.ndarray,
-                       release: int = 0):
+                       release: int = 0, open_end: int | None = None):
     """`_reconcile_rows` given the runtime reports: rows `rep` (time order) of the columns time,
     tid (arg0) and runtime (arg1), which need hold no other event."""
     if len(rep) == 0 or len(states) == 0 or not np.any(e_arg1[rep] > 0):
@@ -697,15 +704,17 @@ def _reconcile_rows_of(states: StateTable, rep: np.ndarray, e_time: np.ndarray, 
         give_back(states.tid, 0, len(states))  # read only by `_thread_bounds`
     rows, m, sums = _reconcile_cut(
         states.start_ns, states.end_ns, states.state, states.repaired, states.cpu, states.addr.view(np.int64),
-        states.waker, bounds, th_tid, rep, _STEAL_MIN_NS, e_time, e_arg0, e_arg1, release)
+        states.waker, bounds, th_tid, rep, _STEAL_MIN_NS, e_time, e_arg0, e_arg1, release,
+        _NO_END if open_end is None else int(open_end))
     return rows, m, sums, th_tid
 
 
-def _reconcile_steals(cut, index: EventIndex) -> tuple[StateTable, dict, dict, tuple]:
+def _reconcile_steals(cut, index: EventIndex) -> tuple[StateTable, dict, dict, dict, tuple]:
     """Finish `_reconcile_rows`' table: the stretches the CPU's events show nobody else used
     (answered by one sweep over the time-sorted events, `cpu_sweeps.witness_sweep`:
     no by-CPU buckets, 4 bytes an event) become UNKNOWN, and the rows are joined where those
-    decisions let them. Also returns the table's writable columns with their room to spare
+    decisions let them. Returns the table; per tid, [ns added, dropped], ns stolen, ns kept
+    RUNNING at the end unreported; and the table's writable columns with their room to spare
     (`attribute_futex_wakers`' `room`)."""
     ev = index.events
     return _reconcile_steals_by(cut, lambda *q: witness_sweep(ev.time, ev.cpu, ev.kind, ev.arg0, ev.arg1, ev.tid,
@@ -720,7 +729,7 @@ def steal_questions(cut) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
     return rows[4][q_row], rows[1][q_row], rows[2][q_row], rows[0][q_row]
 
 
-def _reconcile_steals_by(cut, shows) -> tuple[StateTable, dict, dict, tuple]:
+def _reconcile_steals_by(cut, shows) -> tuple[StateTable, dict, dict, dict, tuple]:
     """`_reconcile_steals` with `shows(cpu, start, end, tid)` answering `steal_questions`."""
     rows, m, sums, th_tid = cut
     q_row = _asked(rows, m)
@@ -730,7 +739,8 @@ def _reconcile_steals_by(cut, shows) -> tuple[StateTable, dict, dict, tuple]:
     changed = {str(int(th_tid[j])): [int(sums[0, j]), int(sums[1, j])]
                for j in np.flatnonzero((sums[0] > 0) | (sums[1] > 0))}
     stolen = {str(int(th_tid[j])): int(sums[2, j]) for j in np.flatnonzero(sums[2] > 0)}
-    return state_table(rows_cut(rows, 0, m)), changed, stolen, rows
+    unreported = {str(int(th_tid[j])): int(sums[3, j]) for j in np.flatnonzero(sums[3] > 0)}
+    return state_table(rows_cut(rows, 0, m)), changed, stolen, unreported, rows
 
 
 @numba.njit(cache=True)
@@ -788,16 +798,18 @@ def _next_cut(xa, xb, xc, xd, ia, ib, ic, id_):
 
 @numba.njit(cache=True)
 def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid, rep, steal_min, e_time, e_arg0,
-                   e_arg1, release):
+                   e_arg1, release, open_end):
     """The per-thread pass of `reconcile_running`: each thread with runtime reports is cut at its
     rows' bounds and at the edges of the union of its reports (clipped to its life); a thread
     without reports keeps its rows. A segment becomes RUNNING where a report covers it (add); stops
     being RUNNING where none does (drop), taking the state before its RUNNING stretch (UNKNOWN if
     none), or UNKNOWN where it is long enough, unrepaired, on a CPU, and the CPU's events show
     nothing else ran there (stolen: asked by `_reconcile_steals` afterwards; the row is written as
-    not stolen, with waker `_ASK`, so that no row joins it, and the CPU to ask about). Returns the
+    not stolen, with waker `_ASK`, so that no row joins it, and the CPU to ask about). A thread
+    still running at `open_end` (its last row RUNNING, reaching it) keeps that run's RUNNING after
+    its last report: the report that would cover it falls after the trace. Returns the
     new table's `new_rows`, adjacent rows joined (`put_row`), and their count; per thread, the ns
-    added and dropped. The reports (`rep`:
+    added, dropped, stolen (by `_settle_steals`) and kept unreported at the end. The reports (`rep`:
     rows of runtime reports; those charging > 0 ns, of a thread in `th_tid`, count) are bucketed
     by thread in one pass; only each thread's own reports are sorted, and its cuts are read from
     the four sorted lists they come from as they merge (no array of them). With `release`, the
@@ -830,7 +842,7 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
             br[fill[j]] = rep[i]
             fill[j] += 1
     out = new_rows(2 * start.shape[0] + 2 * n_r + 1)  # cuts: both bounds of every row, both edges of every span
-    sums = np.zeros((3, n_th), np.int64)
+    sums = np.zeros((4, n_th), np.int64)
     m = 0
     done = 0  # rows before this are given back (with `release`)
     for j in range(n_th):
@@ -874,6 +886,13 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
                 ua[n_sp] = a
                 ub[n_sp] = b
                 n_sp += 1
+        # a run still open at the trace's end: RUNNING after the last report stays (`keep_from`)
+        keep_from = life1 + 1
+        if end[hi - 1] >= open_end and state[hi - 1] == S_RUNNING:
+            r = hi - 1
+            while r > lo and state[r - 1] == S_RUNNING and end[r - 1] == start[r]:
+                r -= 1
+            keep_from = max(start[r], ub[n_sp - 1]) if n_sp > 0 else start[r]
         # cuts: the rows' bounds and the spans' edges inside the thread's life, in order: each of
         # the four lists is sorted (rows tile the thread's time, spans are disjoint) unless a row
         # reaches over the next ones; then their one sorted array
@@ -917,8 +936,11 @@ def _reconcile_cut(start, end, state, repaired, cpu, addr, waker, bounds, th_tid
                                            p if merged else min(p, lo + ia, lo + ib))
                 while sp + 1 < n_sp and ua[sp + 1] <= a:
                     sp += 1
-                covered = sp >= 0 and a < ub[sp]
                 running = state[p] == S_RUNNING
+                covered = sp >= 0 and a < ub[sp]
+                if running and not covered and a >= keep_from:
+                    covered = True
+                    sums[3, j] += c - a
                 if covered != running:  # changed: no CPU, address or waker; repaired
                     if covered:  # add
                         new_state = S_RUNNING
@@ -1479,13 +1501,14 @@ def build_trace(
         cols = [c[order] for c in cols]
     states = state_table(cols)
     del cols  # each pass below holds one table besides its output, not this one too
-    cut = _reconcile_rows(states, index, release=RELEASE_EVERY)  # reconcile_running, giving the walk's table back as it goes
+    # reconcile_running, giving the walk's table back as it goes
+    cut = _reconcile_rows(states, index, release=RELEASE_EVERY, open_end=t1)
     room = None  # the reconciled table's columns with their room to spare: the futex split is written over them
     if cut is None:
-        states, reconciled, stolen = _merge_adjacent(states), {}, {}
+        states, reconciled, stolen, unreported = _merge_adjacent(states), {}, {}, {}
     else:
         del states
-        states, reconciled, stolen, room = _reconcile_steals(cut, index)
+        states, reconciled, stolen, unreported, room = _reconcile_steals(cut, index)
         del cut
     pids = _thread_pids(events, tids, slot_of, index)
     # joined as they are split where no run-delay pass comes between (the join below then finds none)
@@ -1496,7 +1519,7 @@ def build_trace(
     states = _merge_adjacent(states)
     walked = Walked(facts, tids, parents, slot_of, born_at, t0, t1, carry)
     return finish_trace(
-        states, walked, pids=pids, reconciled=reconciled, stolen=stolen, futex_wakers=futex_wakers,
+        states, walked, pids=pids, reconciled=reconciled, stolen=stolen, unreported=unreported, futex_wakers=futex_wakers,
         runnable_from_wakes=runnable_from_wakes, runnable_reconciled=runnable_reconciled,
         names_of=lambda present: _thread_names(events, present, {}, index),
         spans_of=lambda present: switch_spans(events, present, t0, t1) if index.count(Kind.SWITCH) else None,
@@ -1549,7 +1572,8 @@ def finish_trace(states: StateTable, walked: Walked, *, names_of, spans_of, samp
 
 
 def finish_threads(present: np.ndarray, th_start: np.ndarray, th_end: np.ndarray, running: np.ndarray, walked: Walked,
-                   *, names: NameTable, pids, reconciled, stolen, futex_wakers, runnable_from_wakes, runnable_reconciled,
+                   *, names: NameTable, pids, reconciled, stolen, unreported, futex_wakers, runnable_from_wakes,
+                   runnable_reconciled,
                    stats: dict, n_events: int, root_pids, root_known, known_names, meta: dict) -> tuple[ThreadTable, dict]:
     """The thread table and meta of the threads with states (`present`, sorted; each one's first
     start and last end, and `running`: RUNNING ns of each of `walked.tids`), which need not be held
@@ -1603,7 +1627,9 @@ def finish_threads(present: np.ndarray, th_start: np.ndarray, th_end: np.ndarray
     lost = int(stats.get("lost_events", 0) or 0)
     if lost:
         warnings.append(f"the kernel lost {lost} events (ring buffer full); enlarge it with --mmap-size (perf) or use the ebpf collector")
-    check = runtime_verdict(tids, running, kernel_rt, "sched:sched_stat_runtime" in str(meta.get("tracepoints", "")) or
+    # RUNNING a run still open at the end has after its last report is not charged yet: not compared
+    open_tail = np.array([unreported.get(str(t), 0) for t in tids.tolist()], np.int64)
+    check = runtime_verdict(tids, running - open_tail, kernel_rt, "sched:sched_stat_runtime" in str(meta.get("tracepoints", "")) or
                             facts.count(Kind.STAT_RUNTIME) > 0)
     if check.get("disagreeing"):
         worst = max(check["disagreeing"], key=lambda r: abs(r[3]))
@@ -1627,6 +1653,7 @@ def finish_threads(present: np.ndarray, th_start: np.ndarray, th_end: np.ndarray
         repaired_intervals=rep,
         repairs_settled_by_runtime=int(w.settled),
         running_reconciled_ns=reconciled,
+        running_unreported_ns=unreported,
         runnable_reconciled_ns=runnable_reconciled,
         steal_ns=stolen,
         repair_uncertainty_ns=unc,

@@ -405,7 +405,8 @@ def build_trace_windows(
         sampled = concat_events(kept.samples)
         samples = _samples(sampled, present, t0, t1, EventIndex(sampled))
         names = NameTable.concat(sink.names) if len(sink.names) > 1 else sink.names[0]
-        given = dict(pids=kept.pids, reconciled=sink.reconciled, stolen=sink.stolen, futex_wakers=sink.futex_wakers,
+        given = dict(pids=kept.pids, reconciled=sink.reconciled, stolen=sink.stolen, unreported=sink.unreported,
+                     futex_wakers=sink.futex_wakers,
                      runnable_from_wakes=sink.runnable_from_wakes, runnable_reconciled=sink.runnable_reconciled,
                      stats=stats or {}, n_events=n, root_pids=root_pids, root_known=root_known, known_names=known_names,
                      meta=meta)
@@ -561,7 +562,7 @@ class _Sink:
         self.held, self.present_parts, self.th_start, self.th_end = [], [], [], []
         self.times = np.zeros((len(tids), len(State)), np.int64)  # written: each thread's ns per state
         self.names, self.spans, self.rebuilt = [], [], {}
-        self.reconciled, self.stolen, self.runnable_reconciled = {}, {}, {}
+        self.reconciled, self.stolen, self.unreported, self.runnable_reconciled = {}, {}, {}, {}
         self.futex_wakers = self.runnable_from_wakes = 0
 
     def add(self, states: StateTable) -> None:
@@ -593,7 +594,7 @@ def _batch_passes(batch, reports, windows, facts, tids, t0, t1, kept, held, lo, 
     run and the joins of adjacent rows need the rows after it)."""
     states = batch.pop()
     present = unique_first(states.tid)[0].astype(np.int64)
-    cut = _reconcile_rows_of(states, np.arange(len(reports[0])), *reports, release=RELEASE_EVERY)
+    cut = _reconcile_rows_of(states, np.arange(len(reports[0])), *reports, release=RELEASE_EVERY, open_end=t1)
     del reports
 
     # 3: the stretches the runtime reports took from RUNNING: did the CPU run anything else
@@ -612,10 +613,11 @@ def _batch_passes(batch, reports, windows, facts, tids, t0, t1, kept, held, lo, 
                 tell(done, "3/5 CPUs of the stretches asked about")
             answers = witness_end(witness)
         del questions
-        states, reconciled, stolen, room = _reconcile_steals_by(cut, lambda *q: answers)
+        states, reconciled, stolen, unreported, room = _reconcile_steals_by(cut, lambda *q: answers)
         del cut
         _add_into(sink.reconciled, reconciled)
         _add_into(sink.stolen, stolen)
+        _add_into(sink.unreported, unreported)
     if piece is None:  # (a cut thread's: before its first piece)
         _names_and_spans(sink, spans_sink, kept, held, present, tids, t0, t1, lo, hi)
 
