@@ -13,6 +13,7 @@ from scalestack.trace.events import Kind, RawEvents, context_of
 from scalestack.trace.lookup import EventIndex
 
 K_FUTEX_ENTER, K_FUTEX_WAITV = int(Kind.FUTEX_ENTER), int(Kind.FUTEX_WAITV)
+K_SWITCH, K_RUN_DELAY = int(Kind.SWITCH), int(Kind.RUN_DELAY)
 
 
 def cpu_buckets(events: RawEvents):
@@ -55,8 +56,8 @@ def _cpu_buckets_compiled(ecpu, kind, k_switch, like):
 
 
 class CpuWitness:
-    """Whether anything but the thread itself shows on a CPU during a stretch: an event there in
-    another task's context, or the thread's own last event before the stretch's end entering a
+    """Whether anything but the thread itself shows on a CPU during a stretch: an event there
+    showing another task (a switch: the task it switches to; a run-delay record: none), or the thread's own last event before the stretch's end entering a
     futex wait (it went to sleep; its switch out was lost). Reads the events' by-CPU buckets of
     the events (time-sorted); `reconcile_running` asks the same question of the stretches its
     compiled pass lists, by a sweep over the events instead (`cpu_sweeps.witness_sweep`, the same
@@ -86,7 +87,8 @@ def _shows(time, kind, arg0, arg1, etid, off, idx, wait_ops_mask, cpu, a, b, tid
 @numba.njit(cache=True)
 def _shows_one(time, kind, arg0, arg1, etid, off, idx, wait_ops_mask, c, a, b, tid):
     """One stretch [a, b) of `tid` on CPU c: the CPU's events in (a, b) by binary search in its
-    bucket; any in another context shows; the last one before b shows if it is the thread's own
+    bucket; any showing another task shows (a switch shows the task it switches to; a run-delay
+    record shows none and is passed over); the last one before b shows if it is the thread's own
     entry into a futex wait."""
     if c < 0 or c >= off.shape[0] - 1:
         return False
@@ -94,11 +96,17 @@ def _shows_one(time, kind, arg0, arg1, etid, off, idx, wait_ops_mask, c, a, b, t
     j0 = _first_after(time, idx, lo, hi, a)  # the first event after a
     j1 = _first_after(time, idx, lo, hi, b - 1)  # the first at or after b (integer times)
     for k in range(j0, j1):
-        if context_of(kind, arg0, etid, idx[k]) != tid:
+        r = idx[k]
+        if kind[r] == K_RUN_DELAY:
+            continue
+        if (arg1[r] if kind[r] == K_SWITCH else etid[r]) != tid:
             return True
-    if j1 > lo:
-        r = idx[j1 - 1]
-        if context_of(kind, arg0, etid, r) == tid:
+    j = j1 - 1
+    while j >= lo and kind[idx[j]] == K_RUN_DELAY:
+        j -= 1
+    if j >= lo:
+        r = idx[j]
+        if kind[r] != K_SWITCH and etid[r] == tid:
             if kind[r] == K_FUTEX_WAITV:
                 return True
             if kind[r] == K_FUTEX_ENTER:

@@ -174,11 +174,11 @@ def test_worked_example_a_run_open_at_the_end_keeps_its_unreported_running():
     events = RawEvents.from_rows([(28, 0, 100, 1, int(Kind.STAT_RUNTIME), 100, 18, 0, -1, -1)], comms=[])
     SL = int(State.SLEEP)
     got, changed, _, unreported = reconcile_running(case([(0, 10, SL), (10, 40, RUN)]), events, 0, 40, open_end=40)
-    assert list(zip(got.start_ns.tolist(), got.end_ns.tolist(), got.state.tolist())) == [(0, 10, SL), (10, 40, RUN)]
+    assert list(zip(got.start_ns.tolist(), got.end_ns.tolist(), got.state.tolist(), strict=True)) == [(0, 10, SL), (10, 40, RUN)]
     assert changed == {} and unreported == {"100": 12}
     got, changed, _, unreported = reconcile_running(case([(0, 10, SL), (10, 35, RUN), (35, 40, SL)]), events, 0, 40,
                                                      open_end=40)
-    assert list(zip(got.start_ns.tolist(), got.end_ns.tolist(), got.state.tolist())) == [
+    assert list(zip(got.start_ns.tolist(), got.end_ns.tolist(), got.state.tolist(), strict=True)) == [
         (0, 10, SL), (10, 28, RUN), (28, 35, SL), (35, 40, SL)]  # the repaired stretch apart
     assert changed == {"100": [0, 7]} and unreported == {}
 

@@ -312,3 +312,29 @@ def test_a_short_uncharged_stretch_stays_run_delay():
     tr = build_trace(_uncharged_run(20_030, 120_040), root_pids=[100])
     assert (10, 20_030, RN) in intervals(tr, 101)
     assert tr.meta["steal_ns"] == {}
+
+
+def test_an_uncharged_stretch_at_a_runs_start_is_steal_though_the_switch_into_it_falls_inside():
+    # The worker is preempted by task 7 at 20; 7 switches back to it at 21_600, 1.6 us after its own
+    # last runtime report (20_000), where the switch instant is placed; the eBPF collector's
+    # run-delay record of that switch follows at 21_750. The worker's next report (700_000, 200 us)
+    # leaves [20_000, 500_000) uncharged with nothing but that switch on CPU 1: steal (xz -T2 on this
+    # VM: 470 us at the start of runs, which the switch's own events kept RUNNABLE, +1.4 ms).
+    e = ev([
+        (0, 0, 0, Kind.SWITCH, 0, 100, 0),
+        (1, 0, 100, Kind.FORK, 100, 101, 0),
+        (2, 1, 0, Kind.SWITCH, 0, 101, 0),
+        (20, 1, 101, Kind.STAT_RUNTIME, 101, 18, 0),
+        (20, 1, 101, Kind.SWITCH, 101, 7, 0),
+        (20_000, 1, 7, Kind.STAT_RUNTIME, 7, 19_980, 0),
+        (21_600, 1, 7, Kind.SWITCH, 7, 101, S_BIT),
+        (21_750, 1, 7, Kind.RUN_DELAY, 7, 5_000, 3),
+        (700_000, 1, 101, Kind.STAT_RUNTIME, 101, 200_000, 0),
+        (700_000, 1, 101, Kind.SWITCH, 101, 0, S_BIT),
+        (700_010, 0, 100, Kind.SWITCH, 100, 0, S_BIT),
+    ])
+    tr = build_trace(e, root_pids=[100])
+    tr.validate()
+    assert intervals(tr, 101) == [(1, 2, RN), (2, 20, R), (20, 20_000, RN), (20_000, 500_000, UN),
+                                  (500_000, 700_000, R), (700_000, 700_010, SL)]
+    assert tr.meta["steal_ns"] == {"101": 480_000}

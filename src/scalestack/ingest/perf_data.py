@@ -58,7 +58,13 @@ import numba
 import numpy as np
 
 from scalestack.errors import TraceFormatError, UserError
-from scalestack.ingest.parts import build_part, events_between, part_bounds, part_read_from, part_stats
+from scalestack.ingest.parts import (
+    build_part,
+    events_between,
+    part_bounds,
+    part_read_from,
+    part_stats,
+)
 from scalestack.ingest.tracepoint import (
     EventFormat,
     Strings,

@@ -27,6 +27,7 @@ from scalestack.trace.events import Kind, context_of
 _K_SWITCH = int(Kind.SWITCH)
 _K_FUTEX_ENTER = int(Kind.FUTEX_ENTER)
 _K_FUTEX_WAITV = int(Kind.FUTEX_WAITV)
+_K_RUN_DELAY = int(Kind.RUN_DELAY)
 _NEVER = np.iinfo(np.int64).min  # the time of an event that was not seen
 _LAST = np.iinfo(np.int64).max  # no question left to answer
 
@@ -58,6 +59,21 @@ def _other_after(last_t, last_x, other_t, lo, x):
     return last_t > lo and (last_x != x or other_t > lo)
 
 
+@numba.njit(cache=True, inline="always")
+def shown_by(kind, arg0, arg1, etid, i):
+    """The task event i shows on its CPU, for the witness: a switch shows the task it switches to
+    (the one it switches from ran up to it: a stretch that a switch into the thread ends is the
+    switch's own, its instant placed up to 30 us earlier by the builder, at the previous task's last
+    runtime report); -1 for the eBPF collector's run-delay record, written by the switch's handler
+    (it shows nothing the switch does not)."""
+    k = kind[i]
+    if k == _K_SWITCH:
+        return arg1[i]
+    if k == _K_RUN_DELAY:
+        return -1
+    return etid[i]
+
+
 def witness_start(cpu: np.ndarray, a: np.ndarray, b: np.ndarray, tid: np.ndarray, wait_ops_mask: int):
     """The carry of a witness sweep for the stretches (a, b) of thread `tid` on `cpu` (arrays of
     one length), taken in order of b; `wait_ops_mask`: the futex operations that wait (bit per op)."""
@@ -83,14 +99,14 @@ def witness_chunk(time, ecpu, kind, arg0, arg1, etid, carry):
             k = _witness_answer(carry, k, t)
             next_b = q_b[order[k]] if k < n_q else _LAST
         c = ecpu[i]
-        if c >= 0 and c < n_cpu:
-            x = context_of(kind, arg0, etid, i)
+        x = shown_by(kind, arg0, arg1, etid, i)
+        if c >= 0 and c < n_cpu and x >= 0:
             other_t[c] = _other_before(last_t[c], last_x[c], other_t[c], x)
             last_t[c] = t
             last_x[c] = x
             kd = kind[i]
             wait = kd == _K_FUTEX_WAITV
-            if kd == _K_FUTEX_ENTER:  # arg1 read only here: the sweep is bound by the columns it reads
+            if kd == _K_FUTEX_ENTER:  # arg1 read only here and at switches: the sweep is bound by the columns it reads
                 op = arg1[i] & 0x7F
                 wait = op < 63 and ((mask >> op) & 1) == 1
             last_wait[c] = wait
