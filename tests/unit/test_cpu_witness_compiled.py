@@ -13,14 +13,16 @@ from .cpu_buckets import CpuWitness
 
 
 def reference(events: RawEvents, cpu, a, b, tid):
-    """Per stretch: an event on its CPU inside (a, b) in another task's context, or the thread's
-    own last event on the CPU before b entering a futex wait."""
-    ctx = events.context_tid()
+    """Per stretch: an event on its CPU inside (a, b) showing another task (a switch shows the task it
+    switches to; a run-delay record is passed over), or the thread's own last event on the CPU
+    before b entering a futex wait."""
+    switch = events.kind == Kind.SWITCH
+    ctx = np.where(switch, events.arg1, events.tid)
     waits = ((events.kind == Kind.FUTEX_ENTER) & np.isin(events.arg1 & FUTEX_CMD_MASK, FUTEX_WAIT_OPS)) \
         | (events.kind == Kind.FUTEX_WAITV)
     out = np.zeros(len(a), bool)
     for q in range(len(a)):
-        on = events.cpu == cpu[q]
+        on = (events.cpu == cpu[q]) & (events.kind != Kind.RUN_DELAY)
         inside = on & (events.time > a[q]) & (events.time < b[q])
         before = np.flatnonzero(on & (events.time < b[q]))
         slept = len(before) > 0 and ctx[before[-1]] == tid[q] and waits[before[-1]]
@@ -32,10 +34,11 @@ def reference(events: RawEvents, cpu, a, b, tid):
 def scenario(draw):
     rows = []
     for _ in range(draw(st.integers(0, 30))):
-        kind = draw(st.sampled_from([Kind.SWITCH, Kind.WAKEUP, Kind.FUTEX_ENTER, Kind.FUTEX_ENTER, Kind.FUTEX_WAITV,
-                                     Kind.STAT_RUNTIME]))
+        kind = draw(st.sampled_from([Kind.SWITCH, Kind.SWITCH, Kind.WAKEUP, Kind.FUTEX_ENTER, Kind.FUTEX_ENTER,
+                                     Kind.FUTEX_WAITV, Kind.STAT_RUNTIME, Kind.RUN_DELAY]))
         who = draw(st.sampled_from([0, 100, 101]))
-        op = draw(st.sampled_from([0, 1, 128, 129, 9, 13, 127]))
+        # a switch's next task; a futex call's operation
+        op = draw(st.sampled_from([0, 100, 101])) if kind == Kind.SWITCH else draw(st.sampled_from([0, 1, 128, 129, 9, 13, 127]))
         rows.append((draw(st.integers(0, 40)), draw(st.integers(-1, 2)), who, 1, int(kind), who, op, 0, -1, -1))
     rows.sort(key=lambda r: r[0])
     n_q = draw(st.integers(1, 8))
@@ -62,3 +65,15 @@ def test_worked_example():
     got = CpuWitness(ev).shows(np.array([0, 0, 1, 1]), np.array([0, 0, 4, 0]), np.array([10, 13, 9, 3]),
                                 np.array([100, 100, 100, 100]))
     assert got.tolist() == [False, True, True, False]
+
+
+def test_worked_example_a_switch_into_the_thread_and_its_run_delay_record_show_nothing_else():
+    """CPU 0: 7 switches to 100 at 5 (its run-delay record at 6), 100's own event at 8; then 100
+    switches to 7 at 12. A stretch of 100's from 2 shows nothing else before 12; one reaching past
+    12 shows 7."""
+    ev = RawEvents.from_rows([(5, 0, 7, 1, int(Kind.SWITCH), 7, 100, 1, -1, -1),
+                              (6, 0, 7, 1, int(Kind.RUN_DELAY), 7, 500, 3, -1, -1),
+                              (8, 0, 100, 1, int(Kind.STAT_RUNTIME), 100, 3, 0, -1, -1),
+                              (12, 0, 100, 1, int(Kind.SWITCH), 100, 7, 0, -1, -1)])
+    got = CpuWitness(ev).shows(np.array([0, 0]), np.array([2, 2]), np.array([12, 13]), np.array([100, 100]))
+    assert got.tolist() == [False, True]
