@@ -8,7 +8,9 @@ import sys
 import numpy as np
 
 import scalestack
+from scalestack.ingest.perf_data import read_perf_data
 from scalestack.trace import State
+from scalestack.trace.builder import list_processes
 from scalestack.trace.events import RECORD_TRACEPOINTS
 
 from ..conftest import requires_recording
@@ -71,6 +73,13 @@ def test_import_a_part_of_a_recording(c_programs, tmp_path):
             assert abs(a - b) <= max(0.02 * a, 1_000_000), (tid, state.label, a, b)
             checked += a > 0
     assert checked >= 4
+    # --list of the part: its own events, not those of the context read before it
+    events = read_perf_data(data)
+    want = {r["pid"]: r["events"] for r in list_processes(events.take(np.flatnonzero((events.time >= t0) & (events.time < t1))))}
+    listing = subprocess.run([sys.executable, "-m", "scalestack.cli", "import", str(data), "--list", "--between", str(t0),
+                              str(t1)], capture_output=True, text=True)
+    assert listing.returncode == 0, listing.stderr
+    assert {int(f[0]): int(f[2]) for f in (ln.split() for ln in listing.stdout.splitlines()[1:])} == want
     bad = run("--between", "1000s", "1001s", "-o", str(tmp_path / "none.trace"))
     assert bad.returncode != 0 and "holds no events" in bad.stderr and "Traceback" not in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1 and not (tmp_path / "none.trace").exists()

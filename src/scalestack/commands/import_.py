@@ -96,7 +96,7 @@ def _import(fmt: str, path: str, out: str, roles, options: dict, progress):
 def _list(fmt: str, path: str, between) -> None:
     """Print the processes a system-wide perf recording (or the part `between` of it) holds,
     busiest first."""
-    from scalestack.ingest.parts import events_between
+    from scalestack.ingest.parts import events_between, part_only
     from scalestack.ingest.perf_data import read_perf_data
     from scalestack.trace.builder import list_processes
 
@@ -108,7 +108,7 @@ def _list(fmt: str, path: str, between) -> None:
         events = read_perf_data(path, between=between)
     else:
         raise UserError(f"--list is for perf inputs; {path} is {fmt}")
-    rows = list_processes(events)
+    rows = list_processes(part_only(events))
     if not rows:
         raise UserError(f"{path} does not say which process each thread belongs to (no pid column); "
                         "produce it with `perf script -F comm,pid,tid,cpu,time,event,trace --ns`")

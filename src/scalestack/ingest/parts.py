@@ -58,6 +58,15 @@ def events_between(events: RawEvents, between: tuple | None, path: str) -> RawEv
     return out
 
 
+def part_only(events: RawEvents) -> RawEvents:
+    """The events of the part itself, without the context read before it (all when they are
+    not a part)."""
+    lo = (events.stats.get("between_ns") or (None, None))[0]
+    if lo is None or not len(events) or int(events.time.min()) >= lo:
+        return events
+    return events.take(np.flatnonzero(events.time >= lo))
+
+
 def build_part(events: RawEvents, *, pid: int | None, comm: str | None, meta: dict) -> Trace:
     """The Trace of the chosen processes from `events`; when they are a part of a recording
     (`events.stats["between_ns"]`, the events from `PART_CONTEXT_NS` before it on), the trace spans
