@@ -61,3 +61,22 @@ def test_import_list_shows_the_processes(tmp_path):
     assert proc.returncode == 0, proc.stderr
     first = proc.stdout.splitlines()[1]
     assert first.split()[0] == "2366" and first.endswith("C2 CompilerThre")  # the leader's latest name
+
+
+def test_info_shows_the_running_the_scheduler_charges_after_the_trace(tmp_path):
+    """A thread still running at the trace's end (a part of a recording): its RUNNING after its last
+    runtime report stays, and `info` shows it beside the kernel's figure."""
+    from scalestack.trace.builder import build_trace
+    from scalestack.trace.events import Kind, RawEvents
+    from scalestack.trace.store import save
+
+    rows = [(0, 0, 100, 100, int(Kind.SWITCH), 0, 100, 0, -1, -1),
+            (2_000_000, 0, 100, 100, int(Kind.STAT_RUNTIME), 100, 2_000_000, 0, -1, -1),
+            (2_500_000, 0, 100, 100, int(Kind.FUTEX_ENTER), 0xA0, 1, 0, -1, -1)]
+    trace = build_trace(RawEvents.from_rows(rows), root_pids=[100], start_ns=0, end_ns=5_000_000)
+    assert trace.meta["running_unreported_ns"] == {"100": 3_000_000}
+    assert not trace.meta["warnings"]  # the kernel runtime check leaves that stretch out
+    save(trace, tmp_path / "t.trace")
+    proc = run("info", "t.trace", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "2.0 +3.0" in proc.stdout and "charges after it" in proc.stdout
