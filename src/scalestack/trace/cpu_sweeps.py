@@ -59,21 +59,6 @@ def _other_after(last_t, last_x, other_t, lo, x):
     return last_t > lo and (last_x != x or other_t > lo)
 
 
-@numba.njit(cache=True, inline="always")
-def shown_by(kind, arg0, arg1, etid, i):
-    """The task event i shows on its CPU, for the witness: a switch shows the task it switches to
-    (the one it switches from ran up to it: a stretch that a switch into the thread ends is the
-    switch's own, its instant placed up to 30 us earlier by the builder, at the previous task's last
-    runtime report); -1 for the eBPF collector's run-delay record, written by the switch's handler
-    (it shows nothing the switch does not)."""
-    k = kind[i]
-    if k == _K_SWITCH:
-        return arg1[i]
-    if k == _K_RUN_DELAY:
-        return -1
-    return etid[i]
-
-
 def witness_start(cpu: np.ndarray, a: np.ndarray, b: np.ndarray, tid: np.ndarray, wait_ops_mask: int):
     """The carry of a witness sweep for the stretches (a, b) of thread `tid` on `cpu` (arrays of
     one length), taken in order of b; `wait_ops_mask`: the futex operations that wait (bit per op)."""
@@ -99,12 +84,15 @@ def witness_chunk(time, ecpu, kind, arg0, arg1, etid, carry):
             k = _witness_answer(carry, k, t)
             next_b = q_b[order[k]] if k < n_q else _LAST
         c = ecpu[i]
-        x = shown_by(kind, arg0, arg1, etid, i)
-        if c >= 0 and c < n_cpu and x >= 0:
+        kd = kind[i]
+        # the eBPF collector's run-delay record is written by a switch's handler: it shows nothing
+        if c >= 0 and c < n_cpu and kd != _K_RUN_DELAY:
+            # a switch shows the task it switches to: the builder places the start of that task's
+            # run up to 30 us before the switch, at the previous task's last runtime report
+            x = arg1[i] if kd == _K_SWITCH else etid[i]
             other_t[c] = _other_before(last_t[c], last_x[c], other_t[c], x)
             last_t[c] = t
             last_x[c] = x
-            kd = kind[i]
             wait = kd == _K_FUTEX_WAITV
             if kd == _K_FUTEX_ENTER:  # arg1 read only here and at switches: the sweep is bound by the columns it reads
                 op = arg1[i] & 0x7F
@@ -138,8 +126,9 @@ def _witness_answer(carry, k, t):
 
 def witness_sweep(time, ecpu, kind, arg0, arg1, etid, wait_ops_mask, cpu, a, b, tid) -> np.ndarray:
     """By one sweep over all the events: for each stretch (a, b) of thread `tid` on
-    `cpu`, whether an event on the CPU inside it is in another context, or the CPU's last event
-    before b is the thread's own entry into a futex wait."""
+    `cpu`, whether an event on the CPU inside it shows another task (a switch: the one it switches
+    to; a run-delay record: none), or the CPU's last event before b is the thread's own entry into
+    a futex wait."""
     carry = witness_start(cpu, a, b, tid, wait_ops_mask)
     witness_chunk(time, ecpu, kind, arg0, arg1, etid, carry)
     return witness_end(carry)

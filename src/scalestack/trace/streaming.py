@@ -86,10 +86,11 @@ Windows = Callable[[], Iterable[RawEvents]]
 
 class _Piece(NamedTuple):
     """A time piece of one thread's rows (`_SpilledRows._cuts`): its walk rows [a, b), its
-    runtime reports [a, b) (those ending inside it), and its run-delay reports from the piece
-    before it to the one after and the first report after that (a gap is sized by the report
-    that ends the run before it and the next report, however far: `builder._run_delay_gaps`;
-    extra reports at either end pair with nothing); rows of the slot's spills."""
+    runtime reports [a, b) (those ending inside it and the last before them: `_reports_from`),
+    and its run-delay reports from the piece before it to the one after and the first report
+    after that (a gap is sized by the report that ends the run before it and the next report,
+    however far: `builder._run_delay_gaps`; extra reports at either end pair with nothing); rows
+    of the slot's spills."""
     slot: int
     rows: tuple[int, int]
     reports: tuple[int, int]
