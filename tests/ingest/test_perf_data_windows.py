@@ -157,6 +157,25 @@ def test_summary_of_the_first_pass(files):
     assert len(synth_file._spans[0]) > 20 and synth_file._every == 64 and synth_file.max_cpu == 3
 
 
+def test_the_bound_from_the_data_sections_size_holds_and_spares_the_scan(files):
+    """`windows_if_big` decides from the header whether a file can hold more events than are read
+    whole (`_Scan.most_events`): never fewer than the file has; a -z file is not bounded; a file
+    under the bound is not scanned (no progress), one over it is."""
+    for name, (path, _) in files.items():
+        n = len(read_perf_data(path))
+        with P._opened(str(path)) as (size, get, read):
+            info = P._header(get, size, str(path))
+            most = P._Scan(info, str(path), read, None, SPAN).most_events()
+        if name.endswith("-z"):
+            assert most == 1 << 62
+            continue
+        assert n <= most <= info.data_size // 64, name  # tighter than a 64-byte event
+        seen = []
+        assert P.windows_if_big(str(path), most // 4 + 1, seen.append) is None and not seen, name
+        w = P.windows_if_big(str(path), max(1, n // 5), lambda *a, seen=seen: seen.append(a))
+        assert w is not None and w.events == n and seen, name
+
+
 def test_a_time_shared_by_more_than_max_rows_is_one_window(files):
     data = _retimed(files["synth"][1], 1 << 62)  # every sample at time 0
     whole = parse_perf_data(data)

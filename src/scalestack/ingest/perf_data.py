@@ -742,6 +742,16 @@ class _Scan:
         self.open_tail = False  # perf record -z: the stream may end inside a record (check)
         self.partial = 0  # bytes of such a record, not read
 
+    def most_events(self) -> int:
+        """The most samples to decode the data section can hold, from its size and the fewest bytes
+        such a sample has (its event's fixed fields, raw size and the decoded fields' end: a shorter
+        one is refused), without reading a record; a `perf record -z` section is not bounded."""
+        if self.info.features.get("compressed") is not None:
+            return 1 << 62
+        least = [(self.layout[a, 4] if self.layout[a, 0] != _VARIABLE else self.min_sample + 4) + self.table.min_len[a]
+                 for a in range(len(self.sample_types)) if self.table.kind[a] != 0 and self.sample_types[a] & S_RAW]
+        return -(-(self.end - self.start) // int(min(least))) if least else 0
+
     def index(self, buf: np.ndarray, last: bool, lo: int, hi: int, t: np.ndarray, j: int, counts: np.ndarray,
               more: np.ndarray = _NO_MORE) -> tuple[int, int, int, int]:
         """`_index` over buf by this file's tables."""
@@ -1132,11 +1142,6 @@ def parse_perf_data_windows(data: bytes, max_rows: int = 1_000_000, name: str = 
     return PerfDataWindows(scan, max_rows, threads, None, lambda: contextlib.nullcontext(read))
 
 
-# a perf.data event takes at least this many bytes (a tracepoint sample's header, id, tid, time,
-# cpu, period and raw data): a file smaller than this many times N holds at most N events
-MIN_EVENT_BYTES = 64
-
-
 def load(path: str, *, pid: int | None = None, comm: str | None = None, progress=None,
          between: tuple | None = None, chunk_rows: int | None = None) -> Trace:
     """Import a system-wide perf.data as the Trace of the process tree of `pid` (or `comm`).
@@ -1194,13 +1199,6 @@ def import_file(path: str, output: str, *, pid: int | None = None, comm: str | N
     return trace
 
 
-def _compressed(path: str) -> bool:
-    """Whether the perf.data's header says `perf record -z` (feature bit 27, HEADER_COMPRESSED)."""
-    with open(path, "rb") as fh:
-        head = fh.read(HEADER_SIZE)
-    return len(head) == HEADER_SIZE and head[:8] == MAGIC and bool(int.from_bytes(head[72:104], "little") >> 27 & 1)
-
-
 def _load_in_windows(path: str, pid, comm, progress, chunk_rows: int | None, size: int, output: str | None = None,
                      finish_with=None, batch_rows: int | None = None) -> Trace | None:
     """`load` of a recording of more than 4 windows (written at `output`, if given: see
@@ -1224,10 +1222,12 @@ def _load_in_windows(path: str, pid, comm, progress, chunk_rows: int | None, siz
 
 def windows_if_big(path: str, chunk_rows: int | None, progress=None) -> PerfDataWindows | None:
     """The recording in time windows (`read_perf_data_windows`) if it has more events than are read
-    whole (`ingest.windows.streamed`), else None. A file too small to hold that many is not scanned;
-    `progress` follows the scan."""
-    most = -(-os.path.getsize(path) // MIN_EVENT_BYTES)  # events the file can hold at most (-z: a few bytes an event)
-    rows = streamed(1 << 62 if _compressed(path) else most, chunk_rows)
+    whole (`ingest.windows.streamed`), else None. A data section too small to hold that many
+    (`_Scan.most_events`) is not scanned; `progress` follows the scan."""
+    with _opened(path) as (size, get, read):
+        info = _header(get, size, path)
+        most = _Scan(info, path, read, None, SPAN).most_events()
+    rows = streamed(most, chunk_rows)
     if rows is None:
         return None
     checking = [progress is not None]  # the reader's first pass shows; its windows are the builder's passes
