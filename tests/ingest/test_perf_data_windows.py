@@ -171,7 +171,7 @@ def test_the_bound_from_the_data_sections_size_holds_and_spares_the_scan(files):
             continue
         assert n <= most <= info.data_size // 64, name  # tighter than a 64-byte event
         seen = []
-        assert P.windows_if_big(str(path), most // 4 + 1, seen.append) is None and not seen, name
+        assert P.windows_if_big(str(path), most // 4 + 1, lambda *a, seen=seen: seen.append(a)) is None and not seen, name
         w = P.windows_if_big(str(path), max(1, n // 5), lambda *a, seen=seen: seen.append(a))
         assert w is not None and w.events == n and seen, name
 
