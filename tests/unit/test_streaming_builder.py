@@ -117,6 +117,74 @@ def test_run_delay_reports_in_random_windows_and_batches(events, data):
     both(events, cuts, data.draw(st.integers(0, 5)), batch_rows, root_pids=[100])
 
 
+@settings(max_examples=80, deadline=None)
+@given(st.one_of(event_streams(), switching_with_run_delays()), st.data())
+def test_a_cut_threads_reports_read_a_few_at_a_time_give_the_same_pieces(events, data):
+    """`_cuts` reads a cut thread's runtime and run-delay reports REPORT_ROWS at a time (`_Reports`,
+    `_Sorted`): with 1-5 a chunk, every piece is the one it finds holding them whole, and the Trace
+    is the whole build's, its rows scanned and its switch spans written SCAN_ROWS (1-5) at a time."""
+    step = data.draw(st.integers(1, 5))
+    scan = data.draw(st.integers(1, 5))
+    cuts = streaming._SpilledRows._cuts
+
+    def compare(self, *args):
+        small = cuts(self, *args)
+        streaming.REPORT_ROWS = 1 << 30
+        try:
+            whole = cuts(self, *args)
+        finally:
+            streaming.REPORT_ROWS = step
+        assert small == whole
+        return small
+    saved = streaming.REPORT_ROWS, streaming.SCAN_ROWS, streaming._SpilledRows._cuts
+    streaming.REPORT_ROWS, streaming.SCAN_ROWS, streaming._SpilledRows._cuts = step, scan, compare
+    try:
+        both(events, data.draw(st.lists(st.integers(0, len(events)), max_size=4)), 0,
+             data.draw(st.sampled_from([1, 3, 1 << 20])), root_pids=[100])
+    finally:
+        streaming.REPORT_ROWS, streaming.SCAN_ROWS, streaming._SpilledRows._cuts = saved
+
+
+def test_reports_read_a_few_at_a_time_are_found_as_held_whole():
+    """`_Reports` over a spill, chunks of 1-4 reports: each instant's answers are those of the
+    whole arrays (NumPy), reports that charge nothing (ns 0) among them."""
+    from scalestack.trace.spill import ColumnSpill
+
+    rng = np.random.default_rng(3)
+    for trial in range(200):
+        n = int(rng.integers(1, 30))
+        time = np.sort(rng.integers(0, 200, n)).astype(np.int64)
+        ns = np.where(rng.random(n) < 0.3, 0, rng.integers(0, 60, n)).astype(np.int64)
+        spill = ColumnSpill(streaming._REPORT_DTYPES, "slot", 2)
+        try:
+            spill.add({"slot": np.full(n, 1, np.int32), "seq": np.arange(n), "time": time, "tid": np.ones(n, np.int64),
+                       "ns": ns})
+            at = np.sort(rng.integers(-5, 210, 12)).astype(np.int64)
+            prev = at - rng.integers(0, 40, 12)
+            counted = np.flatnonzero(ns > 0)
+            p_time, p_from = time[counted], (time - ns)[counted]
+            for step in (1, 2, 4, 1 << 20):
+                saved, streaming.REPORT_ROWS = streaming.REPORT_ROWS, step
+                try:
+                    rep = streaming._Reports(spill, 1)
+                finally:
+                    streaming.REPORT_ROWS = saved
+                assert rep.counted == len(counted)
+                j = np.searchsorted(p_time, at, "right")
+                clear = np.array([p_from[k:].min(initial=1 << 62) > a for k, a in zip(j, at, strict=True)])
+                met = (j > 0) & (p_time[np.maximum(j - 1, 0)] > prev) if len(p_time) else np.zeros(len(at), bool)
+                if len(counted):
+                    np.testing.assert_array_equal(rep.clear_and_met(at, prev), clear & met, err_msg=f"{trial} {step}")
+                for a in at.tolist():
+                    k = int(np.searchsorted(p_time, a, "right"))
+                    want = int(counted[k - 1]) if k else int(np.searchsorted(time, a, "right"))
+                    assert rep.first_for(a) == want and rep.first_for(None) == 0
+                    assert rep.position(a, "left") == int(np.searchsorted(time, a, "left"))
+                    assert rep.position(a, "right") == int(np.searchsorted(time, a, "right"))
+        finally:
+            spill.close()
+
+
 @pytest.mark.parametrize("every", [1, 7, 40])
 def test_a_recording_in_windows(every):
     """barrier.perf.data (perf record -a of a 3-thread barrier program, 96 events: futex waits,
@@ -199,10 +267,8 @@ def test_cutting_where_a_report_or_a_gap_is_not_whole_is_caught(monkeypatch):
     left as it was)."""
     settings_ = settings(max_examples=2000, database=None, deadline=None, phases=[Phase.generate], derandomize=True)
     with monkeypatch.context() as m:
-        m.setattr(streaming, "_reports_from",
-                  lambda r_time, p_time, counted, at: 0 if at is None else int(np.searchsorted(r_time, at, "right")))
+        m.setattr(streaming._Reports, "first_for", lambda self, at: 0 if at is None else self.position(at, "right"))
         find(event_streams(), lambda e: _differs(e, 1, root_pids=[100]), settings=settings_)
     with monkeypatch.context() as m:
-        m.setattr(streaming, "_delays_to",
-                  lambda d_time, at: len(d_time) if at is None else int(np.searchsorted(d_time, at, "left")))
+        m.setattr(streaming, "_delays_to", lambda delays, at: delays.n if at is None else delays.position(at, "left"))
         find(switching_with_run_delays(), lambda e: _differs(e, 1, root_pids=[100]), settings=settings_)

@@ -86,7 +86,7 @@ Windows = Callable[[], Iterable[RawEvents]]
 
 class _Piece(NamedTuple):
     """A time piece of one thread's rows (`_SpilledRows._cuts`): its walk rows [a, b), its
-    runtime reports [a, b) (those ending inside it and the last before them: `_reports_from`),
+    runtime reports [a, b) (those ending inside it and the last before them: `_Reports.first_for`),
     and its run-delay reports from the piece before it to the one after and the first report
     after that (a gap is sized by the report that ends the run before it and the next report,
     however far: `builder._run_delay_gaps`; extra reports at either end pair with nothing); rows
@@ -148,6 +148,9 @@ class _HeldRows:
         parts, self.span_parts = self.span_parts, []
         return tuple(np.concatenate(c) for c in zip(*parts, strict=True))
 
+    def span_chunks(self, lo, hi):
+        return None
+
     def add_reports(self, time, tid, ns, slot, seq) -> None:
         self.reports.append((time, tid, ns))
 
@@ -202,6 +205,28 @@ class _SpilledRows(_HeldRows):
         cols = self.span_spill.read(lo, hi)
         return tuple(cols[k] for k in _SPAN_DTYPES)
 
+    def span_chunks(self, lo, hi):
+        """The batch's switch spans SCAN_ROWS at a time (a thread's in the order written), or None
+        when the batch holds fewer or a thread's starts are not in order (`spans_of` then: they are
+        sorted whole). Checked first on the starts alone, also a chunk at a time."""
+        counts = self.span_spill.counts()[lo:hi]
+        if counts.sum() <= SCAN_ROWS:
+            return None
+        for k in np.flatnonzero(counts).tolist():
+            last = _NEVER
+            for a in range(0, int(counts[k]), SCAN_ROWS):
+                st = self.span_spill.read_rows(lo + k, a, a + SCAN_ROWS, ("start",))["start"]
+                if st[0] < last or np.any(st[1:] < st[:-1]):
+                    return None
+                last = int(st[-1])
+
+        def chunks():
+            for k in np.flatnonzero(counts).tolist():
+                for a in range(0, int(counts[k]), SCAN_ROWS):
+                    cols = self.span_spill.read_rows(lo + k, a, a + SCAN_ROWS)
+                    yield tuple(cols[c] for c in _SPAN_DTYPES)
+        return chunks()
+
     def add_reports(self, time, tid, ns, slot, seq) -> None:
         if self.first is None:
             self.first = (time[:1], tid[:1], ns[:1])
@@ -247,12 +272,7 @@ class _SpilledRows(_HeldRows):
         piece's rows what they give the whole thread's. What still joins across c, the final join
         of adjacent rows and the run-delay re-cut of the gap after the last run, is finished with
         the next piece (`_batch_passes`' `tail`)."""
-        rep = self.report_spill.read_rows(slot, 0, int(self.report_spill.counts()[slot]), ("time", "ns"))
-        r_time = rep["time"]
-        counted = np.flatnonzero(rep["ns"] > 0)
-        p_time, p_from = r_time[counted], (r_time - rep["ns"])[counted]
-        del rep
-        later_from = np.minimum.accumulate(p_from[::-1])[::-1]  # the earliest start among reports from each on
+        reports = _Reports(self.report_spill, slot)
         n = int(self.spill.counts()[slot])
         size = -(-n // -(-n // budget))  # pieces of equal size, as few as hold at most `budget` rows
         cuts: list[int] = []
@@ -266,12 +286,9 @@ class _SpilledRows(_HeldRows):
             g = np.flatnonzero((st[:-1] == State.RUNNING) & (st[1:] != State.RUNNING) & (s[1:] == e[:-1])
                                & (s[1:] > t0) & (s[1:] < t1)) + 1
             at = s[g]
-            if len(p_time):
-                j = np.searchsorted(p_time, at, "right")  # reports ending at or before each instant
-                clear = np.ones(len(g), bool)
-                clear[j < len(p_time)] = later_from[j[j < len(p_time)]] > at[j < len(p_time)]
-                met = (j > 0) & (p_time[np.maximum(j - 1, 0)] > s[g - 1])
-                g, at = g[clear & met], at[clear & met]
+            if reports.counted:
+                fit = reports.clear_and_met(at, s[g - 1])
+                g, at = g[fit], at[fit]
             rows = g + a
             nxt = (cuts[-1] if cuts else 0) + size
             while True:
@@ -285,17 +302,14 @@ class _SpilledRows(_HeldRows):
             return []
         bounds = [0, *cuts, n]
         edge = [None, *times, None]
-        d_time = self.delay_spill.read_rows(slot, 0, int(self.delay_spill.counts()[slot]), ("time",))["time"]
-
-        def rows(col, t, side, none):  # rows of col (time order) before t (after side's tie rule)
-            return none if t is None else int(np.searchsorted(col, t, side))
+        delays = _Sorted(self.delay_spill, slot, ("time",))
         pieces = []
         for k in range(len(bounds) - 1):
             before, after = edge[k - 1] if k > 0 else None, edge[k + 2] if k + 2 < len(edge) else None
             pieces.append(_Piece(
                 slot=slot, rows=(bounds[k], bounds[k + 1]),
-                reports=(_reports_from(r_time, p_time, counted, edge[k]), rows(r_time, edge[k + 1], "right", len(r_time))),
-                delays=(rows(d_time, before, "left", 0), _delays_to(d_time, after)),
+                reports=(reports.first_for(edge[k]), reports.n if edge[k + 1] is None else reports.position(edge[k + 1], "right")),
+                delays=(0 if before is None else delays.position(before, "left"), _delays_to(delays, after)),
                 delays_since=before,
                 first=k == 0, last=k == len(bounds) - 2))
         return pieces
@@ -509,21 +523,113 @@ def _walk(windows, facts, tids, slot_of, born_at, start_ns, end_ns, held, tell):
     return t0, t1, carry, kept
 
 
-def _reports_from(r_time, p_time, counted, at) -> int:
-    """The first of a thread's runtime reports a piece beginning at `at` takes: those ending after
-    `at`, and the last before them that charges any ns (the first piece: all). That one is clipped
-    to nothing by the piece's start, but says, as in the whole thread, that the thread has
-    reports: RUNNING none covers is dropped even in a piece with no report of its own."""
-    if at is None:
-        return 0
-    j = int(np.searchsorted(p_time, at, "right"))
-    return int(counted[j - 1]) if j else int(np.searchsorted(r_time, at, "right"))
-
-
-def _delays_to(d_time, at) -> int:
+def _delays_to(delays: _Sorted, at) -> int:
     """Where a piece's run-delay reports end: before the first at or after `at` (None: the
     thread's end), and that one with them (the report after the last run's, however far)."""
-    return len(d_time) if at is None else min(int(np.searchsorted(d_time, at, "left")) + 1, len(d_time))
+    return delays.n if at is None else min(delays.position(at, "left") + 1, delays.n)
+
+
+REPORT_ROWS = SCAN_ROWS  # a cut thread's runtime or run-delay reports read at a time (`_Sorted`)
+_NEVER, _ALWAYS = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+
+
+class _Sorted:
+    """One thread's rows of a spill whose first column (`names[0]`) is a time in order, read
+    REPORT_ROWS at a time, never whole: `position` finds where a time falls among all of them
+    holding one chunk (its last times, one a chunk, say which)."""
+
+    def __init__(self, spill: ColumnSpill, slot: int, names: tuple[str, ...]):
+        self.spill, self.slot, self.names = spill, slot, names
+        self.n = int(spill.counts()[slot])
+        self.step = max(int(REPORT_ROWS), 1)
+        self.starts = np.arange(0, self.n, self.step, dtype=np.int64)
+        self._at, self._cols = -1, None
+        self.last = np.array([self._summary(c) for c in range(len(self.starts))], np.int64).reshape(-1)
+
+    def _summary(self, c: int) -> int:
+        return int(self.chunk(c)[self.names[0]][-1])
+
+    def chunk(self, c: int) -> dict[str, np.ndarray]:
+        """Chunk c's rows (the last one read is kept)."""
+        if c != self._at:
+            self._cols = None  # the one held is let go before the next is read
+            a = int(self.starts[c])
+            self._cols = self.spill.read_rows(self.slot, a, min(a + self.step, self.n), self.names)
+            self._at = c
+        return self._cols
+
+    def position(self, t: int, side: str) -> int:
+        """np.searchsorted(all the times, t, side)."""
+        c = int(np.searchsorted(self.last, t, side))
+        if c == len(self.starts):
+            return self.n
+        return int(self.starts[c]) + int(np.searchsorted(self.chunk(c)[self.names[0]], t, side))
+
+
+class _Reports(_Sorted):
+    """A cut thread's runtime reports [time - ns, time] (`_Sorted` over (time, ns)), for `_cuts`,
+    with per chunk what its reports that charge ns ("counted") say: the last end up to it, the
+    earliest start from it on, and the last counted report's row up to it; so that for an instant
+    the counted reports ending at or before it and the earliest start of all those after it are
+    found reading one chunk."""
+
+    def __init__(self, spill: ColumnSpill, slot: int):
+        self._p_last, self._p_from, self._p_row, self._p_count = [], [], [], []
+        super().__init__(spill, slot, ("time", "ns"))
+        self.counted = int(sum(self._p_count))
+        self.before = np.r_[0, np.cumsum(self._p_count, dtype=np.int64)]  # counted reports before each chunk
+        self.p_last = np.maximum.accumulate(np.array(self._p_last, np.int64)) if self._p_last else np.zeros(0, np.int64)
+        self.p_row = np.maximum.accumulate(np.array(self._p_row, np.int64)) if self._p_row else np.zeros(0, np.int64)
+        self.from_on = np.r_[np.minimum.accumulate(np.array(self._p_from, np.int64)[::-1])[::-1], _ALWAYS]
+
+    def _summary(self, c: int) -> int:
+        ch = self.chunk(c)
+        t, ns = ch["time"], ch["ns"]
+        k = np.flatnonzero(ns > 0)
+        self._p_count.append(len(k))
+        self._p_last.append(int(t[k[-1]]) if len(k) else _NEVER)
+        self._p_row.append(int(self.starts[c]) + int(k[-1]) if len(k) else -1)
+        self._p_from.append(int((t[k] - ns[k]).min()) if len(k) else _ALWAYS)
+        return int(t[-1])
+
+    def _local(self, c: int):
+        """Chunk c's counted reports: ends, starts' minimum from each on, rows in the chunk."""
+        ch = self.chunk(c)
+        k = np.flatnonzero(ch["ns"] > 0)
+        p_time = ch["time"][k]
+        later_from = np.minimum.accumulate((p_time - ch["ns"][k])[::-1])[::-1]
+        return p_time, later_from, k
+
+    def clear_and_met(self, at: np.ndarray, prev_start: np.ndarray) -> np.ndarray:
+        """Per instant (in order): no counted report spans it (each ends at or before it or
+        begins after it), and the last ending at or before it ends after `prev_start`."""
+        c = np.searchsorted(self.p_last, at, "right")  # the chunk of the first counted report ending after
+        clear = np.ones(len(at), bool)
+        prev = np.where(c > 0, self.p_last[np.maximum(c - 1, 0)], _NEVER)  # the last end before that chunk
+        for ci in np.unique(c[c < len(self.starts)]).tolist():
+            sel = np.flatnonzero(c == ci)
+            p_time, later_from, _ = self._local(ci)
+            j = np.searchsorted(p_time, at[sel], "right")  # < len(p_time): one ends after
+            clear[sel] = np.minimum(later_from[j], self.from_on[ci + 1]) > at[sel]
+            prev[sel] = np.where(j > 0, p_time[np.maximum(j - 1, 0)], prev[sel])
+        return clear & (prev != _NEVER) & (prev > prev_start)
+
+    def first_for(self, at) -> int:
+        """The first of the thread's runtime reports a piece beginning at `at` takes: those ending
+        after `at`, and the last before them that charges any ns (the first piece: all). That one
+        is clipped to nothing by the piece's start, but says, as in the whole thread, that the
+        thread has reports: RUNNING none covers is dropped even in a piece with no report of its own."""
+        if at is None:
+            return 0
+        c = int(np.searchsorted(self.p_last, at, "right"))
+        if c < len(self.starts):
+            p_time, _, rows = self._local(c)
+            j = int(np.searchsorted(p_time, at, "right"))
+            if j:
+                return int(self.starts[c]) + int(rows[j - 1])
+        if c > 0 and self.p_row[c - 1] >= 0:  # the last counted one is in an earlier chunk
+            return int(self.p_row[c - 1])
+        return self.position(at, "right")  # none counted before it
 
 
 def _batch_states(held, lo, hi, t0, t1, tids, piece=None) -> StateTable:
@@ -674,20 +780,24 @@ def _add_into(total: dict, part: dict) -> None:
 def _names_and_spans(sink, spans_sink, kept, held, present, tids, t0, t1, lo, hi) -> None:
     """The batch's threads' names and switch spans (found by the walk) to `sink`."""
     sink.names.append(kept.names.take(np.flatnonzero(member(kept.names.tid.astype(np.int64), present))))
-    if kept.span_counts is not None:
-        tid, a, b, rep, in_order = _clipped_by_thread(held.spans_of(lo, hi), t0, t1, tids, RELEASE_EVERY)
+    if kept.span_counts is None:
+        return
+    counts = kept.span_counts[np.searchsorted(tids, present)]
+    chunks = held.span_chunks(lo, hi) if spans_sink is not None else None  # a big batch's a chunk at a time
+    for part in chunks if chunks is not None else [held.spans_of(lo, hi)]:
+        tid, a, b, rep, in_order = _clipped_by_thread(part, t0, t1, tids, RELEASE_EVERY)
+        del part
         if len(present) < hi - lo:  # threads with spans but no states inside the window
             keep = np.flatnonzero(member(tid.astype(np.int64), present))
             tid, a, b, rep = tid[keep], a[keep], b[keep], rep[keep]
-        if not in_order:
+        if not in_order:  # (whole: chunks are in order)
             order = np.lexsort((a, tid))
             tid, a, b, rep = tid[order], a[order], b[order], rep[order]
-        counts = kept.span_counts[np.searchsorted(tids, present)]
         found = SwitchSpans(tid=tid, start_ns=a, end_ns=b, repaired=rep, tids=present, complete=counts[:, 0],
                             lost_in=counts[:, 1], lost_out=counts[:, 2], lost_whole=counts[:, 3])
         if spans_sink is None:
             sink.spans.append(found)
         else:
             spans_sink(found.table())
-            sink.rebuilt.update({str(t): k for t, k in found.gaps().items()})
+            sink.rebuilt.update({str(t): k for t, k in found.gaps().items()})  # (the threads' counts: each chunk's)
         del found, tid, a, b, rep
