@@ -54,7 +54,10 @@ def parse_format(text: str, group: str | None = None) -> EventFormat:
         decl = m.group("decl").strip()
         data_loc = decl.startswith("__data_loc")
         is_array = "[" in decl
-        fname = re.sub(r"\[.*\]", "", decl).split()[-1].lstrip("*")
+        words = re.sub(r"\[.*\]", "", decl).split()
+        if not words:
+            raise TraceFormatError(f"tracepoint field without a name: {decl!r}")
+        fname = words[-1].lstrip("*")
         fields[fname] = Field(fname, int(m.group("off")), int(m.group("size")), m.group("signed") == "1",
                               data_loc, is_array)
     fmt_m = re.search(r"^print fmt:\s*(.*)$", text, re.M)
