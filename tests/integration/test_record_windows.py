@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import scalestack
@@ -74,8 +75,35 @@ def test_record_in_windows_writes_the_held_trace(c_programs, tmp_path, monkeypat
     assert meta["warnings"] == held.warnings + ([exits.warning(result)] if exits.warning(result) else [])
 
 
-@pytest.mark.parametrize("args", [["--collector", "tracefs"], ["--collector", "perf", "--sample"],
-                                  ["--collector", "perf", "--reader", "perf-script"]])
+def test_perf_record_with_stacks_in_windows_writes_the_held_trace(c_programs, tmp_path):
+    """`--stacks` (samples at 1 kHz and a call stack on each sample and futex call) read in windows:
+    the tracepoints by the direct reader a window at a time, the samples (read by perf script) put
+    among them, the stacks attached before the trace is written: the trace of the same perf.data
+    read whole, samples, frames, stacks and futex calls included."""
+    from scalestack.collect.record import attach_stacks
+    from scalestack.ingest.perf_data import read_events
+    from scalestack.ingest.perf_stacks import read_stacks
+    from scalestack.tools import which
+
+    kept, out = tmp_path / "perf.data", tmp_path / "s.trace"
+    small = scalestack.record([str(c_programs["prodcons"]), "20000", "2", "200"], str(out), collector="perf",
+                              stacks=True, keep_perf_data=str(kept), chunk_rows=2000)
+    written = load(out)
+    meta = written.meta
+    perf = which("perf") or "perf"
+    events = read_events(str(kept), perf, samples=True)
+    assert len(events) > 4 * 2000 and len(small.states) == 0 and len(written.states) > 200
+    given = {k: meta[k] for k in GIVEN if k in meta} | {k: meta[k] for k in ("mmap_size", "perf_version", "reader")}
+    held = build_trace(events, root_pids=[meta["root_tid"]], start_ns=meta["start_ns"], root_known=True,
+                       meta=given | {"warnings": []})
+    held = attach_stacks(held, read_stacks(str(kept), perf, np.unique(held.threads.pid))).with_meta(stacks="dwarf")
+    assert len(held.samples) > 5 and len(held.futex_calls) > 100 and (held.samples.stack >= 0).any()
+    for name in ("threads", "states", "names", "switch_spans", "samples", "frames", "stacks", "futex_calls"):
+        assert getattr(held, name) == getattr(written, name), name
+    assert meta["stacks"] == "dwarf" and meta["exit_check"]["available"]
+
+
+@pytest.mark.parametrize("args", [["--collector", "tracefs"], ["--collector", "perf", "--reader", "perf-script"]])
 def test_chunk_rows_is_for_recordings_read_directly(tmp_path, args):
     res = subprocess.run([sys.executable, "-m", "scalestack.cli", "record", *args, "--chunk-rows", "5",
                           "-o", str(tmp_path / "t.trace"), "--", "true"], capture_output=True, text=True)

@@ -28,7 +28,13 @@ import time
 
 from scalestack.collect.run import WRAPPER, WRAPPER_PLAIN, Run, low_dup, sigint_for_the_program
 from scalestack.errors import UserError
-from scalestack.ingest.perf_data import LOST_RE, read_events, windows_if_big
+from scalestack.ingest.perf_data import (
+    LOST_RE,
+    SampledWindows,
+    read_events,
+    read_samples,
+    windows_if_big,
+)
 from scalestack.ingest.perf_stacks import read_stacks
 from scalestack.tools import last_line, perf_version
 
@@ -110,17 +116,20 @@ def collect(perf, tracepoints, command, pid, duration, size, reader, keep_perf_d
             raise UserError(f"perf record wrote no data: {last_line(perf_messages)}")
         if keep_perf_data:
             shutil.copyfile(data, keep_perf_data)
-        direct = hold is not None and not sample_hz and not stacks and reader != "perf-script"
-        windows = windows_if_big(data, chunk_rows) if direct else None
+        windows = windows_if_big(data, chunk_rows) if hold is not None and reader != "perf-script" else None
+        if windows is not None and sample_hz:
+            windows = SampledWindows(windows, read_samples(data, perf))
         events = read_events(data, perf, reader, samples=bool(sample_hz)) if windows is None else None
         call_stacks = None
-        if stacks:  # read once the process tree is known (record() calls it with its pids)
+        if stacks and windows is not None:  # the file stays with the windows until `hold` closes
+            call_stacks = functools.partial(read_stacks, data, perf)
+        elif stacks:  # read once the process tree is known (record() calls it with its pids)
             keep_dir = tempfile.mkdtemp(prefix="scalestack-stacks-")
             kept = os.path.join(keep_dir, "perf.data")
             os.replace(data, kept)
             call_stacks = functools.partial(_stacks_pass, kept, perf)
     meta = {"perf_version": perf_version(perf), "mmap_size": size,
-            "reader": "perf-script" if sample_hz or reader == "perf-script" else "perf-data"}
+            "reader": "perf-script" if reader == "perf-script" else "perf-data"}
     lost_chunks = LOST_RE.findall(perf_messages.decode("utf-8", "replace"))
     if lost_chunks:
         read = events if windows is None else windows

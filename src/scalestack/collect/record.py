@@ -109,7 +109,7 @@ def record(
         With --pid and perf or ebpf: called once the events are enabled, e.g. to start the load
         the recording should see (perf takes a moment, more on a busy machine).
     chunk_rows : int, optional
-        With ebpf, or perf without samples or stacks: a recording of more than 4 `chunk_rows` events (default: more than
+        With ebpf or perf: a recording of more than 4 `chunk_rows` events (default: more than
         `ingest.windows.STREAM_EVENTS`) is read in time windows of `chunk_rows` events and its trace
         built pass by pass (`trace.streaming`), written to `output` as it is built: memory follows
         a window and a batch of threads, not the recording's length. The Trace returned then has
@@ -135,9 +135,9 @@ def record(
         collector = auto_collector(sample_hz, mmap_size, keep_perf_data, reader)
     if collector != "perf" and (sample_hz or stacks):
         raise UserError(f"--{'stacks' if stacks else 'sample'} needs the perf collector")
-    if chunk_rows is not None and (collector == "tracefs" or sample_hz or stacks or reader == "perf-script"):
-        raise UserError("--chunk-rows reads the ebpf or perf collector's recording in windows; tracefs, --sample, "
-                        "--stacks and --reader perf-script read it whole")
+    if chunk_rows is not None and (collector == "tracefs" or reader == "perf-script"):
+        raise UserError("--chunk-rows reads the ebpf or perf collector's recording in windows; tracefs and "
+                        "--reader perf-script read it whole")
     if collector == "ebpf" and not chosen:
         reason = ebpf.unavailable()
         if reason:
@@ -215,7 +215,15 @@ def record(
             readings.pop(run.root, None)
 
         def checked(trace: Trace, times=None) -> Trace:
-            """The trace with the exit check's result (`times`: its time in states, if it has no states)."""
+            """The trace with its call stacks, if recorded, and the exit check's result (`times`: its
+            time in states, if it has no states)."""
+            if run.stacks is not None:
+                pids = np.unique(trace.threads.pid)
+                trace = attach_stacks(trace, run.stacks(pids)).with_meta(stacks=stacks)
+                if command is not None and jvm_map:  # the JVM wrote them because we asked: read, so remove
+                    for p in pids.tolist():
+                        with contextlib.suppress(OSError):
+                            os.unlink(f"/tmp/perf-{p}.map")
             result = exits.check(trace, readings, probe.reason, times=times)
             note = exits.warning(result)
             return trace.with_meta(exit_check=result, warnings=trace.warnings + ([note] if note else []))
@@ -229,14 +237,6 @@ def record(
             trace, written = _trace_of(run, command, pid, meta, role_rules, attach_names, output, checked, progress)
         if written:
             return trace
-        if run.stacks is not None:
-            pids = np.unique(trace.threads.pid)
-            trace = attach_stacks(trace, run.stacks(pids))
-            trace = trace.with_meta(stacks=stacks)
-            if command is not None and jvm_map:  # the JVM wrote them because we asked: read, so remove
-                for p in pids.tolist():
-                    with contextlib.suppress(OSError):
-                        os.unlink(f"/tmp/perf-{p}.map")
         trace = checked(trace)
         if output:
             save_or_keep(trace, output)

@@ -441,7 +441,8 @@ def build_trace_windows(
                       switch_spans=SwitchSpanTable.empty()).with_roles(role_rules)
         if finish_with is not None:
             small = finish_with(small, sink.times[np.searchsorted(tids, small.threads.tid)])
-        writer.finish(small.threads, small.names, small.meta, samples=small.samples)
+        writer.finish(small.threads, small.names, small.meta, samples=small.samples, frames=small.frames,
+                      stacks=small.stacks, futex_calls=small.futex_calls)
         return small
 
 
