@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import subprocess
+from array import array
 
 import numpy as np
 
@@ -76,8 +77,9 @@ class _Dedup:
 def parse_stacks(lines) -> Stacks:
     """Parse `perf script -F pid,tid,time,event,ip,sym,symoff,dso,trace --show-mmap-events` text."""
     dd = _Dedup()
-    s_tid, s_time, s_stack = [], [], []
-    f_tid, f_pid, f_time, f_op, f_addr, f_stack = [], [], [], [], [], []
+    # one machine word a value (a list would hold an int object of 28-32 bytes and a pointer)
+    s_tid, s_time, s_stack = array("q"), array("q"), array("q")
+    f_tid, f_pid, f_time, f_op, f_addr, f_stack = array("q"), array("q"), array("q"), array("q"), array("Q"), array("q")
     mappings: list[Mapping] = []
     current = None  # ("sample"|"futex", fields) of the event whose frames follow
     frames: list[tuple] = []
