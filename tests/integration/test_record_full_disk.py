@@ -85,3 +85,34 @@ def test_import_in_windows_onto_a_full_device_is_one_line(tmp_path, full_device)
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "no space left on the device of" in proc.stderr and "nothing was written" in proc.stderr
     assert sorted(os.listdir(full_device)) == ["filler"]
+
+
+def test_tracefs_pages_go_to_tmpdir_and_a_full_one_is_one_line(c_programs, tmp_path, full_device):
+    """The tracefs collector writes each CPU's pages to a file in $TMPDIR as it drains them (the
+    recording is not held in memory) and removes them; a $TMPDIR with no room is said in one line."""
+    room = tmp_path / "room"
+    room.mkdir()
+    argv = [sys.executable, "-m", "scalestack.cli", "record", "-q", "--collector", "tracefs", "-o",
+            str(tmp_path / "t.trace"), "--", str(c_programs["prodcons"]), "20000", "2", "200"]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, TMPDIR=str(room)))
+    assert proc.returncode == 0, proc.stderr
+    assert os.listdir(room) == []  # the pages' files are gone
+    assert len(scalestack.load(tmp_path / "t.trace").threads) == 4
+    (full_device / "filler").write_bytes(b"\0" * (64 * 1024 - 8192))  # room for the pid file and a page
+    proc = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, TMPDIR=str(full_device)))
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "cannot keep the tracefs recording" in lines[0] and "TMPDIR" in lines[0]
+    assert os.listdir(full_device) == ["filler"]
+
+
+
+def test_a_pid_file_left_empty_is_one_line(tmp_path):
+    """The wrapper's pid file empty (its write failed: a full $TMPDIR) is said, not a ValueError."""
+    from scalestack.collect.run import root_pid
+    from scalestack.errors import UserError
+
+    (tmp_path / "pid").write_text("")
+    with pytest.raises(UserError, match="the command's pid was not written") as err:
+        root_pid(str(tmp_path / "pid"))
+    assert "TMPDIR" in str(err.value) and "\n" not in str(err.value)

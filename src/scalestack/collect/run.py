@@ -74,8 +74,14 @@ def run_or_watch(command, pid, duration, pidfile: str, on_ready=None) -> int | N
 
 
 def root_pid(pidfile: str) -> int:
-    with open(pidfile) as fh:
-        return int(fh.read().strip())
+    """The command's pid, which the wrapper wrote before its exec."""
+    try:
+        with open(pidfile) as fh:
+            return int(fh.read().strip())
+    except (OSError, ValueError):
+        room = shutil.disk_usage(os.path.dirname(pidfile)).free >> 10
+        raise UserError(f"the command's pid was not written to {pidfile} ({room} KiB free there): "
+                        "free space in $TMPDIR or set TMPDIR to a directory with room") from None
 
 
 def thread_names(pid: int) -> dict[int, str]:

@@ -14,10 +14,13 @@ from __future__ import annotations
 import os
 import re
 import select
+import shutil
 import subprocess
 import tempfile
 import threading
 from collections.abc import Sequence
+
+import numpy as np
 
 from scalestack.collect.run import Run, root_pid, run_or_watch, sigint_for_the_program
 from scalestack.errors import UserError
@@ -55,7 +58,8 @@ class TracefsInstance:
         self.tracepoints = list(tracepoints)
         self.buffer_kb = buffer_kb
         self.formats: dict[int, EventFormat] = {}
-        self._pages: dict[int, list[bytes]] = {}
+        self._spill: str | None = None  # a directory of one file of pages a CPU, in $TMPDIR while recording
+        self._failed: OSError | None = None  # a page file that could not be written (a full device)
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
 
@@ -94,29 +98,37 @@ class TracefsInstance:
         return sorted(int(m.group(1)) for e in os.listdir(per_cpu) if (m := re.fullmatch(r"cpu(\d+)", e)))
 
     def _drain(self, cpu: int) -> None:
-        """Copy one CPU's pages out as the kernel fills them, and everything left at the end."""
-        out = self._pages.setdefault(cpu, [])
+        """Copy one CPU's pages out to its file as the kernel fills them, and everything left at
+        the end: the recording is not held in memory."""
         fd = os.open(os.path.join(self.root, "per_cpu", f"cpu{cpu}", "trace_pipe_raw"), os.O_RDONLY | os.O_NONBLOCK)
         try:
-            while True:
-                final = self._stopping.is_set()
-                if not final:
-                    select.select([fd], [], [], 0.2)
+            with open(self._page_file(cpu), "wb") as out:
                 while True:
-                    try:
-                        block = os.read(fd, 4096)
-                    except BlockingIOError:
-                        break
-                    if not block:
-                        break
-                    out.append(block.ljust(4096, b"\0"))
-                if final:
-                    return
+                    final = self._stopping.is_set()
+                    if not final:
+                        select.select([fd], [], [], 0.2)
+                    while True:
+                        try:
+                            block = os.read(fd, 4096)
+                        except BlockingIOError:
+                            break
+                        if not block:
+                            break
+                        out.write(block.ljust(4096, b"\0"))
+                    if final:
+                        return
+        except OSError as exc:  # the page file (a full $TMPDIR): said by `read`, not lost in a thread
+            self._failed = exc
         finally:
             os.close(fd)
 
+    def _page_file(self, cpu: int) -> str:
+        return os.path.join(self._spill, f"cpu{cpu}")
+
     def start(self) -> None:
         self._stopping.clear()
+        if self._spill is None:
+            self._spill = tempfile.mkdtemp(prefix="scalestack-ftrace-")
         self._threads = [threading.Thread(target=self._drain, args=(cpu,), daemon=True) for cpu in self._cpus()]
         for t in self._threads:
             t.start()
@@ -138,7 +150,15 @@ class TracefsInstance:
                 m2 = re.search(rf"^{key}:\s*(\d+)", stats, re.M)
                 if m2:
                     dropped += int(m2.group(1))
-        pages = {cpu: b"".join(chunks) for cpu, chunks in self._pages.items()}
+        if self._failed is not None:
+            raise UserError(f"cannot keep the tracefs recording in {self._spill}: {self._failed.strerror}; "
+                            "free space there or set TMPDIR to a directory with room")
+        pages = {}
+        for cpu in self._cpus():
+            path = self._page_file(cpu) if self._spill is not None else ""
+            size = os.path.getsize(path) if os.path.exists(path) else 0
+            # mapped, not read: a CPU's pages are touched once, while that CPU is decoded
+            pages[cpu] = np.memmap(path, np.uint8, mode="r") if size else np.zeros(0, np.uint8)
         events = read_cpu_buffers(pages, self.formats)
         events.stats["lost_events"] = dropped
         return events, dropped
@@ -158,6 +178,8 @@ class TracefsInstance:
                 os.rmdir(self.root)
             except OSError:
                 pass
+            if self._spill is not None:
+                shutil.rmtree(self._spill, ignore_errors=True)
 
 
 TRACEFS = "/sys/kernel/tracing"

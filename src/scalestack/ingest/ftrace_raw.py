@@ -86,10 +86,10 @@ def _walk_pages(buf, page_size, commit_offset, data_offset):
 
 
 def read_cpu_buffers(
-    pages: dict[int, bytes], formats: dict[int, EventFormat], *, page_size: int = 4096,
+    pages: dict[int, bytes | np.ndarray], formats: dict[int, EventFormat], *, page_size: int = 4096,
     commit_offset: int = 8, data_offset: int = 16,
 ) -> RawEvents:
-    """RawEvents from the raw pages read from each CPU's buffer ({cpu: bytes})."""
+    """RawEvents from the raw pages read from each CPU's buffer ({cpu: bytes, or a uint8 array: a mapped file})."""
     strings: dict[str, int] = {}
     # event type id -> row of the decode table (-1: an event we do not decode)
     ids = sorted(formats)
