@@ -103,12 +103,43 @@ def test_perf_record_with_stacks_in_windows_writes_the_held_trace(c_programs, tm
     assert meta["stacks"] == "dwarf" and meta["exit_check"]["available"]
 
 
-@pytest.mark.parametrize("args", [["--collector", "tracefs"], ["--collector", "perf", "--reader", "perf-script"]])
-def test_chunk_rows_is_for_recordings_read_directly(tmp_path, args):
-    res = subprocess.run([sys.executable, "-m", "scalestack.cli", "record", *args, "--chunk-rows", "5",
-                          "-o", str(tmp_path / "t.trace"), "--", "true"], capture_output=True, text=True)
+def test_tracefs_record_in_windows_writes_the_held_trace(c_programs, tmp_path, monkeypatch):
+    """The tracefs collector's page files read in windows (`ftrace_raw.FtraceWindows`): the trace of
+    the same pages read whole."""
+    from scalestack.collect import tracefs
+    from scalestack.ingest.ftrace_raw import read_cpu_buffers
+
+    kept, windows = {}, tracefs.FtraceWindows
+
+    class Keeping(windows):  # the page files are removed when record returns: keep their bytes
+        def __init__(self, files, formats, max_rows):
+            kept.update(pages={cpu: open(path, "rb").read() for cpu, path in files.items()}, formats=formats)
+            super().__init__(files, formats, max_rows)
+
+    monkeypatch.setattr(tracefs, "FtraceWindows", Keeping)
+    out = tmp_path / "f.trace"
+    small = scalestack.record([str(c_programs["prodcons"]), "20000", "2", "200"], str(out), collector="tracefs",
+                              chunk_rows=2000)
+    written = load(out)
+    meta = written.meta
+    events = read_cpu_buffers(kept["pages"], kept["formats"])
+    events.stats["lost_events"] = meta["lost_events"]
+    assert len(events) > 4 * 2000 and len(small.states) == 0 and len(written.states) > 200
+    given = {k: meta[k] for k in GIVEN if k in meta} | {"ftrace_buffer_kb": meta["ftrace_buffer_kb"]}
+    held = build_trace(events, root_pids=[meta["root_tid"]], start_ns=meta["start_ns"], root_known=True,
+                       meta=given | {"warnings": []})
+    for name in ("threads", "states", "names", "switch_spans", "samples"):
+        assert getattr(held, name) == getattr(written, name), name
+    assert {k: v for k, v in meta.items() if k not in ("exit_check", "warnings")} == \
+        {k: v for k, v in held.meta.items() if k != "warnings"}
+
+
+def test_chunk_rows_is_for_recordings_read_directly(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "scalestack.cli", "record", "--collector", "perf", "--reader",
+                          "perf-script", "--chunk-rows", "5", "-o", str(tmp_path / "t.trace"), "--", "true"],
+                         capture_output=True, text=True)
     assert res.returncode != 0 and "Traceback" not in res.stderr
-    assert "--chunk-rows reads the ebpf or perf collector's recording in windows" in res.stderr
+    assert "--chunk-rows reads the recording in windows; --reader perf-script reads it whole" in res.stderr
     assert not (tmp_path / "t.trace").exists()
 
 

@@ -120,3 +120,50 @@ def test_random_pages_give_events_or_one_clear_error(data):
         assert "\n" not in str(exc)
         return
     assert np.all(np.diff(ev.time) >= 0) or len(ev) < 2
+
+
+@st.composite
+def cpu_pages(draw):
+    """1-3 CPUs, each 1-4 pages of switches and forks (names from a few), times that may tie
+    across CPUs; pages of one CPU need not be in time order."""
+    out = {}
+    for cpu in range(draw(st.integers(1, 3))):
+        pages = []
+        for _ in range(draw(st.integers(1, 4))):
+            recs = []
+            for _ in range(draw(st.integers(0, 12))):
+                if draw(st.booleans()):
+                    recs.append((draw(st.integers(0, 3)), fork_record(draw(st.integers(1, 9)), draw(st.integers(1, 9)))))
+                else:
+                    name = draw(st.sampled_from([b"a", b"main", b"w"]))
+                    recs.append((draw(st.integers(0, 3)), switch_record(1, 1, 2, 1, name, b"b")))
+            pages.append(page(draw(st.integers(0, 60)), recs))
+        out[cpu] = b"".join(pages)
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(cpu_pages(), st.integers(1, 30), st.integers(1, 3))
+def test_windows_of_page_files_are_the_whole_read(tmp_path_factory, pages, max_rows, chunk_pages):
+    """`FtraceWindows` over each CPU's file of pages, walked `chunk_pages` at a time: windows in time
+    order, one time's events in one window, concatenated the whole read (`read_cpu_buffers`)."""
+    from scalestack.ingest import ftrace_raw
+    from scalestack.trace.events import concat_events
+
+    d = tmp_path_factory.mktemp("pages")
+    files = {}
+    for cpu, data in pages.items():
+        (d / f"cpu{cpu}").write_bytes(data)
+        files[cpu] = str(d / f"cpu{cpu}")
+    whole = read_cpu_buffers(pages, FORMATS)
+    saved, ftrace_raw.CHUNK_PAGES = ftrace_raw.CHUNK_PAGES, chunk_pages
+    try:
+        windows = ftrace_raw.FtraceWindows(files, FORMATS, max_rows)
+        parts = list(windows)
+    finally:
+        ftrace_raw.CHUNK_PAGES = saved
+    assert windows.events == len(whole) and windows.stats["unknown_events"] == whole.stats["unknown_events"]
+    for a, b in zip(parts, parts[1:], strict=False):
+        assert a.time[-1] < b.time[0] and a.stats["window_ns"][1] <= b.stats["window_ns"][0]
+    cat = concat_events(parts, whole.stats) if parts else whole
+    assert cat.equals(whole)

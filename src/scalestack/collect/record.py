@@ -109,7 +109,7 @@ def record(
         With --pid and perf or ebpf: called once the events are enabled, e.g. to start the load
         the recording should see (perf takes a moment, more on a busy machine).
     chunk_rows : int, optional
-        With ebpf or perf: a recording of more than 4 `chunk_rows` events (default: more than
+        A recording of more than 4 `chunk_rows` events (default: more than
         `ingest.windows.STREAM_EVENTS`) is read in time windows of `chunk_rows` events and its trace
         built pass by pass (`trace.streaming`), written to `output` as it is built: memory follows
         a window and a batch of threads, not the recording's length. The Trace returned then has
@@ -135,9 +135,8 @@ def record(
         collector = auto_collector(sample_hz, mmap_size, keep_perf_data, reader)
     if collector != "perf" and (sample_hz or stacks):
         raise UserError(f"--{'stacks' if stacks else 'sample'} needs the perf collector")
-    if chunk_rows is not None and (collector == "tracefs" or reader == "perf-script"):
-        raise UserError("--chunk-rows reads the ebpf or perf collector's recording in windows; tracefs and "
-                        "--reader perf-script read it whole")
+    if chunk_rows is not None and reader == "perf-script":
+        raise UserError("--chunk-rows reads the recording in windows; --reader perf-script reads it whole")
     if collector == "ebpf" and not chosen:
         reason = ebpf.unavailable()
         if reason:
@@ -177,7 +176,7 @@ def record(
             elif collector == "ebpf":
                 run = ebpf.collect(command, pid, duration, futex, on_ready, hold=hold, chunk_rows=chunk_rows)
             else:
-                run = tracefs.collect(tracefs_dir, tracepoints, command, pid, duration)
+                run = tracefs.collect(tracefs_dir, tracepoints, command, pid, duration, hold=hold, chunk_rows=chunk_rows)
         elapsed = time.monotonic() - t_wall
         warnings = run.warnings
         if missing:

@@ -11,6 +11,7 @@ silently overwriting old ones.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import select
@@ -24,8 +25,9 @@ import numpy as np
 
 from scalestack.collect.run import Run, root_pid, run_or_watch, sigint_for_the_program
 from scalestack.errors import UserError
-from scalestack.ingest.ftrace_raw import read_cpu_buffers
+from scalestack.ingest.ftrace_raw import FtraceWindows, most_events, read_cpu_buffers
 from scalestack.ingest.tracepoint import EventFormat, parse_format
+from scalestack.ingest.windows import streamed
 from scalestack.trace.events import RawEvents
 
 
@@ -52,13 +54,14 @@ def remove_stale_instances(instances: str) -> list[str]:
 class TracefsInstance:
     """A private ftrace instance with the given tracepoints enabled; a context manager."""
 
-    def __init__(self, tracefs: str, tracepoints: Sequence[str], buffer_kb: int = 65536):
+    def __init__(self, tracefs: str, tracepoints: Sequence[str], buffer_kb: int = 65536, pages: str | None = None):
         self.root = os.path.join(tracefs, "instances", f"scalestack-{os.getpid()}")
         self.tracefs = tracefs
         self.tracepoints = list(tracepoints)
         self.buffer_kb = buffer_kb
         self.formats: dict[int, EventFormat] = {}
-        self._spill: str | None = None  # a directory of one file of pages a CPU, in $TMPDIR while recording
+        # a directory of one file of pages a CPU (given: the caller's, kept; else made in $TMPDIR, removed at exit)
+        self._spill, self._own_spill = pages, pages is None
         self._failed: OSError | None = None  # a page file that could not be written (a full device)
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
@@ -140,8 +143,8 @@ class TracefsInstance:
         for t in self._threads:
             t.join()
 
-    def read(self) -> tuple[RawEvents, int]:
-        """All recorded events, and how many the buffer dropped."""
+    def dropped(self) -> int:
+        """How many events the buffer dropped (its per-CPU stats)."""
         dropped = 0
         for cpu in self._cpus():
             with open(os.path.join(self.root, "per_cpu", f"cpu{cpu}", "stats")) as fh:
@@ -150,18 +153,39 @@ class TracefsInstance:
                 m2 = re.search(rf"^{key}:\s*(\d+)", stats, re.M)
                 if m2:
                     dropped += int(m2.group(1))
+        return dropped
+
+    def _files(self) -> dict[int, str]:
         if self._failed is not None:
             raise UserError(f"cannot keep the tracefs recording in {self._spill}: {self._failed.strerror}; "
                             "free space there or set TMPDIR to a directory with room")
+        return {cpu: self._page_file(cpu) for cpu in self._cpus()} if self._spill is not None else {}
+
+    def read(self) -> tuple[RawEvents, int]:
+        """All recorded events, and how many the buffer dropped."""
+        dropped = self.dropped()
         pages = {}
-        for cpu in self._cpus():
-            path = self._page_file(cpu) if self._spill is not None else ""
+        for cpu, path in self._files().items():
             size = os.path.getsize(path) if os.path.exists(path) else 0
             # mapped, not read: a CPU's pages are touched once, while that CPU is decoded
             pages[cpu] = np.memmap(path, np.uint8, mode="r") if size else np.zeros(0, np.uint8)
         events = read_cpu_buffers(pages, self.formats)
         events.stats["lost_events"] = dropped
         return events, dropped
+
+    def windows(self, chunk_rows: int | None) -> FtraceWindows | None:
+        """The recording in time windows (`ingest.ftrace_raw.FtraceWindows`) if it has more events
+        than are read whole (`ingest.windows.streamed`), else None; its page files stay where they
+        are (the caller's `pages` directory) for the windows to read."""
+        files = self._files()
+        rows = streamed(most_events(files, self.formats), chunk_rows)
+        if rows is None:
+            return None
+        windows = FtraceWindows({c: f for c, f in files.items() if os.path.exists(f)}, self.formats, rows)
+        if streamed(windows.events, chunk_rows) is None:
+            return None
+        windows.stats["lost_events"] = self.dropped()
+        return windows
 
     def __exit__(self, *exc) -> None:
         try:
@@ -178,7 +202,7 @@ class TracefsInstance:
                 os.rmdir(self.root)
             except OSError:
                 pass
-            if self._spill is not None:
+            if self._spill is not None and self._own_spill:
                 shutil.rmtree(self._spill, ignore_errors=True)
 
 
@@ -209,15 +233,26 @@ def available_tracepoints(tracefs: str, wanted: Sequence[str]) -> tuple[list[str
     return have, missing
 
 
-def collect(tracefs, tracepoints, command, pid, duration) -> Run:
-    """A private ftrace instance around the command (or for `duration` s), read afterwards."""
-    with tempfile.TemporaryDirectory(prefix="scalestack-rec-") as tmp, TracefsInstance(tracefs, tracepoints) as inst:
-        pidfile = os.path.join(tmp, "pid")
-        with sigint_for_the_program():
-            inst.start()
-            rc = run_or_watch(command, pid, duration, pidfile)
-            inst.stop()
-        root = root_pid(pidfile) if command is not None else None
-        events, dropped = inst.read()
+def collect(tracefs, tracepoints, command, pid, duration, *, hold: contextlib.ExitStack | None = None,
+            chunk_rows: int | None = None) -> Run:
+    """A private ftrace instance around the command (or for `duration` s), read afterwards. With
+    `hold`, a recording of more than 4 `chunk_rows` events (default: `windows.STREAM_EVENTS`) is
+    not read: the Run's `windows` reads its page files a window at a time, kept until `hold` closes."""
+    with contextlib.ExitStack() as own:
+        tmp = (hold or own).enter_context(tempfile.TemporaryDirectory(prefix="scalestack-rec-"))
+        pages = os.path.join(tmp, "pages")
+        os.mkdir(pages)
+        with TracefsInstance(tracefs, tracepoints, pages=pages) as inst:
+            pidfile = os.path.join(tmp, "pid")
+            with sigint_for_the_program():
+                inst.start()
+                rc = run_or_watch(command, pid, duration, pidfile)
+                inst.stop()
+            root = root_pid(pidfile) if command is not None else None
+            windows = inst.windows(chunk_rows) if hold is not None else None
+            if windows is None:
+                events, dropped = inst.read()
+            else:
+                events, dropped = None, windows.stats["lost_events"]
     warnings = [f"the ftrace buffer dropped {dropped} events"] if dropped else []
-    return Run(events, rc, root, {"ftrace_buffer_kb": inst.buffer_kb}, warnings)
+    return Run(events, rc, root, {"ftrace_buffer_kb": inst.buffer_kb}, warnings, windows=windows)

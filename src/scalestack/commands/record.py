@@ -39,7 +39,7 @@ from scalestack.trace.quality import summary_line
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 @click.option("--no-exit-check", is_flag=True, help="Skip comparing each thread with the kernel's figures at its exit.")
 @click.option("--chunk-rows", type=click.IntRange(min=0), metavar="N",
-              help="ebpf, perf: a recording of more than 4N events is read in time windows of N events and its trace "
+              help="A recording of more than 4N events is read in time windows of N events and its trace "
                    "written as it is built, in the memory of one window and a few threads' rows (default: windows of "
                    "1,048,576 events above 16,777,216 events); 0: read whole.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
