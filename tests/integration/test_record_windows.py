@@ -30,6 +30,21 @@ GIVEN = ("attached_pid", "clock", "collector", "command", "cores", "cpus_online"
          "source", "tracepoints")
 
 
+def _held_is_written(events, written, keys, tables=("threads", "states", "names", "switch_spans", "samples"),
+                     finish=lambda held: held):
+    """The trace `build_trace` makes of the recording's `events` (the recorded meta `keys` given it,
+    `finish` applied) equals the trace `record` wrote in windows, table for table and in its meta."""
+    meta = written.meta
+    given = {k: meta[k] for k in GIVEN if k in meta} | {k: meta[k] for k in keys}
+    held = finish(build_trace(events, root_pids=[meta["root_tid"]], start_ns=meta["start_ns"], root_known=True,
+                              meta=given | {"warnings": []}))
+    for name in tables:
+        assert getattr(held, name) == getattr(written, name), name
+    assert {k: v for k, v in meta.items() if k not in ("exit_check", "warnings")} == \
+        {k: v for k, v in held.meta.items() if k != "warnings"}
+    return held
+
+
 def test_record_in_windows_writes_the_held_trace(c_programs, tmp_path, monkeypatch):
     kept, windows = tmp_path / "events.bin", ebpf.RecordWindows
 
@@ -89,18 +104,17 @@ def test_perf_record_with_stacks_in_windows_writes_the_held_trace(c_programs, tm
     small = scalestack.record([str(c_programs["prodcons"]), "20000", "2", "200"], str(out), collector="perf",
                               stacks=True, keep_perf_data=str(kept), chunk_rows=2000)
     written = load(out)
-    meta = written.meta
     perf = which("perf") or "perf"
     events = read_events(str(kept), perf, samples=True)
     assert len(events) > 4 * 2000 and len(small.states) == 0 and len(written.states) > 200
-    given = {k: meta[k] for k in GIVEN if k in meta} | {k: meta[k] for k in ("mmap_size", "perf_version", "reader")}
-    held = build_trace(events, root_pids=[meta["root_tid"]], start_ns=meta["start_ns"], root_known=True,
-                       meta=given | {"warnings": []})
-    held = attach_stacks(held, read_stacks(str(kept), perf, np.unique(held.threads.pid))).with_meta(stacks="dwarf")
+
+    def with_stacks(held):
+        return attach_stacks(held, read_stacks(str(kept), perf, np.unique(held.threads.pid))).with_meta(stacks="dwarf")
+    held = _held_is_written(events, written, ("mmap_size", "perf_version", "reader", "sample_hz"),
+                            ("threads", "states", "names", "switch_spans", "samples", "frames", "stacks", "futex_calls"),
+                            with_stacks)
     assert len(held.samples) > 5 and len(held.futex_calls) > 100 and (held.samples.stack >= 0).any()
-    for name in ("threads", "states", "names", "switch_spans", "samples", "frames", "stacks", "futex_calls"):
-        assert getattr(held, name) == getattr(written, name), name
-    assert meta["stacks"] == "dwarf" and meta["exit_check"]["available"]
+    assert written.meta["stacks"] == "dwarf" and written.meta["exit_check"]["available"]
 
 
 def test_tracefs_record_in_windows_writes_the_held_trace(c_programs, tmp_path, monkeypatch):
@@ -121,17 +135,10 @@ def test_tracefs_record_in_windows_writes_the_held_trace(c_programs, tmp_path, m
     small = scalestack.record([str(c_programs["prodcons"]), "20000", "2", "200"], str(out), collector="tracefs",
                               chunk_rows=2000)
     written = load(out)
-    meta = written.meta
     events = read_cpu_buffers(kept["pages"], kept["formats"])
-    events.stats["lost_events"] = meta["lost_events"]
+    events.stats["lost_events"] = written.meta["lost_events"]
     assert len(events) > 4 * 2000 and len(small.states) == 0 and len(written.states) > 200
-    given = {k: meta[k] for k in GIVEN if k in meta} | {"ftrace_buffer_kb": meta["ftrace_buffer_kb"]}
-    held = build_trace(events, root_pids=[meta["root_tid"]], start_ns=meta["start_ns"], root_known=True,
-                       meta=given | {"warnings": []})
-    for name in ("threads", "states", "names", "switch_spans", "samples"):
-        assert getattr(held, name) == getattr(written, name), name
-    assert {k: v for k, v in meta.items() if k not in ("exit_check", "warnings")} == \
-        {k: v for k, v in held.meta.items() if k != "warnings"}
+    _held_is_written(events, written, ("ftrace_buffer_kb",))
 
 
 def test_chunk_rows_is_for_recordings_read_directly(tmp_path):
@@ -153,16 +160,9 @@ def test_perf_record_in_windows_writes_the_held_trace(c_programs, tmp_path):
                               keep_perf_data=str(kept), chunk_rows=2000)
     written = load(out)
     events = read_perf_data(kept)
-    meta = written.meta
     assert len(events) > 4 * 2000 and len(small.states) == 0 and len(written.states) > 200
-    given = {k: meta[k] for k in GIVEN if k in meta} | {k: meta[k] for k in ("mmap_size", "perf_version", "reader")}
-    held = build_trace(events, root_pids=[meta["root_tid"]], start_ns=meta["start_ns"], root_known=True,
-                       meta=given | {"warnings": []})
-    for name in ("threads", "states", "names", "switch_spans", "samples"):
-        assert getattr(held, name) == getattr(written, name), name
-    assert {k: v for k, v in meta.items() if k not in ("exit_check", "warnings")} == \
-        {k: v for k, v in held.meta.items() if k != "warnings"}
-    assert meta["exit_check"]["available"]
+    _held_is_written(events, written, ("mmap_size", "perf_version", "reader"))
+    assert written.meta["exit_check"]["available"]
 
 
 @pytest.mark.parametrize("rows", [0, 1 << 30])
