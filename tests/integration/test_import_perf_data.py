@@ -93,3 +93,24 @@ def _time_in(trace, tid, state, since):
     s = trace.states
     m = (s.tid == tid) & (s.state == state)
     return int(np.clip(s.end_ns[m] - np.maximum(s.start_ns[m], since), 0, None).sum())
+
+
+def test_a_recording_with_cpu_samples_imports_them(c_programs, tmp_path):
+    """`perf record -e cpu-clock` beside the tracepoints: the import keeps the samples, their code
+    named by perf script (the workers spin in `worker`), read whole and in windows alike."""
+    from scalestack.ingest.perf_data import load
+
+    data = tmp_path / "perf.data"
+    subprocess.run(["perf", "record", "-q", "-a", "-k", "CLOCK_MONOTONIC", "-o", str(data), "-e",
+                    ",".join(RECORD_TRACEPOINTS), "-e", "cpu-clock/period=500000/", "--",
+                    str(c_programs["balanced"]), "2", "10", "4000000"], check=True, capture_output=True)
+    whole = load(str(data), comm="balanced")
+    s = whole.samples
+    workers = [t for t in whole.threads.tid.tolist() if np.sum(s.tid == t) > 5]
+    assert len(s) > 20 and len(workers) >= 2 and whole.meta["samples_read_by"] == "perf script"
+    for w in workers:
+        assert np.mean(s.symbol[s.tid == w] == "worker") > 0.8
+    windows = load(str(data), comm="balanced", chunk_rows=20)
+    assert len(read_perf_data(data)) > 4 * 20  # (so the second import was read in windows)
+    for name in ("threads", "states", "names", "switch_spans", "samples"):
+        assert getattr(windows, name) == getattr(whole, name), name

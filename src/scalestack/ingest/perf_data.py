@@ -96,6 +96,7 @@ MAGIC = b"PERFILE2"
 MAGIC_SWAPPED = b"2ELIFREP"
 HEADER_SIZE = 104
 PERF_TYPE_TRACEPOINT = 2
+PERF_TYPE_SOFTWARE = 1
 FEAT_TRACING_DATA = 1
 FEAT_BITS = 256
 _FEATURE_NAMES = {3: "hostname", 4: "os_release", 5: "perf_version", 6: "arch", 7: "nr_cpus",
@@ -1157,18 +1158,34 @@ def load(path: str, *, pid: int | None = None, comm: str | None = None, progress
         trace = _load_in_windows(path, pid, comm, progress, chunk_rows, size)
         if trace is not None:
             return trace
-    events = read_events(path, which("perf") or "perf", reader="perf-data", progress=progress,
-                         between=between)  # perf: cross-check
+    perf, samples = _samples_to_read(path)
+    events = read_events(path, perf or "perf", reader="perf-data", progress=progress, between=between,
+                         samples=samples)  # perf: cross-check
     if progress is not None:  # the state builder follows
         progress(size, size, f"building the trace from {len(events):,} events")
-    return build_part(events, pid=pid, comm=comm, meta=_meta(path, events.stats))
+    return build_part(events, pid=pid, comm=comm, meta=_meta(path, events.stats, samples, perf))
 
 
-def _meta(path: str, st: dict) -> dict:
+def _samples_to_read(path: str) -> tuple[str | None, bool]:
+    """perf, and whether the recording's CPU samples are read: it has a software event that samples
+    the instruction pointer (`perf record -e cpu-clock`), and perf is here to name their code."""
+    perf = which("perf")
+    return perf, perf is not None and _has_ip_samples(path)
+
+
+def _meta(path: str, st: dict, samples: bool = False, perf: str | None = None) -> dict:
     meta = {"source": "perf-data", "input": os.path.abspath(path), "reader": "perf-data",
             "cores": (st.get("nr_cpus") or {}).get("online"), "kernel": st.get("os_release"),
-            "host": st.get("hostname"), "perf_version": st.get("perf_version"), "recorded_with": st.get("cmdline")}
+            "host": st.get("hostname"), "perf_version": st.get("perf_version"), "recorded_with": st.get("cmdline"),
+            "samples_read_by": "perf script" if samples else None}
+    if perf is None and _has_ip_samples(path):
+        meta["warnings"] = ["the recording's CPU samples were not read: `perf` (not found) names their code"]
     return {k: v for k, v in meta.items() if v is not None}
+
+
+def _has_ip_samples(path: str) -> bool:
+    with _opened(path) as (size, get, _read):
+        return any(a.type == PERF_TYPE_SOFTWARE and a.sample_type & S_IP for a in _header(get, size, path).attrs)
 
 
 def import_file(path: str, output: str, *, pid: int | None = None, comm: str | None = None, progress=None,
@@ -1208,13 +1225,17 @@ def _load_in_windows(path: str, pid, comm, progress, chunk_rows: int | None, siz
     windows = windows_if_big(path, chunk_rows, progress)
     if windows is None:
         return None
+    perf, samples = _samples_to_read(path)
+    if samples:
+        windows = SampledWindows(windows, read_samples(path, perf))
 
     def tell(done: int, total: int, stage: str) -> None:
         if progress is not None:
             progress(int(size * done / max(total, 1)), size, f"{stage}, {windows.events:,} events in windows")
 
     return build_trace_windows(lambda: iter(windows), root_pids=[pid] if pid else None, comm=comm,
-                               meta=_meta(path, windows.stats), stats=windows.stats, n_events=windows.events,
+                               meta=_meta(path, windows.stats, samples, perf), stats=windows.stats,
+                               n_events=windows.events,
                                progress=tell, output=output,
                                finish_with=None if finish_with is None else lambda small, _times: finish_with(small),
                                batch_rows=batch_rows)
