@@ -95,9 +95,11 @@ def _time_in(trace, tid, state, since):
     return int(np.clip(s.end_ns[m] - np.maximum(s.start_ns[m], since), 0, None).sum())
 
 
-def test_a_recording_with_cpu_samples_imports_them(c_programs, tmp_path):
+def test_a_recording_with_cpu_samples_imports_them(c_programs, tmp_path, monkeypatch):
     """`perf record -e cpu-clock` beside the tracepoints: the import keeps the samples, their code
-    named by perf script (the workers spin in `worker`), read whole and in windows alike."""
+    named by perf script (the workers spin in `worker`), read whole and in windows alike; without
+    perf they are left out with a warning."""
+    from scalestack.ingest import perf_data
     from scalestack.ingest.perf_data import load
 
     data = tmp_path / "perf.data"
@@ -114,3 +116,7 @@ def test_a_recording_with_cpu_samples_imports_them(c_programs, tmp_path):
     assert len(read_perf_data(data)) > 4 * 20  # (so the second import was read in windows)
     for name in ("threads", "states", "names", "switch_spans", "samples"):
         assert getattr(windows, name) == getattr(whole, name), name
+    monkeypatch.setattr(perf_data, "which", lambda _name: None)
+    bare = load(str(data), comm="balanced")
+    assert len(bare.samples) == 0 and bare.states == whole.states
+    assert any("CPU samples were not read" in w for w in bare.warnings)
