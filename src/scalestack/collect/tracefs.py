@@ -15,7 +15,6 @@ import contextlib
 import os
 import re
 import select
-import shutil
 import subprocess
 import tempfile
 import threading
@@ -54,14 +53,13 @@ def remove_stale_instances(instances: str) -> list[str]:
 class TracefsInstance:
     """A private ftrace instance with the given tracepoints enabled; a context manager."""
 
-    def __init__(self, tracefs: str, tracepoints: Sequence[str], buffer_kb: int = 65536, pages: str | None = None):
+    def __init__(self, tracefs: str, tracepoints: Sequence[str], pages: str, buffer_kb: int = 65536):
         self.root = os.path.join(tracefs, "instances", f"scalestack-{os.getpid()}")
         self.tracefs = tracefs
         self.tracepoints = list(tracepoints)
         self.buffer_kb = buffer_kb
         self.formats: dict[int, EventFormat] = {}
-        # a directory of one file of pages a CPU (given: the caller's, kept; else made in $TMPDIR, removed at exit)
-        self._spill, self._own_spill = pages, pages is None
+        self._spill = pages  # the caller's directory for one file of pages a CPU (its to remove)
         self._failed: OSError | None = None  # a page file that could not be written (a full device)
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
@@ -120,7 +118,7 @@ class TracefsInstance:
                         out.write(block.ljust(4096, b"\0"))
                     if final:
                         return
-        except OSError as exc:  # the page file (a full $TMPDIR): said by `read`, not lost in a thread
+        except OSError as exc:  # the page file (a full $TMPDIR): said by `read` or `windows`, not lost in a thread
             self._failed = exc
         finally:
             os.close(fd)
@@ -130,8 +128,6 @@ class TracefsInstance:
 
     def start(self) -> None:
         self._stopping.clear()
-        if self._spill is None:
-            self._spill = tempfile.mkdtemp(prefix="scalestack-ftrace-")
         self._threads = [threading.Thread(target=self._drain, args=(cpu,), daemon=True) for cpu in self._cpus()]
         for t in self._threads:
             t.start()
@@ -159,7 +155,7 @@ class TracefsInstance:
         if self._failed is not None:
             raise UserError(f"cannot keep the tracefs recording in {self._spill}: {self._failed.strerror}; "
                             "free space there or set TMPDIR to a directory with room")
-        return {cpu: self._page_file(cpu) for cpu in self._cpus()} if self._spill is not None else {}
+        return {cpu: self._page_file(cpu) for cpu in self._cpus()}
 
     def read(self) -> tuple[RawEvents, int]:
         """All recorded events, and how many the buffer dropped."""
@@ -202,8 +198,6 @@ class TracefsInstance:
                 os.rmdir(self.root)
             except OSError:
                 pass
-            if self._spill is not None and self._own_spill:
-                shutil.rmtree(self._spill, ignore_errors=True)
 
 
 TRACEFS = "/sys/kernel/tracing"
@@ -242,7 +236,7 @@ def collect(tracefs, tracepoints, command, pid, duration, *, hold: contextlib.Ex
         tmp = (hold or own).enter_context(tempfile.TemporaryDirectory(prefix="scalestack-rec-"))
         pages = os.path.join(tmp, "pages")
         os.mkdir(pages)
-        with TracefsInstance(tracefs, tracepoints, pages=pages) as inst:
+        with TracefsInstance(tracefs, tracepoints, pages) as inst:
             pidfile = os.path.join(tmp, "pid")
             with sigint_for_the_program():
                 inst.start()
