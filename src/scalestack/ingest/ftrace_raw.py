@@ -17,7 +17,7 @@ import numpy as np
 
 from scalestack.errors import TraceFormatError
 from scalestack.ingest.tracepoint import EventFormat, decode_records, decode_table
-from scalestack.trace.events import RawEvents
+from scalestack.trace.events import COLUMNS, RawEvents
 
 
 @numba.njit(cache=True)
@@ -88,7 +88,7 @@ def _walk_pages(buf, page_size, commit_offset, data_offset):
 
 
 class _Types:
-    """Each record's row of the decode table from its type id (`_typ`); -1: not decoded."""
+    """Each record's row of the decode table from its type id (`of`; -1: a type not decoded)."""
 
     def __init__(self, formats: dict[int, EventFormat]):
         ids = sorted(formats)
@@ -130,8 +130,9 @@ class FtraceWindows:
     about `max_rows` events each, which concatenated equal `read_cpu_buffers` of the same pages:
     for a recording whose events memory cannot hold at once. A first pass walks every page, a
     chunk of `CHUNK_PAGES` at a time, and keeps per chunk its events' count and time range and
-    every 64th time (fewer windows' worth: every max_rows / 16th); each window then walks again the chunks whose range meets it and decodes its
-    events. `events`: how many; `stats` as `read_cpu_buffers`' (and the caller's)."""
+    every 64th time (for small windows every max_rows / 16th); each window then walks again the
+    chunks whose range meets it and decodes its events. `events`: how many; `stats` as
+    `read_cpu_buffers`' (and the caller's)."""
 
     def __init__(self, files: dict[int, str], formats: dict[int, EventFormat], max_rows: int = 1 << 20, *,
                  page_size: int = 4096, commit_offset: int = 8, data_offset: int = 16):
@@ -208,15 +209,12 @@ def _columns(cols: dict, comms: list[str], strings: dict[str, int], t: np.ndarra
     return cols
 
 
-_NAMES = ("time", "cpu", "tid", "pid", "kind", "arg0", "arg1", "arg2", "comm0", "comm1")
-
-
 def _events(parts: list[dict], strings: dict[str, int]) -> RawEvents:
     """The CPUs' columns (in CPU order) as one RawEvents, decoded events only, stably sorted by time."""
-    cat = {k: np.concatenate([p[k] for p in parts]) if parts else np.empty(0) for k in _NAMES}
+    cat = {k: np.concatenate([p[k] for p in parts]) if parts else np.empty(0) for k in COLUMNS}
     keep = np.flatnonzero(cat["kind"] != 0)
     keep = keep[np.argsort(cat["time"][keep], kind="stable")]  # each CPU's buffer order breaks time ties
-    ev = RawEvents(**{k: cat[k][keep] for k in _NAMES})
+    ev = RawEvents(**{k: cat[k][keep] for k in COLUMNS})
     ev.comms = list(strings)
     return ev
 

@@ -88,7 +88,7 @@ from scalestack.ingest.windows import (
 )
 from scalestack.tools import last_line, which
 from scalestack.trace import Trace
-from scalestack.trace.events import MAX_CPUS, Kind, RawEvents
+from scalestack.trace.events import COLUMNS, MAX_CPUS, Kind, RawEvents
 from scalestack.trace.lookup import find_sorted
 from scalestack.trace.store import FULL_DISK, save_or_keep
 
@@ -1158,34 +1158,32 @@ def load(path: str, *, pid: int | None = None, comm: str | None = None, progress
         trace = _load_in_windows(path, pid, comm, progress, chunk_rows, size)
         if trace is not None:
             return trace
-    perf, samples = _samples_to_read(path)
+    perf, samples, note = _samples_to_read(path)
     events = read_events(path, perf or "perf", reader="perf-data", progress=progress, between=between,
                          samples=samples)  # perf: cross-check
     if progress is not None:  # the state builder follows
         progress(size, size, f"building the trace from {len(events):,} events")
-    return build_part(events, pid=pid, comm=comm, meta=_meta(path, events.stats, samples, perf))
+    return build_part(events, pid=pid, comm=comm, meta=_meta(path, events.stats, samples, note))
 
 
-def _samples_to_read(path: str) -> tuple[str | None, bool]:
-    """perf, and whether the recording's CPU samples are read: it has a software event that samples
-    the instruction pointer (`perf record -e cpu-clock`), and perf is here to name their code."""
+def _samples_to_read(path: str) -> tuple[str | None, bool, str | None]:
+    """perf, whether the recording's CPU samples are read (it has a software event that samples
+    the instruction pointer, `perf record -e cpu-clock`, and perf is here to name their code), and
+    the warning when they are there but perf is not."""
+    with _opened(path) as (size, get, _read):
+        sampled = any(a.type == PERF_TYPE_SOFTWARE and a.sample_type & S_IP for a in _header(get, size, path).attrs)
     perf = which("perf")
-    return perf, perf is not None and _has_ip_samples(path)
+    note = "the recording's CPU samples were not read: `perf` (not found) names their code" \
+        if sampled and perf is None else None
+    return perf, sampled and perf is not None, note
 
 
-def _meta(path: str, st: dict, samples: bool = False, perf: str | None = None) -> dict:
+def _meta(path: str, st: dict, samples: bool = False, note: str | None = None) -> dict:
     meta = {"source": "perf-data", "input": os.path.abspath(path), "reader": "perf-data",
             "cores": (st.get("nr_cpus") or {}).get("online"), "kernel": st.get("os_release"),
             "host": st.get("hostname"), "perf_version": st.get("perf_version"), "recorded_with": st.get("cmdline"),
-            "samples_read_by": "perf script" if samples else None}
-    if perf is None and _has_ip_samples(path):
-        meta["warnings"] = ["the recording's CPU samples were not read: `perf` (not found) names their code"]
+            "samples_read_by": "perf script" if samples else None, "warnings": [note] if note else None}
     return {k: v for k, v in meta.items() if v is not None}
-
-
-def _has_ip_samples(path: str) -> bool:
-    with _opened(path) as (size, get, _read):
-        return any(a.type == PERF_TYPE_SOFTWARE and a.sample_type & S_IP for a in _header(get, size, path).attrs)
 
 
 def import_file(path: str, output: str, *, pid: int | None = None, comm: str | None = None, progress=None,
@@ -1225,7 +1223,7 @@ def _load_in_windows(path: str, pid, comm, progress, chunk_rows: int | None, siz
     windows = windows_if_big(path, chunk_rows, progress)
     if windows is None:
         return None
-    perf, samples = _samples_to_read(path)
+    perf, samples, note = _samples_to_read(path)
     if samples:
         windows = SampledWindows(windows, read_samples(path, perf))
 
@@ -1234,7 +1232,7 @@ def _load_in_windows(path: str, pid, comm, progress, chunk_rows: int | None, siz
             progress(int(size * done / max(total, 1)), size, f"{stage}, {windows.events:,} events in windows")
 
     return build_trace_windows(lambda: iter(windows), root_pids=[pid] if pid else None, comm=comm,
-                               meta=_meta(path, windows.stats, samples, perf), stats=windows.stats,
+                               meta=_meta(path, windows.stats, samples, note), stats=windows.stats,
                                n_events=windows.events,
                                progress=tell, output=output,
                                finish_with=None if finish_with is None else lambda small, _times: finish_with(small),
@@ -1311,20 +1309,9 @@ def _same_rows(a: RawEvents, b: RawEvents) -> bool:
 
 def read_samples(perf_data: str, perf: str) -> RawEvents:
     """The CPU samples of a recording (cpu-clock, ...), their symbols resolved by `perf script`,
-    which alone can: its text of the software and hardware events only (`-F trace:` prints no
-    tracepoint, which the direct reader decodes 20-30x faster), parsed; time-sorted."""
-    from scalestack.ingest.perf_script import parse_perf_script
-
-    with tempfile.TemporaryDirectory(prefix="scalestack-") as tmp:
-        text = os.path.join(tmp, "samples.txt")
-        with open(text, "wb") as fh:
-            proc = subprocess.run(
-                [perf, "script", "-i", perf_data, "-F", "trace:", "-F", SAMPLE_FIELDS, "-G", "--ns"],
-                stdout=fh, stderr=subprocess.PIPE,
-            )
-        if proc.returncode != 0:
-            raise UserError(f"`perf script` failed on {perf_data}: {last_line(proc.stderr)}")
-        events = parse_perf_script(text)
+    which alone can: its text of the software events only (`-F trace:` prints no tracepoint,
+    which the direct reader decodes 20-30x faster), parsed; time-sorted."""
+    events = _script_text(perf_data, perf, ["-F", "trace:", "-F", SAMPLE_FIELDS, "-G"])
     return events.take(np.flatnonzero(events.kind == Kind.SAMPLE))
 
 
@@ -1347,7 +1334,7 @@ def with_samples(events: RawEvents, samples: RawEvents) -> RawEvents:
     is_sample = np.zeros(len(events) + len(samples), bool)
     is_sample[at] = True
     cols = {}
-    for name in ("time", "cpu", "tid", "pid", "kind", "arg0", "arg1", "arg2", "comm0", "comm1"):
+    for name in COLUMNS:
         mine = getattr(events, name)
         theirs = lut[samples.comm0] if name == "comm0" else lut[samples.comm1] if name == "comm1" else \
             getattr(samples, name)
@@ -1372,27 +1359,31 @@ class SampledWindows:
         return self.windows.stats
 
     def __iter__(self):
-        t, a, lo = self.samples.time, 0, _ALL[0]
+        t, a, hi = self.samples.time, 0, _ALL[0]
         for w in self.windows:
-            lo, hi = w.stats["window_ns"]
+            hi = w.stats["window_ns"][1]
             b = int(np.searchsorted(t, hi, "left"))
             yield with_samples(w, self.samples.take(np.arange(a, b)))
-            a, lo = b, hi
-        if a < len(t):
+            a = b
+        if a < len(t):  # after the last window's end (the time from there is theirs)
             rest = self.samples.take(np.arange(a, len(t)))
-            rest.stats = {**self.stats, "window_ns": [lo, _ALL[1]]}
+            rest.stats = {**self.stats, "window_ns": [hi, _ALL[1]]}
             yield rest
 
 
 def _read_text(perf_data: str, perf: str, samples: bool) -> RawEvents:
+    fields = ["-F", "trace:comm,pid,tid,cpu,time,event,trace", "-G"]  # -G: callchains are read elsewhere
+    return _script_text(perf_data, perf, fields + (["-F", SAMPLE_FIELDS] if samples else []))
+
+
+def _script_text(perf_data: str, perf: str, fields: list[str]) -> RawEvents:
+    """`perf script` of the recording with these fields (through a file), parsed; perf's count of
+    lost chunks in the stats."""
     from scalestack.ingest.perf_script import parse_perf_script
 
     with tempfile.TemporaryDirectory(prefix="scalestack-") as tmp:
         text = os.path.join(tmp, "perf.txt")
         with open(text, "wb") as fh:
-            fields = ["-F", "trace:comm,pid,tid,cpu,time,event,trace", "-G"]  # -G: callchains are read elsewhere
-            if samples:
-                fields += ["-F", SAMPLE_FIELDS]
             proc = subprocess.run(
                 [perf, "script", "-i", perf_data, "--show-lost-events", *fields, "--ns"],
                 stdout=fh, stderr=subprocess.PIPE,

@@ -130,6 +130,7 @@ _COLUMNS: dict[str, Any] = {
     "comm0": np.int32,
     "comm1": np.int32,
 }
+COLUMNS = tuple(_COLUMNS)  # the columns of RawEvents, in order
 
 
 @dataclasses.dataclass(eq=False)
