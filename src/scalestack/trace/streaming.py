@@ -545,7 +545,7 @@ class _Sorted:
         self.step = max(int(REPORT_ROWS), 1)
         self.starts = np.arange(0, self.n, self.step, dtype=np.int64)
         self._at, self._cols = -1, None
-        self.last = np.array([self._summary(c) for c in range(len(self.starts))], np.int64).reshape(-1)
+        self.last = np.array([self._summary(c) for c in range(len(self.starts))], np.int64)
 
     def _summary(self, c: int) -> int:
         return int(self.chunk(c)[self.names[0]][-1])
@@ -578,7 +578,7 @@ class _Reports(_Sorted):
         self._p_last, self._p_from, self._p_row, self._p_count = [], [], [], []
         super().__init__(spill, slot, ("time", "ns"))
         self.counted = int(sum(self._p_count))
-        self.before = np.r_[0, np.cumsum(self._p_count, dtype=np.int64)]  # counted reports before each chunk
+        self._derived = (-1, None)  # (chunk, its counted reports: `_local`)
         self.p_last = np.maximum.accumulate(np.array(self._p_last, np.int64)) if self._p_last else np.zeros(0, np.int64)
         self.p_row = np.maximum.accumulate(np.array(self._p_row, np.int64)) if self._p_row else np.zeros(0, np.int64)
         self.from_on = np.r_[np.minimum.accumulate(np.array(self._p_from, np.int64)[::-1])[::-1], _ALWAYS]
@@ -594,12 +594,15 @@ class _Reports(_Sorted):
         return int(t[-1])
 
     def _local(self, c: int):
-        """Chunk c's counted reports: ends, starts' minimum from each on, rows in the chunk."""
-        ch = self.chunk(c)
-        k = np.flatnonzero(ch["ns"] > 0)
-        p_time = ch["time"][k]
-        later_from = np.minimum.accumulate((p_time - ch["ns"][k])[::-1])[::-1]
-        return p_time, later_from, k
+        """Chunk c's counted reports: ends, starts' minimum from each on, rows in the chunk (kept
+        with the chunk: consecutive scans and cuts ask about the same one)."""
+        if self._derived[0] != c:
+            ch = self.chunk(c)
+            k = np.flatnonzero(ch["ns"] > 0)
+            p_time = ch["time"][k]
+            later_from = np.minimum.accumulate((p_time - ch["ns"][k])[::-1])[::-1]
+            self._derived = (c, (p_time, later_from, k))
+        return self._derived[1]
 
     def clear_and_met(self, at: np.ndarray, prev_start: np.ndarray) -> np.ndarray:
         """Per instant (in order): no counted report spans it (each ends at or before it or
