@@ -33,6 +33,8 @@ def test_import_perf_data_by_name(c_programs, tmp_path):
     trace = scalestack.load(tmp_path / "b.trace")
     trace.validate()
     assert trace.meta["source"] == "perf-data" and len(trace.threads) == 3
+    # the dummy software event perf record -a adds samples nothing: no perf script run for samples
+    assert "samples_read_by" not in trace.meta and len(trace.samples) == 0
     assert scalestack.criticality(trace).share.max() > 0.5
 
 

@@ -97,6 +97,7 @@ MAGIC_SWAPPED = b"2ELIFREP"
 HEADER_SIZE = 104
 PERF_TYPE_TRACEPOINT = 2
 PERF_TYPE_SOFTWARE = 1
+PERF_COUNT_SW_DUMMY = 9  # the software event perf record adds for its side-band records: it samples nothing
 FEAT_TRACING_DATA = 1
 FEAT_BITS = 256
 _FEATURE_NAMES = {3: "hostname", 4: "os_release", 5: "perf_version", 6: "arch", 7: "nr_cpus",
@@ -1171,7 +1172,8 @@ def _samples_to_read(path: str) -> tuple[str | None, bool, str | None]:
     the instruction pointer, `perf record -e cpu-clock`, and perf is here to name their code), and
     the warning when they are there but perf is not."""
     with _opened(path) as (size, get, _read):
-        sampled = any(a.type == PERF_TYPE_SOFTWARE and a.sample_type & S_IP for a in _header(get, size, path).attrs)
+        sampled = any(a.type == PERF_TYPE_SOFTWARE and a.config != PERF_COUNT_SW_DUMMY and a.sample_type & S_IP
+                      for a in _header(get, size, path).attrs)
     perf = which("perf")
     note = "the recording's CPU samples were not read: `perf` (not found) names their code" \
         if sampled and perf is None else None
