@@ -6,6 +6,7 @@ and turns user errors into one line on stderr with a non-zero exit status.
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -49,8 +50,22 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj["debug"] = debug
 
 
+def _small_pages() -> None:
+    """NumPy's big arrays in 4 KiB pages unless NUMPY_MADVISE_HUGEPAGE says otherwise: the
+    commands fill fresh arrays once and stream over them, where a huge page's fault costs more than
+    its TLB saves (1 GB of fresh array: 1.7-2.4 s with huge pages, 0.45-0.56 s without, on a
+    2-vCPU Firecracker VM; `import` of 10^7 events: 0.6 s less system time)."""
+    if "NUMPY_MADVISE_HUGEPAGE" not in os.environ:
+        try:
+            from numpy._core import multiarray
+        except ImportError:  # NumPy 1.x
+            from numpy.core import multiarray
+        getattr(multiarray, "_set_madvise_hugepage", lambda _on: None)(False)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
+    _small_pages()
     debug = "--debug" in args
     try:
         cli.main(args=args, prog_name="scalestack", standalone_mode=False)

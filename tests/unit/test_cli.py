@@ -80,3 +80,17 @@ def test_info_shows_the_running_the_scheduler_charges_after_the_trace(tmp_path):
     proc = run("info", "t.trace", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "2.0 +3.0" in proc.stdout and "charges after it" in proc.stdout
+
+
+@pytest.mark.parametrize("env,huge", [({}, False), ({"NUMPY_MADVISE_HUGEPAGE": "1"}, True)])
+def test_the_command_keeps_numpy_arrays_in_small_pages_unless_told(env, huge):
+    """Fresh memory in huge pages costs 3-4x as much on the VMs this runs on; a user's
+    NUMPY_MADVISE_HUGEPAGE is kept."""
+    import os
+
+    code = ("import scalestack.cli as c, numpy._core.multiarray as m\n"
+            "try:\n    c.main(['--version'])\nexcept SystemExit:\n    pass\nprint(m._get_madvise_hugepage())")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"} | env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == str(huge)
