@@ -6,6 +6,8 @@ and turns user errors into one line on stderr with a non-zero exit status.
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.util
 import os
 import pkgutil
 import sys
@@ -63,9 +65,69 @@ def _small_pages() -> None:
         getattr(multiarray, "_set_madvise_hugepage", lambda _on: None)(False)
 
 
+COMPILING = ("scalestack: compiling its passes for this machine: once after an install or upgrade "
+             "(a few minutes in all); later runs load them in a fraction of a second")
+
+
+def notice_compiles() -> None:
+    """One line on a terminal's stderr the first time this process compiles (not loads from
+    numba's cache) a function: a first run after an install compiles for up to a minute before any
+    output, and would look hung (like a progress bar, not written where output is captured). numba
+    is not imported for it (`--help` stays quick): the listener goes in once something imports numba."""
+    if not sys.stderr.isatty():
+        return
+    if "numba" in sys.modules:
+        _listen()
+    elif not any(isinstance(f, _AfterNumba) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterNumba())
+
+
+class _AfterNumba(importlib.abc.MetaPathFinder):
+    """numba's import, with `_listen` once its module has run."""
+
+    def find_spec(self, name, path, target=None):
+        if name != "numba":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            _listen()
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def _listen() -> None:
+    from numba.core import event
+
+    class Notice(event.Listener):
+        said = False
+
+        def on_start(self, _event) -> None:
+            if not Notice.said:
+                Notice.said = True
+                print(COMPILING, file=sys.stderr, flush=True)
+
+        def on_end(self, _event) -> None:
+            pass
+
+    global _listening
+    if not _listening:
+        _listening = True
+        event.register("numba:compile", Notice())
+
+
+_listening = False
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     _small_pages()
+    notice_compiles()
     debug = "--debug" in args
     try:
         cli.main(args=args, prog_name="scalestack", standalone_mode=False)

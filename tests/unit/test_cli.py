@@ -94,3 +94,41 @@ def test_the_command_keeps_numpy_arrays_in_small_pages_unless_told(env, huge):
                           env={k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"} | env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == str(huge)
+
+
+def test_a_first_compile_is_announced_once_on_a_terminal(tmp_path):
+    """Compiling (not loading from numba's cache) says so once, before numba's minute of silence;
+    nothing where stderr is captured, and nothing when the compiled code is loaded from the cache."""
+    import os
+    import pty
+
+    (tmp_path / "kernels.py").write_text("import numba\n\n@numba.njit(cache=True)\ndef f(x):\n    return x + 1\n\n"
+                                         "@numba.njit(cache=True)\ndef g(x):\n    return x * 2\n")
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import scalestack.cli as c; c.notice_compiles()\n"
+            "import kernels; kernels.f(1); kernels.g(2); kernels.f(1.5)\nprint('done', file=sys.stderr)")
+
+    def stderr_of(tty: bool) -> str:
+        if not tty:
+            return subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True).stderr
+        main, sub = pty.openpty()
+        proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stderr=sub)
+        os.close(sub)
+        out = b""
+        while True:
+            try:
+                got = os.read(main, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not got:
+                break
+            out += got
+        os.close(main)
+        assert proc.wait() == 0
+        return out.decode()
+
+    first = stderr_of(tty=True).splitlines()
+    notices = [line for line in first if "compiling" in line]  # three functions compiled, one line
+    assert len(notices) == 1 and "once" in notices[0] and first[-1].strip() == "done"
+    assert stderr_of(tty=True).split() == ["done"]  # loaded from the cache
+    (tmp_path / "kernels.py").write_text((tmp_path / "kernels.py").read_text() + "\n")  # new source: compiled again
+    assert stderr_of(tty=False).strip() == "done"
