@@ -57,6 +57,8 @@ RECORD_TRACEPOINTS = subprocess.run(
 DIRECT = """
 import resource, sys, time
 sys.path.insert(0, {src!r})
+from scalestack.cli import small_pages
+small_pages()  # as the command does
 from scalestack.ingest.perf_data import read_perf_data
 from scalestack.trace.builder import build_trace
 from scalestack.trace.store import save
@@ -75,6 +77,8 @@ print(len(ev), t1 - t0, t2 - t0, t3 - t0, resource.getrusage(resource.RUSAGE_SEL
 TEXT = """
 import sys, time
 sys.path.insert(0, {src!r})
+from scalestack.cli import small_pages
+small_pages()
 from scalestack.ingest.perf_script import parse_perf_script
 from scalestack.trace.builder import build_trace
 build_trace(parse_perf_script({warm!r}), comm="prodcons")

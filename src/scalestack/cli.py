@@ -52,7 +52,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj["debug"] = debug
 
 
-def _small_pages() -> None:
+def small_pages() -> None:
     """NumPy's big arrays in 4 KiB pages unless NUMPY_MADVISE_HUGEPAGE says otherwise: the
     commands fill fresh arrays once and stream over them, where a huge page's fault costs more than
     its TLB saves (1 GB of fresh array: 1.7-2.4 s with huge pages, 0.45-0.56 s without, on a
@@ -126,7 +126,7 @@ _listening = False
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
-    _small_pages()
+    small_pages()
     notice_compiles()
     debug = "--debug" in args
     try:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import scalestack
-from scalestack.report import ReportOptions, build_report, write_report
+from scalestack.report import ReportOptions, build_report, timeline, write_report
 from scalestack.report.browser import browser_page, open_report, why_not
 from scalestack.trace import State
 
@@ -61,7 +61,9 @@ def recorded_report(tmp_path_factory):
     subprocess.run(["gcc", "-O1", "-pthread", str(d / "token.c"), "-o", str(d / "token")], check=True)
     trace = scalestack.record([str(d / "token")], str(d / "token.trace"))
     trace.validate()
-    report = build_report(trace, ReportOptions(window="5ms"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(timeline, "PACK_BLOCK", 1000)  # the page's data in many blocks, as a big trace's are
+        report = build_report(trace, ReportOptions(window="5ms"))
     written = write_report(report, str(d / "report"))
     return trace, report, written["report.html"]
 

@@ -18,7 +18,6 @@ import gzip
 import html
 import json
 import re
-import zlib
 from importlib import resources
 from typing import Any
 
@@ -26,6 +25,7 @@ import numba
 import numpy as np
 
 from scalestack.analysis.criticality import _point, merge_heap
+from scalestack.report.deflate import ParallelGzip
 from scalestack.trace import STATE_NAMES, Trace
 from scalestack.trace.lookup import find_sorted, sift_runs
 from scalestack.units import format_ns
@@ -520,24 +520,27 @@ def _gaps(starts, ends, lo, hi):
 
 
 def _pack(sections) -> tuple[str, dict[str, list]]:
-    """The page's arrays one after the other (each at a multiple of 8 bytes), gzip-compressed,
-    base64: each array goes to the compressor as it is converted, piece by piece (`data` is an
-    array or a function giving its pieces), so the whole buffer (51 MB for 2.9 M intervals) is
-    never held. The same bytes as gzip.compress(buffer, 6, mtime=0): zlib's stream does not
-    depend on how its input is cut."""
+    """The page's arrays one after the other (each at a multiple of 8 bytes), gzip-compressed on
+    every core (`deflate.ParallelGzip`, level 4), base64: each array goes to the compressor as it
+    is converted, piece by piece (`data` is an array or a function giving its pieces), so the whole
+    buffer (53 MB for the 2.45 M intervals of a 10^7-event recording) is never held. Level 4 on 2
+    cores: 0.28 s and 9.5 MB for those 53 MB, where one gzip stream at level 6 took 1.7 s and 8.6 MB
+    (2-vCPU VM, 2026-11-26)."""
     layout, end = {}, 0
-    z = zlib.compressobj(6, zlib.DEFLATED, 31)  # what gzip.compress(..., mtime=0) asks of zlib
-    out = []
+    z = ParallelGzip(PACK_LEVEL, block=PACK_BLOCK)
     for name, n, dtype, data in sections:
         pad = -end % 8
-        out.append(z.compress(bytes(pad)))
+        z.write(bytes(pad))
         end += pad
         layout[name] = [end, n, np.dtype(dtype).str.lstrip("<|=")]
         for piece in (data() if callable(data) else [data]):
-            out.append(z.compress(np.ascontiguousarray(piece, dtype=dtype)))
+            z.write(np.ascontiguousarray(piece, dtype=dtype))
         end += n * np.dtype(dtype).itemsize
-    out.append(z.flush())
-    return base64.b64encode(b"".join(out)).decode("ascii"), layout
+    return base64.b64encode(z.finish()).decode("ascii"), layout
+
+
+PACK_LEVEL = 4
+PACK_BLOCK = 1 << 20  # bytes compressed on their own (primed with the 32 KiB before)
 
 
 def _nice_window(span_ns: int, n: int = 8) -> int:
