@@ -95,9 +95,8 @@ def test_perf_record_with_stacks_in_windows_writes_the_held_trace(c_programs, tm
     the tracepoints by the direct reader a window at a time, the samples (read by perf script) put
     among them, the stacks attached before the trace is written: the trace of the same perf.data
     read whole, samples, frames, stacks and futex calls included."""
-    from scalestack.collect.record import attach_stacks
     from scalestack.ingest.perf_data import read_events
-    from scalestack.ingest.perf_stacks import read_stacks
+    from scalestack.ingest.perf_stacks import attach_stacks, read_stacks
     from scalestack.tools import which
 
     kept, out = tmp_path / "perf.data", tmp_path / "s.trace"

@@ -80,6 +80,41 @@ def test_global_and_heap_locks_named_with_the_code_holding_them(where_locks, tmp
                                                                      top=10**6))
 
 
+def test_a_perf_data_recorded_with_callchains_imports_its_stacks(where_locks, tmp_path):
+    """`perf record -a -g` with the tracepoints and CPU samples, made by hand as on another machine:
+    the import names the serializing lock and the function that holds it, as `record --stacks`
+    does, read whole, in windows and for a part alike (a part keeps the futex calls in it)."""
+    from scalestack.ingest.perf_data import load, read_perf_data
+    from scalestack.trace.events import RECORD_TRACEPOINTS
+
+    data = tmp_path / "perf.data"
+    subprocess.run(["perf", "record", "-q", "-a", "-g", "-k", "CLOCK_MONOTONIC", "-o", str(data),
+                    "-e", ",".join(RECORD_TRACEPOINTS), "-e", "cpu-clock/period=1000000/", "--",
+                    str(where_locks), "3", "150", "big"], check=True, capture_output=True)
+    proc = subprocess.run([sys.executable, "-m", "scalestack.cli", "import", str(data), "--comm", "where_locks",
+                           "-o", str(tmp_path / "w.trace")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    trace = scalestack.load(tmp_path / "w.trace")
+    assert trace.meta["stacks_read_by"] == "perf script" and trace.meta["stacks"] == "fp"
+    assert len(trace.futex_calls) and (trace.samples.stack >= 0).mean() > 0.9
+    res = where(trace)
+    locks = {lk["name"]: lk for lk in res.locks}
+    assert locks["big_lock"]["how"] == "symbol" and locks["big_lock"]["waiters"] >= 2, res.locks
+    assert "update_table" in [f["function"] for f in res.functions[:2]]
+    windows = load(str(data), comm="where_locks", chunk_rows=500)
+    assert len(read_perf_data(data)) > 4 * 500  # (so it was read in windows)
+    proc = subprocess.run([sys.executable, "-m", "scalestack.cli", "import", str(data), "--comm", "where_locks",
+                           "--chunk-rows", "500", "-o", str(tmp_path / "ww.trace")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr  # written as it is built
+    for got in (windows, scalestack.load(tmp_path / "ww.trace")):
+        for name in ("states", "samples", "frames", "stacks", "futex_calls"):
+            assert getattr(got, name) == getattr(trace, name), name
+    t0, t1 = trace.start_ns + trace.wall_ns // 4, trace.start_ns + trace.wall_ns // 2
+    part = load(str(data), comm="where_locks", between=(t0, t1))
+    calls = part.futex_calls.time_ns
+    assert len(calls) and calls.min() >= t0 and calls.max() <= t1 and len(calls) < len(trace.futex_calls)
+
+
 def test_serializing_lock_is_the_first_finding(where_locks):
     trace = scalestack.record([str(where_locks), "3", "150", "big"], None, stacks=True)
     first = advise(trace).findings[0]

@@ -21,10 +21,9 @@ from scalestack.collect import ebpf, perf, tracefs
 from scalestack.collect import exit_check as exits
 from scalestack.collect.run import online_cpus, resolve_command, thread_names
 from scalestack.errors import UserError
-from scalestack.symbols.frames import unnamed_frame_notes
-from scalestack.symbols.locks import name_futexes
+from scalestack.ingest.perf_stacks import attach_stacks
 from scalestack.tools import perf_binary
-from scalestack.trace import FutexCallTable, SampleTable, Trace
+from scalestack.trace import Trace
 from scalestack.trace.builder import build_trace
 from scalestack.trace.events import RECORD_TRACEPOINTS, Kind
 from scalestack.trace.store import FULL_DISK, save_or_keep
@@ -308,33 +307,6 @@ def with_jvm_perf_map(command: list[str]) -> list[str]:
     if exe == "javac":
         return [command[0], *(f"-J{flag}" for flag in JVM_PERF_MAP), *command[1:]]
     return command
-
-
-def attach_stacks(trace: Trace, st) -> Trace:
-    """The Trace with the call stacks of a stacks pass (`ingest.perf_stacks.Stacks`): stack ids on its
-    samples (matched by thread and time), its threads' futex calls, and the futex words that lie
-    in a mapped binary named by symbol (``meta["locks"]``; `scalestack.symbols.locks`)."""
-    samples = trace.samples
-    stack_of = dict(zip(zip(st.sample_tid.tolist(), st.sample_time.tolist(), strict=True), st.sample_stack.tolist(),
-                        strict=True))
-    ids = np.array([stack_of.get(k, -1) for k in zip(samples.tid.tolist(), samples.time_ns.tolist(), strict=True)], np.int32)
-    cols = samples.columns()
-    cols["stack"] = ids
-    fx = st.futex
-    keep = np.isin(fx["tid"], trace.threads.tid)
-    order = np.argsort(fx["time_ns"][keep], kind="stable")
-    calls = FutexCallTable(**{k: v[keep][order] for k, v in fx.items()})
-    pids = set(trace.threads.pid.tolist())
-    pairs = set(zip(st.futex_pid[keep].tolist(), fx["addr"][keep].tolist(), strict=True))
-    names, notes = name_futexes(pairs, [m for m in st.mappings if m.pid in pids])
-    locks = {f"{addr:#x}": entry for addr, entry in names.items()}
-    meta_notes = [f"stacks: {n}" for n in [*notes, *unnamed_frame_notes(zip(st.frames.symbol, st.frames.binary,
-                                                                              strict=True)), *st.notes]]
-    if len(ids) and (ids < 0).all():
-        meta_notes.append("stacks: no sample has a call stack (perf recorded none)")
-    trace = dataclasses.replace(trace, samples=SampleTable(**cols), frames=st.frames, stacks=st.stacks,
-                                futex_calls=calls)
-    return trace.with_meta(locks=locks, stack_notes=meta_notes)
 
 
 def auto_collector(sample_hz=None, mmap_size=None, keep_perf_data=None, reader: str = "auto") -> str:

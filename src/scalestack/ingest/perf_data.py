@@ -98,6 +98,7 @@ HEADER_SIZE = 104
 PERF_TYPE_TRACEPOINT = 2
 PERF_TYPE_SOFTWARE = 1
 PERF_COUNT_SW_DUMMY = 9  # the software event perf record adds for its side-band records: it samples nothing
+CLOCK_EVENTS = (0, 1)  # cpu-clock, task-clock: a sample every `period` ns of CPU time
 FEAT_TRACING_DATA = 1
 FEAT_BITS = 256
 _FEATURE_NAMES = {3: "hostname", 4: "os_release", 5: "perf_version", 6: "arch", 7: "nr_cpus",
@@ -107,6 +108,7 @@ _ALL = (-(1 << 63), (1 << 63) - 1)  # every time: lo <= t < hi
 # sample_type bits (include/uapi/linux/perf_event.h), in the order fields appear in a sample
 S_IP, S_TID, S_TIME, S_ADDR, S_READ, S_CALLCHAIN, S_ID, S_CPU, S_PERIOD, S_STREAM_ID, S_RAW = (
     1 << 0, 1 << 1, 1 << 2, 1 << 3, 1 << 4, 1 << 5, 1 << 6, 1 << 7, 1 << 8, 1 << 9, 1 << 10)
+S_STACK_USER = 1 << 13  # a copy of the user stack: callchains unwound with DWARF (--call-graph dwarf)
 S_IDENTIFIER = 1 << 16
 # read_format bits
 R_TOTAL_TIME_ENABLED, R_TOTAL_TIME_RUNNING, R_ID, R_GROUP, R_LOST = 1, 2, 4, 8, 16
@@ -135,6 +137,8 @@ class Attr:
     read_format: int
     sample_id_all: bool
     ids: tuple[int, ...]
+    period: int = 0  # sample_period, or sample_freq when `freq`
+    freq: bool = False
 
 
 @dataclasses.dataclass
@@ -181,12 +185,12 @@ def _header(get, size: int, path: str) -> PerfData:
     section = get(a_off, a_size)
     for k in range(a_size // attr_size):
         o = k * attr_size
-        typ, _asz, config, _period, sample_type, read_format, flags = struct.unpack_from("<IIQQQQQ", section, o)
+        typ, _asz, config, period, sample_type, read_format, flags = struct.unpack_from("<IIQQQQQ", section, o)
         ids_off, ids_size = struct.unpack_from("<QQ", section, o + attr_size - 16)
         if ids_off + ids_size > size or ids_size % 8:
             raise _err(path, a_off + o + attr_size - 16, "an event's id list does not fit the file")
         ids = tuple(struct.unpack(f"<{ids_size // 8}Q", get(ids_off, ids_size))) if ids_size else ()
-        attrs.append(Attr(typ, config, sample_type, read_format, bool(flags >> 18 & 1), ids))
+        attrs.append(Attr(typ, config, sample_type, read_format, bool(flags >> 18 & 1), ids, period, bool(flags >> 10 & 1)))
     if not attrs:
         raise _err(path, 24, "no events in the attr section")
     if d_off + d_size > size:
@@ -1159,32 +1163,62 @@ def load(path: str, *, pid: int | None = None, comm: str | None = None, progress
         trace = _load_in_windows(path, pid, comm, progress, chunk_rows, size)
         if trace is not None:
             return trace
-    perf, samples, note = _samples_to_read(path)
-    events = read_events(path, perf or "perf", reader="perf-data", progress=progress, between=between,
-                         samples=samples)  # perf: cross-check
+    extras = _Extras(path)
+    events = read_events(path, extras.perf or "perf", reader="perf-data", progress=progress, between=between,
+                         samples=extras.samples)  # perf: cross-check
     if progress is not None:  # the state builder follows
         progress(size, size, f"building the trace from {len(events):,} events")
-    return build_part(events, pid=pid, comm=comm, meta=_meta(path, events.stats, samples, note))
+    trace = build_part(events, pid=pid, comm=comm, meta=_meta(path, events.stats, extras))
+    return extras.with_stacks(trace, path, between is not None, progress)
 
 
-def _samples_to_read(path: str) -> tuple[str | None, bool, str | None]:
-    """perf, whether the recording's CPU samples are read (it has a software event that samples
-    the instruction pointer, `perf record -e cpu-clock`, and perf is here to name their code), and
-    the warning when they are there but perf is not."""
-    with _opened(path) as (size, get, _read):
-        sampled = any(a.type == PERF_TYPE_SOFTWARE and a.config != PERF_COUNT_SW_DUMMY and a.sample_type & S_IP
-                      for a in _header(get, size, path).attrs)
-    perf = which("perf")
-    note = "the recording's CPU samples were not read: `perf` (not found) names their code" \
-        if sampled and perf is None else None
-    return perf, sampled and perf is not None, note
+class _Extras:
+    """What a recording holds beyond its tracepoints that only perf can read, and whether it is read:
+    CPU samples (a software event that samples the instruction pointer, `perf record -e cpu-clock`;
+    perf names their code) and call stacks (events recorded with callchains, `perf record -g` or
+    `--call-graph dwarf`; perf unwinds and names them); each needs perf on this machine, else a warning
+    says it was left out."""
+
+    def __init__(self, path: str):
+        with _opened(path) as (size, get, _read):
+            attrs = _header(get, size, path).attrs
+        self.perf = which("perf")
+        sampling = [a for a in attrs if a.type == PERF_TYPE_SOFTWARE and a.config != PERF_COUNT_SW_DUMMY
+                    and a.sample_type & S_IP]
+        sampled = bool(sampling)
+        clock = [a for a in sampling if a.config in CLOCK_EVENTS and a.period > 0]  # periods in ns, or a rate
+        self.sample_hz = (float(clock[0].period) if clock[0].freq else 1e9 / clock[0].period) if clock else None
+        chained = any(a.sample_type & S_CALLCHAIN for a in attrs)
+        self.unwind = "dwarf" if any(a.sample_type & S_STACK_USER for a in attrs) else "fp"
+        self.samples, self.stacks = sampled and self.perf is not None, chained and self.perf is not None
+        self.notes = [f"the recording's {what} not read: `perf` (not found) {does}"
+                      for there, what, does in ((sampled, "CPU samples were", "names their code"),
+                                                (chained, "call stacks were", "unwinds them"))
+                      if there and self.perf is None]
+
+    def with_stacks(self, trace: Trace, path: str, part: bool, progress=None) -> Trace:
+        """The trace with the recording's call stacks (`perf_stacks.read_stacks` of its processes), if
+        it has them; of a part, the futex calls in the part only."""
+        if not self.stacks:
+            return trace
+        from scalestack.ingest.perf_stacks import attach_stacks, read_stacks
+
+        if progress is not None:
+            size = os.path.getsize(path)
+            progress(size, size, "reading the call stacks (perf script)")
+        st = read_stacks(path, self.perf, np.unique(trace.threads.pid))
+        span = (trace.start_ns, trace.end_ns) if part else None
+        return attach_stacks(trace, st, span).with_meta(stacks=self.unwind, stacks_read_by="perf script")
 
 
-def _meta(path: str, st: dict, samples: bool = False, note: str | None = None) -> dict:
+def _meta(path: str, st: dict, extras: _Extras | None = None) -> dict:
+    samples = extras is not None and extras.samples
     meta = {"source": "perf-data", "input": os.path.abspath(path), "reader": "perf-data",
             "cores": (st.get("nr_cpus") or {}).get("online"), "kernel": st.get("os_release"),
             "host": st.get("hostname"), "perf_version": st.get("perf_version"), "recorded_with": st.get("cmdline"),
-            "samples_read_by": "perf script" if samples else None, "warnings": [note] if note else None}
+            "samples_read_by": "perf script" if samples else None,
+            "sample_hz": extras.sample_hz if samples else None,
+            "warnings": (extras.notes or None) if extras is not None else None}
     return {k: v for k, v in meta.items() if v is not None}
 
 
@@ -1225,20 +1259,23 @@ def _load_in_windows(path: str, pid, comm, progress, chunk_rows: int | None, siz
     windows = windows_if_big(path, chunk_rows, progress)
     if windows is None:
         return None
-    perf, samples, note = _samples_to_read(path)
-    if samples:
-        windows = SampledWindows(windows, read_samples(path, perf))
+    extras = _Extras(path)
+    if extras.samples:
+        windows = SampledWindows(windows, read_samples(path, extras.perf))
 
     def tell(done: int, total: int, stage: str) -> None:
         if progress is not None:
             progress(int(size * done / max(total, 1)), size, f"{stage}, {windows.events:,} events in windows")
 
-    return build_trace_windows(lambda: iter(windows), root_pids=[pid] if pid else None, comm=comm,
-                               meta=_meta(path, windows.stats, samples, note), stats=windows.stats,
-                               n_events=windows.events,
-                               progress=tell, output=output,
-                               finish_with=None if finish_with is None else lambda small, _times: finish_with(small),
-                               batch_rows=batch_rows)
+    def finished(small: Trace, _times=None) -> Trace:  # (written as built: the trace of threads and meta)
+        small = extras.with_stacks(small, path, False, progress)
+        return small if finish_with is None else finish_with(small)
+
+    trace = build_trace_windows(lambda: iter(windows), root_pids=[pid] if pid else None, comm=comm,
+                                meta=_meta(path, windows.stats, extras), stats=windows.stats,
+                                n_events=windows.events, progress=tell, output=output, finish_with=finished,
+                                batch_rows=batch_rows)
+    return trace if output is not None else extras.with_stacks(trace, path, False, progress)  # (held: not finished)
 
 
 def windows_if_big(path: str, chunk_rows: int | None, progress=None) -> PerfDataWindows | None:

@@ -20,10 +20,10 @@ from array import array
 import numpy as np
 
 from scalestack.errors import UserError
-from scalestack.symbols.frames import restore_skipped_callers
-from scalestack.symbols.locks import Mapping
+from scalestack.symbols.frames import restore_skipped_callers, unnamed_frame_notes
+from scalestack.symbols.locks import Mapping, name_futexes
 from scalestack.tools import last_line
-from scalestack.trace.model import FrameTable, StackTable
+from scalestack.trace.model import FrameTable, FutexCallTable, SampleTable, StackTable, Trace
 
 HEAD_RE = re.compile(r"^\s*(-?\d+)/(-?\d+)\s+(\d+)\.(\d{9}):\s+(\S+):(?:\s(.*))?$")
 FRAME_RE = re.compile(r"^\s+([0-9a-f]+) (.*?) \((.*)\)$")
@@ -165,3 +165,33 @@ def read_stacks(perf_data: str, perf: str, pids=None) -> Stacks:
     if proc.wait() != 0:
         raise UserError(f"`perf script` could not read the call stacks of {perf_data}: {last_line(err.encode())}")
     return stacks
+
+
+def attach_stacks(trace: Trace, st: Stacks, span: tuple[int, int] | None = None) -> Trace:
+    """The Trace with the call stacks of a stacks pass: stack ids on its samples (matched by thread
+    and time), its threads' futex calls (those in `span`, start to end ns, if given: a trace of a
+    part of the recording), and the futex words that lie in a mapped binary named by symbol
+    (``meta["locks"]``; `scalestack.symbols.locks`)."""
+    samples = trace.samples
+    stack_of = dict(zip(zip(st.sample_tid.tolist(), st.sample_time.tolist(), strict=True), st.sample_stack.tolist(),
+                        strict=True))
+    ids = np.array([stack_of.get(k, -1) for k in zip(samples.tid.tolist(), samples.time_ns.tolist(), strict=True)], np.int32)
+    cols = samples.columns()
+    cols["stack"] = ids
+    fx = st.futex
+    keep = np.isin(fx["tid"], trace.threads.tid)
+    if span is not None:
+        keep &= (fx["time_ns"] >= span[0]) & (fx["time_ns"] <= span[1])
+    order = np.argsort(fx["time_ns"][keep], kind="stable")
+    calls = FutexCallTable(**{k: v[keep][order] for k, v in fx.items()})
+    pids = set(trace.threads.pid.tolist())
+    pairs = set(zip(st.futex_pid[keep].tolist(), fx["addr"][keep].tolist(), strict=True))
+    names, notes = name_futexes(pairs, [m for m in st.mappings if m.pid in pids])
+    locks = {f"{addr:#x}": entry for addr, entry in names.items()}
+    meta_notes = [f"stacks: {n}" for n in [*notes, *unnamed_frame_notes(zip(st.frames.symbol, st.frames.binary,
+                                                                              strict=True)), *st.notes]]
+    if len(ids) and (ids < 0).all():
+        meta_notes.append("stacks: no sample has a call stack (perf recorded none)")
+    trace = dataclasses.replace(trace, samples=SampleTable(**cols), frames=st.frames, stacks=st.stacks,
+                                futex_calls=calls)
+    return trace.with_meta(locks=locks, stack_notes=meta_notes)
