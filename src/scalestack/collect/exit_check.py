@@ -67,16 +67,26 @@ class ExitProbe:
         return self
 
     def __exit__(self, *exc) -> None:
+        """Detach: bpftrace is told to stop, and `readings` waits for it (it takes ~0.2 s to exit,
+        which the trace's building covers); on an error, waited for here."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
+        if exc[0] is not None:
+            self.close()
+
+    def close(self) -> None:
+        """Wait for bpftrace to exit (killed after 10 s)."""
+        if self.proc is not None:
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+            self.proc = None
 
     def readings(self) -> dict[int, tuple[int, int, int]]:
-        """tid -> (on-CPU ns, run-queue ns, monotonic ns of the exit)."""
+        """tid -> (on-CPU ns, run-queue ns, monotonic ns of the exit), once bpftrace has exited."""
+        self.close()
         if self.out is None:
             return {}
         self.out.seek(0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import functools
 import os
 import platform
 import signal
@@ -208,9 +209,12 @@ def record(
             **run.meta,
             "warnings": warnings,
         }
-        readings = probe.readings()
-        if run.root is not None:  # the root's figures include the wrapper shell's time before the exec
-            readings.pop(run.root, None)
+        @functools.cache
+        def readings() -> dict:  # (asked once the trace is built: bpftrace exits meanwhile)
+            kernel = probe.readings()
+            if run.root is not None:  # the root's figures include the wrapper shell's time before the exec
+                kernel.pop(run.root, None)
+            return kernel
 
         def checked(trace: Trace, times=None) -> Trace:
             """The trace with its call stacks, if recorded, and the exit check's result (`times`: its
@@ -222,20 +226,26 @@ def record(
                     for p in pids.tolist():
                         with contextlib.suppress(OSError):
                             os.unlink(f"/tmp/perf-{p}.map")
-            result = exits.check(trace, readings, probe.reason, times=times)
+            result = exits.check(trace, readings(), probe.reason, times=times)
             note = exits.warning(result)
             return trace.with_meta(exit_check=result, warnings=trace.warnings + ([note] if note else []))
 
         try:
-            trace, written = _trace_of(run, command, pid, meta, role_rules, attach_names, output, checked, progress)
-        except ebpf.OutOfOrder:  # the ring buffer's interleaving spanned a window (never seen): read it whole
-            events = ebpf.read_records(run.windows.path)
-            events.stats.update(run.windows.stats)
-            run = dataclasses.replace(run, events=events, windows=None)
-            trace, written = _trace_of(run, command, pid, meta, role_rules, attach_names, output, checked, progress)
+            try:
+                trace, written = _trace_of(run, command, pid, meta, role_rules, attach_names, output, checked,
+                                           progress)
+            except ebpf.OutOfOrder:  # the ring buffer's interleaving spanned a window (never seen): read it whole
+                events = ebpf.read_records(run.windows.path)
+                events.stats.update(run.windows.stats)
+                run = dataclasses.replace(run, events=events, windows=None)
+                trace, written = _trace_of(run, command, pid, meta, role_rules, attach_names, output, checked,
+                                           progress)
+            if not written:
+                trace = checked(trace)
+        finally:
+            probe.close()  # (reaped: a build that failed never asked for the readings)
         if written:
             return trace
-        trace = checked(trace)
         if output:
             save_or_keep(trace, output)
         return trace
