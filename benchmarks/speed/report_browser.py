@@ -10,8 +10,8 @@ report, opens it in headless Chromium (Playwright driving /usr/bin/chromium) and
 
 Nothing is asserted: the figures are printed (docs/report.md quotes them).
 
-    .venv/bin/python benchmarks/report_browser.py            # 10^6 intervals
-    .venv/bin/python benchmarks/report_browser.py --quick    # 10^5
+    .venv/bin/python benchmarks/speed/report_browser.py            # 10^6 intervals
+    .venv/bin/python benchmarks/speed/report_browser.py --quick    # 10^5
 """
 
 from __future__ import annotations
