@@ -80,10 +80,12 @@ def test_global_and_heap_locks_named_with_the_code_holding_them(where_locks, tmp
                                                                      top=10**6))
 
 
-def test_a_perf_data_recorded_with_callchains_imports_its_stacks(where_locks, tmp_path):
+def test_a_perf_data_recorded_with_callchains_imports_its_stacks(where_locks, tmp_path, monkeypatch):
     """`perf record -a -g` with the tracepoints and CPU samples, made by hand as on another machine:
     the import names the serializing lock and the function that holds it, as `record --stacks`
-    does, read whole, in windows and for a part alike (a part keeps the futex calls in it)."""
+    does, read whole, in windows and for a part alike (a part keeps the futex calls in it); where
+    perf cannot read the stacks, the states come without them and a warning says why."""
+    from scalestack.ingest import perf_data
     from scalestack.ingest.perf_data import load, read_perf_data
     from scalestack.trace.events import RECORD_TRACEPOINTS
 
@@ -113,6 +115,14 @@ def test_a_perf_data_recorded_with_callchains_imports_its_stacks(where_locks, tm
     part = load(str(data), comm="where_locks", between=(t0, t1))
     calls = part.futex_calls.time_ns
     assert len(calls) and calls.min() >= t0 and calls.max() <= t1 and len(calls) < len(trace.futex_calls)
+    failing = tmp_path / "perf"  # perf, but its stacks pass fails
+    failing.write_text(f'#!/bin/sh\ncase "$*" in *--show-mmap-events*) echo "perf: cannot unwind here" >&2; exit 1;; '
+                       f'esac\nexec {shutil.which("perf")} "$@"\n')
+    failing.chmod(0o755)
+    monkeypatch.setattr(perf_data, "which", lambda _name: str(failing))
+    bare = load(str(data), comm="where_locks")
+    assert bare.states == trace.states and len(bare.futex_calls) == 0 and len(bare.stacks) == 0
+    assert any("call stacks were not read" in w and "cannot unwind here" in w for w in bare.warnings), bare.warnings
 
 
 def test_serializing_lock_is_the_first_finding(where_locks):

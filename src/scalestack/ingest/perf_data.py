@@ -1198,7 +1198,8 @@ class _Extras:
 
     def with_stacks(self, trace: Trace, path: str, part: bool, progress=None) -> Trace:
         """The trace with the recording's call stacks (`perf_stacks.read_stacks` of its processes), if
-        it has them; of a part, the futex calls in the part only."""
+        it has them; of a part, the futex calls in the part only. Where perf cannot read them, the
+        trace without them and a warning saying why (the user asked for the states, not the stacks)."""
         if not self.stacks:
             return trace
         from scalestack.ingest.perf_stacks import attach_stacks, read_stacks
@@ -1206,7 +1207,10 @@ class _Extras:
         if progress is not None:
             size = os.path.getsize(path)
             progress(size, size, "reading the call stacks (perf script)")
-        st = read_stacks(path, self.perf, np.unique(trace.threads.pid))
+        try:
+            st = read_stacks(path, self.perf, np.unique(trace.threads.pid))
+        except UserError as exc:  # the states stand without them: kept, with why the stacks are not
+            return trace.with_meta(warnings=trace.warnings + [f"the recording's call stacks were not read: {exc}"])
         span = (trace.start_ns, trace.end_ns) if part else None
         return attach_stacks(trace, st, span).with_meta(stacks=self.unwind, stacks_read_by="perf script")
 
