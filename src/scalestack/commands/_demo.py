@@ -61,6 +61,10 @@ def main(out_dir: str = "demo-out") -> int:
 
 
 if __name__ == "__main__":
+    from scalestack.cli import notice_compiles, small_pages
+
+    small_pages()
+    notice_compiles()  # a fresh checkout compiles for minutes after "recording:"
     try:
         sys.exit(main(*sys.argv[1:]))
     except UserError as exc:
