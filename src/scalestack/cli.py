@@ -102,23 +102,24 @@ class _AfterNumba(importlib.abc.MetaPathFinder):
 
 
 def _listen() -> None:
+    global _listening
+    if _listening:
+        return
+    _listening = True
     from numba.core import event
 
     class Notice(event.Listener):
         said = False
 
         def on_start(self, _event) -> None:
-            if not Notice.said:
-                Notice.said = True
+            if not self.said:
+                self.said = True
                 print(COMPILING, file=sys.stderr, flush=True)
 
         def on_end(self, _event) -> None:
             pass
 
-    global _listening
-    if not _listening:
-        _listening = True
-        event.register("numba:compile", Notice())
+    event.register("numba:compile", Notice())
 
 
 _listening = False

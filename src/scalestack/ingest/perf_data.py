@@ -1215,14 +1215,14 @@ class _Extras:
         return attach_stacks(trace, st, span).with_meta(stacks=self.unwind, stacks_read_by="perf script")
 
 
-def _meta(path: str, st: dict, extras: _Extras | None = None) -> dict:
-    samples = extras is not None and extras.samples
+def _meta(path: str, st: dict, extras: _Extras) -> dict:
+    samples = extras.samples
     meta = {"source": "perf-data", "input": os.path.abspath(path), "reader": "perf-data",
             "cores": (st.get("nr_cpus") or {}).get("online"), "kernel": st.get("os_release"),
             "host": st.get("hostname"), "perf_version": st.get("perf_version"), "recorded_with": st.get("cmdline"),
             "samples_read_by": "perf script" if samples else None,
             "sample_hz": extras.sample_hz if samples else None,
-            "warnings": (extras.notes or None) if extras is not None else None}
+            "warnings": extras.notes or None}
     return {k: v for k, v in meta.items() if v is not None}
 
 
