@@ -27,8 +27,12 @@ system-deps:
 bpf: install
 	$(PY) -c "from scalestack.collect.aggregator import build; print(*build(force=True))"
 
+# the tests that neither record nor time the machine run on every core, then the `serial` ones alone
+# (tests/conftest.py says which); both parts run, and either failing fails the target
 test: install system-deps
-	$(PY) -m pytest -q -p no:cacheprovider
+	@$(PY) -m pytest -q -p no:cacheprovider -m "not serial" -n auto; a=$$?; \
+	$(PY) -m pytest -q -p no:cacheprovider -m serial; b=$$?; \
+	test $$a -eq 0 && test $$b -eq 0
 
 lint: install
 	$(PY) -m ruff check src tests benchmarks

@@ -30,6 +30,24 @@ def can_record() -> str | None:
 
 requires_recording = pytest.mark.skipif(can_record() is not None, reason=str(can_record()))
 
+# Tests that record (perf, eBPF, tracefs: system-wide, so a test beside them would be in their
+# recording), that run the live view, or that time the machine's caches and cores (the pirate, the
+# kernel-accounting bounds) get the `serial` mark: `make test` runs the others on every core first
+# (`-n auto`), then these alone.
+SERIAL_DIRS = {"eklov", "top", "kernel_accounting", "integration"}
+
+
+def _is_serial(item) -> bool:
+    if Path(item.fspath).parent.name in SERIAL_DIRS or item.get_closest_marker("root"):
+        return True
+    return any(m is requires_recording.mark for m in item.iter_markers("skipif"))
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if _is_serial(item):
+            item.add_marker(pytest.mark.serial)
+
 
 @pytest.fixture(scope="session")
 def c_programs(tmp_path_factory) -> dict[str, Path]:
