@@ -82,23 +82,57 @@ def notice_compiles() -> None:
         sys.meta_path.insert(0, _AfterNumba())
 
 
-class _AfterNumba(importlib.abc.MetaPathFinder):
-    """numba's import, with `_listen` once its module has run."""
+class _Around(importlib.abc.MetaPathFinder):
+    """One module's import, with `before` called ahead of its code and `after` once it has run."""
+
+    def __init__(self, name: str, before=None, after=None):
+        self.name, self.before, self.after = name, before, after
 
     def find_spec(self, name, path, target=None):
-        if name != "numba":
+        if name != self.name:
             return None
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(name)
         if spec is None or spec.loader is None:
             return spec
-        run = spec.loader.exec_module
+        run, before, after = spec.loader.exec_module, self.before, self.after
 
         def exec_module(module):
-            run(module)
-            _listen()
+            undo = before() if before else None
+            try:
+                run(module)
+            finally:
+                if undo:
+                    undo()
+            if after:
+                after()
         spec.loader.exec_module = exec_module
         return spec
+
+
+class _AfterNumba(_Around):
+    def __init__(self):
+        super().__init__("numba", after=_listen)
+
+
+def skip_blas_probe() -> None:
+    """numba's array library imports SciPy's linear algebra (0.1 s of every command's start) only
+    to choose how np.cov and np.correlate multiply in compiled code; no pass of scalestack calls
+    them, so that import is made to fail while numba's library loads (numba then uses its own loop).
+    SciPy stays importable afterwards (the phase clustering uses it)."""
+    if "numba.np.arraymath" in sys.modules or "scipy.linalg" in sys.modules:
+        return
+    if any(isinstance(f, _Around) and f.name == "numba.np.arraymath" for f in sys.meta_path):
+        return
+
+    def block():
+        sys.modules["scipy.linalg"] = None  # its import raises ImportError
+
+        def undo():
+            if "scipy.linalg" in sys.modules and sys.modules["scipy.linalg"] is None:
+                del sys.modules["scipy.linalg"]
+        return undo
+    sys.meta_path.insert(0, _Around("numba.np.arraymath", before=block))
 
 
 def _listen() -> None:
@@ -128,6 +162,7 @@ _listening = False
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     small_pages()
+    skip_blas_probe()
     notice_compiles()
     debug = "--debug" in args
     try:

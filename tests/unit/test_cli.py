@@ -96,6 +96,28 @@ def test_the_command_keeps_numpy_arrays_in_small_pages_unless_told(env, huge):
     assert proc.stdout.strip().splitlines()[-1] == str(huge)
 
 
+def test_numbas_array_library_loads_without_scipys_linear_algebra_which_stays_importable():
+    """numba's np.* library imports scipy.linalg (0.1 s of each command's start) to learn whether
+    np.cov may use BLAS; the command makes that one import fail, and only while numba loads."""
+    code = ("import sys, numpy as np\n"
+            "from scalestack.cli import skip_blas_probe\n"
+            "skip_blas_probe()\n"
+            "from numba import njit\n"
+            "assert njit(lambda a: a.sum())(np.arange(4.0)) == 6.0\n"
+            "import numba.np.arraymath as am\n"
+            "print(am._HAVE_BLAS, 'scipy.linalg' in sys.modules)\n"
+            "import scipy.linalg\n"
+            "from sklearn.cluster import KMeans\n"
+            "print(float(njit(lambda a, b: np.dot(a, b))(np.ones(3), np.ones(3))))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "False", "3.0"]
+    # without it, numba does import it (the probe the command skips)
+    proc = subprocess.run([sys.executable, "-c", "import sys, numba.np.arraymath as am\n"
+                           "print(am._HAVE_BLAS, 'scipy.linalg' in sys.modules)"], capture_output=True, text=True)
+    assert proc.stdout.split() == ["True", "True"], proc.stderr
+
+
 def test_a_first_compile_is_announced_once_on_a_terminal(tmp_path):
     """Compiling (not loading from numba's cache) says so once, before numba's minute of silence;
     nothing where stderr is captured, and nothing when the compiled code is loaded from the cache."""

@@ -61,9 +61,10 @@ def main(out_dir: str = "demo-out") -> int:
 
 
 if __name__ == "__main__":
-    from scalestack.cli import notice_compiles, small_pages
+    from scalestack.cli import notice_compiles, skip_blas_probe, small_pages
 
     small_pages()
+    skip_blas_probe()
     notice_compiles()  # a fresh checkout compiles for minutes after "recording:"
     try:
         sys.exit(main(*sys.argv[1:]))
