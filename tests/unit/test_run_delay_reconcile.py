@@ -148,3 +148,75 @@ def test_threads_recut_a_piece_at_a_time_equal_the_whole_recut(one, two, shift, 
         assert got_changed == want_changed
         for k, col in want.columns().items():
             assert got.columns()[k].dtype == col.dtype and np.array_equal(got.columns()[k], col), k
+
+
+def _long_thread(rng, tid: int, runs: int) -> tuple[StateTable, list]:
+    """One thread of `runs` runs with off-CPU gaps (blocked then RUNNABLE, or RUNNABLE only) and its
+    run-delay reports, as `timelines` draws them, long enough to span many memory pages."""
+    t, rows, reports, delay, arrivals = 0, [], [], 0, 1
+    for k in range(runs):
+        run = int(rng.integers(1, 50))
+        rows.append((t, t + run, R))
+        t += run
+        reports.append((t, 0, tid, tid, int(Kind.RUN_DELAY), tid, delay, arrivals, -1, -1))
+        if k == runs - 1:
+            break
+        blocked, queued = int(rng.integers(0, 40)), int(rng.integers(0, 40)) or 1
+        if blocked:
+            rows.append((t, t + blocked, SY))
+        rows.append((t + blocked, t + blocked + queued, RN))
+        t += blocked + queued
+        delay += int(rng.integers(0, 90))
+        arrivals += int(rng.choice([1, 1, 1, 2]))
+    a, b, s = (np.array(x, np.int64) for x in zip(*rows, strict=True))
+    sy = s == SY
+    table = StateTable(tid=np.full(len(a), tid, np.int32), start_ns=a, end_ns=b, state=s.astype(np.uint8),
+                       cpu=np.where(s == R, 0, -1).astype(np.int16), addr=np.where(sy, 0xABC, 0).astype(np.uint64),
+                       waker=np.where(sy, 1, -1).astype(np.int32), repaired=np.zeros(len(a), bool))
+    return table, reports
+
+
+def _owned_copy(table: StateTable) -> StateTable:
+    return StateTable(**{k: v.copy() for k, v in table.columns().items()})
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 5000), st.integers(1, 3000))
+def test_giving_the_source_back_as_it_is_read_changes_nothing(seed, release_every, piece_rows):
+    """`reconcile_runnable(release=True)` and `_merge_adjacent(release=True)` hand the pages of the
+    table they read back to the system as they go (its rows then read as zeros): same tables as
+    without, and the source's early pages really given back."""
+    from scalestack.trace import builder
+
+    rng = np.random.default_rng(seed)
+    parts = [_long_thread(rng, tid, int(rng.integers(1500, 4000))) for tid in (5, 8, 11)]
+    table = StateTable.concat([p[0] for p in parts])
+    rd = RawEvents.from_rows([r for p in parts for r in p[1]])
+    saved = builder.RELEASE_EVERY
+    builder.RELEASE_EVERY = release_every
+    try:
+        want, want_changed = reconcile_runnable(table, rd, piece_rows=piece_rows)
+        source = _owned_copy(table)
+        got, got_changed = reconcile_runnable(source, rd, piece_rows=piece_rows, release=True)
+        assert got_changed == want_changed
+        for k, col in want.columns().items():
+            assert np.array_equal(got.columns()[k], col), k
+        assert source.end_ns[:len(source) // 2].min() == 0  # given back: zeros (every true end is > 0)
+        # a join: each blocked row of the result split in two (the first half with no waker), joined again
+        idx = np.repeat(np.arange(len(want)), np.where(want.state == SY, 2, 1))
+        cols = {k: v[idx] for k, v in want.columns().items()}
+        second = np.r_[False, idx[1:] == idx[:-1]]
+        first = np.r_[second[1:], False]
+        mid = (cols["start_ns"] + cols["end_ns"]) // 2
+        cols["end_ns"] = np.where(first, mid, cols["end_ns"])
+        cols["start_ns"] = np.where(second, mid, cols["start_ns"])
+        cols["waker"] = np.where(first, -1, cols["waker"]).astype(np.int32)
+        split = StateTable(**cols)
+        joined = builder._merge_adjacent(split)
+        source = _owned_copy(split)
+        got = builder._merge_adjacent(source, release=True)
+        for k, col in joined.columns().items():
+            assert np.array_equal(got.columns()[k], col), k
+        assert len(joined) < len(split) and source.end_ns[:len(source) // 2].min() == 0
+    finally:
+        builder.RELEASE_EVERY = saved

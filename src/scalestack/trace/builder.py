@@ -992,7 +992,7 @@ def _asked(rows, m):
 
 
 def reconcile_runnable(states: StateTable, run_delay: RawEvents,
-                       piece_rows: int | None = None) -> tuple[StateTable, dict]:
+                       piece_rows: int | None = None, release: bool = False) -> tuple[StateTable, dict]:
     """Size every run-queue wait by the kernel's own run delay (eBPF traces).
 
     The eBPF collector reads, at each switch-out of a task, its cumulative run delay and its
@@ -1011,7 +1011,9 @@ def reconcile_runnable(states: StateTable, run_delay: RawEvents,
 
     Returns the new table and, per tid, [ns made RUNNABLE, ns made not RUNNABLE, ns unplaced].
     Each thread is re-cut `piece_rows` rows at a time (default `RECONCILE_PIECE_ROWS`): memory
-    follows a piece, not the thread, besides the table and the one returned.
+    follows a piece, not the thread, besides the table and the one returned. With `release` (for a
+    caller that drops `states` afterwards), the pages of `states` are given back as its rows are
+    copied, so that the table and its copy are not both whole at once.
     """
     if len(run_delay) == 0 or len(states) == 0:
         return states, {}
@@ -1033,18 +1035,28 @@ def reconcile_runnable(states: StateTable, run_delay: RawEvents,
         plan.append((lo, hi, tid, gaps))
         cuts += 0 if gaps is None else len(gaps[0])
     out = {k: np.empty(len(states) + cuts, v.dtype) for k, v in states.columns().items()}  # a cut adds a row at most
-    m = 0
+    m, given = 0, 0
+
+    def read_up_to(row):  # rows of `states` before `row` are read no more
+        nonlocal given
+        if release and row - given >= RELEASE_EVERY:
+            for v in states.columns().values():
+                give_back(v, given, row)
+            given = row
     for lo, hi, tid, gaps in plan:
         if gaps is None:
             for k, v in states.columns().items():
                 out[k][m:m + hi - lo] = v[lo:hi]
             m += hi - lo
+            read_up_to(hi)
             continue
         th = _rows_view(states, lo, hi)
         made = unmade = 0
         for p_lo, p_hi in _pieces(th, piece_rows):
+            # a piece reads its own rows and the RUNNING row after it (where its last gap's run begins)
             m, piece_made, piece_unmade = _recut_piece(th, p_lo, p_hi, gaps, tid, out, m)
             made, unmade = made + piece_made, unmade + piece_unmade
+            read_up_to(lo + p_hi)
         if made or unmade or gaps[4]:
             changed[str(tid)] = [made, unmade, gaps[4]]
     return StateTable(**{k: v[:m] for k, v in out.items()}), changed
@@ -1141,16 +1153,19 @@ def _recut_piece(th: StateTable, lo: int, hi: int, gaps, tid: int, out: dict, m:
     return m + n, int(dur[mod & late].sum()), int(dur[mod & early].sum())
 
 
-def _merge_adjacent(s: StateTable) -> StateTable:
+def _merge_adjacent(s: StateTable, release: bool = False) -> StateTable:
     """Join consecutive rows of one thread that differ only in where a dropped event split them.
-    Compiled: one pass counts the joins, one writes the joined rows (none: `s` itself)."""
+    Compiled: one pass counts the joins, one writes the joined rows (none: `s` itself). With
+    `release` (for a caller that drops `s` afterwards), the pages of `s` are given back as they are
+    read."""
     if len(s) < 2:
         return s
     addr = s.addr.view(np.int64)
     n_out = _merged_count(s.tid, s.start_ns, s.end_ns, s.state, s.cpu, addr, s.waker, s.repaired)
     if n_out == len(s):
         return s
-    return state_table(_merged_rows(s.tid, s.start_ns, s.end_ns, s.state, s.cpu, addr, s.waker, s.repaired, n_out))
+    return state_table(_merged_rows(s.tid, s.start_ns, s.end_ns, s.state, s.cpu, addr, s.waker, s.repaired, n_out,
+                                    RELEASE_EVERY if release else 0))
 
 
 @numba.njit(cache=True, inline="always")
@@ -1185,12 +1200,25 @@ def _first_run_apart(tid, start, end, state, cpu, addr, waker, repaired, s_runni
 
 
 @numba.njit(cache=True)
-def _merged_rows(tid, start, end, state, cpu, addr, waker, repaired, n_out):
-    """Each run of joined rows as its first row, with the last one's end and waker (`put_row`)."""
+def _merged_rows(tid, start, end, state, cpu, addr, waker, repaired, n_out, release):
+    """Each run of joined rows as its first row, with the last one's end and waker (`put_row`); the
+    source's pages given back every `release` rows read (0: never)."""
     out = new_rows(n_out)
     m = 0
-    for i in range(tid.shape[0]):
+    n = tid.shape[0]
+    done = 0
+    for i in range(n):
         m = put_row(out, m, tid[i], start[i], end[i], state[i], cpu[i], addr[i], waker[i], repaired[i])
+        if release > 0 and i + 1 - done >= release:
+            give_back(tid, done, i + 1)
+            give_back(start, done, i + 1)
+            give_back(end, done, i + 1)
+            give_back(state, done, i + 1)
+            give_back(cpu, done, i + 1)
+            give_back(addr, done, i + 1)
+            give_back(waker, done, i + 1)
+            give_back(repaired, done, i + 1)
+            done = i + 1
     return out
 
 
@@ -1515,8 +1543,8 @@ def build_trace(
     states, futex_wakers, runnable_from_wakes = attribute_futex_wakers(states, events, tids, pids, index,
                                                                        join=len(run_delay) == 0, room=room)
     del room
-    states, runnable_reconciled = reconcile_runnable(states, run_delay)
-    states = _merge_adjacent(states)
+    states, runnable_reconciled = reconcile_runnable(states, run_delay, release=True)
+    states = _merge_adjacent(states, release=True)
     walked = Walked(facts, tids, parents, slot_of, born_at, t0, t1, carry)
     return finish_trace(
         states, walked, pids=pids, reconciled=reconciled, stolen=stolen, unreported=unreported, futex_wakers=futex_wakers,
