@@ -38,7 +38,7 @@ SERIAL_DIRS = {"eklov", "top", "kernel_accounting", "integration"}
 
 
 def _is_serial(item) -> bool:
-    if Path(item.fspath).parent.name in SERIAL_DIRS or item.get_closest_marker("root"):
+    if item.path.parent.name in SERIAL_DIRS or item.get_closest_marker("root"):
         return True
     return any(m is requires_recording.mark for m in item.iter_markers("skipif"))
 

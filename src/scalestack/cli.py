@@ -159,11 +159,16 @@ def _listen() -> None:
 _listening = False
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
+def prepare_process() -> None:
+    """What every command's process sets before its work (also `make demo`'s)."""
     small_pages()
     skip_blas_probe()
     notice_compiles()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    prepare_process()
     debug = "--debug" in args
     try:
         cli.main(args=args, prog_name="scalestack", standalone_mode=False)

@@ -61,11 +61,9 @@ def main(out_dir: str = "demo-out") -> int:
 
 
 if __name__ == "__main__":
-    from scalestack.cli import notice_compiles, skip_blas_probe, small_pages
+    from scalestack.cli import prepare_process
 
-    small_pages()
-    skip_blas_probe()
-    notice_compiles()  # a fresh checkout compiles for minutes after "recording:"
+    prepare_process()  # among it the notice that a fresh checkout compiles for minutes after "recording:"
     try:
         sys.exit(main(*sys.argv[1:]))
     except UserError as exc:

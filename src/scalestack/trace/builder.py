@@ -1210,14 +1210,7 @@ def _merged_rows(tid, start, end, state, cpu, addr, waker, repaired, n_out, rele
     for i in range(n):
         m = put_row(out, m, tid[i], start[i], end[i], state[i], cpu[i], addr[i], waker[i], repaired[i])
         if release > 0 and i + 1 - done >= release:
-            give_back(tid, done, i + 1)
-            give_back(start, done, i + 1)
-            give_back(end, done, i + 1)
-            give_back(state, done, i + 1)
-            give_back(cpu, done, i + 1)
-            give_back(addr, done, i + 1)
-            give_back(waker, done, i + 1)
-            give_back(repaired, done, i + 1)
+            _give_back_rows((tid, start, end, state, cpu, addr, waker, repaired), done, i + 1)
             done = i + 1
     return out
 

@@ -753,7 +753,7 @@ def _batch_passes(batch, reports, windows, facts, tids, t0, t1, kept, held, lo, 
     del states
     done = []
     for j, part in enumerate(parts):
-        parts[j] = None  # each part's rows are given back as they are re-cut and joined
+        parts[j] = None  # the list keeps no part alive once it is re-cut (its rows are given back as they are read)
         part, runnable_reconciled = reconcile_runnable(part, delays, release=True)
         _add_into(sink.runnable_reconciled, runnable_reconciled)
         if j == 0 and len(parts) == 2:  # the run the second part begins with: not joined, not in a gap
