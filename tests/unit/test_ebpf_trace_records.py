@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scalestack.collect import ebpf
 from scalestack.collect.ebpf import RECORD, OutOfOrder, RecordWindows, read_records
 from scalestack.errors import UserError
 from scalestack.trace.events import Kind, concat_events
@@ -90,11 +91,13 @@ def _rows(ev):
 @given(rows=st.lists(st.tuples(st.integers(0, 9), st.integers(1, 9), st.sampled_from([int(k) for k in Kind]),
                                st.integers(0, 9), _name, _name), max_size=60),
        gaps=st.lists(st.integers(0, 3), min_size=60, max_size=60),
-       noise=st.lists(st.floats(0, 1), min_size=60, max_size=60), window=st.integers(1, 12), far=st.booleans())
-def test_record_windows_give_the_whole_reading(tmp_path_factory, rows, gaps, noise, window, far):
+       noise=st.lists(st.floats(0, 1), min_size=60, max_size=60), window=st.integers(1, 12), far=st.booleans(),
+       earliest_slice=st.integers(1, 5))
+def test_record_windows_give_the_whole_reading(tmp_path_factory, rows, gaps, noise, window, far, earliest_slice):
     """Records in time order moved at most half a window (the ring buffer's interleaving) come out
     of `RecordWindows` in windows in time order that concatenate to `read_records`'; moved further,
-    they do the same or say they cannot."""
+    they do the same or say they cannot. (A window's earliest time is read `earliest_slice` records
+    at a time.)"""
     times = np.cumsum(gaps[:len(rows)])  # ties too
     reach = (3 * window if far else window // 2) + 0.5
     moved = np.argsort(np.arange(len(rows)) + np.asarray(noise[:len(rows)]) * reach, kind="stable")
@@ -103,15 +106,30 @@ def test_record_windows_give_the_whole_reading(tmp_path_factory, rows, gaps, noi
                for i, (cpu, tid, kind, a0, c0, c1) in ( (int(i), rows[i]) for i in moved)])
     src = RecordWindows(str(f), max_rows=window)
     assert src.events == len(rows)
-    for _ in range(2):  # each iteration reads again
-        try:
-            parts = list(src)
-        except OutOfOrder:
-            assert far
-            continue
-        assert all(len(p) for p in parts) and all(np.all(np.diff(p.time) >= 0) for p in parts)
-        assert all(a.time[-1] <= b.time[0] for a, b in zip(parts, parts[1:], strict=False))
-        assert _rows(concat_events(parts)) == _reference(f)
+    kept, ebpf.EARLIEST_SLICE = ebpf.EARLIEST_SLICE, earliest_slice
+    try:
+        for _ in range(2):  # each iteration reads again (the second with the earliest times kept)
+            try:
+                parts = list(src)
+            except OutOfOrder:
+                assert far
+                continue
+            assert all(len(p) for p in parts) and all(np.all(np.diff(p.time) >= 0) for p in parts)
+            assert all(a.time[-1] <= b.time[0] for a, b in zip(parts, parts[1:], strict=False))
+            assert _rows(concat_events(parts)) == _reference(f)
+    finally:
+        ebpf.EARLIEST_SLICE = kept
+
+
+def test_a_window_is_cut_at_the_earliest_record_of_the_next_wherever_it_lies(tmp_path, monkeypatch):
+    """The next window's earliest record is its second: read a record at a time, the first window
+    still holds back its 4 (given, it would make the 3 out of order)."""
+    f = tmp_path / "events.bin"
+    _write(f, [(t, 0, 1, 1, Kind.EXIT, 1, 0, 0, b"x", b"") for t in (1, 2, 4, 5, 3, 6, 7, 9, 8)])
+    monkeypatch.setattr(ebpf, "EARLIEST_SLICE", 1)
+    parts = list(RecordWindows(str(f), max_rows=3))
+    assert [p.time.tolist() for p in parts] == [[1, 2], [3, 4, 5, 6], [7, 8, 9]]
+    assert _rows(concat_events(parts)) == _reference(f)
 
 
 def test_record_windows_stop_at_a_record_out_of_order_by_more_than_a_window(tmp_path):

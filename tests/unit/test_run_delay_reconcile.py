@@ -142,7 +142,10 @@ def test_threads_recut_a_piece_at_a_time_equal_the_whole_recut(one, two, shift, 
         b = StateTable(**dict(cols, waker=np.where(sy, 7, -1).astype(np.int32),
                               addr=np.where(sy, 0xABC, 0).astype(np.uint64)))
     table = StateTable.concat([a, b])
-    for rd in (RawEvents.from_rows([]), rd_a, concat_events([rd_a, rd_b])):
+    both = concat_events([rd_a, rd_b])
+    # the reports as the eBPF collector's come (each thread's in one run, in time order: read in
+    # place, whatever the threads' order), and in any order (sorted first)
+    for rd in (RawEvents.from_rows([]), rd_a, both, concat_events([rd_b, rd_a]), both.take(np.arange(len(both))[::-1])):
         got, got_changed = reconcile_runnable(table, rd, piece_rows=rows)
         want, want_changed = reconcile_runnable_whole(table, rd)
         assert got_changed == want_changed

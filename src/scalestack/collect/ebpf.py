@@ -160,27 +160,34 @@ class RecordWindows:
     before, and the ones not earlier than the next window's earliest are held back in turn, so
     ties keep file order as in `read_records`. A record earlier than a window already given (out
     of order by more than a window) raises `OutOfOrder`: the caller reads the file whole.
-    Memory: two windows of records (80 bytes each) and one of events."""
+    Memory: one window of records (80 bytes each) while it is decoded, then its events and the
+    window given before (which the caller's loop holds while the next is made); the earliest time
+    of each window, needed to cut the one before it, is read in slices the first time and kept."""
 
     def __init__(self, path: str, max_rows: int = WINDOW_RECORDS):
         self.path, self.max_rows = path, max(1, int(max_rows))
         self.events = record_count(path)
         self.stats: dict = {}
+        self._earliest: dict[int, int] = {}  # window's first record -> its earliest time
 
-    def _raw(self, j: int) -> np.ndarray:
-        m = min(self.max_rows, self.events - j)
+    def _raw(self, j: int, m: int) -> np.ndarray:
         buf = np.fromfile(self.path, np.uint8, m * RECORD.itemsize, offset=j * RECORD.itemsize)
         if len(buf) != m * RECORD.itemsize:
             raise UserError(f"{self.path} changed while it was read; record again")
         return buf
 
+    def _earliest_of(self, j: int) -> int:
+        if j not in self._earliest:
+            end, step = min(j + self.max_rows, self.events), EARLIEST_SLICE
+            self._earliest[j] = min(int(self._raw(a, min(step, end - a)).view(RECORD)["time"].min())
+                                    for a in range(j, end, step))
+        return self._earliest[j]
+
     def __iter__(self):
         n, w = self.events, self.max_rows
         held, given = None, None  # records held back; the latest time given
-        nxt = self._raw(0) if n else None
         for j in range(0, n, w):
-            buf, nxt = nxt, (self._raw(j + w) if j + w < n else None)
-            ev = _unsorted(buf)
+            ev = _unsorted(self._raw(j, min(w, n - j)))
             ev.stats = dict(self.stats)
             if given is not None and len(ev) and int(ev.time.min()) < given:
                 raise OutOfOrder(f"{self.path}: record {j + int(np.argmin(ev.time))} is earlier than records "
@@ -188,12 +195,18 @@ class RecordWindows:
             if held is not None:
                 ev = concat_events([held, ev], stats=ev.stats)
             order = np.argsort(ev.time, kind="stable")
-            times = ev.time[order]
-            cut = len(order) if nxt is None else int(np.searchsorted(times, int(nxt.view(RECORD)["time"].min())))
-            held = ev.take(order[cut:])
+            cut = len(order) if j + w >= n else int(np.searchsorted(ev.time[order], self._earliest_of(j + w)))
             if cut:
-                given = int(times[cut - 1])
-                yield ev.take(order[:cut])
+                given = int(ev.time[order[cut - 1]])
+            out = ev.take(order[:cut]) if cut else None
+            held = ev.take(order[cut:])
+            del ev, order  # before the window is given: the caller holds it while the next is made
+            if out is not None:
+                yield out
+                out = None
+
+
+EARLIEST_SLICE = 1 << 16  # records read at a time for a window's earliest time (5 MiB)
 
 
 def _unsorted(buf: np.ndarray) -> RawEvents:

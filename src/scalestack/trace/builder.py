@@ -1020,21 +1020,16 @@ def reconcile_runnable(states: StateTable, run_delay: RawEvents,
     piece_rows = RECONCILE_PIECE_ROWS if piece_rows is None else piece_rows
     RUN = int(State.RUNNING)
     changed: dict[str, list[int]] = {}
-    order = np.lexsort((run_delay.time, run_delay.arg0))
-    rd_tid, rd_t = run_delay.arg0[order], run_delay.time[order]
-    rd_d, rd_p = run_delay.arg1[order], run_delay.arg2[order]
-    del order
-    plan, cuts = [], 0  # per thread: its rows, its gaps (report-sized arrays) or None
+    reports = _reports_by_thread(run_delay)
+    plan, pairs = [], 0  # per thread: its rows and its reports' range (a gap needs two reports)
     bounds = np.flatnonzero(np.r_[True, states.tid[1:] != states.tid[:-1], True])
     for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-        tid = int(states.tid[lo])
-        th = _rows_view(states, lo, hi)
-        a, b = np.searchsorted(rd_tid, tid, "left"), np.searchsorted(rd_tid, tid, "right")
-        run = np.flatnonzero(th.state == RUN)
-        gaps = None if b - a < 2 or len(run) == 0 else _run_delay_gaps(th, run, rd_t[a:b], rd_d[a:b], rd_p[a:b])
-        plan.append((lo, hi, tid, gaps))
-        cuts += 0 if gaps is None else len(gaps[0])
-    out = {k: np.empty(len(states) + cuts, v.dtype) for k, v in states.columns().items()}  # a cut adds a row at most
+        a, b = reports.of(int(states.tid[lo]))
+        plan.append((lo, hi, a, b))
+        pairs += max(b - a - 1, 0)
+    # a cut adds a row at most, and each gap is a pair of successive reports: rows never written are
+    # never touched, so sizing by pairs costs address space only
+    out = {k: np.empty(len(states) + pairs, v.dtype) for k, v in states.columns().items()}
     m, given = 0, 0
 
     def read_up_to(row):  # rows of `states` before `row` are read no more
@@ -1043,23 +1038,66 @@ def reconcile_runnable(states: StateTable, run_delay: RawEvents,
             for v in states.columns().values():
                 give_back(v, given, row)
             given = row
-    for lo, hi, tid, gaps in plan:
-        if gaps is None:
+    for lo, hi, a, b in plan:
+        tid = int(states.tid[lo])
+        th = _rows_view(states, lo, hi)
+        run = np.flatnonzero(th.state == RUN) if b - a >= 2 else np.zeros(0, np.int64)
+        if len(run) == 0:
             for k, v in states.columns().items():
                 out[k][m:m + hi - lo] = v[lo:hi]
             m += hi - lo
             read_up_to(hi)
             continue
-        th = _rows_view(states, lo, hi)
-        made = unmade = 0
+        runs = (th, run, th.start_ns[run])
+        t, d, p = reports.time[a:b], reports.delay[a:b], reports.count[a:b]
+        made = unmade = unplaced = 0
         for p_lo, p_hi in _pieces(th, piece_rows):
-            # a piece reads its own rows and the RUNNING row after it (where its last gap's run begins)
-            m, piece_made, piece_unmade = _recut_piece(th, p_lo, p_hi, gaps, tid, out, m)
-            made, unmade = made + piece_made, unmade + piece_unmade
+            # a piece's gaps start within its rows (`_pieces`: none spans two pieces); it reads its own
+            # rows and the RUNNING row after it (where its last gap's run begins)
+            gaps = _run_delay_gaps(runs, t, d, p, int(th.start_ns[p_lo]), int(th.end_ns[p_hi - 1]))
+            m, piece_made, piece_unmade = _recut_piece(th, p_lo, p_hi, gaps, runs, tid, out, m)
+            made, unmade, unplaced = made + piece_made, unmade + piece_unmade, unplaced + gaps[3]
             read_up_to(lo + p_hi)
-        if made or unmade or gaps[4]:
-            changed[str(tid)] = [made, unmade, gaps[4]]
+        if made or unmade or unplaced:
+            changed[str(tid)] = [made, unmade, unplaced]
     return StateTable(**{k: v[:m] for k, v in out.items()}), changed
+
+
+class _ReportsByThread:
+    """Run-delay reports grouped by thread, each thread's in time order: views of the reports when
+    they come so (the eBPF collector's, read back a batch of threads at a time), else a sorted copy."""
+
+    def __init__(self, time, tid, delay, count):
+        self.time, self.delay, self.count = time, delay, count
+        if len(tid) == 0:
+            self.keys = self.lo = self.hi = np.zeros(0, np.int64)
+            return
+        first = np.flatnonzero(np.r_[True, tid[1:] != tid[:-1]])
+        self.lo, self.hi = first, np.r_[first[1:], len(tid)]
+        keys = tid[first]
+        order = np.argsort(keys, kind="stable")
+        self.keys, self.lo, self.hi = keys[order], self.lo[order], self.hi[order]
+
+    def of(self, tid: int) -> tuple[int, int]:
+        """The range of the thread's reports ((0, 0) if none)."""
+        k = int(np.searchsorted(self.keys, tid))
+        if k == len(self.keys) or self.keys[k] != tid:
+            return 0, 0
+        return int(self.lo[k]), int(self.hi[k])
+
+
+def _reports_by_thread(run_delay: RawEvents) -> _ReportsByThread:
+    tid, t = run_delay.arg0, run_delay.time
+    if len(tid) > 1:
+        apart = tid[1:] != tid[:-1]
+        in_order = bool(np.all((t[1:] >= t[:-1]) | apart))
+        blocks = tid[np.r_[0, np.flatnonzero(apart) + 1]]
+        del apart
+        if in_order and len(np.unique(blocks)) == len(blocks):  # each thread's reports in one run, in time order
+            return _ReportsByThread(t, tid, run_delay.arg1, run_delay.arg2)
+        order = np.lexsort((t, tid))
+        return _ReportsByThread(t[order], tid[order], run_delay.arg1[order], run_delay.arg2[order])
+    return _ReportsByThread(t, tid, run_delay.arg1, run_delay.arg2)
 
 
 RECONCILE_PIECE_ROWS = 1 << 18  # rows of one thread re-cut at a time by `reconcile_runnable` (~250 B each)
@@ -1069,23 +1107,31 @@ def _rows_view(states: StateTable, lo: int, hi: int) -> StateTable:
     return StateTable(**{k: v[lo:hi] for k, v in states.columns().items()})
 
 
-def _run_delay_gaps(th: StateTable, run: np.ndarray, t: np.ndarray, d: np.ndarray, p: np.ndarray):
-    """One thread's gaps the kernel sized (from the end of a run to the start of the next, with one
-    arrival between its two reports): their starts, ends, where their wait begins, the RUNNING
-    rows' starts, and the ns of wait that did not fit (int)."""
-    rs, re_ = th.start_ns[run], th.end_ns[run]
+def _run_delay_gaps(runs, t: np.ndarray, d: np.ndarray, p: np.ndarray, lo_ns: int, hi_ns: int):
+    """The gaps the kernel sized (from the end of a run to the start of the next, with one arrival
+    between its two reports) that start in [lo_ns, hi_ns), of one thread with RUNNING rows `runs`
+    (the thread, their rows, their starts) and reports t, d, p in time order: their starts, ends,
+    where their wait begins, and the ns of wait that did not fit (int). Reads only the reports of
+    those gaps."""
+    th, run, rs = runs
+    # a gap starts at the end e of the RUNNING row its first report ends (the last starting before it),
+    # so e >= lo_ns for reports after the start of the first RUNNING row ending at lo_ns or later, and
+    # e < hi_ns for reports up to the start of the first ending at hi_ns or later (a thread's rows
+    # follow each other: their ends are in order)
+    j_lo, j_hi = np.searchsorted(run, np.searchsorted(th.end_ns, [lo_ns, hi_ns], "left"), "left")
+    k_lo = int(np.searchsorted(t, rs[j_lo], "right")) if j_lo < len(rs) else len(t)
+    k_hi = int(np.searchsorted(t, rs[j_hi], "right")) if j_hi < len(rs) else len(t)
+    t, d, p = t[k_lo:k_hi + 1], d[k_lo:k_hi + 1], p[k_lo:k_hi + 1]  # (and the report that ends each gap)
     ie = np.searchsorted(rs, t, "left") - 1  # the RUNNING row each switch-out ends
-    e = re_[np.maximum(ie, 0)]
+    e = th.end_ns[run[np.maximum(ie, 0)]]
     isx = np.searchsorted(rs, e[:-1], "left")  # this run's first RUNNING row
     ok = (ie[1:] >= 0) & (ie[:-1] >= 0) & (np.diff(p) == 1) & (isx <= ie[1:])
     s_in = rs[np.minimum(isx, len(rs) - 1)]
     delta = np.diff(d)
-    ok &= (s_in >= e[:-1]) & (delta >= 0)
+    ok &= (s_in >= e[:-1]) & (delta >= 0) & (e[:-1] >= lo_ns) & (e[:-1] < hi_ns)
     ga, gb, dl = e[:-1][ok], s_in[ok], delta[ok]
-    if len(ga) == 0:
-        return None
     w = np.maximum(gb - dl, ga)
-    return ga, gb, w, (rs, run), int(np.maximum(dl - (gb - ga), 0).sum())
+    return ga, gb, w, int(np.maximum(dl - (gb - ga), 0).sum())
 
 
 def run_starts(th: StateTable) -> np.ndarray:
@@ -1109,14 +1155,13 @@ def _pieces(th: StateTable, rows: int) -> list[tuple[int, int]]:
         lo = int(starts[k])
 
 
-def _recut_piece(th: StateTable, lo: int, hi: int, gaps, tid: int, out: dict, m: int) -> tuple[int, int, int]:
-    """Rows lo..hi of one thread re-cut at its gaps' waits, written to `out` from row m: (the next
-    row, ns made RUNNABLE, ns made not RUNNABLE)."""
+def _recut_piece(th: StateTable, lo: int, hi: int, gaps, runs, tid: int, out: dict, m: int) -> tuple[int, int, int]:
+    """Rows lo..hi of one thread re-cut at the waits of its gaps (those starting in them), written to
+    `out` from row m: (the next row, ns made RUNNABLE, ns made not RUNNABLE)."""
     RUN, RQ = int(State.RUNNING), int(State.RUNNABLE)
-    all_ga, all_gb, all_w, (rs, run), _ = gaps
+    ga, gb, w, _ = gaps
+    _, run, rs = runs
     piece = _rows_view(th, lo, hi)
-    g_lo, g_hi = np.searchsorted(all_ga, [piece.start_ns[0], piece.end_ns[-1]], "left")
-    ga, gb, w = all_ga[g_lo:g_hi], all_gb[g_lo:g_hi], all_w[g_lo:g_hi]
     seg_a, seg_b, row = _cut(piece, w)
     old = piece.state[row].astype(np.int64)
     g = np.searchsorted(ga, seg_a, side="right") - 1
