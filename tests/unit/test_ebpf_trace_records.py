@@ -138,3 +138,20 @@ def test_record_windows_stop_at_a_record_out_of_order_by_more_than_a_window(tmp_
     with pytest.raises(OutOfOrder, match="record 6 is earlier than records 2 or more before it"):
         list(RecordWindows(str(f), max_rows=2))
     assert _rows(concat_events(list(RecordWindows(str(f), max_rows=4)))) == _reference(f)
+
+
+def test_a_window_given_is_held_by_its_reader_alone(tmp_path):
+    """While the caller reads a window, the reader holds neither it nor the records it came from:
+    dropped by the caller, it is gone (a long recording's memory is one window, not two)."""
+    import gc
+    import weakref
+
+    f = tmp_path / "events.bin"
+    _write(f, [(t, 0, 1, 1, Kind.EXIT, 1, 0, 0, b"x", b"") for t in range(40)])
+    it = iter(RecordWindows(str(f), max_rows=8))
+    w = next(it)
+    gone = weakref.ref(w.time.base if w.time.base is not None else w.time)
+    del w
+    gc.collect()
+    assert gone() is None
+    assert sum(len(w) for w in it) == 40 - 8

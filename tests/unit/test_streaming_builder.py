@@ -272,3 +272,25 @@ def test_cutting_where_a_report_or_a_gap_is_not_whole_is_caught(monkeypatch):
     with monkeypatch.context() as m:
         m.setattr(streaming, "_delays_to", lambda delays, at: delays.n if at is None else delays.position(at, "left"))
         find(switching_with_run_delays(), lambda e: _differs(e, 1, root_pids=[100]), settings=settings_)
+
+
+def test_the_run_delay_reports_are_split_from_a_window_without_holding_it():
+    """`_scheduled` gives a window's events and its run-delay reports apart; the window they were
+    taken from is not held beside them while the caller reads them."""
+    import gc
+    import weakref
+
+    rows = [(t, 0, 5, 5, int(Kind.RUN_DELAY if t % 3 == 0 else Kind.FUTEX_ENTER), 5, t, 1, -1, -1) for t in range(30)]
+    whole = [RawEvents.from_rows(rows[:15]), RawEvents.from_rows(rows[15:])]
+    seen = []
+
+    def windows():
+        while whole:
+            seen.append(weakref.ref(whole[0]))
+            yield whole.pop(0)
+    it = streaming._scheduled(windows)
+    events, reports = next(it)
+    gc.collect()
+    assert seen[0]() is None
+    assert len(events) == 10 and np.all(reports.kind == Kind.RUN_DELAY) and len(reports) == 5
+    assert sum(len(e) + len(r) for e, r in it) == 15

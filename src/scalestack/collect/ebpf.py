@@ -198,12 +198,11 @@ class RecordWindows:
             cut = len(order) if j + w >= n else int(np.searchsorted(ev.time[order], self._earliest_of(j + w)))
             if cut:
                 given = int(ev.time[order[cut - 1]])
-            out = ev.take(order[:cut]) if cut else None
+            out = [ev.take(order[:cut])] if cut else []
             held = ev.take(order[cut:])
             del ev, order  # before the window is given: the caller holds it while the next is made
-            if out is not None:
-                yield out
-                out = None
+            if out:
+                yield out.pop()  # (held by the caller alone)
 
 
 EARLIEST_SLICE = 1 << 16  # records read at a time for a window's earliest time (5 MiB)

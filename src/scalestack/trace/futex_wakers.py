@@ -74,9 +74,8 @@ def attribute_futex_wakers_windows(states: StateTable, windows, tids: np.ndarray
     waits = np.flatnonzero((st.state == State.SYNC_WAIT) & (st.addr != 0) & ~member(st.waker, tids))
     if len(waits) == 0 or len(tids) == 0:
         return states, 0, 0
-    q_tid = st.tid[waits].astype(np.int64)
-    calls = _last_wakes_start(tids, q_tid, st.start_ns[waits], st.end_ns[waits], st.addr[waits].view(np.int64))
-    failed = _failed_start(q_tid, st.start_ns[waits])
+    calls = _last_wakes_start(tids, st.tid[waits], st.start_ns[waits], st.end_ns[waits], st.addr[waits].view(np.int64))
+    failed = _failed_start_from(calls)  # (the same waits: their threads and starts shared)
     done = 0
     for w in windows():
         calls = _last_wakes_chunk(w.time, w.tid, w.pid, w.kind, w.arg0, w.arg1, calls)
@@ -85,7 +84,8 @@ def attribute_futex_wakers_windows(states: StateTable, windows, tids: np.ndarray
         if progress is not None:
             progress(done, "4/5 futex calls")
     ok, w_time, w_tid, w_pid, since = _last_wakes_end(calls)
-    ok &= _explained(st, waits, tids, pids, q_tid, w_time, w_tid, w_pid, since)
+    del calls
+    ok &= _explained(st, waits, tids, pids, st.tid[waits].astype(np.int64), w_time, w_tid, w_pid, since)
     ok[ok] = ~_failed_end(failed)[ok]
     waits, w_tid, w_time = waits[ok], w_tid[ok], w_time[ok]
     if len(waits) == 0:
@@ -155,13 +155,34 @@ def _failed_start(tid: np.ndarray, start: np.ndarray) -> tuple:
     order of their start, each thread's waits begun and undecided (a linked list), the threads
     with a futex event at the current instant (decided when it ends: a chunk may end inside it),
     the answers, and [next wait to begin, threads at the instant, the instant, an instant seen]."""
-    q_tids, q_slot = np.unique(np.asarray(tid, np.int64), return_inverse=True)
+    q_tids, q_slot = _slots(tid)
+    return _failed_carry(q_tids, q_slot, np.asarray(start, np.int64))
+
+
+def _failed_start_from(calls: tuple) -> tuple:
+    """`_failed_start` of the waits of `_last_wakes_start`'s carry, sharing their threads and starts."""
+    return _failed_carry(calls[1], calls[2], calls[3])
+
+
+def _failed_carry(q_tids, q_slot, q_start) -> tuple:
     n_t, n_q = len(q_tids), len(q_slot)
-    order = np.argsort(start, kind="stable")
-    return (q_tids, q_slot.astype(np.int64).ravel(), np.asarray(start, np.int64), order,
+    return (q_tids, q_slot, q_start, _order(q_start, "stable"),
             np.full(n_t, -1, np.int64), np.full(n_q, -1, np.int64), np.zeros(n_q, np.bool_),
             np.zeros(n_t, np.bool_), np.zeros(n_t, np.bool_), np.zeros(n_t, np.bool_), np.zeros(n_t, np.int64),
             np.zeros(4, np.int64))
+
+
+def _slots(tid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The waits' threads (sorted, int64) and each wait's index among them (int32: a wait's carry
+    is held through a reading of the whole recording, ~100 bytes each)."""
+    q_tids, q_slot = np.unique(np.asarray(tid, np.int64), return_inverse=True)
+    return q_tids, q_slot.ravel().astype(np.int32)
+
+
+def _order(x: np.ndarray, kind: str = "quicksort") -> np.ndarray:
+    """`np.argsort(x, kind)` as int32 where the rows fit."""
+    order = np.argsort(x, kind=kind)
+    return order.astype(np.int32) if len(x) < 2**31 else order
 
 
 @numba.njit(cache=True)
@@ -241,13 +262,12 @@ def _last_wakes_start(tids: np.ndarray, q_tid: np.ndarray, q_start: np.ndarray, 
     end; the wake calls' addresses so far, each an id (open addressing, 1024 slots to start), with
     the time, tid and pid of the last wake call on each; each waiting thread's last futex call; the
     answers; and [next wait by start, next by end, addresses]."""
-    q_tid = np.asarray(q_tid, np.int64)
-    q_tids, q_slot = np.unique(q_tid, return_inverse=True)
-    n_q, n_t = len(q_tid), len(q_tids)
+    q_tids, q_slot = _slots(q_tid)
+    n_q, n_t = len(q_slot), len(q_tids)
     q_start, q_end = np.asarray(q_start, np.int64), np.asarray(q_end, np.int64)
     size = 1024
-    return (np.asarray(tids, np.int64), q_tids, q_slot.astype(np.int64).ravel(), q_start, q_end,
-            np.asarray(q_addr, np.int64), np.argsort(q_start), np.argsort(q_end),
+    return (np.asarray(tids, np.int64), q_tids, q_slot, q_start, q_end,
+            np.asarray(q_addr, np.int64), _order(q_start), _order(q_end),
             np.full(size, -1, np.int64), *_addr_columns(size),
             np.zeros(n_t, np.int64), np.zeros(n_t, np.bool_),
             np.zeros(n_q, np.bool_), np.zeros(n_q, np.int64), np.zeros(n_q, np.int64), np.zeros(n_q, np.int64),

@@ -106,7 +106,9 @@ def _scheduled(windows: Windows):
     for w in windows():
         rd = w.kind == Kind.RUN_DELAY
         if rd.any():
-            yield w.take(np.flatnonzero(~rd)), w.take(np.flatnonzero(rd))
+            pair = w.take(np.flatnonzero(~rd)), w.take(np.flatnonzero(rd))
+            del w, rd  # not held beside its two parts while the caller reads them
+            yield pair
         elif len(w):
             yield w, None
 
