@@ -81,6 +81,7 @@ def attribute_futex_wakers_windows(states: StateTable, windows, tids: np.ndarray
         calls = _last_wakes_chunk(w.time, w.tid, w.pid, w.kind, w.arg0, w.arg1, calls)
         _failed_chunk(w.time, w.tid, w.kind, w.arg0, failed)
         done += len(w)
+        del w  # not held while the next window is read
         if progress is not None:
             progress(done, "4/5 futex calls")
     ok, w_time, w_tid, w_pid, since = _last_wakes_end(calls)
@@ -97,6 +98,7 @@ def attribute_futex_wakers_windows(states: StateTable, windows, tids: np.ndarray
         for w in windows():
             busy_chunk(w.time, w.cpu, w.kind, w.arg0, w.arg1, w.tid, carry)
             done += len(w)
+            del w
             if progress is not None:
                 progress(done, "5/5 woken threads' CPUs")
         return busy_end(carry)

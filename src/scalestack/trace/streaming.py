@@ -105,18 +105,24 @@ def _scheduled(windows: Windows):
     change); windows left empty skipped."""
     for w in windows():
         rd = w.kind == Kind.RUN_DELAY
-        if rd.any():
-            pair = w.take(np.flatnonzero(~rd)), w.take(np.flatnonzero(rd))
-            del w, rd  # not held beside its two parts while the caller reads them
-            yield pair
-        elif len(w):
-            yield w, None
+        if not rd.any() and not len(w):
+            continue
+        box = [(w.take(np.flatnonzero(~rd)), w.take(np.flatnonzero(rd))) if rd.any() else (w, None)]
+        del w, rd  # the window is not held beside its two parts, nor they here, while the caller reads them
+        yield box.pop()
+
+
+def _events_only(windows: Windows):
+    """`_scheduled`'s windows without their run-delay reports, held by the caller alone."""
+    for pair in _scheduled(windows):
+        box = [pair[0]]
+        del pair
+        yield box.pop()
 
 
 BATCH_ROWS = 10 << 20  # walk rows a batch holds with `output` (~70 B each at the peak; a thread with more is cut)
-# the same with eBPF's run-delay reports: their re-cut writes a new table while it gives the batch back, beside its
-# report-sized gaps (`record` of 4.7-4.8 x 10^7 events: peaks of 1.19-1.29 GB at 6 M rows, 1.15-1.21 GB at 4 M and
-# 1.62 GB at 10 M; 20% less time than at 4 M)
+# the same with eBPF's run-delay reports (about a sixth more events, each window read again by every batch): `record`
+# of 4.7 x 10^7 events peaked at 0.87 GB in 153 s (docs/speed.md)
 BATCH_ROWS_RUN_DELAY = 6 << 20
 SCAN_ROWS = 1 << 20  # rows of a thread too big for a batch read at a time to choose where to cut it
 _ROW_NAMES = ("slot", "start", "end", "state", "cpu", "addr", "waker", "rep")  # `rows.new_rows`' columns
@@ -723,9 +729,10 @@ def _batch_passes(batch, reports, windows, facts, tids, t0, t1, kept, held, lo, 
         if len(questions[0]):
             witness = witness_start(*questions, _WAIT_OPS_MASK)
             done = 0
-            for w, _ in _scheduled(windows):
+            for w in _events_only(windows):
                 witness_chunk(w.time, w.cpu, w.kind, w.arg0, w.arg1, w.tid, witness)
                 done += len(w)
+                del w  # not held while the next window is read
                 tell(done, "3/5 CPUs of the stretches asked about")
             answers = witness_end(witness)
         del questions
@@ -739,7 +746,7 @@ def _batch_passes(batch, reports, windows, facts, tids, t0, t1, kept, held, lo, 
 
     # 4, 5: the futex calls, then the CPUs woken threads ran on
     states, futex_wakers, runnable_from_wakes = attribute_futex_wakers_windows(
-        states, lambda: (w for w, _ in _scheduled(windows)), tids, kept.pids, join=kept.n_run_delay == 0, room=room,
+        states, lambda: _events_only(windows), tids, kept.pids, join=kept.n_run_delay == 0, room=room,
         progress=tell)
     del room
     sink.futex_wakers += futex_wakers
