@@ -178,3 +178,15 @@ def test_no_events_or_no_questions():
     ev = rows((1, 0, 7, Kind.WAKEUP, 100, 0))
     assert witness_sweep(*columns(ev), _WAIT_OPS_MASK, none, none, none, none).tolist() == []
     assert busy_sweep(*columns(ev), none, none, none, none).tolist() == []
+
+
+def test_a_run_delay_record_on_the_cpu_is_not_another_task_running_there():
+    """The eBPF collector's run-delay record is written by a switch's handler in the context of the
+    task switching out: read among the events, it shows no task running on the CPU (the windowed
+    builder's sweeps read it there)."""
+    switch_to_idle = (10, 0, 5, 5, int(Kind.SWITCH), 5, 0, 1, -1, -1)
+    run_delay = (30, 0, 9, 9, int(Kind.RUN_DELAY), 9, 1000, 3, -1, -1)
+    question = (np.array([0]), np.array([20]), np.array([40]), np.array([7]))
+    for rows in ([switch_to_idle], [switch_to_idle, run_delay]):
+        ev = RawEvents.from_rows(rows)
+        assert not busy_sweep(ev.time, ev.cpu, ev.kind, ev.arg0, ev.arg1, ev.tid, *question)[0], rows

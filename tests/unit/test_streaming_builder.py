@@ -294,12 +294,3 @@ def test_the_run_delay_reports_are_split_from_a_window_without_holding_it():
     assert seen[0]() is None
     assert len(events) == 10 and np.all(reports.kind == Kind.RUN_DELAY) and len(reports) == 5
     assert sum(len(e) + len(r) for e, r in it) == 15
-    # and the events alone (the passes that read no report): the caller holds them alone
-    whole[:] = [RawEvents.from_rows(rows[:15]), RawEvents.from_rows(rows[15:])]
-    it = streaming._events_only(windows)
-    events = next(it)
-    held = weakref.ref(events.time)
-    del events
-    gc.collect()
-    assert held() is None
-    assert len(next(it)) == 10

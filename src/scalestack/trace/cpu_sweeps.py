@@ -164,7 +164,7 @@ def busy_chunk(time, ecpu, kind, arg0, arg1, etid, carry):
             k_until = _busy_before_run(carry, k_until, t)
             next_until = q_until[by_until[k_until]] if k_until < n_q else _LAST
         c = ecpu[i]
-        if c >= 0 and c < n_cpu:
+        if c >= 0 and c < n_cpu and kind[i] != _K_RUN_DELAY:  # (written by a switch's handler: shows nothing)
             if kind[i] == _K_SWITCH:
                 sw_next[c] = arg1[i]
             x = context_of(kind, arg0, etid, i)

@@ -112,13 +112,6 @@ def _scheduled(windows: Windows):
         yield box.pop()
 
 
-def _events_only(windows: Windows):
-    """`_scheduled`'s windows without their run-delay reports, held by the caller alone."""
-    for pair in _scheduled(windows):
-        box = [pair[0]]
-        del pair
-        yield box.pop()
-
 
 BATCH_ROWS = 10 << 20  # walk rows a batch holds with `output` (~70 B each at the peak; a thread with more is cut)
 # the same with eBPF's run-delay reports (about a sixth more events, each window read again by every batch): `record`
@@ -372,7 +365,7 @@ def build_trace_windows(
     windows in time order each time it is called (the recording is read three to five times). `stats`: the
     reader's (lost events ...; default: the first window's); `n_events`: how many events the
     windows hold, if known, for `progress(done, total, stage)`, which follows the passes (after the
-    first, in scheduler events: without eBPF's run-delay reports).
+    first, the walk's in scheduler events: without eBPF's run-delay reports).
 
     With `output`, the trace is written there (atomically; spills next to it) in batches of
     threads of about `batch_rows` walk rows (default `BATCH_ROWS`, or `BATCH_ROWS_RUN_DELAY` for a
@@ -426,7 +419,7 @@ def build_trace_windows(
                 continue  # once the next is made (no thread with states at all: the one empty batch goes on, as in
             tail = _batch_passes(  # `build_trace`)
                 batch, held.reports_of(lo, hi, piece), windows, facts, tids, t0, t1, kept, held, lo, hi, sink,
-                spans_sink, lambda done, name, stage=stage: tell(done, n, name + stage), piece, tail)
+                spans_sink, lambda done, name, stage=stage: tell(done, n + kept.n_run_delay, name + stage), piece, tail)
         present = np.concatenate(sink.present_parts)
         sampled = concat_events(kept.samples)
         samples = _samples(sampled, present, t0, t1, EventIndex(sampled))
@@ -729,7 +722,7 @@ def _batch_passes(batch, reports, windows, facts, tids, t0, t1, kept, held, lo, 
         if len(questions[0]):
             witness = witness_start(*questions, _WAIT_OPS_MASK)
             done = 0
-            for w in _events_only(windows):
+            for w in windows():  # (its run-delay reports among them: the sweeps skip them)
                 witness_chunk(w.time, w.cpu, w.kind, w.arg0, w.arg1, w.tid, witness)
                 done += len(w)
                 del w  # not held while the next window is read
@@ -746,7 +739,7 @@ def _batch_passes(batch, reports, windows, facts, tids, t0, t1, kept, held, lo, 
 
     # 4, 5: the futex calls, then the CPUs woken threads ran on
     states, futex_wakers, runnable_from_wakes = attribute_futex_wakers_windows(
-        states, lambda: _events_only(windows), tids, kept.pids, join=kept.n_run_delay == 0, room=room,
+        states, windows, tids, kept.pids, join=kept.n_run_delay == 0, room=room,
         progress=tell)
     del room
     sink.futex_wakers += futex_wakers
