@@ -1020,7 +1020,7 @@ def reconcile_runnable(states: StateTable, run_delay: RawEvents,
     piece_rows = RECONCILE_PIECE_ROWS if piece_rows is None else piece_rows
     RUN = int(State.RUNNING)
     changed: dict[str, list[int]] = {}
-    reports = _reports_by_thread(run_delay)
+    reports = _ReportsByThread(run_delay)
     plan, pairs = [], 0  # per thread: its rows and its reports' range (a gap needs two reports)
     bounds = np.flatnonzero(np.r_[True, states.tid[1:] != states.tid[:-1], True])
     for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
@@ -1067,16 +1067,21 @@ class _ReportsByThread:
     """Run-delay reports grouped by thread, each thread's in time order: views of the reports when
     they come so (the eBPF collector's, read back a batch of threads at a time), else a sorted copy."""
 
-    def __init__(self, time, tid, delay, count):
-        self.time, self.delay, self.count = time, delay, count
-        if len(tid) == 0:
-            self.keys = self.lo = self.hi = np.zeros(0, np.int64)
-            return
-        first = np.flatnonzero(np.r_[True, tid[1:] != tid[:-1]])
-        self.lo, self.hi = first, np.r_[first[1:], len(tid)]
+    def __init__(self, run_delay: RawEvents):
+        tid, t, d, p = run_delay.arg0, run_delay.time, run_delay.arg1, run_delay.arg2
+        first = _run_firsts(tid)
         keys = tid[first]
+        rising = t[1:] >= t[:-1]
+        rising[first[1:] - 1] = True  # (a thread's first report may be earlier than the one before it)
+        if not (rising.all() and len(np.unique(keys)) == len(keys)):  # not each thread's in one run, in time order
+            order = np.lexsort((t, tid))
+            tid, t, d, p = tid[order], t[order], d[order], p[order]
+            first = _run_firsts(tid)
+            keys = tid[first]
+        del rising
+        self.time, self.delay, self.count = t, d, p
         order = np.argsort(keys, kind="stable")
-        self.keys, self.lo, self.hi = keys[order], self.lo[order], self.hi[order]
+        self.keys, self.lo, self.hi = keys[order], first[order], np.r_[first[1:], len(tid)][order]
 
     def of(self, tid: int) -> tuple[int, int]:
         """The range of the thread's reports ((0, 0) if none)."""
@@ -1086,18 +1091,9 @@ class _ReportsByThread:
         return int(self.lo[k]), int(self.hi[k])
 
 
-def _reports_by_thread(run_delay: RawEvents) -> _ReportsByThread:
-    tid, t = run_delay.arg0, run_delay.time
-    if len(tid) > 1:
-        apart = tid[1:] != tid[:-1]
-        in_order = bool(np.all((t[1:] >= t[:-1]) | apart))
-        blocks = tid[np.r_[0, np.flatnonzero(apart) + 1]]
-        del apart
-        if in_order and len(np.unique(blocks)) == len(blocks):  # each thread's reports in one run, in time order
-            return _ReportsByThread(t, tid, run_delay.arg1, run_delay.arg2)
-        order = np.lexsort((t, tid))
-        return _ReportsByThread(t[order], tid[order], run_delay.arg1[order], run_delay.arg2[order])
-    return _ReportsByThread(t, tid, run_delay.arg1, run_delay.arg2)
+def _run_firsts(x: np.ndarray) -> np.ndarray:
+    """Where each run of equal values begins."""
+    return np.flatnonzero(np.r_[True, x[1:] != x[:-1]]) if len(x) else np.zeros(0, np.int64)
 
 
 RECONCILE_PIECE_ROWS = 1 << 18  # rows of one thread re-cut at a time by `reconcile_runnable` (~250 B each)
