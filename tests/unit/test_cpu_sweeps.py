@@ -190,3 +190,17 @@ def test_a_run_delay_record_on_the_cpu_is_not_another_task_running_there():
     for rows in ([switch_to_idle], [switch_to_idle, run_delay]):
         ev = RawEvents.from_rows(rows)
         assert not busy_sweep(ev.time, ev.cpu, ev.kind, ev.arg0, ev.arg1, ev.tid, *question)[0], rows
+
+
+def test_a_cpu_sample_does_not_change_the_answers():
+    """A cpu-clock sample of another task on the CPU (`record --sample`, a perf.data with samples)
+    is left out of both sweeps: the states are the same whether the samples were read or not
+    (without perf, a perf.data's samples are not)."""
+    switch_to_idle = (10, 0, 5, 5, int(Kind.SWITCH), 5, 0, 1, -1, -1)
+    sample = (30, 0, 9, 9, int(Kind.SAMPLE), 0x1000, 0, 0, -1, -1)
+    busy_q = (np.array([0]), np.array([20]), np.array([40]), np.array([7]))
+    asked = (np.array([0]), np.array([20]), np.array([40]), np.array([7]))  # (cpu, a, b, tid)
+    for rows in ([switch_to_idle], [switch_to_idle, sample]):
+        ev = RawEvents.from_rows(rows)
+        assert not busy_sweep(ev.time, ev.cpu, ev.kind, ev.arg0, ev.arg1, ev.tid, *busy_q)[0], rows
+        assert not witness_sweep(ev.time, ev.cpu, ev.kind, ev.arg0, ev.arg1, ev.tid, _WAIT_OPS_MASK, *asked)[0], rows

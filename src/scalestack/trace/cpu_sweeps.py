@@ -28,6 +28,7 @@ _K_SWITCH = int(Kind.SWITCH)
 _K_FUTEX_ENTER = int(Kind.FUTEX_ENTER)
 _K_FUTEX_WAITV = int(Kind.FUTEX_WAITV)
 _K_RUN_DELAY = int(Kind.RUN_DELAY)
+_K_SAMPLE = int(Kind.SAMPLE)
 _NEVER = np.iinfo(np.int64).min  # the time of an event that was not seen
 _LAST = np.iinfo(np.int64).max  # no question left to answer
 
@@ -85,8 +86,9 @@ def witness_chunk(time, ecpu, kind, arg0, arg1, etid, carry):
             next_b = q_b[order[k]] if k < n_q else _LAST
         c = ecpu[i]
         kd = kind[i]
-        # the eBPF collector's run-delay record is written by a switch's handler: it shows nothing
-        if c >= 0 and c < n_cpu and kd != _K_RUN_DELAY:
+        # the eBPF collector's run-delay record is written by a switch's handler: it shows nothing; a CPU
+        # sample is left out, so that the states are the same whether the samples were read or not
+        if c >= 0 and c < n_cpu and kd != _K_RUN_DELAY and kd != _K_SAMPLE:
             # a switch shows the task it switches to: the builder places the start of that task's
             # run up to 30 us before the switch, at the previous task's last runtime report
             x = arg1[i] if kd == _K_SWITCH else etid[i]
@@ -164,7 +166,7 @@ def busy_chunk(time, ecpu, kind, arg0, arg1, etid, carry):
             k_until = _busy_before_run(carry, k_until, t)
             next_until = q_until[by_until[k_until]] if k_until < n_q else _LAST
         c = ecpu[i]
-        if c >= 0 and c < n_cpu and kind[i] != _K_RUN_DELAY:  # (written by a switch's handler: shows nothing)
+        if c >= 0 and c < n_cpu and kind[i] != _K_RUN_DELAY and kind[i] != _K_SAMPLE:  # (as in `witness_chunk`)
             if kind[i] == _K_SWITCH:
                 sw_next[c] = arg1[i]
             x = context_of(kind, arg0, etid, i)
