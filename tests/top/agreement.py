@@ -16,12 +16,15 @@ import scalestack
 def both(command: list[str], perf_ready_s: float = 3.0, keep_perf_data: str | None = None):
     """(perf Trace, eBPF Snapshot) of the same run of `command`; the trace's meta["schedstat"]
     holds what the threads said of themselves (tid -> on-CPU ns, workloads' SCHEDSTAT_OUT), and
-    meta["switch_spans"] the RUNNING spans at perf's switch instants."""
+    meta["switch_spans"] the RUNNING spans at perf's switch instants, and meta["exit_truth"] each
+    thread's on-CPU ns as the kernel charged it at its last switch-out (`collect/exit_check.py`;
+    runtime threads, JIT and GC, write no SCHEDSTAT_OUT line: this is their truth)."""
     import os
     import tempfile
 
     import scalestack
     from scalestack.collect.aggregator import Aggregator, GatedCommand
+    from scalestack.collect.exit_check import ExitProbe
     from scalestack.ingest.perf_data import read_events
     from scalestack.tools import perf_binary
     from scalestack.trace.switch_spans import switch_spans
@@ -56,7 +59,7 @@ def both(command: list[str], perf_ready_s: float = 3.0, keep_perf_data: str | No
             out["error"] = exc
             gated.cancel()
 
-    with Aggregator(gated.pid) as agg:
+    with ExitProbe() as probe, Aggregator(gated.pid) as agg:
         th = threading.Thread(target=run_command)
         th.start()
         try:
@@ -64,6 +67,9 @@ def both(command: list[str], perf_ready_s: float = 3.0, keep_perf_data: str | No
                                       keep_perf_data=perf_data)
         finally:
             th.join()
+    # the first thread ran before the watch began (in the gate): its kernel figure counts that too
+    trace.meta["exit_truth"] = {tid: on_cpu for tid, (on_cpu, _rq, _at) in probe.readings().items()
+                                if tid != gated.pid}
     if "error" in out:
         raise out["error"]
     with open(selfreport) as fh:
@@ -131,10 +137,12 @@ def compare(trace, snap) -> list[dict]:
         r_e = float(snap.times_ns["running"][j]) if j is not None else 0.0
         c_p, r_p = float(crit.criticality_ns[i]), float(crit.running_ns[i])
         truth = trace.meta.get("schedstat", {}).get(int(tid))
+        kernel = trace.meta.get("exit_truth", {}).get(int(tid))
         rows.append({"tid": int(tid), "name": str(crit.names[i]), "crit_perf_ms": c_p / 1e6, "crit_ebpf_ms": c_e / 1e6,
                      "crit_states_ms": float(states.criticality_ns[i]) / 1e6, "repaired": gaps.get(int(tid), 0),
                      "spans": n_spans.get(int(tid), 0), "beside_rebuilt_ms": beside.get(int(tid), 0) / 1e6,
                      "run_self_ms": truth / 1e6 if truth is not None else None,
+                     "run_kernel_ms": kernel / 1e6 if kernel is not None else None,
                      "run_perf_ms": r_p / 1e6, "run_ebpf_ms": r_e / 1e6,
                      "crit_diff_pct": abs(c_e - c_p) / max(c_p, 1.0) * 100,
                      "run_diff_pct": abs(r_e - r_p) / max(r_p, 1.0) * 100,
@@ -144,11 +152,12 @@ def compare(trace, snap) -> list[dict]:
 
 def summary(rows: list[dict]) -> str:
     head = f"{'tid':>7} {'name':16} {'C perf':>11} {'C eBPF':>9} {'diff':>8}  {'Run perf':>11} {'Run eBPF':>9} " \
-           f"{'diff':>8} {'self':>9} {'C states':>9} {'repaired':>8} {'beside':>8}"
+           f"{'diff':>8} {'self':>9} {'kernel':>9} {'C states':>9} {'repaired':>8} {'beside':>8}"
     return "\n".join([head] + [
         f"{r['tid']:>7} {r['name'][:16]:16} C {r['crit_perf_ms']:9.3f} {r['crit_ebpf_ms']:9.3f} "
         f"({r['crit_diff_pct']:5.2f}%)  Run {r['run_perf_ms']:9.3f} {r['run_ebpf_ms']:9.3f} "
         f"({r['run_diff_pct']:5.2f}%) {r['run_self_ms'] if r['run_self_ms'] is not None else float('nan'):9.3f}"
+        f" {r['run_kernel_ms'] if r['run_kernel_ms'] is not None else float('nan'):9.3f}"
         f" {r['crit_states_ms']:9.3f} {r['repaired']:8d} {r['beside_rebuilt_ms']:8.3f}"
         for r in rows])
 

@@ -24,8 +24,8 @@ def _cli(*args, **kw):
 
 
 def _check(rows, snap, min_ms=2.0):
-    """Run_j within 1% (or, where perf and eBPF disagree, eBPF within 1% of the thread's own
-    clock); C_j within 1% per thread where neither side lost switches of note, else 10%.
+    """Run_j within 1% (or, where perf and eBPF disagree, eBPF within 1% of the kernel's figure at
+    the thread's exit); C_j within 1% per thread where neither side lost switches of note, else 10%.
 
     perf's C_j is taken at its switch instants (`analysis/switch_spans.py`), the aggregator's
     quantity. Measured here, 5 runs of each program (docs/top.md): with no switch-in missed by
@@ -39,12 +39,17 @@ def _check(rows, snap, min_ms=2.0):
     big = [r for r in rows if r["run_perf_ms"] >= min_ms]
     assert big, "no thread ran long enough to compare"
     for r in big:  # the kernel's own charge on both sides
-        if r["run_diff_pct"] > 1.0 and r["run_self_ms"] is not None:
-            # they disagree: the thread's own CPU clock says which one is wrong; it must not be eBPF
-            assert abs(r["run_ebpf_ms"] - r["run_self_ms"]) <= 0.01 * r["run_self_ms"] + 0.05, r
-        elif r["run_self_ms"] is not None:
-            assert r["run_diff_pct"] <= 1.0, r
-        else:  # runtime threads (JIT, GC) report no clock of their own: measured up to 2.9% apart
+        if r["run_diff_pct"] <= 1.0:
+            continue
+        # they disagree: the kernel's figure at the thread's exit (or, where the probe is missing,
+        # the thread's own CPU clock) says which one is wrong; it must not be eBPF. Seen: the two
+        # 7.2% apart on a JIT compiler thread of a Java run in CI (perf rebuilt 7 of its spans);
+        # eBPF equal to the kernel's figure on every thread born in the watch in 3 runs of each
+        # program here (it charges sum_exec_runtime, the probe's figure)
+        truth = r["run_kernel_ms"] if r["run_kernel_ms"] is not None else r["run_self_ms"]
+        if truth is not None:
+            assert abs(r["run_ebpf_ms"] - truth) <= 0.01 * truth + 0.05, r
+        else:  # no truth (runtime threads report no clock of their own): measured up to 2.9% apart
             assert r["run_diff_pct"] <= 5.0, r
     total_p = sum(r["crit_perf_ms"] for r in rows)
     total_e = sum(r["crit_ebpf_ms"] for r in rows)
