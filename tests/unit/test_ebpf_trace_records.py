@@ -155,3 +155,34 @@ def test_a_window_given_is_held_by_its_reader_alone(tmp_path):
     gc.collect()
     assert gone() is None
     assert sum(len(w) for w in it) == 40 - 8
+
+
+def test_windows_big_enough_to_be_mapped_give_the_whole_reading(tmp_path):
+    """Windows of 15 000 records (1.2 MB, mapped from the file rather than read; their offsets not
+    on a page boundary) with the CPUs' records interleaved up to 2 000 places: the same events
+    as `read_records`, and a record file that shrank since it was counted is one clear error."""
+    n, rng = 50_000, np.random.default_rng(7)
+    rec = np.zeros(n, RECORD)
+    t = np.cumsum(rng.integers(0, 3, n))  # ties too
+    moved = np.argsort(np.arange(n) + rng.random(n) * 2_000, kind="stable")
+    kinds = np.array([int(k) for k in Kind], np.uint32)
+    rec["time"], rec["kind"] = t[moved], kinds[rng.integers(0, len(kinds), n)]
+    rec["cpu"], rec["tid"], rec["pid"], rec["a0"] = rng.integers(0, 4, n), rng.integers(1, 9, n), 7, np.arange(n)
+    rec["c0"] = np.array([b"main", b"worker-1", b"swapper/0"], "S16")[rng.integers(0, 3, n)]
+    rec["c1"] = np.array([b"", b"gc", b"x" * 16], "S16")[rng.integers(0, 3, n)]
+    f = tmp_path / "events.bin"
+    rec.tofile(f)
+    src = RecordWindows(str(f), max_rows=15_000)
+    parts = list(src)
+    assert len(parts) >= 3 and all(a.time[-1] <= b.time[0] for a, b in zip(parts, parts[1:], strict=False))
+    whole = read_records(str(f))
+    got = concat_events(parts)
+    for col in ("time", "cpu", "pid", "tid", "kind", "arg0", "arg1", "arg2"):
+        assert np.array_equal(getattr(got, col), getattr(whole, col)), col
+    for col in ("comm0", "comm1"):
+        names = [None if c < 0 else got.comm(int(c)) for c in getattr(got, col).tolist()]
+        assert names == [None if c < 0 else whole.comm(int(c)) for c in getattr(whole, col).tolist()], col
+    with open(f, "r+b") as fh:
+        fh.truncate(40_000 * RECORD.itemsize)
+    with pytest.raises(UserError, match="changed while it was read"):
+        list(src)

@@ -13,6 +13,7 @@ read back a window at a time by compiled code: no per-event Python.
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import subprocess
 import tempfile
@@ -31,7 +32,7 @@ from scalestack.ingest.windows import (
     streamed,
     thread_count,
 )
-from scalestack.trace.events import Kind, RawEvents, concat_events
+from scalestack.trace.events import Kind, RawEvents
 
 # trace.bpf.c's struct rec
 RECORD = np.dtype([("time", "<u8"), ("a0", "<i8"), ("a1", "<i8"), ("a2", "<i8"), ("cpu", "<i4"), ("tid", "<i4"),
@@ -55,13 +56,16 @@ WINDOW_RECORDS = 1 << 18  # records read at a time per thread (20 MiB)
 def _decode(buf, first, m, j, rank, no_comm, two_comms, o_t, o_cpu, o_pid, o_tid, o_kind, o_a0, o_a1, o_a2, o_c0,
             o_c1, h_key, h_id, s_start, s_len, s_w0, s_w1, arena, used, tag, n_tags):
     """Records first .. m-1 of buf (RECORD layout) into rows rank[j], rank[j + 1], ... (row j
-    itself when rank is empty). Returns the records done: fewer than m when the string table
-    may be full (grow it and call again from there)."""
+    itself when rank is empty; a record whose rank is negative is skipped). Returns the records
+    done: fewer than m when the string table may be full (grow it and call again from there)."""
     for r in range(first, m):
         if strings_full(h_id, arena, used):
             return r
         b = r * 80
         row = rank[j] if rank.shape[0] else j
+        if row < 0:
+            j += 1
+            continue
         o_t[row] = np.int64(_u64(buf, b))
         o_a0[row] = np.int64(_u64(buf, b + 8))
         o_a1[row] = np.int64(_u64(buf, b + 16))
@@ -156,13 +160,14 @@ class RecordWindows:
     the windows concatenated (`trace.events.concat_events`) equal `read_records(path)`.
 
     The ring buffer interleaves the CPUs' records a little out of time order (each CPU's own are
-    in order). A window's records are sorted (stably) together with those held back from the one
-    before, and the ones not earlier than the next window's earliest are held back in turn, so
-    ties keep file order as in `read_records`. A record earlier than a window already given (out
-    of order by more than a window) raises `OutOfOrder`: the caller reads the file whole.
-    Memory: one window of records (80 bytes each) while it is decoded, then its events and the
-    window given before (which the caller's loop holds while the next is made); the earliest time
-    of each window, needed to cut the one before it, is read in slices the first time and kept."""
+    in order). A window's records are ordered (stably) together with those held back from the one
+    before, and the ones not earlier than the next window's earliest are held back in turn (as
+    records), so ties keep file order as in `read_records`; the others are decoded straight into
+    their rows. A record earlier than a window already given (out of order by more than a window)
+    raises `OutOfOrder`: the caller reads the file whole. Memory: one window of records, mapped
+    from the page cache (80 bytes each), while it is decoded, then its events and the window
+    given before (which the caller's loop holds while the next is made); the earliest time of
+    each window, needed to cut the one before it, is read in slices the first time and kept."""
 
     def __init__(self, path: str, max_rows: int = WINDOW_RECORDS):
         self.path, self.max_rows = path, max(1, int(max_rows))
@@ -171,10 +176,17 @@ class RecordWindows:
         self._earliest: dict[int, int] = {}  # window's first record -> its earliest time
 
     def _raw(self, j: int, m: int) -> np.ndarray:
-        buf = np.fromfile(self.path, np.uint8, m * RECORD.itemsize, offset=j * RECORD.itemsize)
-        if len(buf) != m * RECORD.itemsize:
+        """Records j .. j + m - 1, mapped (never copied: page-cache pages, not fresh memory) where
+        they are big enough to be worth a mapping."""
+        want, at = m * RECORD.itemsize, j * RECORD.itemsize
+        if os.path.getsize(self.path) < at + want:  # (a mapping past the end would fault)
             raise UserError(f"{self.path} changed while it was read; record again")
-        return buf
+        if want < 1 << 20:
+            return np.fromfile(self.path, np.uint8, want, offset=at)
+        base = at - at % mmap.ALLOCATIONGRANULARITY
+        with open(self.path, "rb") as fh:
+            mapped = mmap.mmap(fh.fileno(), at + want - base, prot=mmap.PROT_READ, offset=base)
+        return np.frombuffer(mapped, np.uint8)[at - base:]
 
     def _earliest_of(self, j: int) -> int:
         if j not in self._earliest:
@@ -185,42 +197,50 @@ class RecordWindows:
 
     def __iter__(self):
         n, w = self.events, self.max_rows
-        held, given = None, None  # records held back; the latest time given
+        held, given = _NO_RECORDS, None  # records held back (raw, in file order); the latest time given
         for j in range(0, n, w):
-            ev = _unsorted(self._raw(j, min(w, n - j)))
-            ev.stats = dict(self.stats)
-            if given is not None and len(ev) and int(ev.time.min()) < given:
-                raise OutOfOrder(f"{self.path}: record {j + int(np.argmin(ev.time))} is earlier than records "
+            raw = self._raw(j, min(w, n - j))
+            t = raw.view(RECORD)["time"]
+            if given is not None and len(t) and int(t.min()) < given:
+                raise OutOfOrder(f"{self.path}: record {j + int(np.argmin(t))} is earlier than records "
                                  f"{self.max_rows:,} or more before it")
-            if held is not None:
-                ev = concat_events([held, ev], stats=ev.stats)
-            order = np.argsort(ev.time, kind="stable")
-            cut = len(order) if j + w >= n else int(np.searchsorted(ev.time[order], self._earliest_of(j + w)))
+            times = np.concatenate([held.view(RECORD)["time"], t]).view(np.int64)
+            order = np.argsort(times, kind="stable")
+            cut = len(order) if j + w >= n else int(np.searchsorted(times[order], self._earliest_of(j + w)))
             if cut:
-                given = int(ev.time[order[cut - 1]])
-            out = [ev.take(order[:cut])] if cut else []
-            held = ev.take(order[cut:])
-            del ev, order  # before the window is given: the caller holds it while the next is made
+                given = int(times[order[cut - 1]])
+            rank = np.full(len(order), -1, np.int64)  # each record's row in the window given; -1: held back
+            rank[order[:cut]] = np.arange(cut)
+            del order, times, t
+            out = [_decoded((held, raw), rank, cut)] if cut else []
+            k = len(held) // RECORD.itemsize
+            held = np.concatenate([held.reshape(-1, RECORD.itemsize)[rank[:k] < 0],
+                                   raw.reshape(-1, RECORD.itemsize)[rank[k:] < 0]]).reshape(-1)
+            del raw, rank  # before the window is given: the caller holds it while the next is made
             if out:
+                out[0].stats = dict(self.stats)
                 yield out.pop()  # (held by the caller alone)
 
 
 EARLIEST_SLICE = 1 << 16  # records read at a time for a window's earliest time (5 MiB)
 
 
-def _unsorted(buf: np.ndarray) -> RawEvents:
-    """Records in file order, with their own string table."""
-    m = len(buf) // RECORD.itemsize
-    cols = [np.empty(m, dt) for _, dt in _COLUMNS]
-    table, r = Strings(), 0
-    while r < m:
-        r = _decode(buf, r, m, r, _NO_RANK, _NO_COMM_OF, _TWO_COMMS_OF, *cols, *table.arrays(), 0, 1)
-        if r < m:
-            table.grow()
+def _decoded(bufs: tuple[np.ndarray, ...], rank: np.ndarray, rows: int) -> RawEvents:
+    """The records of `bufs` (read as one run of records) whose rank is not negative, each into
+    its row rank[i] of `rows`, with their own string table."""
+    cols = [np.empty(rows, dt) for _, dt in _COLUMNS]
+    table, base = Strings(), 0
+    for buf in bufs:
+        m, r = len(buf) // RECORD.itemsize, 0
+        while r < m:
+            r = _decode(buf, r, m, base + r, rank, _NO_COMM_OF, _TWO_COMMS_OF, *cols, *table.arrays(), 0, 1)
+            if r < m:
+                table.grow()
+        base += m
     return RawEvents(**dict(zip((name for name, _ in _COLUMNS), cols, strict=True)), comms=table.decoded())
 
 
-_NO_RANK = np.empty(0, np.int64)
+_NO_RECORDS = np.empty(0, np.uint8)
 
 
 class TraceSession:
