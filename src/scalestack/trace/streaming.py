@@ -114,7 +114,7 @@ def _scheduled(windows: Windows):
 
 BATCH_ROWS = 10 << 20  # walk rows a batch holds with `output` (~70 B each at the peak; a thread with more is cut)
 # the same with eBPF's run-delay reports (about a sixth more events, each window read again by every batch): `record`
-# of 4.6-4.8 x 10^7 events peaked at 0.78-0.88 GB (docs/speed.md)
+# of 4.8-4.9 x 10^7 events peaked at 0.72-0.90 GB (docs/speed.md)
 BATCH_ROWS_RUN_DELAY = 6 << 20
 SCAN_ROWS = 1 << 20  # rows of a thread too big for a batch read at a time to choose where to cut it
 _ROW_NAMES = ("slot", "start", "end", "state", "cpu", "addr", "waker", "rep")  # `rows.new_rows`' columns
