@@ -1036,20 +1036,32 @@ class PerfDataWindows:
     def _index(self, window, scratch: np.ndarray, lo: int, hi: int) -> tuple[list, np.ndarray, int]:
         """The spans with samples at lo <= time < hi, (offset, bytes, first sample) each as
         `_Scan.decode` takes them, and those samples' times in file order, t[:n]; only the spans
-        whose time range meets [lo, hi) are read."""
+        whose time range meets [lo, hi) are read, shared out among threads as the decoding's are
+        (each span's times in an array of its own, joined in file order)."""
         pos, used, count, tmin, tmax = self._spans
         meets = np.flatnonzero((count > 0) & (tmin < hi) & (tmax >= lo)).tolist()
-        t = np.empty(int(count[meets].sum()), np.int64)  # pages never written are never committed
-        counts = np.array([0, 0, 0, 0, 0, _ALL[1], _ALL[0]], np.int64)  # the first pass has them
+        found: list[np.ndarray | None] = [None] * len(meets)
+        n_threads = thread_count(len(meets), self.threads)
+
+        def index(k: int) -> None:
+            own = scratch if k == 0 else np.empty(len(scratch), np.uint8)
+            counts = np.array([0, 0, 0, 0, 0, _ALL[1], _ALL[0]], np.int64)  # the first pass has them
+            for i in range(k, len(meets), n_threads):
+                s = meets[i]
+                buf = window(pos[s], used[s], own)
+                t = np.empty(int(count[s]), np.int64)
+                j, _, code, at = self._scan.index(buf, True, lo, hi, t, 0, counts)
+                if len(buf) < used[s] or code:  # the file changed since the first pass
+                    raise _err(self._scan.path, pos[s] + max(at, 0), "the data section changed while it was read")
+                found[i] = t[:j] if j < len(t) else t
+
+        on_threads(n_threads, index)
         spans, n = [], 0
-        for s in meets:
-            buf = window(pos[s], used[s], scratch)
-            j, _, code, at = self._scan.index(buf, True, lo, hi, t, n, counts)
-            if len(buf) < used[s] or code:  # the file changed since the first pass
-                raise _err(self._scan.path, pos[s] + max(at, 0), "the data section changed while it was read")
-            if j > n:
+        for s, t in zip(meets, found, strict=True):
+            if len(t):
                 spans.append((pos[s], used[s], n))
-            n = j
+                n += len(t)
+        t = np.concatenate([np.zeros(0, np.int64), *found])
         return spans, t, n
 
     def _cut(self, spans: list, t: np.ndarray, n: int, hi: int) -> tuple[int, list, np.ndarray, int]:
