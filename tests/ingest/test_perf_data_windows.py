@@ -84,8 +84,13 @@ def files(tmp_path_factory):
 
 
 def _check(windows: PerfDataWindows, whole: RawEvents) -> list[RawEvents]:
-    """The windows of `windows`, checked against the whole read."""
+    """The windows of `windows`, checked against the whole read; read again (each window's end
+    then as the first reading cut it), the same windows."""
     parts = list(windows)
+    again = list(windows)
+    assert [p.stats["window_ns"] for p in again] == [p.stats["window_ns"] for p in parts]
+    assert all(a.equals(b) for a, b in zip(again, parts, strict=True))
+    del again
     bounds = [p.stats["window_ns"] for p in parts]
     for part, (lo, hi) in zip(parts, bounds, strict=True):
         assert len(part) and lo < hi

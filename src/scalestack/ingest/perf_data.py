@@ -1020,6 +1020,7 @@ class PerfDataWindows:
         self.kinds = {Kind(k): int(per_kind[k]) for k in np.flatnonzero(per_kind)}
         self._times = np.sort(np.concatenate([np.zeros(0, np.int64), *sketch.times]))
         self._every, self._ahead = every, max(1, self.max_rows // every)
+        self._ends: dict[int, int] = {}  # a window's start -> its end, once a reading has cut it
 
     def _bound(self, lo: int) -> int:
         """Where the window from lo ends: after about max_rows samples by the kept times, after
@@ -1091,10 +1092,15 @@ class PerfDataWindows:
             scratch = np.empty(self._scan.step, np.uint8)
             lo, done = _ALL[0], 0
             while lo < _ALL[1]:
-                hi = self._bound(lo)
+                hi = self._ends.get(lo)  # (every reading gives the same windows: each is cut once)
+                first = hi is None
+                if first:
+                    hi = self._bound(lo)
                 spans, t, n = self._index(window, scratch, lo, hi)
-                if n > self.max_rows:
-                    hi, spans, t, n = self._cut(spans, t, n, hi)
+                if first:
+                    if n > self.max_rows:
+                        hi, spans, t, n = self._cut(spans, t, n, hi)
+                    self._ends[lo] = hi
                 if n:
                     rank = _rows(t, n)
                     del t
