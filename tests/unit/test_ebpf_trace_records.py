@@ -92,21 +92,23 @@ def _rows(ev):
                                st.integers(0, 9), _name, _name), max_size=60),
        gaps=st.lists(st.integers(0, 3), min_size=60, max_size=60),
        noise=st.lists(st.floats(0, 1), min_size=60, max_size=60), window=st.integers(1, 12), far=st.booleans(),
-       earliest_slice=st.integers(1, 5))
-def test_record_windows_give_the_whole_reading(tmp_path_factory, rows, gaps, noise, window, far, earliest_slice):
+       earliest_slice=st.integers(1, 5), share=st.sampled_from([1, 2, 3, 1 << 17]))
+def test_record_windows_give_the_whole_reading(tmp_path_factory, rows, gaps, noise, window, far, earliest_slice,
+                                               share):
     """Records in time order moved at most half a window (the ring buffer's interleaving) come out
     of `RecordWindows` in windows in time order that concatenate to `read_records`'; moved further,
     they do the same or say they cannot. (A window's earliest time is read `earliest_slice` records
-    at a time.)"""
+    at a time; a window's records are shared out among threads `share` or more each.)"""
     times = np.cumsum(gaps[:len(rows)])  # ties too
     reach = (3 * window if far else window // 2) + 0.5
     moved = np.argsort(np.arange(len(rows)) + np.asarray(noise[:len(rows)]) * reach, kind="stable")
     f = tmp_path_factory.mktemp("rec") / "events.bin"
     _write(f, [(int(times[i]), cpu, tid, 7, kind, a0, 0, 0, c0, c1)
                for i, (cpu, tid, kind, a0, c0, c1) in ( (int(i), rows[i]) for i in moved)])
-    src = RecordWindows(str(f), max_rows=window)
+    src = RecordWindows(str(f), max_rows=window, threads=2)
     assert src.events == len(rows)
     kept, ebpf.EARLIEST_SLICE = ebpf.EARLIEST_SLICE, earliest_slice
+    kept_share, ebpf.SHARE = ebpf.SHARE, share
     try:
         for _ in range(2):  # each iteration reads again (the second with the earliest times kept)
             try:
@@ -118,7 +120,7 @@ def test_record_windows_give_the_whole_reading(tmp_path_factory, rows, gaps, noi
             assert all(a.time[-1] <= b.time[0] for a, b in zip(parts, parts[1:], strict=False))
             assert _rows(concat_events(parts)) == _reference(f)
     finally:
-        ebpf.EARLIEST_SLICE = kept
+        ebpf.EARLIEST_SLICE, ebpf.SHARE = kept, kept_share
 
 
 def test_a_window_is_cut_at_the_earliest_record_of_the_next_wherever_it_lies(tmp_path, monkeypatch):
@@ -157,7 +159,7 @@ def test_a_window_given_is_held_by_its_reader_alone(tmp_path):
     assert sum(len(w) for w in it) == 40 - 8
 
 
-def test_windows_big_enough_to_be_mapped_give_the_whole_reading(tmp_path):
+def test_windows_big_enough_to_be_mapped_give_the_whole_reading(tmp_path, monkeypatch):
     """Windows of 15 000 records (1.2 MB, mapped from the file rather than read; their offsets not
     on a page boundary) with the CPUs' records interleaved up to 2 000 places: the same events
     as `read_records`, and a record file that shrank since it was counted is one clear error."""
@@ -174,6 +176,8 @@ def test_windows_big_enough_to_be_mapped_give_the_whole_reading(tmp_path):
     rec.tofile(f)
     src = RecordWindows(str(f), max_rows=15_000)
     parts = list(src)
+    monkeypatch.setattr(ebpf, "SHARE", 4_000)  # each window decoded by two threads
+    assert all(a.equals(b) for a, b in zip(RecordWindows(str(f), max_rows=15_000, threads=2), parts, strict=True))
     assert len(parts) >= 3 and all(a.time[-1] <= b.time[0] for a, b in zip(parts, parts[1:], strict=False))
     whole = read_records(str(f))
     got = concat_events(parts)

@@ -169,8 +169,8 @@ class RecordWindows:
     given before (which the caller's loop holds while the next is made); the earliest time of
     each window, needed to cut the one before it, is read in slices the first time and kept."""
 
-    def __init__(self, path: str, max_rows: int = WINDOW_RECORDS):
-        self.path, self.max_rows = path, max(1, int(max_rows))
+    def __init__(self, path: str, max_rows: int = WINDOW_RECORDS, threads: int | None = None):
+        self.path, self.max_rows, self.threads = path, max(1, int(max_rows)), threads
         self.events = record_count(path)
         self.stats: dict = {}
         self._earliest: dict[int, int] = {}  # window's first record -> its earliest time
@@ -200,20 +200,19 @@ class RecordWindows:
         held, given = _NO_RECORDS, None  # records held back (raw, in file order); the latest time given
         for j in range(0, n, w):
             raw = self._raw(j, min(w, n - j))
-            t = raw.view(RECORD)["time"]
-            if given is not None and len(t) and int(t.min()) < given:
-                raise OutOfOrder(f"{self.path}: record {j + int(np.argmin(t))} is earlier than records "
+            k = len(held) // RECORD.itemsize
+            times = np.concatenate([held.view(RECORD)["time"], raw.view(RECORD)["time"]]).view(np.int64)
+            if given is not None and len(times) > k and int(times[k:].min()) < given:
+                raise OutOfOrder(f"{self.path}: record {j + int(np.argmin(times[k:]))} is earlier than records "
                                  f"{self.max_rows:,} or more before it")
-            times = np.concatenate([held.view(RECORD)["time"], t]).view(np.int64)
             order = np.argsort(times, kind="stable")
             cut = len(order) if j + w >= n else int(np.searchsorted(times[order], self._earliest_of(j + w)))
             if cut:
                 given = int(times[order[cut - 1]])
             rank = np.full(len(order), -1, np.int64)  # each record's row in the window given; -1: held back
             rank[order[:cut]] = np.arange(cut)
-            del order, times, t
-            out = [_decoded((held, raw), rank, cut)] if cut else []
-            k = len(held) // RECORD.itemsize
+            del order, times
+            out = [_decoded((held, raw), rank, cut, self.threads)] if cut else []
             held = np.concatenate([held.reshape(-1, RECORD.itemsize)[rank[:k] < 0],
                                    raw.reshape(-1, RECORD.itemsize)[rank[k:] < 0]]).reshape(-1)
             del raw, rank  # before the window is given: the caller holds it while the next is made
@@ -225,21 +224,34 @@ class RecordWindows:
 EARLIEST_SLICE = 1 << 16  # records read at a time for a window's earliest time (5 MiB)
 
 
-def _decoded(bufs: tuple[np.ndarray, ...], rank: np.ndarray, rows: int) -> RawEvents:
+def _decoded(bufs: tuple[np.ndarray, ...], rank: np.ndarray, rows: int, threads: int | None = None) -> RawEvents:
     """The records of `bufs` (read as one run of records) whose rank is not negative, each into
-    its row rank[i] of `rows`, with their own string table."""
+    its row rank[i] of `rows`, with their own string table; decoded on `threads` threads (default:
+    one per CPU this process may use), each a stretch of at least SHARE records."""
     cols = [np.empty(rows, dt) for _, dt in _COLUMNS]
-    table, base = Strings(), 0
-    for buf in bufs:
-        m, r = len(buf) // RECORD.itemsize, 0
-        while r < m:
-            r = _decode(buf, r, m, base + r, rank, _NO_COMM_OF, _TWO_COMMS_OF, *cols, *table.arrays(), 0, 1)
-            if r < m:
-                table.grow()
-        base += m
-    return RawEvents(**dict(zip((name for name, _ in _COLUMNS), cols, strict=True)), comms=table.decoded())
+    sizes = [len(buf) // RECORD.itemsize for buf in bufs]
+    total = sum(sizes)
+    n_threads = thread_count(max(1, total // SHARE), threads)
+    tables = [Strings() for _ in range(n_threads)]
+    bounds = [total * k // n_threads for k in range(n_threads + 1)]
+
+    def decode(k: int) -> None:
+        base = 0
+        for buf, m in zip(bufs, sizes, strict=True):
+            r, end = min(max(bounds[k] - base, 0), m), min(max(bounds[k + 1] - base, 0), m)
+            while r < end:
+                r = _decode(buf, r, end, base + r, rank, _NO_COMM_OF, _TWO_COMMS_OF, *cols, *tables[k].arrays(), k,
+                            n_threads)
+                if r < end:
+                    tables[k].grow()
+            base += m
+
+    on_threads(n_threads, decode)
+    comms = shared_strings(tables, cols[8], cols[9])
+    return RawEvents(**dict(zip((name for name, _ in _COLUMNS), cols, strict=True)), comms=comms)
 
 
+SHARE = 1 << 17  # the fewest records a thread decodes of a window (10 MiB)
 _NO_RECORDS = np.empty(0, np.uint8)
 
 
