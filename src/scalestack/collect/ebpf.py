@@ -13,7 +13,6 @@ read back a window at a time by compiled code: no per-event Python.
 from __future__ import annotations
 
 import contextlib
-import mmap
 import os
 import subprocess
 import tempfile
@@ -26,6 +25,8 @@ from scalestack.collect.run import Run, root_pid, run_or_watch, sigint_for_the_p
 from scalestack.errors import UserError
 from scalestack.ingest.tracepoint import Strings, intern_at, le_u32, strings_full
 from scalestack.ingest.windows import (
+    MAP_BYTES,
+    mapped,
     on_threads,
     rank_by_time,
     shared_strings,
@@ -87,6 +88,16 @@ def _decode(buf, first, m, j, rank, no_comm, two_comms, o_t, o_cpu, o_pid, o_tid
     return m
 
 
+def _decode_all(buf, first: int, end: int, base: int, rank, cols, table: Strings, tag: int, n_tags: int) -> None:
+    """Records first .. end - 1 of buf, record i into row rank[base + i] (`_decode`), the string
+    table grown whenever it may be full."""
+    r = first
+    while r < end:
+        r = _decode(buf, r, end, base + r, rank, _NO_COMM_OF, _TWO_COMMS_OF, *cols, *table.arrays(), tag, n_tags)
+        if r < end:
+            table.grow()
+
+
 @numba.njit(cache=True, inline="always")
 def _u64(buf, i):
     return le_u32(buf, i) | le_u32(buf, i + 4) << np.uint64(32)
@@ -136,12 +147,7 @@ def read_records(path: str, threads: int | None = None, window: int = WINDOW_REC
         def decode(k: int) -> None:
             own = np.empty(window * RECORD.itemsize, np.uint8)
             for j, m in spans[k::n_threads]:
-                buf, r = read(j, m, own), 0
-                while r < m:
-                    r = _decode(buf, r, m, j + r, rank, _NO_COMM_OF, _TWO_COMMS_OF, *cols, *tables[k].arrays(), k,
-                                n_threads)
-                    if r < m:
-                        tables[k].grow()
+                _decode_all(read(j, m, own), 0, m, j, rank, cols, tables[k], k, n_threads)
 
         on_threads(n_threads, decode)
     finally:
@@ -181,12 +187,10 @@ class RecordWindows:
         want, at = m * RECORD.itemsize, j * RECORD.itemsize
         if os.path.getsize(self.path) < at + want:  # (a mapping past the end would fault)
             raise UserError(f"{self.path} changed while it was read; record again")
-        if want < 1 << 20:
+        if want < MAP_BYTES:
             return np.fromfile(self.path, np.uint8, want, offset=at)
-        base = at - at % mmap.ALLOCATIONGRANULARITY
         with open(self.path, "rb") as fh:
-            mapped = mmap.mmap(fh.fileno(), at + want - base, prot=mmap.PROT_READ, offset=base)
-        return np.frombuffer(mapped, np.uint8)[at - base:]
+            return mapped(fh.fileno(), at, want)
 
     def _earliest_of(self, j: int) -> int:
         if j not in self._earliest:
@@ -238,12 +242,8 @@ def _decoded(bufs: tuple[np.ndarray, ...], rank: np.ndarray, rows: int, threads:
     def decode(k: int) -> None:
         base = 0
         for buf, m in zip(bufs, sizes, strict=True):
-            r, end = min(max(bounds[k] - base, 0), m), min(max(bounds[k + 1] - base, 0), m)
-            while r < end:
-                r = _decode(buf, r, end, base + r, rank, _NO_COMM_OF, _TWO_COMMS_OF, *cols, *tables[k].arrays(), k,
-                            n_threads)
-                if r < end:
-                    tables[k].grow()
+            first, end = min(max(bounds[k] - base, 0), m), min(max(bounds[k + 1] - base, 0), m)
+            _decode_all(buf, first, end, base, rank, cols, tables[k], k, n_threads)
             base += m
 
     on_threads(n_threads, decode)

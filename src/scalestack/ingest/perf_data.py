@@ -44,7 +44,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import mmap
 import os
 import re
 import shutil
@@ -80,6 +79,8 @@ from scalestack.ingest.tracepoint import (
     switch_state,
 )
 from scalestack.ingest.windows import (
+    MAP_BYTES,
+    mapped,
     on_threads,
     rank_by_time,
     shared_strings,
@@ -676,10 +677,9 @@ def _opened(path: str):
         def read(pos: int, n: int, scratch: np.ndarray) -> np.ndarray:
             """The window mapped, not copied (a copy cost ~40 ns/event over both passes); the file
             is read into `scratch` if it has shrunk since, where a mapping would fault."""
-            if n < 1 << 20 or pos + n > os.fstat(fd).st_size:  # (small: a copy is cheaper than a mapping)
+            if n < MAP_BYTES or pos + n > os.fstat(fd).st_size:  # (small: a copy is cheaper than a mapping)
                 return scratch[:os.preadv(fd, [memoryview(scratch)[:n]], pos)]
-            base = pos - pos % mmap.ALLOCATIONGRANULARITY
-            return np.frombuffer(mmap.mmap(fd, pos + n - base, prot=mmap.PROT_READ, offset=base), np.uint8)[pos - base:]
+            return mapped(fd, pos, n)
 
         yield size, (lambda off, n: os.pread(fd, n, off)), read
     finally:
@@ -1054,7 +1054,7 @@ class PerfDataWindows:
                 j, _, code, at = self._scan.index(buf, True, lo, hi, t, 0, counts)
                 if len(buf) < used[s] or code:  # the file changed since the first pass
                     raise _err(self._scan.path, pos[s] + max(at, 0), "the data section changed while it was read")
-                found[i] = t[:j] if j < len(t) else t
+                found[i] = t[:j]
 
         on_threads(n_threads, index)
         spans, n = [], 0

@@ -10,6 +10,7 @@ a VM, freshly touched memory costs about a second per GB, as much as the decodin
 
 from __future__ import annotations
 
+import mmap
 import os
 import threading
 from collections.abc import Callable
@@ -49,6 +50,17 @@ def rank_by_time(t: np.ndarray) -> np.ndarray:
     order = np.argsort(t, kind="stable")
     _rank_of(order, t)
     return t
+
+
+MAP_BYTES = 1 << 20  # the fewest bytes worth a mapping (below, a copy costs less)
+
+
+def mapped(fd: int, pos: int, n: int) -> np.ndarray:
+    """Bytes pos .. pos + n - 1 of the open file `fd`, mapped read-only: page-cache pages, never
+    copied nor freshly allocated. The caller makes sure the file holds them (past its end, a
+    mapping faults when read)."""
+    base = pos - pos % mmap.ALLOCATIONGRANULARITY
+    return np.frombuffer(mmap.mmap(fd, pos + n - base, prot=mmap.PROT_READ, offset=base), np.uint8)[pos - base:]
 
 
 def thread_count(windows: int, threads: int | None) -> int:
