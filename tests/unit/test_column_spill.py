@@ -1,5 +1,6 @@
 """`trace.spill.ColumnSpill`: rows added in chunks, read back by key range, equal the rows held in
-memory stably sorted by key; batches cover every key once within their budget."""
+memory stably sorted by key; batches cover every key once within their budget. `ColumnLog`: rows
+read back in the order added, any number at a time."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalestack.trace.spill import ColumnSpill
+from scalestack.trace.spill import ColumnLog, ColumnSpill
 
 DTYPES = {"slot": np.int32, "t": np.int64, "flag": np.bool_, "small": np.int16}
 
@@ -70,3 +71,25 @@ def test_errors_and_cleanup(tmp_path):
         sp.read(0, 3)
     with pytest.raises(ValueError, match="key column"):
         ColumnSpill(DTYPES, "tid", 3, tmp_path)
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.integers(0, 40), max_size=6), rows=st.integers(1, 50), seed=st.integers(0, 10**6))
+def test_a_log_reads_back_its_rows_in_order_any_number_at_a_time(tmp_path_factory, sizes, rows, seed):
+    rng = np.random.default_rng(seed)
+    chunks = [chunk(rng, n, 5) for n in sizes]
+    d = tmp_path_factory.mktemp("log")
+    with ColumnLog(DTYPES, d) as log:
+        for c in chunks:
+            log.add(c)
+        got = list(log.chunks(rows))
+        assert len(log) == sum(sizes) and all(len(g["t"]) == rows for g in got[:-1])
+        for k, v in DTYPES.items():
+            held = np.concatenate([c[k] for c in chunks]) if chunks else np.zeros(0, v)
+            cat = np.concatenate([g[k] for g in got]) if got else np.zeros(0, v)
+            assert cat.dtype == v and np.array_equal(cat, held), k
+        with pytest.raises(ValueError, match="different lengths"):
+            log.add({**chunk(rng, 3, 5), "t": np.zeros(2, np.int64)})
+    assert os.listdir(d) == []  # the log's directory is gone
+    with pytest.raises(ValueError, match="closed"):
+        log.add(chunk(rng, 1, 5))

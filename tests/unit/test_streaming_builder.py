@@ -294,3 +294,30 @@ def test_the_run_delay_reports_are_split_from_a_window_without_holding_it():
     assert seen[0]() is None
     assert len(events) == 10 and np.all(reports.kind == Kind.RUN_DELAY) and len(reports) == 5
     assert sum(len(e) + len(r) for e, r in it) == 15
+
+
+def test_pass_4_reads_the_kept_futex_events_in_any_chunks(monkeypatch):
+    """Written in batches, each batch's futex pass reads the futex events the walk kept
+    (`_SpilledRows.add_calls`), not the recording: read back 1 to 50 at a time (instants cut
+    anywhere), the trace is the whole build's; a log missing its last events is not."""
+    events = read_perf_data(DATA / "barrier.perf.data")
+    read = []
+    chunks = streaming.ColumnLog.chunks
+
+    def spy(self, rows):
+        for c in chunks(self, rows):
+            read.append(len(c["time"]))
+            yield c
+    monkeypatch.setattr(streaming.ColumnLog, "chunks", spy)
+    futex = np.flatnonzero(np.isin(events.kind, [Kind.FUTEX_ENTER, Kind.FUTEX_EXIT, Kind.FUTEX_WAITV]))
+    n_futex = len(futex)
+    for rows in (1, 7, 50):
+        monkeypatch.setattr(streaming, "CALL_ROWS", rows)
+        read.clear()
+        both(events, range(13, len(events), 13), batch_rows=2, comm="bi")
+        batches = sum(read) // n_futex
+        assert batches >= 2 and sum(read) == batches * n_futex and max(read) == min(rows, n_futex)
+    add = streaming._SpilledRows.add_calls
+    monkeypatch.setattr(streaming._SpilledRows, "add_calls",
+                        lambda self, w: add(self, w.take(np.flatnonzero(w.time < events.time[futex[-4]]))))
+    assert _differs(events, 2, comm="bi")

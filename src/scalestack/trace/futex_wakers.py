@@ -25,6 +25,8 @@ calls put RUNNABLE +85% into each thread of four CPU-bound ones, perf, 10 s).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 
@@ -65,27 +67,33 @@ def attribute_futex_wakers(states: StateTable, events: RawEvents, tids: np.ndarr
 
 
 def attribute_futex_wakers_windows(states: StateTable, windows, tids: np.ndarray, pids: np.ndarray, join: bool = False,
-                                   room: tuple | None = None, progress=None) -> tuple[StateTable, int, int]:
+                                   room: tuple | None = None, progress=None, calls=None) -> tuple[StateTable, int, int]:
     """`attribute_futex_wakers` of events read in windows (`windows()`: a fresh iterator of time-sorted
     windows in time order): one reading answers every wait's futex calls (the last wake call, and
     whether its own call failed: asked of every wait, an answer not depending on the others), a
-    second whether the CPU each woken thread ran on was busy at the call. `progress(events, stage)`."""
+    second whether the CPU each woken thread ran on was busy at the call. `calls()`, if given,
+    reads the recording's futex events alone instead of the windows for the first (dicts of
+    `FUTEX_COLUMNS`, in time order: the only events it reads). `progress(events, stage)`: the
+    events read so far (of `calls()`: the futex events)."""
     st = states
     waits = np.flatnonzero((st.state == State.SYNC_WAIT) & (st.addr != 0) & ~member(st.waker, tids))
     if len(waits) == 0 or len(tids) == 0:
         return states, 0, 0
-    calls = _last_wakes_start(tids, st.tid[waits], st.start_ns[waits], st.end_ns[waits], st.addr[waits].view(np.int64))
-    failed = _failed_start_from(calls)  # (the same waits: their threads and starts shared)
+    logged = calls
+    carry = _last_wakes_start(tids, st.tid[waits], st.start_ns[waits], st.end_ns[waits], st.addr[waits].view(np.int64))
+    failed = _failed_start_from(carry)  # (the same waits: their threads and starts shared)
     done = 0
-    for w in windows():
-        calls = _last_wakes_chunk(w.time, w.tid, w.pid, w.kind, w.arg0, w.arg1, calls)
+    for w in windows() if logged is None else logged():
+        if logged is not None:
+            w = _Calls(**w)
+        carry = _last_wakes_chunk(w.time, w.tid, w.pid, w.kind, w.arg0, w.arg1, carry)
         _failed_chunk(w.time, w.tid, w.kind, w.arg0, failed)
-        done += len(w)
+        done += len(w.time)
         del w  # not held while the next window is read
         if progress is not None:
             progress(done, "4/5 futex calls")
-    ok, w_time, w_tid, w_pid, since = _last_wakes_end(calls)
-    del calls
+    ok, w_time, w_tid, w_pid, since = _last_wakes_end(carry)
+    del carry
     ok &= _explained(st, waits, tids, pids, st.tid[waits].astype(np.int64), w_time, w_tid, w_pid, since)
     ok[ok] = ~_failed_end(failed)[ok]
     waits, w_tid, w_time = waits[ok], w_tid[ok], w_time[ok]
@@ -105,6 +113,25 @@ def attribute_futex_wakers_windows(states: StateTable, windows, tids: np.ndarray
 
     named, n_split = _runnable_from_wake(st, busy, waits, w_time, w_tid, join, room)
     return named, int(len(waits)), n_split
+
+
+# what pass 4 reads of an event, and of which events (`futex_rows`)
+FUTEX_COLUMNS = {"time": np.int64, "tid": np.int32, "pid": np.int32, "kind": np.uint8, "arg0": np.int64,
+                 "arg1": np.int64}
+
+
+class _Calls(NamedTuple):
+    time: np.ndarray
+    tid: np.ndarray
+    pid: np.ndarray
+    kind: np.ndarray
+    arg0: np.ndarray
+    arg1: np.ndarray
+
+
+def futex_rows(kind: np.ndarray) -> np.ndarray:
+    """The rows of the futex events: the only ones `_last_wakes_chunk` and `_failed_chunk` read."""
+    return np.flatnonzero((kind == _FUTEX_ENTER) | (kind == _FUTEX_EXIT) | (kind == _FUTEX_WAITV))
 
 
 def _explained(st: StateTable, waits: np.ndarray, tids: np.ndarray, pids: np.ndarray, q_tid: np.ndarray,

@@ -161,3 +161,34 @@ def pread_into(fh, out: np.ndarray, row: int) -> None:
         if got == 0:
             raise OSError(errno.EIO, f"spill file {fh.name} ends early")
         view, offset = view[got:], offset + got
+
+
+class ColumnLog(ColumnFiles):
+    """Fixed-width columns appended in order and read back in that order, `rows` at a time: the
+    few events a later pass reads again (`trace.streaming`), without decoding the recording again."""
+
+    def __init__(self, dtypes: dict[str, np.dtype], directory: str | os.PathLike | None = None):
+        self.dtypes = {k: np.dtype(v) for k, v in dtypes.items()}
+        super().__init__(self.dtypes, directory)
+
+    def add(self, columns: dict[str, np.ndarray]) -> None:
+        """Append rows: every column, of equal lengths."""
+        if not self._files:
+            raise ValueError("the log is closed")
+        n = {len(columns[name]) for name in self._files}
+        if len(n) != 1:
+            raise ValueError(f"columns of different lengths: {sorted(n)}")
+        for name, fh in self._files.items():
+            fh.write(np.ascontiguousarray(columns[name], self.dtypes[name]).view(np.uint8))
+        self._rows += n.pop()
+
+    def chunks(self, rows: int):
+        """The rows in the order added, `rows` at a time: a dict of columns each."""
+        self._flushed()
+        for lo in range(0, self._rows, rows):
+            m = min(rows, self._rows - lo)
+            out = {}
+            for name, fh in self._files.items():
+                out[name] = np.empty(m, self.dtypes[name])
+                pread_into(fh, out[name], lo)
+            yield out

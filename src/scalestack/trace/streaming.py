@@ -66,11 +66,11 @@ from scalestack.trace.builder import (
 from scalestack.trace.cpu_sweeps import witness_chunk, witness_end, witness_start
 from scalestack.trace.event_facts import EventFacts
 from scalestack.trace.events import CommTable, Kind, RawEvents, concat_events
-from scalestack.trace.futex_wakers import attribute_futex_wakers_windows
+from scalestack.trace.futex_wakers import FUTEX_COLUMNS, attribute_futex_wakers_windows, futex_rows
 from scalestack.trace.lookup import EventIndex, member, state_sums, unique_first
 from scalestack.trace.model import State, StateTable, SwitchSpanTable, Trace
 from scalestack.trace.rows import RELEASE_EVERY, emit_row, rows_copy, state_table, trim_heap
-from scalestack.trace.spill import ColumnSpill
+from scalestack.trace.spill import ColumnLog, ColumnSpill
 from scalestack.trace.store import TraceWriter
 from scalestack.trace.switch_spans import (
     SwitchSpans,
@@ -116,6 +116,7 @@ BATCH_ROWS = 10 << 20  # walk rows a batch holds with `output` (~70 B each at th
 # the same with eBPF's run-delay reports (about a sixth more events, each window read again by every batch): `record`
 # of 4.8-4.9 x 10^7 events peaked at 0.72-0.90 GB (docs/speed.md)
 BATCH_ROWS_RUN_DELAY = 6 << 20
+CALL_ROWS = 1 << 20  # futex events pass 4 reads back at a time (33 MB)
 SCAN_ROWS = 1 << 20  # rows of a thread too big for a batch read at a time to choose where to cut it
 _ROW_NAMES = ("slot", "start", "end", "state", "cpu", "addr", "waker", "rep")  # `rows.new_rows`' columns
 _ROW_DTYPES = dict(zip(_ROW_NAMES, (np.int32, np.int64, np.int64, np.uint8, np.int16, np.int64, np.int32, np.bool_),
@@ -154,6 +155,17 @@ class _HeldRows:
     def span_chunks(self, lo, hi):
         return None
 
+    def add_calls(self, w: RawEvents, tids: np.ndarray) -> None:
+        pass
+
+    def calls(self):
+        """The futex events again, a chunk at a time (`futex_wakers.FUTEX_COLUMNS`), or None: the
+        recording is read again for them."""
+        return None
+
+    def n_calls(self) -> int | None:
+        return None
+
     def add_reports(self, time, tid, ns, slot, seq) -> None:
         self.reports.append((time, tid, ns))
 
@@ -182,19 +194,20 @@ class _SpilledRows(_HeldRows):
 
     def __init__(self, n_slots, directory):
         super().__init__()
-        self.spill = self.report_spill = self.span_spill = self.delay_spill = None
+        self.spill = self.report_spill = self.span_spill = self.delay_spill = self.call_log = None
         try:
             self.spill = ColumnSpill(_ROW_DTYPES, "slot", n_slots, directory)
             self.report_spill = ColumnSpill(_REPORT_DTYPES, "slot", n_slots, directory)
             self.span_spill = ColumnSpill(_SPAN_DTYPES, "slot", n_slots, directory)
             self.delay_spill = ColumnSpill(_DELAY_DTYPES, "slot", n_slots, directory)
+            self.call_log = ColumnLog(FUTEX_COLUMNS, directory)
         except BaseException:
             self.close()
             raise
         self.first = None  # the first report of all: a batch without reports of its own gets it (see reports_of)
 
     def close(self) -> None:
-        for spill in (self.spill, self.report_spill, self.span_spill, self.delay_spill):
+        for spill in (self.spill, self.report_spill, self.span_spill, self.delay_spill, self.call_log):
             if spill is not None:
                 spill.close()
 
@@ -229,6 +242,22 @@ class _SpilledRows(_HeldRows):
                     cols = self.span_spill.read_rows(lo + k, a, a + SCAN_ROWS)
                     yield tuple(cols[c] for c in _SPAN_DTYPES)
         return chunks()
+
+    def add_calls(self, w: RawEvents, tids: np.ndarray) -> None:
+        """Keep the window's futex events of traced threads: every batch's pass 4 reads them again,
+        where reading the recording again decodes all of it. The others change nothing it finds:
+        only a traced thread's wake call names a waker, only a waiting thread's calls answer its
+        wait, and an answer given at a later event is the same (nothing it reads changed)."""
+        k = futex_rows(w.kind)
+        k = k[member(w.tid[k], tids)]
+        if len(k):
+            self.call_log.add({name: getattr(w, name)[k] for name in FUTEX_COLUMNS})
+
+    def calls(self):
+        return lambda: self.call_log.chunks(CALL_ROWS)
+
+    def n_calls(self) -> int | None:
+        return len(self.call_log)
 
     def add_reports(self, time, tid, ns, slot, seq) -> None:
         if self.first is None:
@@ -406,6 +435,7 @@ def build_trace_windows(
         batches = held.batches(len(tids), t0, t1,
                                batch_rows or (BATCH_ROWS_RUN_DELAY if kept.n_run_delay else BATCH_ROWS))
         tail = None  # a cut thread's last rows, finished with its next piece
+        calls = held.n_calls()  # (pass 4's progress: in the futex events it reads again, when kept)
         for b, (lo, hi, piece) in enumerate(batches):
             stage = "" if len(batches) == 1 else f", threads {b + 1}/{len(batches)}"
             trim_heap()  # the walk's or the last batch's freed memory
@@ -418,7 +448,8 @@ def build_trace_windows(
                 continue  # once the next is made (no thread with states at all: the one empty batch goes on, as in
             tail = _batch_passes(  # `build_trace`)
                 batch, held.reports_of(lo, hi, piece), windows, facts, tids, t0, t1, kept, held, lo, hi, sink,
-                spans_sink, lambda done, name, stage=stage: tell(done, n + kept.n_run_delay, name + stage), piece, tail)
+                spans_sink, lambda done, name, stage=stage: tell(done, calls if calls is not None and name.startswith("4/5")
+                                                                  else n + kept.n_run_delay, name + stage), piece, tail)
         present = np.concatenate(sink.present_parts)
         sampled = concat_events(kept.samples)
         samples = _samples(sampled, present, t0, t1, EventIndex(sampled))
@@ -480,6 +511,7 @@ def _walk(windows, facts, tids, slot_of, born_at, start_ns, end_ns, held, tell):
                            _WAIT_OPS_MASK, win_start, carry)
         held.add_rows(rows)
         del rows
+        held.add_calls(w, tids)
         if spans is not None:
             out = _spans_out(len(w), n_slots)
             m = _spans_chunk(w.time, w.cpu, w.kind, w.tid, w.arg0, w.arg1, slot_of, n_slots, n_cpus, spans, out, 0)
@@ -739,7 +771,7 @@ def _batch_passes(batch, reports, windows, facts, tids, t0, t1, kept, held, lo, 
     # 4, 5: the futex calls, then the CPUs woken threads ran on
     states, futex_wakers, runnable_from_wakes = attribute_futex_wakers_windows(
         states, windows, tids, kept.pids, join=kept.n_run_delay == 0, room=room,
-        progress=tell)
+        progress=tell, calls=held.calls())
     del room
     sink.futex_wakers += futex_wakers
     sink.runnable_from_wakes += runnable_from_wakes
