@@ -18,10 +18,11 @@ Every pass gives what the pass over all events gives, so the Trace is `build_tra
 bit (tests/unit/test_streaming_builder.py cuts random recordings into random windows).
 
 With `output`, the walk's rows and switch spans and the runtime reports are spilled to disk by
-thread (`trace.spill`), passes 3 to 5 run on a batch of threads at a time (each asks only about
-its batch's threads, so the recording is read up to three times a batch), and each batch's
-states and switch spans go to the trace file as they are finished (`store.TraceWriter`): memory
-follows a window and a batch, not the trace.
+thread (`trace.spill`), with the traced threads' futex events in time order (`spill.ColumnLog`),
+passes 3 to 5 run on a batch of threads at a time (each asks only about its batch's threads: pass
+4 reads the futex events kept, passes 3 and 5 the recording again, when they ask anything), and
+each batch's states and switch spans go to the trace file as they are finished
+(`store.TraceWriter`): memory follows a window and a batch, not the trace.
 """
 
 from __future__ import annotations
@@ -390,7 +391,8 @@ def build_trace_windows(
     batch_rows: int | None = None,
 ):
     """`builder.build_trace` of the events `windows()` gives, a fresh iterator of time-sorted
-    windows in time order each time it is called (the recording is read three to five times). `stats`: the
+    windows in time order each time it is called (the recording is read twice, then again by the
+    passes after the walk: see the module's docstring). `stats`: the
     reader's (lost events ...; default: the first window's); `n_events`: how many events the
     windows hold, if known, for `progress(done, total, stage)`, which follows the passes (after the
     first, the walk's in scheduler events: without eBPF's run-delay reports).
