@@ -65,12 +65,15 @@ def test_errors_and_cleanup(tmp_path):
     with pytest.raises(ValueError, match="rows"):
         sp.add({"slot": np.array([1, 2], np.int32), "t": [1], "flag": [True, False], "small": [1, 2]})
     assert len(os.listdir(tmp_path)) == 1
+    assert sorted(os.listdir(tmp_path / os.listdir(tmp_path)[0])) == ["flag", "small", "t"]  # not the key's
     sp.close()
     assert os.listdir(tmp_path) == []
     with pytest.raises(ValueError, match="closed"):
         sp.read(0, 3)
     with pytest.raises(ValueError, match="key column"):
         ColumnSpill(DTYPES, "tid", 3, tmp_path)
+    with pytest.raises(ValueError, match="the only one"):
+        ColumnSpill({"slot": np.int32}, "slot", 3, tmp_path)
 
 
 @settings(max_examples=60, deadline=None)

@@ -319,5 +319,5 @@ def test_pass_4_reads_the_kept_futex_events_in_any_chunks(monkeypatch):
         assert batches >= 2 and sum(read) == batches * n_futex and max(read) == min(rows, n_futex)
     add = streaming._SpilledRows.add_calls
     monkeypatch.setattr(streaming._SpilledRows, "add_calls",
-                        lambda self, w: add(self, w.take(np.flatnonzero(w.time < events.time[futex[-4]]))))
+                        lambda self, w, tids: add(self, w.take(np.flatnonzero(w.time < events.time[futex[-4]])), tids))
     assert _differs(events, 2, comm="bi")

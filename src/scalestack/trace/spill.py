@@ -59,17 +59,17 @@ class ColumnFiles:
 
 class ColumnSpill(ColumnFiles):
     """Fixed-width columns appended chunk by chunk, each chunk's rows stably ordered by the key
-    column and written to one file per column; `read(lo, hi)` gives the rows of keys in [lo, hi)
-    in key order, a key's rows in the order they were added. Memory: O(chunks x keys) for the
-    index, never the rows."""
+    column and written to one file per column (the key's own is not written: the index knows each
+    run's key); `read(lo, hi)` gives the rows of keys in [lo, hi) in key order, a key's rows in
+    the order they were added. Memory: O(chunks x keys) for the index, never the rows."""
 
     def __init__(self, dtypes: dict[str, np.dtype], key: str, n_keys: int, directory: str | os.PathLike | None = None):
-        if key not in dtypes:
-            raise ValueError(f"the key column {key!r} is not one of {list(dtypes)}")
+        if key not in dtypes or len(dtypes) < 2:
+            raise ValueError(f"the key column {key!r} is not one of {list(dtypes)}, or the only one")
         self.dtypes = {k: np.dtype(v) for k, v in dtypes.items()}
         self.key = key
         self.n_keys = int(n_keys)
-        super().__init__(self.dtypes, directory)
+        super().__init__([name for name in self.dtypes if name != key], directory)
         self._counts = np.zeros(self.n_keys, np.int64)
         self._runs: list[tuple[np.ndarray, np.ndarray]] = []  # per chunk: file row of each key's first row, rows
 
@@ -89,8 +89,9 @@ class ColumnSpill(ColumnFiles):
             raise ValueError(f"a key outside [0, {self.n_keys})")
         per_key = np.bincount(keys, minlength=self.n_keys).astype(np.int64)
         ordered = bool(np.all(keys[1:] >= keys[:-1]))
-        order = None if ordered else np.argsort(keys, kind="stable")
-        cols = {name: np.asarray(columns[name], self.dtypes[name]) for name in self._files}
+        # (keys that fit 16 bits sort by radix: a third of the time of a 32-bit key's merge sort)
+        order = None if ordered else np.argsort(keys.astype(np.int16) if self.n_keys <= 1 << 15 else keys, kind="stable")
+        cols = {name: np.asarray(columns[name], self.dtypes[name]) for name in self._files}  # (not the key)
         for name, col in cols.items():
             if len(col) != n:
                 raise ValueError(f"column {name!r} has {len(col)} rows, the key {n}")
@@ -113,6 +114,7 @@ class ColumnSpill(ColumnFiles):
                 if m:
                     for name, fh in self._files.items():
                         pread_into(fh, out[name][at:at + m], int(first[k]))
+                    out[self.key][at:at + m] = k
                     at += m
         return out
 
@@ -129,7 +131,10 @@ class ColumnSpill(ColumnFiles):
             a, b = max(lo, seen), min(hi, seen + m)
             if b > a:
                 for name in names:
-                    pread_into(self._files[name], out[name][at:at + b - a], int(first[key]) + a - seen)
+                    if name == self.key:
+                        out[name][at:at + b - a] = key
+                    else:
+                        pread_into(self._files[name], out[name][at:at + b - a], int(first[key]) + a - seen)
                 at += b - a
             seen += m
             if seen >= hi:
