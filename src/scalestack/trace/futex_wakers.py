@@ -79,13 +79,10 @@ def attribute_futex_wakers_windows(states: StateTable, windows, tids: np.ndarray
     waits = np.flatnonzero((st.state == State.SYNC_WAIT) & (st.addr != 0) & ~member(st.waker, tids))
     if len(waits) == 0 or len(tids) == 0:
         return states, 0, 0
-    logged = calls
     carry = _last_wakes_start(tids, st.tid[waits], st.start_ns[waits], st.end_ns[waits], st.addr[waits].view(np.int64))
     failed = _failed_start_from(carry)  # (the same waits: their threads and starts shared)
     done = 0
-    for w in windows() if logged is None else logged():
-        if logged is not None:
-            w = _Calls(**w)
+    for w in windows() if calls is None else (_Calls(**c) for c in calls()):
         carry = _last_wakes_chunk(w.time, w.tid, w.pid, w.kind, w.arg0, w.arg1, carry)
         _failed_chunk(w.time, w.tid, w.kind, w.arg0, failed)
         done += len(w.time)
@@ -121,6 +118,8 @@ FUTEX_COLUMNS = {"time": np.int64, "tid": np.int32, "pid": np.int32, "kind": np.
 
 
 class _Calls(NamedTuple):
+    """A chunk of kept futex events, read by the sweeps as a window's columns are."""
+
     time: np.ndarray
     tid: np.ndarray
     pid: np.ndarray
