@@ -49,6 +49,13 @@ class ColumnFiles:
         self._files = {}
         shutil.rmtree(self._dir, ignore_errors=True)
 
+    def _append(self, column, n: int, order: np.ndarray | None = None) -> None:
+        """Append n rows to every file: `column(name)` (its rows in `order`, if given)."""
+        for name, fh in self._files.items():
+            col = column(name)
+            fh.write(np.ascontiguousarray(col if order is None else col[order]).view(np.uint8))
+        self._rows += n
+
     def _flushed(self) -> None:
         """Flush what was written, to be read back (ValueError once closed)."""
         if not self._files:
@@ -95,12 +102,10 @@ class ColumnSpill(ColumnFiles):
         for name, col in cols.items():
             if len(col) != n:
                 raise ValueError(f"column {name!r} has {len(col)} rows, the key {n}")
-        for name, fh in self._files.items():
-            fh.write(np.ascontiguousarray(cols[name] if order is None else cols[name][order]).view(np.uint8))
         first = self._rows + np.r_[0, np.cumsum(per_key)[:-1]]
+        self._append(cols.__getitem__, n, order)
         self._runs.append((first, per_key))
         self._counts += per_key
-        self._rows += n
 
     def read(self, lo: int, hi: int) -> dict[str, np.ndarray]:
         """The rows of keys in [lo, hi), in key order; a key's rows in the order added."""
@@ -183,9 +188,7 @@ class ColumnLog(ColumnFiles):
         n = {len(columns[name]) for name in self._files}
         if len(n) != 1:
             raise ValueError(f"columns of different lengths: {sorted(n)}")
-        for name, fh in self._files.items():
-            fh.write(np.ascontiguousarray(columns[name], self.dtypes[name]).view(np.uint8))
-        self._rows += n.pop()
+        self._append(lambda name: np.asarray(columns[name], self.dtypes[name]), n.pop())
 
     def chunks(self, rows: int):
         """The rows in the order added, `rows` at a time: a dict of columns each."""

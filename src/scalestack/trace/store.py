@@ -303,11 +303,8 @@ class ThreadSpill(ColumnFiles):
         self._last[pos[met]] = start[last[met]]
         self._seen = np.insert(self._seen, pos[~met], tids[~met])
         self._last = np.insert(self._last, pos[~met], start[last[~met]])
-        for name, fh in self._files.items():
-            col = getattr(chunk, name)
-            fh.write(np.ascontiguousarray(col if order is None else col[order]).view(np.uint8))
         self._runs.append((tids, self._rows + first, np.diff(np.r_[first, n])))
-        self._rows += n
+        self._append(lambda name: getattr(chunk, name), n, order)
 
     def row_groups(self):
         """The whole table in (tid, start_ns) order, one Arrow table per row group of

@@ -437,7 +437,7 @@ def build_trace_windows(
         batches = held.batches(len(tids), t0, t1,
                                batch_rows or (BATCH_ROWS_RUN_DELAY if kept.n_run_delay else BATCH_ROWS))
         tail = None  # a cut thread's last rows, finished with its next piece
-        calls = held.n_calls()  # (pass 4's progress: in the futex events it reads again, when kept)
+        n_calls = held.n_calls()  # (pass 4's progress: in the futex events it reads again, when kept)
         for b, (lo, hi, piece) in enumerate(batches):
             stage = "" if len(batches) == 1 else f", threads {b + 1}/{len(batches)}"
             trim_heap()  # the walk's or the last batch's freed memory
@@ -450,7 +450,7 @@ def build_trace_windows(
                 continue  # once the next is made (no thread with states at all: the one empty batch goes on, as in
             tail = _batch_passes(  # `build_trace`)
                 batch, held.reports_of(lo, hi, piece), windows, facts, tids, t0, t1, kept, held, lo, hi, sink,
-                spans_sink, lambda done, name, stage=stage: tell(done, calls if calls is not None and name.startswith("4/5")
+                spans_sink, lambda done, name, stage=stage: tell(done, n_calls if n_calls is not None and name.startswith("4/5")
                                                                   else n + kept.n_run_delay, name + stage), piece, tail)
         present = np.concatenate(sink.present_parts)
         sampled = concat_events(kept.samples)
