@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from scalestack.trace import State
 from scalestack.trace.builder import build_trace
-from scalestack.trace.events import Kind, RawEvents
+from scalestack.trace.events import Kind, RawEvents, concat_events
 
 R, RN, SY, IO, SL, UN = (int(s) for s in State)
 S_BIT, D_BIT, X_BIT = 1, 2, 16
@@ -228,6 +228,38 @@ def test_states_always_tile_lifetimes(events):
     # every traced thread's time adds up to its lifetime
     life = tr.threads.end_ns - tr.threads.start_ns
     assert np.array_equal(tr.time_in_states().sum(axis=1), life)
+
+
+@settings(max_examples=100, deadline=None)
+@given(event_streams(), st.lists(st.tuples(st.integers(0, 300), st.integers(0, 1),
+                                           st.sampled_from([-1, 0, 7, 100, 101, 102])), max_size=30))
+def test_cpu_samples_change_no_state(events, samples):
+    """CPU samples (read by perf script only, so present or not with perf) of any task, the unnamed
+    one (-1) included, anywhere among the events: the same states and switch spans as without them.
+    (The trace spans every event recorded: a sample after the last tracepoint extends it.)"""
+    last = int(events.time[-1])
+    with_samples = concat_events([events, ev([(min(t, last), c, x, Kind.SAMPLE, 0x1000 + t, 0, 0)
+                                              for t, c, x in samples])]).sorted()
+    bare, sampled = build_trace(events, root_pids=[100]), build_trace(with_samples, root_pids=[100])
+    assert sampled.states == bare.states and sampled.switch_spans == bare.switch_spans
+    assert {k: sampled.meta[k] for k in ("chain_gaps", "chain_gaps_traced")} == \
+        {k: bare.meta[k] for k in ("chain_gaps", "chain_gaps_traced")}
+
+
+def test_an_event_of_an_unnamed_task_shows_nothing():
+    """The kernel names no task (tid -1) in the events an exiting thread makes after its unhash: its
+    runtime report at 10 neither breaks CPU 0's chain (the worker leaves it at 10) nor ends the worker's
+    run; a report on CPU 1 at 9 in task 7 does (7 was not switched in there: the main thread's
+    switch-out was lost)."""
+    rows = [(0, 0, 0, Kind.SWITCH, 0, 100, 0), (1, 0, 100, Kind.FORK, 100, 101, 0),
+            (2, 0, 100, Kind.SWITCH, 100, 101, S_BIT), (3, 1, 0, Kind.SWITCH, 0, 100, 0),
+            (10, 0, -1, Kind.STAT_RUNTIME, 101, 8, 0), (10, 0, 101, Kind.SWITCH, 101, 0, S_BIT),
+            (20, 1, 100, Kind.SWITCH, 100, 0, S_BIT)]
+    tr = build_trace(ev(rows), root_pids=[100])
+    assert intervals(tr, 101) == [(1, 2, RN), (2, 10, R), (10, 20, SL)]
+    assert tr.meta["chain_gaps"] == 0 and tr.meta["repaired_intervals"] == {}
+    foreign = build_trace(ev([*rows[:4], (9, 1, 7, Kind.STAT_RUNTIME, 7, 7, 0), *rows[4:]]), root_pids=[100])
+    assert foreign.meta["chain_gaps"] == 2 and foreign.meta["repaired_intervals"] == {"100": 2}
 
 
 def test_running_follows_the_kernels_runtime_reports():

@@ -25,6 +25,11 @@ from idle without any LOST record):
   SLEEP (repaired) until its next event.
 * **missing wakeup** - a blocked thread switched in with no wakeup: its wait simply ends at the
   switch-in (counted as `missing_wakeups`).
+
+Only the scheduler's tracepoints and the calls traced threads make are read as evidence of who runs
+where. An event of a task the kernel did not name (tid -1: one past the unhash of its exit) shows
+nothing, and CPU samples (`perf record -e cpu-clock`, read by perf script only) are not read at all:
+the states are the same whether perf was there to read the samples or not.
 """
 
 from __future__ import annotations
@@ -109,6 +114,7 @@ K_TASK_FORK = int(Kind.TASK_FORK)
 K_TASK_EXIT = int(Kind.TASK_EXIT)
 K_STAT_RUNTIME = int(Kind.STAT_RUNTIME)
 K_MIGRATE = int(Kind.MIGRATE)
+K_SAMPLE = int(Kind.SAMPLE)
 
 _SCHED_SLACK_NS = 30_000
 
@@ -320,15 +326,16 @@ def _walk_events(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wai
         t = time[i]
         c = cpu[i]
         k = kind[i]
-        if k == K_TASK_COMM or k == K_TASK_FORK or k == K_TASK_EXIT:  # side-band records carry no CPU state
-            i += 1
+        if k == K_TASK_COMM or k == K_TASK_FORK or k == K_TASK_EXIT or k == K_SAMPLE:
+            i += 1  # side-band records carry no CPU state; CPU samples are not read as any (module docstring)
             continue
         x = context_of(kind, a0, tid, i)
         xs = slot_of[x] if 0 <= x < n_map else -1
         cvalid = 0 <= c < n_cpus
+        seen = cvalid and x >= 0  # (-1: the kernel did not name the task, as for one past its exit's unhash)
 
         # --- the context task x is current on CPU c: check the CPU's chain
-        if cvalid:
+        if seen:
             q = chain[c]
             if q >= 0 and q != x:
                 gaps[c] += 1
@@ -524,7 +531,7 @@ def _walk_events(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wai
                 st_cpu[ms] = a2[i]
                 st_hint[ms] = t
 
-        if cvalid:
+        if seen:
             cpu_last[c] = t
         i += 1
 

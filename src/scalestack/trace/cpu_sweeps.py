@@ -88,10 +88,10 @@ def witness_chunk(time, ecpu, kind, arg0, arg1, etid, carry):
         kd = kind[i]
         # the eBPF collector's run-delay record is written by a switch's handler: it shows nothing; a CPU
         # sample is left out, so that the states are the same whether the samples were read or not
-        if c >= 0 and c < n_cpu and kd != _K_RUN_DELAY and kd != _K_SAMPLE:
-            # a switch shows the task it switches to: the builder places the start of that task's
-            # run up to 30 us before the switch, at the previous task's last runtime report
-            x = arg1[i] if kd == _K_SWITCH else etid[i]
+        # a switch shows the task it switches to: the builder places the start of that task's run up to
+        # 30 us before the switch, at the previous task's last runtime report; an unnamed task (-1) shows none
+        x = arg1[i] if kd == _K_SWITCH else etid[i]
+        if c >= 0 and c < n_cpu and kd != _K_RUN_DELAY and kd != _K_SAMPLE and x >= 0:
             other_t[c] = _other_before(last_t[c], last_x[c], other_t[c], x)
             last_t[c] = t
             last_x[c] = x
