@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scalestack.errors import UserError
 from scalestack.trace import State
 from scalestack.trace.builder import build_trace
 from scalestack.trace.events import Kind, RawEvents, concat_events
@@ -260,6 +262,44 @@ def test_an_event_of_an_unnamed_task_shows_nothing():
     assert tr.meta["chain_gaps"] == 0 and tr.meta["repaired_intervals"] == {}
     foreign = build_trace(ev([*rows[:4], (9, 1, 7, Kind.STAT_RUNTIME, 7, 7, 0), *rows[4:]]), root_pids=[100])
     assert foreign.meta["chain_gaps"] == 2 and foreign.meta["repaired_intervals"] == {"100": 2}
+
+
+@settings(max_examples=40, deadline=None)
+@given(event_streams(), st.sampled_from([None, 4, 30]))
+def test_names_and_spans_made_aside_are_those_made_after(events, end_ns):
+    """On a second thread (`Aside`, where the process has two CPUs) or in turn, the same trace; in a
+    window some threads' states do not reach, the names and spans are made again for those that do."""
+    import os
+
+    from scalestack.trace import builder
+
+    real = os.sched_getaffinity
+    try:
+        aside = build_trace(events, root_pids=[100], end_ns=end_ns)
+        builder.os.sched_getaffinity = lambda _pid: {0}
+        in_turn = build_trace(events, root_pids=[100], end_ns=end_ns)
+    except UserError as exc:
+        assert "window is empty" in str(exc)
+        return
+    finally:
+        builder.os.sched_getaffinity = real
+    for name in ("threads", "states", "names", "switch_spans", "samples"):
+        assert getattr(aside, name) == getattr(in_turn, name), name
+    assert aside.meta == in_turn.meta
+
+
+def test_aside_work_fails_where_it_is_asked_for():
+    from scalestack.trace.builder import Aside
+
+    def work(present):
+        if len(present) == 2:
+            raise ValueError("no names")
+        return present.sum()
+
+    aside = Aside(np.array([3, 5]), {"names": work})
+    assert aside.get("names", np.array([5])) == 5  # other threads: made again
+    with pytest.raises(ValueError, match="no names"):
+        aside.get("names", np.array([3, 5]))
 
 
 def test_running_follows_the_kernels_runtime_reports():

@@ -34,6 +34,9 @@ the states are the same whether perf was there to read the samples or not.
 
 from __future__ import annotations
 
+import os
+import threading
+
 import numba
 import numpy as np
 
@@ -1384,7 +1387,7 @@ def _names_start(slot_of):
     return last_c, held, out, np.zeros(3, np.int64)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _names_chunk(time, kind, arg0, arg1, comm0, comm1, naming, slot_of, carry):
     """The next time-sorted events from `carry`: the carry after them. The last instant's
     statements stay held (the next piece may go on at that instant); a buffer that grows is
@@ -1406,7 +1409,7 @@ def _names_chunk(time, kind, arg0, arg1, comm0, comm1, naming, slot_of, carry):
     return last_c, held, out, st
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _names_end(carry):
     """The last instant's statements settled, the changes bucketed by slot, each thread's in the
     order found (a stable counting sort): (slot, time, comm index)."""
@@ -1562,6 +1565,8 @@ def build_trace(
         t1 = int(end_time.max())
     if t1 <= t0:
         raise UserError("the chosen time window is empty")
+    aside = Aside(tids, {"names": lambda present: _thread_names(events, present, {}, index),
+                         "spans": lambda present: switch_spans(events, present, t0, t1) if index.count(Kind.SWITCH) else None})
     # clipped to the window, in thread then time order
     *cols, in_order = _walk_states(rows, tail, t0, t1, tids, RELEASE_EVERY)  # gives the rows back as it copies them
     del rows, tail
@@ -1590,8 +1595,7 @@ def build_trace(
     return finish_trace(
         states, walked, pids=pids, reconciled=reconciled, stolen=stolen, unreported=unreported, futex_wakers=futex_wakers,
         runnable_from_wakes=runnable_from_wakes, runnable_reconciled=runnable_reconciled,
-        names_of=lambda present: _thread_names(events, present, {}, index),
-        spans_of=lambda present: switch_spans(events, present, t0, t1) if index.count(Kind.SWITCH) else None,
+        names_of=lambda present: aside.get("names", present), spans_of=lambda present: aside.get("spans", present),
         samples_of=lambda present: _samples(events, present, t0, t1, index),
         stats=events.stats, n_events=len(events), root_pids=root_pids, root_known=root_known, known_names=known_names,
         meta=meta, role_rules=role_rules)
@@ -1619,6 +1623,38 @@ class Walked:
         self.t0, self.t1 = t0, t1
         (_, self.dead, self.end_time, self.gaps, self.gaps_traced, self.missing_wakeups, self.double_running,
          self.uncertain, self.repairs, self.kernel_rt, self.settled) = _walk_result(None, carry)
+
+
+class Aside:
+    """What the finished trace needs of the events and the traced threads alone (their names, their
+    switch spans: `work[name](tids)`), done on a second thread while the state passes run, where the
+    process may use more than one CPU: the passes release the GIL, so on 2 cores they take no wall
+    time of their own. Asked for other threads than `tids` (a window none of some threads' states
+    reach), it is done again for those."""
+
+    def __init__(self, tids: np.ndarray, work: dict):
+        self.tids, self.work, self.done = np.asarray(tids), work, {}
+        self.thread = None
+        if len(os.sched_getaffinity(0)) > 1:
+            self.thread = threading.Thread(target=self._run, name="scalestack-aside", daemon=True)
+            self.thread.start()
+
+    def _run(self) -> None:
+        for name, fn in self.work.items():
+            try:
+                self.done[name] = (fn(self.tids), None)
+            except BaseException as exc:  # raised in the caller's thread by `get`
+                self.done[name] = (None, exc)
+
+    def get(self, name: str, present: np.ndarray):
+        if self.thread is not None:
+            self.thread.join()
+        if name not in self.done or not np.array_equal(present, self.tids):
+            return self.work[name](present)
+        value, exc = self.done.pop(name)
+        if exc is not None:
+            raise exc
+        return value
 
 
 def finish_trace(states: StateTable, walked: Walked, *, names_of, spans_of, samples_of, role_rules, **given) -> Trace:

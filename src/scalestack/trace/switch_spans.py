@@ -126,7 +126,7 @@ def _spans_start(n_slots, n_cpus):
     return in_t, in_cpu, p_lo, p_hi, last_out, last_own, rt, rt_last, cur, cpu_last, counts
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _spans_chunk(time, cpu, kind, tid, a0, a1, slot_of, n_slots, n_cpus, carry, out, m):
     """The next time-sorted events from the state in `carry` (updated in place), the spans they
     end written into `out` (`_spans_out` of their number) from m on: the next position. Every
@@ -232,7 +232,7 @@ def _spans_chunk(time, cpu, kind, tid, a0, a1, slot_of, n_slots, n_cpus, carry, 
     return m
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _spans_end(t_end, n_slots, carry, out, m):
     """Close at `t_end` the spans still open in `carry`, written into `out` from m on (room for
     one a slot): the next position."""
@@ -269,7 +269,7 @@ def switch_spans(events: RawEvents, tids: np.ndarray, t0: int | None = None, t1:
                        lost_in=counts[:, 1], lost_out=counts[:, 2], lost_whole=counts[:, 3])
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _clipped_by_thread(out, t0, t1, tids, release):
     """`_spans`' spans (columns slot, start, end, repaired) clipped to [t0, t1), those left empty
     dropped, in thread order (a stable counting sort by slot: each thread's spans in the order
