@@ -124,3 +124,33 @@ def test_a_recording_with_cpu_samples_imports_them(c_programs, tmp_path, monkeyp
     bare = load(str(data), comm="balanced")
     assert len(bare.samples) == 0 and bare.states == whole.states
     assert any("CPU samples were not read" in w for w in bare.warnings)
+
+
+def test_events_of_exiting_threads_named_minus_one_break_no_chain(c_programs, tmp_path):
+    """perf writes the last events of an exiting thread (its runtime report, its final switch's
+    context) with tid -1, once the kernel has unhashed its pid. The builder's chain gaps are those
+    of a reference check (by CPU: each event's task must be the one the previous switch left
+    there) that reads such an event, a CPU sample or a side-band record as naming no task; 300
+    rounds of 3 short threads give hundreds of such events."""
+    from scalestack.ingest.perf_data import load
+    from scalestack.trace.events import Kind
+
+    data = tmp_path / "perf.data"
+    subprocess.run(["perf", "record", "-q", "-a", "-k", "CLOCK_MONOTONIC", "-o", str(data), "-e",
+                    ",".join(RECORD_TRACEPOINTS), "--", str(c_programs["thread_churn"]), "300"],
+                   check=True, capture_output=True)
+    ev = read_perf_data(data).sorted()
+    side = np.isin(ev.kind, [Kind.TASK_COMM, Kind.TASK_FORK, Kind.TASK_EXIT, Kind.SAMPLE])
+    switch = ev.kind == Kind.SWITCH
+    task = np.where(switch, ev.arg0, ev.tid)
+    unnamed = ~side & (task == -1)
+    assert unnamed.sum() > 50, "no events of unhashed exiting threads: this kernel names them"
+    seen = ~side & ~unnamed & (ev.cpu >= 0)
+    after = np.where(switch, ev.arg1, task)  # the task on the CPU after the event
+    trace = load(str(data), comm="thread_churn")
+    want = []
+    for c in range(len(trace.meta["chain_gaps_per_cpu"])):
+        rows = np.flatnonzero(seen & (ev.cpu == c))
+        want.append(int(np.sum(task[rows[1:]] != after[rows[:-1]])))
+    assert trace.meta["chain_gaps_per_cpu"] == want
+    assert len(trace.threads) == 901
