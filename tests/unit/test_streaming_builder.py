@@ -321,3 +321,38 @@ def test_pass_4_reads_the_kept_futex_events_in_any_chunks(monkeypatch):
     monkeypatch.setattr(streaming._SpilledRows, "add_calls",
                         lambda self, w, tids: add(self, w.take(np.flatnonzero(w.time < events.time[futex[-4]])), tids))
     assert _differs(events, 2, comm="bi")
+
+
+def test_read_ahead_makes_one_window_ahead_in_order_and_stops_with_its_caller():
+    import threading
+    import time
+
+    from scalestack.trace.streaming import read_ahead
+
+    made = []
+
+    def items(n, fail_at=None):
+        for k in range(n):
+            if k == fail_at:
+                raise ValueError(f"item {k} is damaged")
+            made.append(k)
+            yield k
+
+    got = []
+    for k in read_ahead(items(20), cores=2):
+        time.sleep(0.002)  # (the thread has time to run ahead, were it not held)
+        assert len(made) <= k + 2  # this one and the next, no more
+        got.append(k)
+    assert got == list(range(20))
+    assert list(read_ahead(items(3), cores=1)) == [0, 1, 2]
+    made.clear()
+    with pytest.raises(ValueError, match="item 5 is damaged"):
+        for k in read_ahead(items(9, fail_at=5), cores=2):
+            assert k < 5
+    made.clear()
+    ahead = read_ahead(items(1000), cores=2)
+    assert next(ahead) == 0
+    ahead.close()  # the caller stops: the thread stops after the item it was making
+    time.sleep(0.05)
+    assert len(made) <= 2
+    assert not any(t.name == "scalestack-read-ahead" for t in threading.enumerate())

@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterable
+import queue
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 import numba
@@ -103,14 +105,67 @@ class _Piece(NamedTuple):
 
 def _scheduled(windows: Windows):
     """Each window's events without the run-delay reports, and those reports (eBPF's: not a state
-    change); windows left empty skipped."""
-    for w in windows():
+    change); windows left empty skipped. The next window is read while the caller works on this
+    one (`read_ahead`)."""
+    return read_ahead(_split(windows()))
+
+
+def _split(windows: Iterable[RawEvents]):
+    for w in windows:
         rd = w.kind == Kind.RUN_DELAY
         if not rd.any() and not len(w):
             continue
         box = [(w.take(np.flatnonzero(~rd)), w.take(np.flatnonzero(rd))) if rd.any() else (w, None)]
         del w, rd  # the window is not held beside its two parts, nor they here, while the caller reads them
         yield box.pop()
+
+
+def read_ahead(items: Iterable, cores: int | None = None) -> Iterator:
+    """The items (windows of a recording), the next one made on a second thread while the caller works
+    on this one, where the process may use two CPUs or more (`cores`: how many it may): a window's
+    decoding releases the GIL, so the reading costs the passes over the windows little wall time.
+    One item is made ahead, no more (memory: a window more). An error making an item is raised where
+    the caller asks for it; a caller that stops early stops the thread after the item it is making."""
+    if (cores or len(os.sched_getaffinity(0))) < 2:
+        yield from items
+        return
+    made: queue.Queue = queue.Queue()
+    room, stop, end = threading.Semaphore(1), threading.Event(), object()
+
+    def make() -> None:
+        it = iter(items)
+        try:
+            while True:
+                room.acquire()
+                if stop.is_set():
+                    return
+                item = next(it, end)
+                made.put((item, None))
+                if item is end:
+                    return
+                del item  # (held by the caller once taken, not here too)
+        except BaseException as exc:  # raised in the caller's thread
+            made.put((end, exc))
+        finally:
+            close = getattr(it, "close", None)
+            if close is not None and stop.is_set():
+                close()
+
+    worker = threading.Thread(target=make, name="scalestack-read-ahead", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item, exc = made.get()
+            if exc is not None:
+                raise exc
+            if item is end:
+                return
+            room.release()  # the next is made while the caller has this one
+            yield item
+            del item
+    finally:
+        stop.set()
+        room.release()
 
 
 BATCH_ROWS = 10 << 20  # walk rows a batch holds with `output` (~70 B each at the peak; a thread with more is cut)
