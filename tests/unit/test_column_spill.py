@@ -96,3 +96,33 @@ def test_a_log_reads_back_its_rows_in_order_any_number_at_a_time(tmp_path_factor
     assert os.listdir(d) == []  # the log's directory is gone
     with pytest.raises(ValueError, match="closed"):
         log.add(chunk(rng, 1, 5))
+
+
+def test_written_behind_an_error_comes_at_the_next_call_and_the_caller_may_change_its_arrays(tmp_path):
+    """Chunks are written by the spill's thread: a failed write (here its file's descriptor closed
+    under it: EBADF) is raised by the next append or read, and the directory still goes; the caller's
+    arrays, changed once `add` returned, are written as they were."""
+    rng = np.random.default_rng(3)
+    sp = ColumnSpill(DTYPES, "slot", 2, tmp_path)
+    rows = {k: v for k, v in chunk(rng, 50, 1).items()}  # one key: in order, so no sorted copy is made
+    want = {k: v.copy() for k, v in rows.items()}
+    sp.add(rows)
+    for v in rows.values():
+        v[:] = 0
+    got = sp.read(0, 2)
+    assert all(np.array_equal(got[k], want[k]) for k in DTYPES)
+    os.close(sp._files["t"].fileno())
+    sp.add(chunk(rng, 10, 2))
+    with pytest.raises(OSError) as exc:
+        for _ in range(3):
+            sp.add(chunk(rng, 10, 2))
+        sp.read(0, 2)
+    assert exc.value.errno == 9
+    sp.close()
+    assert os.listdir(tmp_path) == []
+    log = ColumnLog({"t": np.int64}, tmp_path)
+    t = np.arange(5)
+    log.add({"t": t})
+    t[:] = -1
+    assert list(log.chunks(2))[0]["t"].tolist() == [0, 1]
+    log.close()

@@ -10,8 +10,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import queue
 import shutil
 import tempfile
+import threading
 
 import numpy as np
 
@@ -19,7 +21,15 @@ import numpy as np
 class ColumnFiles:
     """One file per fixed-width column, in a temporary directory of its own next to what is being
     made (`directory`), appended to and read back at any row; `close` (or the `with` block, on
-    success or error) removes the directory, even where a full device fails the last flush."""
+    success or error) removes the directory, even where a full device fails the last flush.
+
+    Where `behind` (a class's choice: chunks of a window's size), the appends are written by a thread
+    of the spill's own, one chunk behind the caller: once a GB or two is dirty the page cache takes
+    writes at the disk's pace (~0.4 GB/s on a VM), and the caller meanwhile works on its next window.
+    An error writing (a full device) is then raised by the next append or read. Memory: two chunks
+    more (one queued, one being written)."""
+
+    behind = False
 
     def __init__(self, names, directory: str | os.PathLike | None = None):
         self._dir = tempfile.mkdtemp(prefix=".scalestack-spill-", dir=directory)
@@ -31,6 +41,9 @@ class ColumnFiles:
             self.close()
             raise
         self._rows = 0
+        self._writes: queue.Queue = queue.Queue(maxsize=1)  # (a chunk in it, one being written: no more)
+        self._writer: threading.Thread | None = None
+        self._failed: BaseException | None = None
 
     def __enter__(self):
         return self
@@ -43,6 +56,11 @@ class ColumnFiles:
 
     def close(self) -> None:
         """Remove the temporary directory; nothing is held after."""
+        if self._writer is not None:
+            self._failed = self._failed or ValueError("the spill is closed")  # (chunks still queued are not written)
+            self._writes.put(None)
+            self._writer.join()
+            self._writer = None
         for fh in self._files.values():
             with contextlib.suppress(OSError):  # a full device fails the flush: the files go anyway
                 fh.close()
@@ -50,16 +68,45 @@ class ColumnFiles:
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def _append(self, column, n: int, order: np.ndarray | None = None) -> None:
-        """Append n rows to every file: `column(name)` (its rows in `order`, if given)."""
-        for name, fh in self._files.items():
-            col = column(name)
-            fh.write(np.ascontiguousarray(col if order is None else col[order]).view(np.uint8))
+        """Append n rows to every file: `column(name)` (its rows in `order`, if given); written
+        behind, copied (the caller may change its arrays once this returns)."""
+        self._raise_failed()
+        if not self.behind:
+            for name, fh in self._files.items():
+                col = column(name)
+                fh.write(np.ascontiguousarray(col if order is None else col[order]).view(np.uint8))
+            self._rows += n
+            return
+        chunk = [(fh, column(name)[order] if order is not None else np.array(column(name), copy=True))
+                 for name, fh in self._files.items()]
+        if self._writer is None:
+            self._writer = threading.Thread(target=self._write, name="scalestack-spill", daemon=True)
+            self._writer.start()
+        self._writes.put(chunk)
         self._rows += n
+
+    def _write(self) -> None:
+        while (chunk := self._writes.get()) is not None:
+            if self._failed is None:
+                try:
+                    for fh, col in chunk:
+                        fh.write(np.ascontiguousarray(col).view(np.uint8))
+                except BaseException as exc:  # raised in the caller's thread by its next append or read
+                    self._failed = exc
+            del chunk
+            self._writes.task_done()
+        self._writes.task_done()
+
+    def _raise_failed(self) -> None:
+        if self._failed is not None:
+            raise self._failed
 
     def _flushed(self) -> None:
         """Flush what was written, to be read back (ValueError once closed)."""
         if not self._files:
             raise ValueError("the spill is closed")
+        self._writes.join()
+        self._raise_failed()
         for fh in self._files.values():
             fh.flush()
 
@@ -69,6 +116,8 @@ class ColumnSpill(ColumnFiles):
     column and written to one file per column (the key's own is not written: the index knows each
     run's key); `read(lo, hi)` gives the rows of keys in [lo, hi) in key order, a key's rows in
     the order they were added. Memory: O(chunks x keys) for the index, never the rows."""
+
+    behind = True
 
     def __init__(self, dtypes: dict[str, np.dtype], key: str, n_keys: int, directory: str | os.PathLike | None = None):
         if key not in dtypes or len(dtypes) < 2:
@@ -176,6 +225,8 @@ def pread_into(fh, out: np.ndarray, row: int) -> None:
 class ColumnLog(ColumnFiles):
     """Fixed-width columns appended in order and read back in that order, `rows` at a time: the
     few events a later pass reads again (`trace.streaming`), without decoding the recording again."""
+
+    behind = True
 
     def __init__(self, dtypes: dict[str, np.dtype], directory: str | os.PathLike | None = None):
         self.dtypes = {k: np.dtype(v) for k, v in dtypes.items()}
