@@ -180,6 +180,11 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("scalestack: aborted", err=True)
         sys.exit(130)
+    except SystemError as exc:  # Ctrl-C while a compiled pass ran without the GIL: numba returns with the
+        if debug or not isinstance(exc.__cause__, KeyboardInterrupt):  # interrupt set, and Python chains it
+            raise
+        click.echo("scalestack: aborted", err=True)
+        sys.exit(130)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)

@@ -154,3 +154,28 @@ def test_a_first_compile_is_announced_once_on_a_terminal(tmp_path):
     assert stderr_of(tty=True).split() == ["done"]  # loaded from the cache
     (tmp_path / "kernels.py").write_text((tmp_path / "kernels.py").read_text() + "\n")  # new source: compiled again
     assert stderr_of(tty=False).strip() == "done"
+
+
+def test_ctrl_c_inside_a_compiled_pass_is_one_line(monkeypatch, capsys):
+    """Ctrl-C while a compiled pass runs without the GIL reaches Python as a SystemError caused by the
+    KeyboardInterrupt (numba returns with the interrupt set): the same one line and status as any
+    Ctrl-C; a SystemError of another cause stays a bug's traceback."""
+    from scalestack import cli
+
+    def interrupted(**_kw):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            raise SystemError("CPUDispatcher(<function _names_chunk>) returned a result with an exception set") from exc
+
+    monkeypatch.setattr(cli.cli, "main", interrupted)
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["info", "x.trace"])
+    assert exit_.value.code == 130 and capsys.readouterr().err == "scalestack: aborted\n"
+
+    def broken(**_kw):
+        raise SystemError("a bug")
+
+    monkeypatch.setattr(cli.cli, "main", broken)
+    with pytest.raises(SystemError, match="a bug"):
+        cli.main(["info", "x.trace"])
