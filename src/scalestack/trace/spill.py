@@ -69,28 +69,25 @@ class ColumnFiles:
 
     def _append(self, column, n: int, order: np.ndarray | None = None) -> None:
         """Append n rows to every file: `column(name)` (its rows in `order`, if given); written
-        behind, copied (the caller may change its arrays once this returns)."""
+        behind, a copy (the caller may change its arrays once this returns)."""
         self._raise_failed()
+        chunk = [(fh, column(name) if order is None else column(name)[order]) for name, fh in self._files.items()]
         if not self.behind:
-            for name, fh in self._files.items():
-                col = column(name)
-                fh.write(np.ascontiguousarray(col if order is None else col[order]).view(np.uint8))
-            self._rows += n
-            return
-        chunk = [(fh, column(name)[order] if order is not None else np.array(column(name), copy=True))
-                 for name, fh in self._files.items()]
-        if self._writer is None:
-            self._writer = threading.Thread(target=self._write, name="scalestack-spill", daemon=True)
-            self._writer.start()
-        self._writes.put(chunk)
+            _write_chunk(chunk)
+        else:
+            if order is None:
+                chunk = [(fh, np.array(col, copy=True)) for fh, col in chunk]
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._write, name="scalestack-spill", daemon=True)
+                self._writer.start()
+            self._writes.put(chunk)
         self._rows += n
 
     def _write(self) -> None:
         while (chunk := self._writes.get()) is not None:
             if self._failed is None:
                 try:
-                    for fh, col in chunk:
-                        fh.write(np.ascontiguousarray(col).view(np.uint8))
+                    _write_chunk(chunk)
                 except BaseException as exc:  # raised in the caller's thread by its next append or read
                     self._failed = exc
             del chunk
@@ -109,6 +106,11 @@ class ColumnFiles:
         self._raise_failed()
         for fh in self._files.values():
             fh.flush()
+
+
+def _write_chunk(chunk) -> None:
+    for fh, col in chunk:
+        fh.write(np.ascontiguousarray(col).view(np.uint8))
 
 
 class ColumnSpill(ColumnFiles):
