@@ -63,6 +63,7 @@ from scalestack.trace.events import (
     RawEvents,
     context_of,
     is_sorted,
+    shows_no_cpu_state,
 )
 from scalestack.trace.futex_wakers import attribute_futex_wakers
 from scalestack.trace.kernel_accounting import ABS_TOL_NS, RUNNING_TOL
@@ -113,11 +114,8 @@ K_FUTEX_EXIT = int(Kind.FUTEX_EXIT)
 K_FUTEX_WAITV = int(Kind.FUTEX_WAITV)
 K_TASK_COMM = int(Kind.TASK_COMM)
 K_EXEC = int(Kind.EXEC)
-K_TASK_FORK = int(Kind.TASK_FORK)
-K_TASK_EXIT = int(Kind.TASK_EXIT)
 K_STAT_RUNTIME = int(Kind.STAT_RUNTIME)
 K_MIGRATE = int(Kind.MIGRATE)
-K_SAMPLE = int(Kind.SAMPLE)
 
 _SCHED_SLACK_NS = 30_000
 
@@ -329,8 +327,8 @@ def _walk_events(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wai
         t = time[i]
         c = cpu[i]
         k = kind[i]
-        if k == K_TASK_COMM or k == K_TASK_FORK or k == K_TASK_EXIT or k == K_SAMPLE:
-            i += 1  # side-band records carry no CPU state; CPU samples are not read as any (module docstring)
+        if shows_no_cpu_state(k):
+            i += 1
             continue
         x = context_of(kind, a0, tid, i)
         xs = slot_of[x] if 0 <= x < n_map else -1

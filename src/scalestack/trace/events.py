@@ -256,6 +256,16 @@ def concat_events(parts: list[RawEvents], stats: dict | None = None) -> RawEvent
 
 
 _K_SWITCH = int(Kind.SWITCH)
+_K_TASK_COMM, _K_TASK_FORK, _K_TASK_EXIT, _K_SAMPLE = (int(Kind.TASK_COMM), int(Kind.TASK_FORK), int(Kind.TASK_EXIT),
+                                                       int(Kind.SAMPLE))
+
+
+@numba.njit(cache=True, inline="always")
+def shows_no_cpu_state(k):
+    """Whether an event of kind k says nothing of which task is on its CPU: side-band records
+    (comm, fork, exit) carry no CPU state, and CPU samples (read by perf script only) are not read as
+    any, so that the states are the same whether perf was there to read them or not."""
+    return k == _K_TASK_COMM or k == _K_TASK_FORK or k == _K_TASK_EXIT or k == _K_SAMPLE
 
 
 @numba.njit(cache=True, inline="always")

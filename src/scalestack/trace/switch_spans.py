@@ -34,13 +34,11 @@ import numba
 import numpy as np
 
 from scalestack.trace import SwitchSpanTable
-from scalestack.trace.events import Kind, RawEvents, context_of
+from scalestack.trace.events import Kind, RawEvents, context_of, shows_no_cpu_state
 from scalestack.trace.rows import RELEASE_EVERY, give_back
 
 # event kinds as compile-time constants of the compiled walk (numba freezes globals)
 K_SWITCH, K_STAT_RUNTIME = int(Kind.SWITCH), int(Kind.STAT_RUNTIME)
-K_TASK_COMM, K_TASK_FORK, K_TASK_EXIT = int(Kind.TASK_COMM), int(Kind.TASK_FORK), int(Kind.TASK_EXIT)
-K_SAMPLE = int(Kind.SAMPLE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,8 +134,8 @@ def _spans_chunk(time, cpu, kind, tid, a0, a1, slot_of, n_slots, n_cpus, carry, 
     n_map = slot_of.shape[0]
     for i in range(n):
         k = kind[i]
-        if k == K_TASK_COMM or k == K_TASK_FORK or k == K_TASK_EXIT or k == K_SAMPLE:
-            continue  # side-band records carry no CPU state; CPU samples are not read as any (as in `builder`)
+        if shows_no_cpu_state(k):
+            continue
         t = time[i]
         c = cpu[i]
         cvalid = 0 <= c < n_cpus
