@@ -74,6 +74,13 @@ class AdviceResult(Result):
 SERIALIZING = 0.5
 
 
+def _serializes(info: dict | None) -> bool:
+    """Whether a lock of `where` (two waiters at least, not a join) had a thread waiting on it for
+    most of the run or of its criticality: the program's first problem, whoever holds it."""
+    return bool(info and info["waiters"] >= 2 and info["how"] != "join"
+                and max(info["serial_share"], info["critical_share"]) >= SERIALIZING)
+
+
 def _where(trace: Trace) -> WhereResult | None:
     """Critical functions and named locks where the trace has call stacks, else None."""
     if not len(trace.stacks) or not len(trace.samples) or not trace.meta.get("sample_hz"):
@@ -572,7 +579,9 @@ def findings(facts: Facts, factor: float = 2.0, max_threads: int = 3, sweep: dic
     if top_lock is not None:
         words = np.array([int(x, 16) for x in top_lock["addrs"]], dtype=np.uint64)
         addr0 = int(words[0])
-        if not any(f.addr is not None and f.addr in words.tolist() for f in found):
+        # a critical thread's finding may name the lock already; a lock that serializes the run gets
+        # its own all the same (it comes first, with who holds it and where)
+        if _serializes(top_lock) or not any(f.addr is not None and f.addr in words.tolist() for f in found):
             rel = waits.wakers(waits.woken & np.isin(waits.addr, words))
             found.append(_lock_finding(facts, top_lock["name"], float(top_lock["wait_ns"]), span, rel, label,
                                        factor, addr0, top_lock))
@@ -616,11 +625,16 @@ def findings(facts: Facts, factor: float = 2.0, max_threads: int = 3, sweep: dic
         info = lock_info.get(f.addr) if f.kind == "lock" and f.addr is not None else None
         info = info or next((x for x in lock_info.values() if f.kind == "lock" and f.addr is not None
                              and f"{f.addr:#x}" in x.get("addrs", ())), None)
-        return bool(info and info["waiters"] >= 2 and info["how"] != "join"
-                    and max(info["serial_share"], info["critical_share"]) >= SERIALIZING)
+        return _serializes(info)
 
     found.sort(key=lambda f: (not serializing(f), f.kind != "balanced", -f.predicted_speedup))
     return AdviceResult(found, span, alone, caused)
+
+
+# a phase finding predicts at least this gain: threads that take turns leading by a little (equal work
+# on a busy or virtual machine: a recorder, another process or the hypervisor slows one now and then)
+# are what the balanced finding says, "speeding up one thread would not help much"
+PHASE_GAIN = 1.1
 
 
 def _phase_findings(pc: PhaseGain, factor: float, label, least: float = 0.1) -> list[Finding]:
@@ -630,10 +644,10 @@ def _phase_findings(pc: PhaseGain, factor: float, label, least: float = 0.1) -> 
 
     A phase counts for a thread when it leads it (`phase_criticality.LEAD` x the next thread's
     criticality there); the finding needs two or more such threads with at least `least` of the
-    run each. Its gain is the per-phase estimate (each phase's saving capped at the lead). Threads
-    waiting for a CPU count as active (`pc`'s), so CPU contention alone does not make phases: phases
-    are then cut only where the program waited for one thread, not where the scheduler made two
-    threads take turns on one core.
+    run each, and a gain of `PHASE_GAIN` at least: the per-phase estimate (each phase's saving
+    capped at the lead). Threads waiting for a CPU count as active (`pc`'s), so CPU contention alone
+    does not make phases: phases are then cut only where the program waited for one thread, not
+    where the scheduler made two threads take turns on one core.
     """
     if pc.phases < 2 or len(pc.tids) < 2 or pc.span_ns <= 0:
         return []
@@ -644,6 +658,8 @@ def _phase_findings(pc: PhaseGain, factor: float, label, least: float = 0.1) -> 
     leaders.sort(key=lambda x: -x[2])
     best = pc.best_tid
     gain = float(pc.predicted_speedup[int(np.flatnonzero(pc.tids == best)[0])])
+    if gain < PHASE_GAIN:
+        return []
     who = "; ".join(f"{label(int(pc.tids[k]))} in {n} phase{'s' if n != 1 else ''} ({share * 100:.0f}% of the run)" for k, n, share in leaders[:4])
     return [Finding(
         "phase-critical", f"the critical thread changes between phases ({len(leaders)} threads take turns)",

@@ -176,15 +176,15 @@ def streamcluster(threads: int = 4, seed: int = 0) -> dict:
     return _forkjoin("streamcluster", work)
 
 
-def shifting_critical(threads: int = 4, seed: int = 0) -> dict:
+def shifting_critical(threads: int = 4, seed: int = 0, ratio: float = 3.0) -> dict:
     """The critical worker changes from phase to phase (thesis §4.4, Lu non-cont. with 16 threads):
-    in barrier phase p, worker p mod W has three times the others' work. Over the whole run the
+    in barrier phase p, worker p mod W has `ratio` times the others' work. Over the whole run the
     workers' criticalities even out, though in every phase the program waits for one of them."""
     nw = threads - 1
     work = [[] for _ in range(nw)]
     for phase in range(2 * nw):
         for w in range(nw):
-            work[w] += [["compute", 900_000 if w == phase % nw else 300_000, 20_000], ["barrier", phase, nw]]
+            work[w] += [["compute", int(300_000 * ratio) if w == phase % nw else 300_000, 20_000], ["barrier", phase, nw]]
     return _forkjoin("shifting_critical", work)
 
 
