@@ -33,25 +33,27 @@ def test_fig32_names_thread_0_and_its_lone_stretch():
     assert first.tid == 1000 and first.predicted_speedup > 1.05
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.lists(st.tuples(st.integers(0, 40), st.integers(1, 10)), max_size=5), min_size=1, max_size=4))
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 40), st.integers(1, 10), st.booleans()), max_size=5), min_size=1,
+                max_size=4))
 def test_alone_time_is_the_time_exactly_one_thread_runs(spans):
-    """Brute force on a unit grid: each unit with exactly one runner belongs to that runner."""
+    """Brute force on a unit grid: each unit with exactly one runner and no thread waiting for a CPU
+    belongs to that runner (a RUNNABLE thread wants to work: another process keeps it off a core)."""
     rows = []
     for k, thread in enumerate(spans):
         t = 0
-        for gap, length in thread:
+        for gap, length, queued in thread:
             a = t + gap
-            rows.append((k + 1, a, a + length))
+            rows.append((k + 1, a, a + length, State.RUNNABLE if queued else State.RUNNING))
             t = a + length
     if not rows:
         return
     end = max(r[2] for r in rows) + 1
     states = {"tid": [], "start_ns": [], "end_ns": [], "state": []}
-    for tid in range(1, len(spans) + 1):  # tile each thread's life with RUNNING and SYNC_WAIT
+    for tid in range(1, len(spans) + 1):  # tile each thread's life with RUNNING/RUNNABLE and SYNC_WAIT
         t = 0
-        for _, a, b in [r for r in rows if r[0] == tid]:
-            for s0, s1, s in ((t, a, State.SYNC_WAIT), (a, b, State.RUNNING)):
+        for _, a, b, state in [r for r in rows if r[0] == tid]:
+            for s0, s1, s in ((t, a, State.SYNC_WAIT), (a, b, state)):
                 if s1 > s0:
                     states["tid"].append(tid), states["start_ns"].append(s0), states["end_ns"].append(s1)
                     states["state"].append(int(s))
@@ -61,13 +63,17 @@ def test_alone_time_is_the_time_exactly_one_thread_runs(spans):
     n = len(spans)
     trace = make_trace({"tid": list(range(1, n + 1)), "name": [f"t{i}" for i in range(n)], "start_ns": [0] * n,
                         "end_ns": [end] * n}, states)
-    grid = np.zeros((n, end), bool)
-    for tid, a, b in rows:
-        grid[tid - 1, a:b] = True
-    lone = grid.sum(axis=0) == 1
-    want = {tid: int((grid[tid - 1] & lone).sum()) for tid in range(1, n + 1)}
+    runs = np.zeros((n, end), bool)
+    active = np.zeros((n, end), bool)
+    for tid, a, b, state in rows:
+        active[tid - 1, a:b] = True
+        runs[tid - 1, a:b] = state == State.RUNNING
+    lone = active.sum(axis=0) == 1
+    want = {tid: int((runs[tid - 1] & lone).sum()) for tid in range(1, n + 1)}
     got = alone_time(trace)
     assert {t: got.get(t, 0) for t in want} == want
+    from scalestack.analysis.advice import _alone_by_sweep
+    assert {t: _alone_by_sweep(trace).get(t, 0) for t in want} == want
 
 
 def test_bfs_advice_names_the_serial_step_and_fixing_it_beats_boosting():

@@ -135,9 +135,13 @@ def _lock_finding(facts: Facts, name: str, wait: float, span: int, releasers: tu
 
 
 def alone_time(trace: Trace, t0: int | None = None, t1: int | None = None) -> dict[int, int]:
-    """ns each thread was the only RUNNING thread. One compiled merge of the threads' running
-    intervals in time order (each thread's come sorted), counting who runs; a table whose rows of
-    one thread are out of time order gets the sweep (`_alone_by_sweep`). The sweep of all running
+    """ns each thread was the only RUNNING thread, with no other thread RUNNABLE: a thread waiting
+    for a CPU wants to work, so another process keeping it off a core is not serial time (the
+    serial windows of `analysis.serial` read it so too; on a busy 2-core VM the three symmetric
+    threads of a lock-bound program otherwise showed 97% of the run "serial"). One compiled merge
+    of the threads' running and runnable intervals in time order (each thread's come sorted),
+    counting who runs and who is active; a table whose rows of one thread are out of time order
+    gets the sweep (`_alone_by_sweep`). The sweep of all running
     intervals (64 bytes each) is no longer built for this when the criticality stack uses switch
     spans: 130 MB for 1.25 M intervals. `t0`, `t1`: only that part of the run (default: all)."""
     s = trace.states
@@ -153,35 +157,43 @@ def alone_time(trace: Trace, t0: int | None = None, t1: int | None = None) -> di
 
 
 def _alone_by_sweep(trace: Trace, t0: int | None = None, t1: int | None = None) -> dict[int, int]:
-    """`alone_time` from the shared sweep of the running intervals: G(t) = time with exactly one
-    runner so far, integrated over each thread's own running intervals (only it runs then)."""
-    rows, a, _, tl, where = sweep(trace, "running", trace.start_ns if t0 is None else t0,
-                                  trace.end_ns if t1 is None else t1)
+    """`alone_time` from the shared sweeps: G(t) = time with exactly one thread running or
+    runnable so far, integrated over each thread's own running intervals (only it is active then)."""
+    t0 = trace.start_ns if t0 is None else t0
+    t1 = trace.end_ns if t1 is None else t1
+    rows, a, b, _, _ = sweep(trace, "running", t0, t1)
     if len(a) == 0:
         return {}
+    _, _, _, tl, _ = sweep(trace, "running+runnable", t0, t1)
     g = np.zeros(len(tl.u), np.int64)
     np.cumsum(np.where(tl.r[:-1] == 1, np.diff(tl.u), 0), out=g[1:])
-    per = g[where[1:2 * len(a):2]] - g[where[0:2 * len(a):2]]
+
+    def at(t):  # G at any instant: G at the last breakpoint, and the part of the segment since
+        k = np.searchsorted(tl.u, t, side="right") - 1
+        return g[k] + np.where(tl.r[k] == 1, t - tl.u[k], 0)
+
+    per = at(b) - at(a)
     sums = np.zeros(len(trace.threads), np.int64)
     np.add.at(sums, rows, per)
     return {int(trace.threads.tid[k]): int(sums[k]) for k in np.unique(rows).tolist()}
 
 
 @numba.njit(cache=True, inline="always")
-def _next_running(state, start, end, i, stop, t0, t1):
-    """The first row from i (before stop) RUNNING for some time inside [t0, t1], else stop."""
-    while i < stop and (state[i] != 0 or min(max(end[i], t0), t1) <= min(max(start[i], t0), t1)):
+def _next_active(state, start, end, i, stop, t0, t1):
+    """The first row from i (before stop) RUNNING or RUNNABLE for some time inside [t0, t1], else stop."""
+    while i < stop and (state[i] > 1 or min(max(end[i], t0), t1) <= min(max(start[i], t0), t1)):
         i += 1
     return i
 
 
 @numba.njit(cache=True)
 def _alone(tid, start, end, state, tids, rows, t0, t1):
-    """Per thread row: ns it ran alone, whether it ran at all; the first RUNNING row whose tid is
-    not a thread (-1: none); whether each thread's running intervals come in time order (else the
-    caller sweeps). Runs are a thread's consecutive rows; a heap of them by their next start or
-    end gives the instants in time order, and the count of runners with the sum of their rows
-    names the runner when there is one."""
+    """Per thread row: ns it ran alone (no other thread running or runnable), whether it ran at
+    all; the first active row whose tid is not a thread (-1: none); whether each thread's active
+    (running, runnable) intervals come in time order (else the caller sweeps). Runs are a thread's
+    consecutive rows; a heap of them by their next start or end gives the instants in time order,
+    and the count of active threads, of runners and the sum of the runners' rows names the runner
+    when there is one."""
     n = rows.shape[0]
     m = tid.shape[0]
     alone = np.zeros(n, np.int64)
@@ -199,7 +211,7 @@ def _alone(tid, start, end, state, tids, rows, t0, t1):
             first[j] = i
             j += 1
             prev_end = t0
-        if state[i] != 0:
+        if state[i] > 1:
             continue
         p = find_sorted(tids, tid[i])
         if p < 0:
@@ -211,7 +223,8 @@ def _alone(tid, start, end, state, tids, rows, t0, t1):
             if a < prev_end:
                 return alone, has, -1, False
             prev_end = b
-            has[rows[p]] = True
+            if state[i] == 0:
+                has[rows[p]] = True
     first[n_runs] = m
     cur = np.empty(n_runs, np.int64)
     head_t = np.empty(n_runs, np.int64)
@@ -220,7 +233,7 @@ def _alone(tid, start, end, state, tids, rows, t0, t1):
     heap = np.empty(n_runs, np.int64)
     size = 0
     for r in range(n_runs):
-        i = _next_running(state, start, end, first[r], first[r + 1], t0, t1)
+        i = _next_active(state, start, end, first[r], first[r + 1], t0, t1)
         if i < first[r + 1]:
             cur[r] = i
             head_t[r] = min(max(start[i], t0), t1)
@@ -228,26 +241,32 @@ def _alone(tid, start, end, state, tids, rows, t0, t1):
             size += 1
     for at in range(size // 2 - 1, -1, -1):
         sift_runs(heap, size, at, head_t, head_k)
+    active = 0
     running = 0
     who = 0  # the sum of the running threads' rows: the runner's when one runs
     last = t0
     while size > 0:
         r = heap[0]
         t = head_t[r]
-        if running == 1:
+        if active == 1 and running == 1:
             alone[who] += t - last
         last = t
         i = cur[r]
+        runs = state[i] == 0
         if not inside[r]:
-            running += 1
-            who += run_k[r]
+            active += 1
+            if runs:
+                running += 1
+                who += run_k[r]
             inside[r] = True
             head_t[r] = min(max(end[i], t0), t1)
         else:
-            running -= 1
-            who -= run_k[r]
+            active -= 1
+            if runs:
+                running -= 1
+                who -= run_k[r]
             inside[r] = False
-            i = _next_running(state, start, end, i + 1, first[r + 1], t0, t1)
+            i = _next_active(state, start, end, i + 1, first[r + 1], t0, t1)
             if i < first[r + 1]:
                 cur[r] = i
                 head_t[r] = min(max(start[i], t0), t1)
