@@ -86,6 +86,60 @@ def test_omp_passive_needs_new_runs():
     assert r.exit_code != 0 and isinstance(r.exception, UserError) and "--omp-passive" in str(r.exception)
 
 
+# numpy's matrix product on OpenBLAS's threads, with serial Python between the products
+BLAS_PROGRAM = """
+import numpy as np
+a = np.random.default_rng(0).random((1200, 1200))
+for _ in range(6):
+    a = a @ a
+    a /= np.abs(a).max()
+    b = sorted(np.random.default_rng(1).random(200_000).tolist())
+"""
+
+
+@pytest.mark.root
+@requires_recording
+def test_openblas_spinning_is_booked_as_sync_with_its_passive_env(tmp_path):
+    """numpy's OpenBLAS workers spin (2^28 cycles by default) before they sleep, so through the main
+    thread's serial Python they read as work, OTHER. Twins with OPENBLAS_THREAD_TIMEOUT=4 (16 cycles)
+    block at once: the default runs' extra running time is booked as SEQ (the serial parts it hid)
+    and SYNC, no longer OTHER."""
+    import sys
+
+    from scalestack.analysis.sweep import stacks
+    from scalestack.collect.sweep import load_sweep
+
+    pytest.importorskip("numpy")
+    prog = tmp_path / "blas.py"
+    prog.write_text(BLAS_PROGRAM)
+    out = tmp_path / "sweep"
+    r = CliRunner().invoke(command, ["--threads", "1,2", "--env", "OPENBLAS_NUM_THREADS={threads}", "--passive-env",
+                                     "OPENBLAS_THREAD_TIMEOUT=4", "-o", str(out), "--json", "--", sys.executable,
+                                     str(prog)])
+    assert r.exit_code == 0, r.output
+    manifest = json.loads((out / "sweep.json").read_text())
+    assert manifest["passive_env"] == {"OPENBLAS_THREAD_TIMEOUT": "4"}
+    t2, p2 = load_sweep(str(out))[2], load_sweep(str(out), "passive")[2]
+    from scalestack.trace import State
+
+    # row 1: the BLAS thread (the main thread starts it); it blocks in the twin, it spins by default
+    assert t2.time_in_states()[1, State.SYNC_WAIT] < p2.time_in_states()[1, State.SYNC_WAIT]
+    plain = stacks(load_sweep(str(out)))[1]
+    twins = json.loads(r.output[r.output.index("["):])[1]
+    # the spin moves out of OTHER: the serial Python it hid shows as SEQ (the twin's serial windows),
+    # the rest (spin beside work) as SYNC
+    assert twins["other"] < plain.other - 0.15 and twins["seq"] > plain.seq + 0.15, (twins, plain)
+    assert abs(twins["speedup"] + sum(twins[c] for c in COMPONENTS) - 2) < 1e-9
+
+
+def test_passive_env_is_var_equals_value():
+    from scalestack.errors import UserError
+
+    for args in (["--passive-env", "OPENBLAS_THREAD_TIMEOUT", "--", "true"], ["--passive-env", "X=1", "--from", "d"]):
+        r = CliRunner().invoke(command, args)
+        assert r.exit_code != 0 and isinstance(r.exception, UserError) and "--passive-env" in str(r.exception)
+
+
 @pytest.mark.root
 @requires_recording
 def test_java_seq_uses_the_thread_that_runs_main(tmp_path):

@@ -14,21 +14,23 @@ from scalestack.errors import UserError
 
 def run_sweep(command: list[str], threads: list[int], out_dir: str, *, repeat: int = 1,
               env: dict[str, str] | None = None, progress=None, gc_log: bool = False,
-              omp_passive: bool = False) -> dict:
+              omp_passive: bool = False, passive_env: dict[str, str] | None = None) -> dict:
     """Record `command` with `{threads}` replaced (in argv and env values); write sweep.json.
 
     gc_log: for a `java` command, add ``-Xlog:gc:file=tN-rK.gclog`` so the JVM's own pause times
     can be set beside the GC component (`scalestack.analysis.gclog`).
     omp_passive: record every run a second time with OMP_WAIT_POLICY=passive (`tN-rK-passive.trace`,
     "policy": "passive" in sweep.json), so the spinning of the default runs can be booked as SYNC
-    (`scalestack.analysis.speedup.with_spin`).
+    (`scalestack.analysis.speedup.with_spin`). passive_env: the variables that make the twin's
+    waits block at once for another runtime (OpenBLAS: OPENBLAS_THREAD_TIMEOUT=4), added to it.
     """
     if gc_log and not Path(command[0]).name.startswith("java"):
         raise UserError(f"--gc-log needs a java command (it adds -Xlog:gc), not {command[0]!r}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     runs = []
-    policies = ("", "passive") if omp_passive else ("",)
+    twin = {**({"OMP_WAIT_POLICY": "passive"} if omp_passive else {}), **(passive_env or {})}
+    policies = ("", "passive") if twin else ("",)
     for n in threads:
         for k in range(repeat):
             for policy in policies:
@@ -39,7 +41,7 @@ def run_sweep(command: list[str], threads: list[int], out_dir: str, *, repeat: i
                     argv.insert(1, f"-Xlog:gc:file={log.resolve()}")
                 run_env = {v: e.replace("{threads}", str(n)) for v, e in (env or {}).items()}
                 if policy:
-                    run_env["OMP_WAIT_POLICY"] = policy
+                    run_env.update(twin)
                 saved = {v: os.environ.get(v) for v in run_env}
                 try:
                     os.environ.update(run_env)
@@ -56,7 +58,7 @@ def run_sweep(command: list[str], threads: list[int], out_dir: str, *, repeat: i
                 if progress is not None:
                     progress()
     manifest = {"command": command, "threads": threads, "repeat": repeat, "env": env or {}, "runs": runs,
-                **({"omp_passive": True} if omp_passive else {})}
+                **({"omp_passive": True} if omp_passive else {}), **({"passive_env": twin} if twin else {})}
     (out / "sweep.json").write_text(json.dumps(manifest, indent=2))
     return manifest
 
@@ -79,7 +81,7 @@ def _median_runs(out_dir: str, policy: str = "") -> dict[int, dict]:
 
 def load_sweep(out_dir: str, policy: str = "") -> dict[int, scalestack.Trace]:
     """The median-wall-time trace per thread count from a sweep directory (policy="passive": of the
-    runs recorded with OMP_WAIT_POLICY=passive by --omp-passive; empty if there are none)."""
+    twin runs recorded with passive waits by --omp-passive or --passive-env; empty if there are none)."""
     return {n: scalestack.load(str(Path(out_dir) / r["path"])) for n, r in _median_runs(out_dir, policy).items()}
 
 

@@ -30,9 +30,12 @@ from scalestack.errors import UserError
 @click.option("--omp-passive", is_flag=True,
               help="Also record every run with OMP_WAIT_POLICY=passive: the extra running time of the default "
                    "runs is spinning (libgomp's spin-then-sleep waits), booked as SYNC instead of work.")
+@click.option("--passive-env", "passive_envs", multiple=True, metavar="VAR=VALUE",
+              help="Also record every run with VAR=VALUE set, to make another runtime's waits block at once "
+                   "(OpenBLAS: OPENBLAS_THREAD_TIMEOUT=4): its spinning is booked as SYNC, as --omp-passive does.")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
 def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log, pirate, pirate_repeat,
-            pirate_cache_size, pirate_from, omp_passive, cmd):
+            pirate_cache_size, pirate_from, omp_passive, passive_envs, cmd):
     """Run CMD once per thread count ({threads} is replaced) and print the speedup stacks."""
     from scalestack.analysis.sweep import gc_checks, stacks
     from scalestack.collect.sweep import load_gc_logs, load_sweep, run_sweep
@@ -43,11 +46,16 @@ def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log
     if pirate and envs:
         raise UserError("--pirate runs CMD with {threads} in its arguments only: --env is not passed to its runs; "
                         "run 'scalestack pirate-stack' and give its --json output to --pirate-from")
-    if omp_passive and from_dir:
-        raise UserError("--omp-passive records new runs: it cannot be combined with --from (a sweep recorded "
+    bad = next((e for e in passive_envs if "=" not in e or not e.split("=", 1)[0]), None)
+    if bad is not None:
+        raise UserError(f"--passive-env {bad!r} is not VAR=VALUE (e.g. --passive-env OPENBLAS_THREAD_TIMEOUT=4)")
+    passive_env = dict(e.split("=", 1) for e in passive_envs)
+    twin = "--omp-passive" if omp_passive else "--passive-env" if passive_env else None
+    if twin and from_dir:
+        raise UserError(f"{twin} records new runs: it cannot be combined with --from (a sweep recorded "
                         "with it is read with its passive runs by --from alone)")
-    if omp_passive and pirate:
-        raise UserError("--omp-passive cannot be combined with --pirate")
+    if twin and pirate:
+        raise UserError(f"{twin} cannot be combined with --pirate")
     if pirate_repeat < 1:
         raise UserError("--pirate-repeat must be at least 1")
     if pirate_cache_size and not pirate:
@@ -71,9 +79,10 @@ def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log
             pirate_c = cache_bytes_option(pirate_cache_size)
             p = driver.plan(list(cmd), pirate_counts, cache_bytes=pirate_c)
         with Progress() as prog:
-            task = prog.add_task("recording", total=len(counts) * repeat * (2 if omp_passive else 1))
+            task = prog.add_task("recording", total=len(counts) * repeat * (2 if twin else 1))
             run_sweep(list(cmd), counts, output, repeat=repeat, env=env,
-                      progress=lambda: prog.advance(task), gc_log=gc_log, omp_passive=omp_passive)
+                      progress=lambda: prog.advance(task), gc_log=gc_log, omp_passive=omp_passive,
+                      passive_env=passive_env)
             if pirate:
                 task = prog.add_task("pirate stack", total=driver.run_count(p.counts, pirate_repeat, "all"))
                 pirate_res = driver.measure(p, pirate_repeat, progress=lambda label: prog.advance(task))
