@@ -202,3 +202,19 @@ def test_a_shell_around_the_program_is_not_one_of_its_threads():
     assert s.form == "native" and s.workers == 2 and s.threads == ()
     # 0-1: the shell alone, 1-2 and 9-10: one program thread alone -> T_seq = 3 of 10
     assert math.isclose(s.seq, 0.3) and math.isclose(s.sync, 0.0, abs_tol=1e-12)
+
+
+def test_a_large_other_without_twins_names_spinning_as_a_cause():
+    """numpy's OpenBLAS sweep without twin runs read OTHER 0.45 at N = 2 (its worker spins through the
+    serial Python): the notes say how to tell spinning from slower work. With twins, or a small OTHER, no note."""
+    from scalestack.analysis.speedup import SpeedupStack
+    from scalestack.report.sweep import stack_notes
+
+    def stack(other):
+        return SpeedupStack(n=2, speedup=2 - 0.06 - other, gc=0.0, seq=0.05, sync=0.0, imb=0.0, cont=0.01,
+                            other=other, form="native", workers=2)
+
+    hint = [ln for ln in stack_notes([stack(0.45)]) if "OTHER 0.45" in ln]
+    assert len(hint) == 1 and "--passive-env" in hint[0] and "--omp-passive" in hint[0] and "--pirate" in hint[0]
+    assert not [ln for ln in stack_notes([stack(0.45)], twins=True) if "OTHER" in ln]
+    assert not [ln for ln in stack_notes([stack(0.1)]) if "OTHER" in ln]

@@ -113,7 +113,7 @@ def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log
     for r in res:
         click.echo(f"{r.n:>3} {r.speedup:8.2f} {r.gc:6.2f} {r.seq:6.2f} {r.sync:6.2f} {r.imb:6.2f} "
                    f"{r.cont:6.2f} {r.other:6.2f}")
-    notes = stack_notes(res)
+    notes = stack_notes(res, twins=bool(passive))
     if notes:
         click.echo("")
         for line in notes:

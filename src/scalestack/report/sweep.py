@@ -37,7 +37,7 @@ def sweep_report(traces: dict[int, Trace], out_dir: str, gc_logs: dict[int, str]
             rows.append({**st.rows()[0], "n": f"{n} ({name})", "total": st.total()})
     summary.append("Rows 'N (phase)': the same stack for the part of the run before the first worker starts, "
                    "the parallel phase, and after the last one ends.")
-    summary += stack_notes(res)
+    summary += stack_notes(res, twins=bool(passive))
     checks = gc_checks(traces, gc_logs or {}, res)
     for c in checks:
         summary.append(f"N = {c['n']}: -Xlog:gc logged {c['pauses']} pauses, {c['log_pause_ms']:.1f} ms; the GC "
@@ -56,9 +56,14 @@ def sweep_report(traces: dict[int, Trace], out_dir: str, gc_logs: dict[int, str]
     return write_report(report, out_dir)
 
 
-def stack_notes(res: list) -> list[str]:
-    """How each stack read the run: the SEQ form and both SEQ figures, the working threads, and one line
-    per thread that drives or coordinates instead of working (docs/speedup.md, "Native programs")."""
+# OTHER at least this share of N with no twin runs: the note names spinning as a cause to rule out
+OTHER_HINT = 0.1
+
+
+def stack_notes(res: list, twins: bool = False) -> list[str]:
+    """How each stack read the run: the SEQ form and both SEQ figures, the working threads, one line
+    per thread that drives or coordinates instead of working (docs/speedup.md, "Native programs"),
+    and, for a large OTHER in a sweep without passive twins (`twins`), how to tell spinning from it."""
     out = []
     for r in res:
         if r.n == 1:
@@ -73,6 +78,11 @@ def stack_notes(res: list) -> list[str]:
             out.append(f"N = {r.n}: thread {t['tid']} ({t['name']}) is a {t['kind']}, not one of the N slots: active "
                        f"{t['active_pct']:.1f}% of the run, alone {t['alone_pct']:.1f}%, waiting while others work "
                        f"{t['waits_while_others_work_pct']:.1f}%.")
+        if not twins and r.form == "native" and r.other >= OTHER_HINT * r.n:
+            out.append(f"N = {r.n}: OTHER {r.other:.2f} is no wait the trace shows: slower work (cache, memory: "
+                       "--pirate measures it) or spinning, which reads as work and hides serial parts from SEQ "
+                       "(runtimes that spin before they sleep: OpenMP, OpenBLAS); --omp-passive or --passive-env "
+                       "VAR=VALUE (e.g. OPENBLAS_THREAD_TIMEOUT=4) records twin runs that book it.")
     return out
 
 
