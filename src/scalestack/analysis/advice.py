@@ -165,14 +165,8 @@ def _alone_by_sweep(trace: Trace, t0: int | None = None, t1: int | None = None) 
     if len(a) == 0:
         return {}
     _, _, _, tl, _ = sweep(trace, "running+runnable", t0, t1)
-    g = np.zeros(len(tl.u), np.int64)
-    np.cumsum(np.where(tl.r[:-1] == 1, np.diff(tl.u), 0), out=g[1:])
-
-    def at(t):  # G at any instant: G at the last breakpoint, and the part of the segment since
-        k = np.searchsorted(tl.u, t, side="right") - 1
-        return g[k] + np.where(tl.r[k] == 1, t - tl.u[k], 0)
-
-    per = at(b) - at(a)
+    g = tl.with_count_at(1, np.concatenate([a, b]))
+    per = g[len(a):] - g[:len(a)]
     sums = np.zeros(len(trace.threads), np.int64)
     np.add.at(sums, rows, per)
     return {int(trace.threads.tid[k]): int(sums[k]) for k in np.unique(rows).tolist()}

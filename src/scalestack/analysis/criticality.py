@@ -50,11 +50,22 @@ class Timeline:
 
     def idle_at(self, t: np.ndarray) -> np.ndarray:
         """Time with no active thread in [u[0], t)."""
+        return self._with_at(0, self.idle_cum, t)
+
+    def with_count_at(self, count: int, t: np.ndarray) -> np.ndarray:
+        """Time with exactly `count` active threads in [u[0], t) (`idle_at` is count 0)."""
+        cum = np.zeros(len(self.u), np.int64)
+        if len(self.u):
+            np.cumsum(np.where(self.r[:-1] == count, np.diff(self.u), 0), out=cum[1:])
+        return self._with_at(count, cum, t)
+
+    def _with_at(self, count: int, cum: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """`cum` (the time with `count` active threads before each breakpoint) at any instants."""
         t = np.asarray(t, dtype=np.int64)
         if len(self.u) == 0:
             return np.zeros(t.shape, dtype=np.int64)
         k = np.clip(np.searchsorted(self.u, t, side="right") - 1, 0, len(self.u) - 1)
-        return self.idle_cum[k] + np.where((self.r[k] == 0) & (t >= self.u[0]), t - self.u[k], 0)
+        return cum[k] + np.where((self.r[k] == count) & (t >= self.u[0]), t - self.u[k], 0)
 
 
 def active_intervals(trace: Trace, active: str, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
