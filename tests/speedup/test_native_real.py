@@ -135,9 +135,12 @@ def test_openblas_spinning_is_booked_as_sync_with_its_passive_env(tmp_path):
 def test_passive_env_is_var_equals_value():
     from scalestack.errors import UserError
 
-    for args in (["--passive-env", "OPENBLAS_THREAD_TIMEOUT", "--", "true"], ["--passive-env", "X=1", "--from", "d"]):
+    for args, option in ((["--passive-env", "OPENBLAS_THREAD_TIMEOUT", "--", "true"], "--passive-env"),
+                         (["--passive-env", "X=1", "--from", "d"], "--passive-env"),
+                         (["--env", "OMP_NUM_THREADS", "--", "true"], "--env"),  # was dropped without a word
+                         (["--env", "={threads}", "--", "true"], "--env")):
         r = CliRunner().invoke(command, args)
-        assert r.exit_code != 0 and isinstance(r.exception, UserError) and "--passive-env" in str(r.exception)
+        assert r.exit_code != 0 and isinstance(r.exception, UserError) and option in str(r.exception), args
 
 
 @pytest.mark.root

@@ -10,6 +10,14 @@ import click
 from scalestack.errors import UserError
 
 
+def _assignments(option: str, values: tuple, example: str) -> dict:
+    """VAR=VALUE options as a dict; one that is not is the user's mistake, said in one line."""
+    bad = next((e for e in values if "=" not in e or not e.split("=", 1)[0]), None)
+    if bad is not None:
+        raise UserError(f"{option} {bad!r} is not VAR=VALUE (e.g. {option} {example})")
+    return dict(e.split("=", 1) for e in values)
+
+
 @click.command(context_settings={"ignore_unknown_options": True})
 @click.option("--threads", default="1,2,4", help="Thread counts, comma-separated.")
 @click.option("--repeat", default=1, type=int, help="Runs per thread count (median wall time kept).")
@@ -46,10 +54,8 @@ def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log
     if pirate and envs:
         raise UserError("--pirate runs CMD with {threads} in its arguments only: --env is not passed to its runs; "
                         "run 'scalestack pirate-stack' and give its --json output to --pirate-from")
-    bad = next((e for e in passive_envs if "=" not in e or not e.split("=", 1)[0]), None)
-    if bad is not None:
-        raise UserError(f"--passive-env {bad!r} is not VAR=VALUE (e.g. --passive-env OPENBLAS_THREAD_TIMEOUT=4)")
-    passive_env = dict(e.split("=", 1) for e in passive_envs)
+    env = _assignments("--env", envs, "OMP_NUM_THREADS={threads}")
+    passive_env = _assignments("--passive-env", passive_envs, "OPENBLAS_THREAD_TIMEOUT=4")
     twin = "--omp-passive" if omp_passive else "--passive-env" if passive_env else None
     if twin and from_dir:
         raise UserError(f"{twin} records new runs: it cannot be combined with --from (a sweep recorded "
@@ -68,7 +74,6 @@ def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log
             counts = [int(x) for x in threads.split(",")]
         except ValueError:
             raise UserError(f"--threads {threads!r} is not a comma-separated list of integers") from None
-        env = dict(e.split("=", 1) for e in envs if "=" in e)
         from rich.progress import Progress
 
         if pirate:  # checked before the sweep records anything: a bad command fails in seconds, not minutes
