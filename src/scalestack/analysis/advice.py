@@ -545,11 +545,9 @@ def findings(facts: Facts, factor: float = 2.0, max_threads: int = 3, sweep: dic
     shares = sorted((share[i] for i in range(len(share)) if ran[i]), reverse=True) or [0.0]
     top_ratio = shares[0] / shares[1] if len(shares) > 1 and shares[1] > 0 else float("inf")
     single = n_work > 1 and shares[0] >= 1.15 * even and top_ratio >= 1.1
-    for rank, i in enumerate(order):
+
+    def critical(i: int, first: bool, replay: float) -> Finding:
         t = int(cr.tids[i])
-        if not single or share[i] < 1.15 * even:
-            continue
-        replay = facts.replay(t)
         parts = [f"critical for {share[i] * 100:.0f}% of the run time (an even share is {even * 100:.0f}%)"]
         if alone.get(t, 0) > 0.02 * span:
             parts.append(f"runs alone for {format_ns(alone[t])} ({alone[t] / span * 100:.0f}% of the run) "
@@ -572,10 +570,23 @@ def findings(facts: Facts, factor: float = 2.0, max_threads: int = 3, sweep: dic
             parts.append(f"{fn[1] * 100:.0f}% of its criticality in `{fn[0]}`")
         what = ("parallelise its serial part or move work from it to the threads that wait"
                 if alone.get(t, 0) > 0.1 * span else "shorten its work or split it across the waiting threads")
-        found.append(Finding(
-            "critical-thread", f"{label(t)} is the critical thread" if rank == 0 else f"{label(t)} is also critical",
+        return Finding(
+            "critical-thread", f"{label(t)} is the critical thread" if first else f"{label(t)} is also critical",
             f"It is {'; '.join(parts)}: {what}. Making it {factor:g}x faster would speed the program up "
-            f"{replay:.2f}x (dependency replay).", replay, t, addr))
+            f"{replay:.2f}x (dependency replay).", replay, t, addr)
+
+    for i in order:
+        if single and share[i] >= 1.15 * even:
+            found.append(critical(i, not found, facts.replay(int(cr.tids[i]))))
+    if not found and n_work > 1:
+        # shares near even can hide one thread the others wait for (it runs alone while they wait):
+        # the replay tells. It counts when it is GAIN_FLOOR or more ("would not help much" would be
+        # wrong) and twice the next thread's gain: equal threads of a pool all gain alike, and none
+        # of them is the critical one
+        gains = sorted(((facts.replay(int(cr.tids[i])), i) for i in order), reverse=True) + [(1.0, -1)]
+        (best, i), second = gains[0], gains[1][0]
+        if best >= GAIN_FLOOR and best - 1.0 >= 2.0 * (second - 1.0):
+            found.append(critical(i, True, best))
 
     # 2. serial time (one thread running), Amdahl's bound if it were spread over the others
     serial = sum(alone.values())
@@ -644,10 +655,11 @@ def findings(facts: Facts, factor: float = 2.0, max_threads: int = 3, sweep: dic
     return AdviceResult(found, span, alone, caused)
 
 
-# a phase finding predicts at least this gain: threads that take turns leading by a little (equal work
-# on a busy or virtual machine: a recorder, another process or the hypervisor slows one now and then)
-# are what the balanced finding says, "speeding up one thread would not help much"
-PHASE_GAIN = 1.1
+# a phase finding, or a critical thread found by its replay alone, predicts at least this gain:
+# threads that take turns leading by a little (equal work on a busy or virtual machine: a recorder,
+# another process or the hypervisor slows one now and then) are what the balanced finding says,
+# "speeding up one thread would not help much"
+GAIN_FLOOR = 1.1
 
 
 def _phase_findings(pc: PhaseGain, factor: float, label, least: float = 0.1) -> list[Finding]:
@@ -657,7 +669,7 @@ def _phase_findings(pc: PhaseGain, factor: float, label, least: float = 0.1) -> 
 
     A phase counts for a thread when it leads it (`phase_criticality.LEAD` x the next thread's
     criticality there); the finding needs two or more such threads with at least `least` of the
-    run each, and a gain of `PHASE_GAIN` at least: the per-phase estimate (each phase's saving
+    run each, and a gain of `GAIN_FLOOR` at least: the per-phase estimate (each phase's saving
     capped at the lead). Threads waiting for a CPU count as active (`pc`'s), so CPU contention alone
     does not make phases: phases are then cut only where the program waited for one thread, not
     where the scheduler made two threads take turns on one core.
@@ -671,7 +683,7 @@ def _phase_findings(pc: PhaseGain, factor: float, label, least: float = 0.1) -> 
     leaders.sort(key=lambda x: -x[2])
     best = pc.best_tid
     gain = float(pc.predicted_speedup[int(np.flatnonzero(pc.tids == best)[0])])
-    if gain < PHASE_GAIN:
+    if gain < GAIN_FLOOR:
         return []
     who = "; ".join(f"{label(int(pc.tids[k]))} in {n} phase{'s' if n != 1 else ''} ({share * 100:.0f}% of the run)" for k, n, share in leaders[:4])
     return [Finding(
