@@ -313,3 +313,33 @@ def test_a_thread_the_others_wait_for_is_critical_though_shares_look_even():
     # equal work: the consumer keeps up, neither gains and the balanced finding is the true one
     even = advise(simulate(_handoff(100_000), cores=4).trace)
     assert [f.kind for f in even.findings][:1] == ["balanced"], even.text()
+
+
+def test_a_run_with_one_working_thread_says_so_first():
+    """One thread does the work (a helper runs 2.5% as long): the first finding says the run was
+    serial, with Amdahl's bound of its time alone over the cores; "no single critical thread ...
+    speeding up one thread would not help much" (what advise said) is the opposite of the truth."""
+    wl = {"name": "solo", "threads": [
+        {"name": "main", "role": "main", "start": True,
+         "ops": [["compute", 2_000_000], ["spawn", 1], ["compute", 6_000_000], ["join", 1]]},
+        {"name": "helper", "start": False, "ops": [["compute", 200_000]]}]}
+    trace = simulate(wl, cores=4).trace
+    res = advise(trace)
+    first = res.findings[0]
+    assert first.kind == "one-thread" and first.tid == 1000, res.text()
+    assert not any(f.kind in ("balanced", "serial") for f in res.findings), res.text()
+    st_ = trace.states
+    run = st_.state == State.RUNNING
+    span = trace.end_ns - trace.start_ns
+    helper = int(st_.duration_ns[run & (st_.tid == 1001)].sum())
+    solo = (int(st_.duration_ns[run & (st_.tid == 1000)].sum()) - helper) / span  # main runs throughout
+    assert first.predicted_speedup == pytest.approx(1 / (1 - solo + solo / 4), rel=1e-6)
+    assert "the 1 other thread ran 100 µs in all" in first.detail and "4 cores" in first.detail
+
+
+@requires_recording
+def test_real_program_with_one_worker_is_one_thread(c_programs):
+    trace = scalestack.record([str(c_programs["balanced"]), "1", "4", "20000000"], None)
+    res = advise(trace)
+    worker = int(trace.threads.tid[1])
+    assert res.findings[0].kind == "one-thread" and res.findings[0].tid == worker, res.text()

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(frozen=True)
 class Finding:
-    kind: str  # critical-thread | phase-critical | serial | pool | lock | cpu-contention | scaling | balanced
+    kind: str  # one-thread | critical-thread | phase-critical | serial | pool | lock | cpu-contention | scaling | balanced
     title: str  # one line
     detail: str  # what to do, with the evidence
     predicted_speedup: float  # of the whole program if acted on (1.0: no estimate)
@@ -588,6 +588,12 @@ def findings(facts: Facts, factor: float = 2.0, max_threads: int = 3, sweep: dic
         if best >= GAIN_FLOOR and best - 1.0 >= 2.0 * (second - 1.0):
             found.append(critical(i, True, best))
 
+    # 1b. one thread does all the work: the first thing to know, and not "balanced"
+    rq = float(facts.runnable_ns)
+    cores = facts.meta.get("cores")
+    if n_work == 1 and n_ran:
+        found.append(_one_thread(cr, alone, span, cores, label, len(cr.tids) - n_ran))
+
     # 2. serial time (one thread running), Amdahl's bound if it were spread over the others
     serial = sum(alone.values())
     if serial > 0.1 * span and n_work > 1:
@@ -620,8 +626,6 @@ def findings(facts: Facts, factor: float = 2.0, max_threads: int = 3, sweep: dic
                                        int(addrs[k]), None))
 
     # 4. CPU contention: runnable time (more runnable threads than cores)
-    rq = float(facts.runnable_ns)
-    cores = facts.meta.get("cores")
     if rq > 0.2 * span:
         found.append(Finding(
             "cpu-contention", f"threads wait {format_ns(int(rq))} for a CPU",
@@ -638,7 +642,7 @@ def findings(facts: Facts, factor: float = 2.0, max_threads: int = 3, sweep: dic
     if rq <= 0.1 * span:  # with CPU contention, who lags in a phase is the scheduler's doing, not the work's
         found += _phase_findings(facts.phases(), factor, label)
 
-    if not any(f.kind in ("critical-thread", "phase-critical") for f in found):
+    if not any(f.kind in ("one-thread", "critical-thread", "phase-critical") for f in found):
         found.insert(0, Finding(
             "balanced", "no single critical thread",
             f"The {n_work} threads doing the work share the run time evenly (largest share {shares[0] * 100:.0f}%, "
@@ -653,6 +657,26 @@ def findings(facts: Facts, factor: float = 2.0, max_threads: int = 3, sweep: dic
 
     found.sort(key=lambda f: (not serializing(f), f.kind != "balanced", -f.predicted_speedup))
     return AdviceResult(found, span, alone, caused)
+
+
+def _one_thread(cr, alone: dict, span: int, cores: int | None, label, idle: int) -> Finding:
+    """The finding of a run in which one thread does the work (the others, if any, run less than a
+    fifth as long): more cores cannot help until the work is split. The gain is Amdahl's bound of
+    its time alone spread over the machine's cores (none known: no estimate)."""
+    i = int(np.argmax(cr.running_ns))
+    t = int(cr.tids[i])
+    others = len(cr.tids) - 1 - idle
+    solo = alone.get(t, 0) / span
+    gain = 1.0 / (1.0 - solo + solo / cores) if cores and cores > 1 else 1.0
+    rest = (f"; the {others} other thread{'s' if others != 1 else ''} ran {format_ns(int(cr.running_ns.sum() - cr.running_ns[i]))} in all"
+            if others else "")
+    bound = (f" Split evenly over this machine's {cores} cores, its {format_ns(alone.get(t, 0))} alone would give "
+             f"at most {gain:.2f}x (Amdahl)." if gain > 1.0 else "")
+    return Finding(
+        "one-thread", f"one thread does the work: {label(t)}",
+        f"It runs for {format_ns(int(cr.running_ns[i]))} of the {format_ns(span)} run{rest}: the program "
+        "ran serially here, so more cores cannot speed it up. Check that it was asked to use threads (its -T/-j "
+        f"option, OMP_NUM_THREADS, its pool size) and whether this part of it is parallel at all.{bound}", gain, t)
 
 
 # a phase finding, or a critical thread found by its replay alone, predicts at least this gain:
