@@ -193,6 +193,16 @@ def test_threads_without_numbered_names_form_no_pool():
     assert lock.predicted_speedup == pytest.approx(whatif(trace, int(w[np.argmax(c)]), 2.0).replay_speedup)
 
 
+def test_threads_that_all_carry_the_programs_name_form_no_pool():
+    """`python3 prog.py`: every thread is named python3; its digit numbers no pool member."""
+    wl = streamcluster(9)  # 8 workers serialised on one lock: as `worker-N`, a pool finding
+    for th in wl["threads"]:
+        th["name"] = "python3"
+    res = advise(simulate(wl, cores=8).trace)
+    assert not any(f.kind == "pool" for f in res.findings), res.text()
+    assert any(f.kind == "lock" and f.addr == 0x1000 for f in res.findings), res.text()
+
+
 def _serial_start(n):  # a serial start-up, then 8 M cycles split over n workers (strong scaling)
     ths = [{"name": "main", "role": "main", "start": True,
             "ops": [["compute", 2_000_000]] + [["spawn", i] for i in range(1, n + 1)]

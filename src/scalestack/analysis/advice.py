@@ -127,11 +127,19 @@ def _lock_finding(facts: Facts, name: str, wait: float, span: int, releasers: tu
             held = f" While they wait, the releasing thread runs `{fn}` ({n} samples)."
         if info["releasers"]:
             held += f" It is released in `{next(iter(info['releasers']))}`."
+    entry = (facts.meta.get("locks") or {}).get(f"{addr:#x}") or {}
+    todo = (GIL_TODO if entry.get("kind") == "cpython-gil" else
+            "Shorter critical sections, finer locks or less work between barriers would cut this.")
     return Finding(
         "lock", f"threads wait {format_ns(int(wait))} in total on {name}{serial}",
-        f"{wait / span:.1f} threads on average are blocked on it; it is released mostly by {who}.{held} "
-        "Shorter critical sections, finer locks or less work between barriers would cut this." + why,
+        f"{wait / span:.1f} threads on average are blocked on it; it is released mostly by {who}.{held} {todo}{why}",
         gain, None, addr)
+
+
+# what to do about the GIL is not what to do about a lock of the program's own
+GIL_TODO = ("Python code runs one thread at a time under the GIL: move the work to processes "
+            "(multiprocessing, ProcessPoolExecutor), to native code that releases the GIL (NumPy, hashlib, "
+            "zlib on large buffers), or to a free-threaded CPython (3.13t and later).")
 
 
 def alone_time(trace: Trace, t0: int | None = None, t1: int | None = None) -> dict[int, int]:
@@ -635,7 +643,7 @@ def findings(facts: Facts, factor: float = 2.0, max_threads: int = 3, sweep: dic
 
     if sweep:
         found += sweep_findings(sweep)
-    pools = _pool_findings(facts, span, factor, label)
+    pools = _pool_findings(facts, span, factor, label, lock_name)
     pool_addrs = {f.addr for f in pools}
     found = [f for f in found if not (f.kind == "lock" and f.addr in pool_addrs)] + pools
 
@@ -719,7 +727,7 @@ def _phase_findings(pc: PhaseGain, factor: float, label, least: float = 0.1) -> 
         "phase, each phase's saving capped at its lead over the next thread).", gain, best)]
 
 
-def _pool_findings(facts: Facts, span: int, factor: float, label) -> list[Finding]:
+def _pool_findings(facts: Facts, span: int, factor: float, label, lock_name) -> list[Finding]:
     """Thread pools (names stem-1, stem-2, ...) that run far less in parallel than they could.
 
     The bottle graph's pool box gives the parallelism P = run time / criticality; with k threads
@@ -728,12 +736,13 @@ def _pool_findings(facts: Facts, span: int, factor: float, label) -> list[Findin
     by P / min(k, c)) and the dependency replay of making that releaser `factor` times faster.
     """
     th = facts.threads
-    stems: dict[str, int] = {}
+    stems: dict[str, set] = {}
     for name in th.name.tolist():
         m = re.fullmatch(r"(.*\D)[-_#]?\d+", str(name))
         if m:
-            stems[m.group(1)] = stems.get(m.group(1), 0) + 1
-    rules = [(rf"^{re.escape(stem)}[-_#]?\d+$", f"{stem}*") for stem, k in stems.items() if k >= 2]
+            stems.setdefault(m.group(1), set()).add(str(name))
+    # two names or more: threads that all carry their program's name ("python3") are not numbered
+    rules = [(rf"^{re.escape(stem)}[-_#]?\d+$", f"{stem}*") for stem, names in stems.items() if len(names) >= 2]
     if not rules:
         return []
     cores = int(facts.meta.get("cores") or 0)
@@ -757,7 +766,7 @@ def _pool_findings(facts: Facts, span: int, factor: float, label) -> list[Findin
             addrs, _, per = waits.by_addr(sel)
             addr = int(addrs[int(np.argmax(per))])
             w, c = waits.wakers(sel & (waits.addr == addr) & waits.woken)
-            detail += f" Its threads wait {format_ns(int(per.max()))} on futex {addr:#x}"
+            detail += f" Its threads wait {format_ns(int(per.max()))} on {lock_name(addr)}"
             if len(w):
                 holder = int(w[int(np.argmax(c))])
                 inside = "one of its own threads" if holder in box.tids else "a thread outside it"
