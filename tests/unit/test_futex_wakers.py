@@ -15,6 +15,7 @@ from tests.unit.test_state_builder import S_BIT, X_BIT, ev
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 ADDR = 0xABC
+LATE = 1_000_000
 
 
 def _stream(wake_rows):
@@ -29,10 +30,12 @@ def _stream(wake_rows):
         (50, 0, 0, Kind.WAKEUP, 100, 0, 0),             # delivered by cpu 0's idle task
         (52, 0, 0, Kind.SWITCH, 0, 100, 0),
         (53, 0, 100, Kind.FUTEX_EXIT, 0, 0, 0),
-        (60, 1, 101, Kind.EXIT, 101, 0, 0),
-        (61, 1, 101, Kind.SWITCH, 101, 0, X_BIT),
-        (70, 0, 100, Kind.EXIT, 100, 0, 0),
-        (71, 0, 100, Kind.SWITCH, 100, 0, 32),
+        # the threads exit a millisecond later: a wait that ends within `exit_wakers.SLACK_NS` of
+        # another thread's exit is taken as ended by it (a join, a kill)
+        (LATE + 60, 1, 101, Kind.EXIT, 101, 0, 0),
+        (LATE + 61, 1, 101, Kind.SWITCH, 101, 0, X_BIT),
+        (LATE + 70, 0, 100, Kind.EXIT, 100, 0, 0),
+        (LATE + 71, 0, 100, Kind.SWITCH, 100, 0, 32),
     ]
     return ev(sorted(rows + wake_rows, key=lambda r: r[0]))
 

@@ -65,6 +65,7 @@ from scalestack.trace.events import (
     is_sorted,
     shows_no_cpu_state,
 )
+from scalestack.trace.exit_wakers import exit_wakers, exits
 from scalestack.trace.futex_wakers import attribute_futex_wakers
 from scalestack.trace.kernel_accounting import ABS_TOL_NS, RUNNING_TOL
 from scalestack.trace.lookup import (
@@ -1590,8 +1591,10 @@ def build_trace(
     states, runnable_reconciled = reconcile_runnable(states, run_delay, release=True)
     states = _merge_adjacent(states, release=True)
     walked = Walked(facts, tids, parents, slot_of, born_at, t0, t1, carry)
+    states, exit_wakers_n = walked.with_exit_wakers(states, pids)
     return finish_trace(
         states, walked, pids=pids, reconciled=reconciled, stolen=stolen, unreported=unreported, futex_wakers=futex_wakers,
+        exit_wakers=exit_wakers_n,
         runnable_from_wakes=runnable_from_wakes, runnable_reconciled=runnable_reconciled,
         names_of=lambda present: aside.get("names", present), spans_of=lambda present: aside.get("spans", present),
         samples_of=lambda present: _samples(events, present, t0, t1, index),
@@ -1621,6 +1624,17 @@ class Walked:
         self.t0, self.t1 = t0, t1
         (_, self.dead, self.end_time, self.gaps, self.gaps_traced, self.missing_wakeups, self.double_running,
          self.uncertain, self.repairs, self.kernel_rt, self.settled) = _walk_result(None, carry)
+        self.exiting, self.exit_time = carry[9], carry[10]
+
+    def exits(self, pids: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The threads' exits inside the recording, as `exit_wakers.exit_wakers` takes them."""
+        return exits(self.tids, pids, self.dead & (self.end_time <= self.t1), self.end_time, self.exiting,
+                     self.exit_time)
+
+    def with_exit_wakers(self, states: StateTable, pids: np.ndarray, ex=None) -> tuple[StateTable, int]:
+        """`states` (final rows) with the exiting thread as the waker of each wait an exit ended."""
+        tids = self.tids
+        return exit_wakers(states, self.exits(pids) if ex is None else ex, lambda t: pids[np.searchsorted(tids, t)])
 
 
 class Aside:
@@ -1675,7 +1689,7 @@ def finish_trace(states: StateTable, walked: Walked, *, names_of, spans_of, samp
 
 
 def finish_threads(present: np.ndarray, th_start: np.ndarray, th_end: np.ndarray, running: np.ndarray, walked: Walked,
-                   *, names: NameTable, pids, reconciled, stolen, unreported, futex_wakers, runnable_from_wakes,
+                   *, names: NameTable, pids, reconciled, stolen, unreported, futex_wakers, exit_wakers, runnable_from_wakes,
                    runnable_reconciled,
                    stats: dict, n_events: int, root_pids, root_known, known_names, meta: dict) -> tuple[ThreadTable, dict]:
     """The thread table and meta of the threads with states (`present`, sorted; each one's first
@@ -1763,6 +1777,7 @@ def finish_threads(present: np.ndarray, th_start: np.ndarray, th_end: np.ndarray
         n_events=n_events,
         kernel_runtime_check=check,
         wakers_from_futex_calls=futex_wakers,
+        wakers_from_exits=exit_wakers,
         runnable_from_futex_calls=runnable_from_wakes,
         warnings=warnings,
     )

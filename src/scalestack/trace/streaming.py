@@ -488,6 +488,8 @@ def build_trace_windows(
         t0, t1, carry, kept = _walk(windows, facts, tids, slot_of, born_at, start_ns, end_ns, held, tell)
         walked = Walked(facts, tids, parents, slot_of, born_at, t0, t1, carry)
         sink = _Sink(tids, writer.states.add if output is not None else None)
+        ex = walked.exits(kept.pids)  # (the final rows' waits that exits ended: `exit_wakers`)
+        sink.finish_rows = lambda rows: walked.with_exit_wakers(rows, kept.pids, ex)
         spans_sink = writer.switch_spans.add if output is not None else None
         batches = held.batches(len(tids), t0, t1,
                                batch_rows or (BATCH_ROWS_RUN_DELAY if kept.n_run_delay else BATCH_ROWS))
@@ -512,7 +514,7 @@ def build_trace_windows(
         samples = _samples(sampled, present, t0, t1, EventIndex(sampled))
         names = NameTable.concat(sink.names) if len(sink.names) > 1 else sink.names[0]
         given = dict(pids=kept.pids, reconciled=sink.reconciled, stolen=sink.stolen, unreported=sink.unreported,
-                     futex_wakers=sink.futex_wakers,
+                     futex_wakers=sink.futex_wakers, exit_wakers=sink.exit_wakers,
                      runnable_from_wakes=sink.runnable_from_wakes, runnable_reconciled=sink.runnable_reconciled,
                      stats=stats or {}, n_events=n, root_pids=root_pids, root_known=root_known, known_names=known_names,
                      meta=meta)
@@ -766,11 +768,15 @@ class _Sink:
         self.times = np.zeros((len(tids), len(State)), np.int64)  # written: each thread's ns per state
         self.names, self.spans, self.rebuilt = [], [], {}
         self.reconciled, self.stolen, self.unreported, self.runnable_reconciled = {}, {}, {}, {}
-        self.futex_wakers = self.runnable_from_wakes = 0
+        self.futex_wakers = self.runnable_from_wakes = self.exit_wakers = 0
+        self.finish_rows = None  # final rows -> (rows, waits given a waker): `Walked.with_exit_wakers`
 
     def add(self, states: StateTable) -> None:
         if len(states) == 0:  # a piece whose rows all went to the next one
             return
+        if self.finish_rows is not None:
+            states, n = self.finish_rows(states)
+            self.exit_wakers += n
         present, first_idx = unique_first(states.tid)
         last_idx = np.r_[first_idx[1:] - 1, len(states) - 1]
         self.present_parts.append(present.astype(np.int64))
