@@ -55,7 +55,9 @@ def _part(events, lo, hi):
 
 def test_many_windows_on_threads_equal_perf_script(storm):
     data, one = storm
-    assert len(one) > 50_000 and np.all(one.time[1:] >= one.time[:-1])
+    # (~5 events an item when the two threads hand over across CPUs; 43 491 in one run where the
+    # scheduler kept them on one CPU, handing over a buffer of 200 at a time: still many windows)
+    assert len(one) > 20_000 and np.all(one.time[1:] >= one.time[:-1])
     many = read_perf_data(data, threads=3, window=1 << 16)
     # many windows of the file (perf -z packs the same events into fewer bytes: ~0.5 MB, fewer windows)
     assert data.stat().st_size > 8 * (1 << 16) or "storm-compressed" in str(data)
