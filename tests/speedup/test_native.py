@@ -218,3 +218,20 @@ def test_a_large_other_without_twins_names_spinning_as_a_cause():
     assert len(hint) == 1 and "--passive-env" in hint[0] and "--omp-passive" in hint[0] and "--pirate" in hint[0]
     assert not [ln for ln in stack_notes([stack(0.45)], twins=True) if "OTHER" in ln]
     assert not [ln for ln in stack_notes([stack(0.1)]) if "OTHER" in ln]
+
+
+def test_a_run_whose_thread_count_did_not_follow_n_is_named():
+    """`java -XX:ActiveProcessorCount={threads}` with a parallel stream: the common pool has one
+    worker beside main() at both 1 and 2, so both runs had 2 working threads and the speedup was
+    1.01. The notes say the N = 1 run did not run 1 thread; runs that did get no such line."""
+    from scalestack.analysis.speedup import SpeedupStack
+    from scalestack.report.sweep import stack_notes
+
+    def stack(n, workers):
+        return SpeedupStack(n=n, speedup=1.0, gc=0.0, seq=0.0, sync=0.0, imb=0.0, cont=0.0, other=n - 1.0,
+                            form="managed", workers=workers)
+
+    notes = stack_notes([stack(1, 2), stack(2, 2)])
+    off = [ln for ln in notes if "did not follow" in ln]
+    assert len(off) == 1 and off[0].startswith("N = 1: 2 threads did the work, not 1"), notes
+    assert not [ln for ln in stack_notes([stack(1, 1), stack(2, 2)]) if "did not follow" in ln]

@@ -66,6 +66,10 @@ def stack_notes(res: list, twins: bool = False) -> list[str]:
     and, for a large OTHER in a sweep without passive twins (`twins`), how to tell spinning from it."""
     out = []
     for r in res:
+        if r.workers != r.n:  # the speedup is then not that of N threads against one
+            out.append(f"N = {r.n}: {r.workers} threads did the work, not {r.n}: if CMD should run {r.n}, its thread "
+                       "count did not follow {threads} (check the option or variable that sets it; --env VAR={threads} "
+                       "for a variable).")
         if r.n == 1:
             continue
         how = ("serial windows of the N-thread run, (N-1)*T_seq/T_p" if r.form == "native"
