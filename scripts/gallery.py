@@ -209,9 +209,9 @@ def markdown(results: list[dict]) -> str:
         "above). See [report.md](report.md) for how to read them.",
         "",
         f"Made on {datetime.date.today().isoformat()} on a {machine} by `sudo .venv/bin/python scripts/gallery.py`",
-        "(it makes the inputs, records, reports and takes the screenshots). Timings differ from run to run: the",
-        "machine's two CPUs were shared with other work, so much of the runnable (orange) time is other",
-        "programs holding the CPUs, and the advice says so (\"threads wait ... for a CPU\").",
+        "(it makes the inputs, records, reports and takes the screenshots). Timings and advice differ from run",
+        "to run: where the machine's CPUs are shared with other work, the runnable (orange) time is mostly other",
+        "programs holding them, and the advice says so (\"threads wait ... for a CPU\").",
         "",
     ]
     for r in results:
