@@ -235,3 +235,20 @@ def test_a_run_whose_thread_count_did_not_follow_n_is_named():
     off = [ln for ln in notes if "did not follow" in ln]
     assert len(off) == 1 and off[0].startswith("N = 1: 2 threads did the work, not 1"), notes
     assert not [ln for ln in stack_notes([stack(1, 1), stack(2, 2)]) if "did not follow" in ln]
+
+
+def test_idle_helper_threads_share_one_line_of_the_notes():
+    """node's V8 platform threads (6, active 0.0-0.3% of the run) each got a coordinator line; those
+    under 1% now share one, and a coordinator that works (xz's main thread) keeps its own."""
+    from scalestack.analysis.speedup import SpeedupStack
+    from scalestack.report.sweep import stack_notes
+
+    def line(tid, active):
+        return {"tid": tid, "name": "node", "kind": "coordinator", "active_pct": active, "alone_pct": 0.0,
+                "waits_while_others_work_pct": 90.0}
+
+    st = SpeedupStack(n=2, speedup=1.78, gc=0.0, seq=0.15, sync=0.01, imb=0.0, cont=0.03, other=0.03,
+                      form="managed", workers=2, threads=(line(11, 4.0), *(line(20 + k, 0.1 * k) for k in range(6))))
+    notes = [ln for ln in stack_notes([st]) if "coordinator" in ln]
+    assert len(notes) == 2 and "thread 11 (node) is a coordinator" in notes[0], notes
+    assert notes[1].startswith("N = 2: 6 more threads (node)") and "20, 21, 22, 23, 24, 25" in notes[1], notes

@@ -58,6 +58,8 @@ def sweep_report(traces: dict[int, Trace], out_dir: str, gc_logs: dict[int, str]
 
 # OTHER at least this share of N with no twin runs: the note names spinning as a cause to rule out
 OTHER_HINT = 0.1
+# coordinators active less than this % of the run share one line of the notes
+IDLE_PCT = 1.0
 
 
 def stack_notes(res: list, twins: bool = False) -> list[str]:
@@ -78,10 +80,19 @@ def stack_notes(res: list, twins: bool = False) -> list[str]:
         out.append(f"N = {r.n}: SEQ {r.seq:.2f} from the {how}; thesis form {r.seq_thesis:.2f}, general form "
                    f"{r.seq_general:.2f}{st}; T_seq {r.t_seq_mt_ns / 1e6:.1f} ms at N, {r.t_seq_st_ns / 1e6:.1f} ms at 1; "
                    f"{r.workers} working threads" + (f"; spinning {r.spin:.2f} booked as SYNC" if r.spin else "") + ".")
+        idle = [t for t in r.threads if t["kind"] == "coordinator" and t["active_pct"] < IDLE_PCT]
         for t in r.threads:
+            if t in idle:
+                continue
             out.append(f"N = {r.n}: thread {t['tid']} ({t['name']}) is a {t['kind']}, not one of the N slots: active "
                        f"{t['active_pct']:.1f}% of the run, alone {t['alone_pct']:.1f}%, waiting while others work "
                        f"{t['waits_while_others_work_pct']:.1f}%.")
+        if idle:  # a runtime's idle helpers (a JVM's, node's V8 platform threads): one line, not one each
+            names = sorted({str(t["name"]) for t in idle})
+            out.append(f"N = {r.n}: {len(idle)} more thread{'s' if len(idle) > 1 else ''} ({', '.join(names[:3])}"
+                       f"{', ...' if len(names) > 3 else ''}) were coordinators active under {IDLE_PCT:g}% of the run "
+                       f"each (tids {', '.join(str(t['tid']) for t in idle[:8])}{', ...' if len(idle) > 8 else ''}): "
+                       "not among the N slots.")
         if not twins and r.form == "native" and r.other >= OTHER_HINT * r.n:
             out.append(f"N = {r.n}: OTHER {r.other:.2f} is no wait the trace shows: slower work (cache, memory: "
                        "--pirate measures it) or spinning, which reads as work and hides serial parts from SEQ "
