@@ -353,3 +353,19 @@ def test_real_program_with_one_worker_is_one_thread(c_programs):
     res = advise(trace)
     worker = int(trace.threads.tid[1])
     assert res.findings[0].kind == "one-thread" and res.findings[0].tid == worker, res.text()
+
+
+def test_two_equal_threads_above_an_even_share_are_close_not_even():
+    """main runs alone for a sixth of the run, then two equal workers: 17%, 42% and 42% of three
+    working threads. No one stands out, but "share the run time evenly" (an even share is 33%) would
+    misread it (node's crypto pool: 42%, 41%, 17%)."""
+    wl = {"name": "two", "threads": [
+        {"name": "main", "role": "main", "start": True,
+         "ops": [["compute", 2_000_000], ["spawn", 1], ["spawn", 2], ["join", 1], ["join", 2]]},
+        {"name": "a", "start": False, "ops": [["compute", 10_000_000]]},
+        {"name": "b", "start": False, "ops": [["compute", 10_000_000]]}]}
+    res = advise(simulate(wl, cores=4).trace)
+    first = res.findings[0]
+    assert first.kind == "balanced", res.text()
+    assert "none stands out: the largest shares are close (42% and 42%; an even share is 33%)" in first.detail
+    assert "evenly" not in first.detail
