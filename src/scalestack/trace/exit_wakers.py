@@ -14,11 +14,12 @@ from the idle task of the other CPU, and the JVM's parked threads killed at exit
 dependency replay then kept those waits' durations, so making main() faster gained nothing
 (1.00x for a parallel-stream program whose main thread runs alone for 18% of the run).
 
-A wait whose waker is the idle task or unknown (a thread outside the trace that woke it stays), that began before another thread of the
-same process exited and ended within `SLACK_NS` of that exit (between its sched_process_exit,
-which kernels before 6.15 emit after the join's wake and newer ones before it, and its last
-switch), is given that thread as its waker; of several, the nearest. Decided row by row on the
-finished rows, so a trace built whole or in windows gets the same wakers.
+A wait whose waker is the idle task or unknown (a thread outside the trace that woke it keeps it),
+that began before another thread of the same process exited and ended within `SLACK_NS` of that
+exit (of the span from its sched_process_exit to its last switch: this kernel emits the tracepoint
+before the join's wake, older ones after it), is given that thread as its waker; of several, the
+nearest. Decided row by row on the finished rows, so a trace built whole or in windows gets the
+same wakers.
 """
 
 from __future__ import annotations
