@@ -38,19 +38,18 @@ _BLOCKED = (int(State.SYNC_WAIT), int(State.SLEEP), int(State.IO_WAIT))
 def exits(tids: np.ndarray, pids: np.ndarray, dead: np.ndarray, end_time: np.ndarray, exiting: np.ndarray,
           exit_time: np.ndarray) -> tuple[np.ndarray, ...]:
     """The exits inside the recording (per walk slot: `tids` sorted, `pids` theirs, and the walk's
-    `dead`, `end_time` (last switch), `exiting`, `exit_time` (sched_process_exit)): (tid, pid, from,
-    to), the span around each exit in which a wait it ended ends."""
+    `dead`, `end_time` (last switch), `exiting`, `exit_time` (sched_process_exit)): (tid, pid, first,
+    last), each exit's span from the earlier of the two instants to the later."""
     k = np.flatnonzero(dead)
     end = end_time[k].astype(np.int64)
     said = np.where(exiting[k], exit_time[k], end).astype(np.int64)
-    return (tids[k].astype(np.int64), pids[k].astype(np.int64), np.minimum(said, end) - SLACK_NS,
-            np.maximum(said, end) + SLACK_NS)
+    return tids[k].astype(np.int64), pids[k].astype(np.int64), np.minimum(said, end), np.maximum(said, end)
 
 
 def exit_wakers(states: StateTable, ex: tuple[np.ndarray, ...], pid_of) -> tuple[StateTable, int]:
     """`states` with the exiting thread as the waker of each wait an exit ended (`ex`: `exits`),
     and how many got one. `pid_of(tid array)`: each waiter's process (-1: unknown, then any)."""
-    e_tid, e_pid, e_from, e_to = ex
+    e_tid, e_pid, e_first, e_last = ex
     if len(e_tid) == 0 or len(states) == 0:
         return states, 0
     st = states
@@ -61,10 +60,10 @@ def exit_wakers(states: StateTable, ex: tuple[np.ndarray, ...], pid_of) -> tuple
     pid = np.asarray(pid_of(tid), np.int64)
     best = np.full(len(cand), -1, np.int64)
     best_d = np.full(len(cand), np.iinfo(np.int64).max)
-    mid = (e_from + e_to) // 2
-    for j in np.argsort(e_from, kind="stable").tolist():
-        ok = ((end >= e_from[j]) & (end <= e_to[j]) & (start < e_from[j] + SLACK_NS) & (tid != e_tid[j])
-              & ((pid < 0) | (pid == e_pid[j])))
+    mid = (e_first + e_last) // 2
+    for j in np.argsort(e_first, kind="stable").tolist():
+        ok = ((end >= e_first[j] - SLACK_NS) & (end <= e_last[j] + SLACK_NS) & (start < e_first[j])
+              & (tid != e_tid[j]) & ((pid < 0) | (pid == e_pid[j])))
         d = np.abs(end - mid[j])
         take = ok & (d < best_d)
         best[take] = e_tid[j]
