@@ -173,6 +173,34 @@ def test_perf_script_stacks_are_deduplicated():
     assert s.mappings == [Mapping(100, 0x555500000000, 0x1000, 0x1000, "/tmp/app")]
 
 
+def _futex_text(n: int, shallow: int) -> list[str]:
+    """perf script text of n futex waits, the first `shallow` of them unwound to the C library only."""
+    out = []
+    for k in range(n):
+        out.append(f" 100/101   5.{k:09d}:   syscalls:sys_enter_futex: uaddr: 0x55550000a0c0, op: 0x00000080, val: 0x2\n")
+        out.append("\t           8612b __GI___lll_lock_wait+0x2b (/usr/lib/x86_64-linux-gnu/libc.so.6)\n")
+        if k >= shallow:
+            out.append("\t            1217 update_table+0x57 (/tmp/app)\n")
+        out.append("\n")
+    return out
+
+
+@pytest.mark.parametrize(("n", "shallow", "noted"), [(40, 40, True), (40, 25, True), (40, 15, False), (10, 10, False)])
+def test_stacks_that_stop_in_the_c_library_are_said(n, shallow, noted):
+    """perf's DWARF unwinding of the C library fails in some system-wide recordings (every futex call's
+    stack is then its C library function alone): the trace says so, as a warning, when most calls' are."""
+    from scalestack.ingest.perf_stacks import attach_stacks
+
+    s = parse_stacks(_futex_text(n, shallow))
+    trace = _trace({101: [(0, 5 * MS)]}, 6 * MS, [], [("f", "/tmp/app")], [[0]])
+    got = attach_stacks(trace, s)
+    said = [w for w in got.warnings if "no further than the C library" in w]
+    assert bool(said) == noted
+    if noted:
+        assert said[0].startswith(f"perf unwound {shallow} of {n} futex calls' stacks")
+        assert any("no further than the C library" in x for x in got.meta["stack_notes"])
+
+
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc is not installed")
 
 LOCKS_C = """

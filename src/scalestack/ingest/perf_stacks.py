@@ -20,7 +20,7 @@ from array import array
 import numpy as np
 
 from scalestack.errors import UserError
-from scalestack.symbols.frames import restore_skipped_callers, unnamed_frame_notes
+from scalestack.symbols.frames import C_LIBRARY, restore_skipped_callers, unnamed_frame_notes
 from scalestack.symbols.locks import Mapping, name_futexes
 from scalestack.tools import last_line
 from scalestack.trace.model import FrameTable, FutexCallTable, SampleTable, StackTable, Trace
@@ -197,4 +197,34 @@ def attach_stacks(trace: Trace, st: Stacks, span: tuple[int, int] | None = None)
         meta_notes.append("stacks: no sample has a call stack (perf recorded none)")
     trace = dataclasses.replace(trace, samples=SampleTable(**cols), frames=st.frames, stacks=st.stacks,
                                 futex_calls=calls)
-    return trace.with_meta(locks=locks, stack_notes=meta_notes)
+    shallow = unwound_no_further_than_libc(st.frames, st.stacks, calls.stack)
+    if shallow is None:
+        return trace.with_meta(locks=locks, stack_notes=meta_notes)
+    meta_notes.append(f"stacks: {shallow}")
+    return trace.with_meta(locks=locks, stack_notes=meta_notes, warnings=trace.warnings + [shallow])
+
+
+SHALLOW_SHARE = 0.5  # of the futex calls: below it, a few leaf-only stacks are the runtime's own calls
+SHALLOW_LEAST = 20
+
+
+def unwound_no_further_than_libc(frames: FrameTable, stacks: StackTable, call_stacks: np.ndarray) -> str | None:
+    """What it means, when most futex calls' stacks end at the C library function making the call
+    (one frame): perf's DWARF unwinding could not step out of the C library in that recording (seen
+    in 2 of 5 system-wide recordings of one program here, whatever the program; the same file fails
+    every time it is read), so wait sites and releasers are unknown. None when the stacks are deep."""
+    has = call_stacks[call_stacks >= 0]
+    if len(has) < SHALLOW_LEAST or not len(stacks):
+        return None
+    depth = np.bincount(stacks.stack, minlength=int(has.max()) + 1)
+    leaf = np.full(len(depth), -1, np.int64)
+    top = stacks.depth == 0
+    leaf[stacks.stack[top]] = stacks.frame[top]
+    in_libc = np.array([bool(C_LIBRARY.search(b)) for b in frames.binary], dtype=bool)
+    one = (depth[has] == 1) & (leaf[has] >= 0) & in_libc[np.maximum(leaf[has], 0)]
+    if one.mean() < SHALLOW_SHARE:
+        return None
+    return (f"perf unwound {int(one.sum())} of {len(has)} futex calls' stacks no further than the C library "
+            "function making the call (its DWARF unwinding of the C library fails in some system-wide recordings): "
+            "locks are named by address or by the code running while they are held, not by where they are waited "
+            "on; record again for the call sites")
