@@ -69,8 +69,10 @@ def _check(rows, snap, min_ms=2.0):
                  and r["beside_rebuilt_ms"] <= 0.02 * r["run_perf_ms"])
         assert r["crit_diff_pct"] <= (1.0 if clean else 15.0 if missed else 10.0), (r, clean)
         share_p, share_e = r["crit_perf_ms"] / total_p * 100, r["crit_ebpf_ms"] / total_e * 100
-        # measured: up to 0.9 points under load; 2.4 points in the CI run with 2 missed switch-ins
-        assert abs(share_p - share_e) <= (4.0 if missed else 1.0), (r, share_p, share_e)
+        # measured: up to 0.9 points under load; 2.4 points in the CI run with 2 missed switch-ins; 1.13
+        # points in a fresh-clone CI run with none missed but 1341 of the thread's spans rebuilt by perf
+        # (C_j 3.9% apart): perf's side is then the rebuilt one
+        assert abs(share_p - share_e) <= (4.0 if missed else 1.0 if clean else 2.0), (r, share_p, share_e)
     ranked = sorted(rows, key=lambda r: -r["crit_perf_ms"])
     if len(ranked) > 1 and ranked[0]["crit_perf_ms"] > 1.1 * ranked[1]["crit_perf_ms"]:  # a clear bottleneck
         assert max(rows, key=lambda r: r["crit_ebpf_ms"])["tid"] == ranked[0]["tid"]
