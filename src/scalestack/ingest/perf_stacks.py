@@ -13,13 +13,16 @@ back where the call instruction names it (`scalestack.symbols.frames`).
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import subprocess
+import tempfile
 from array import array
 
 import numpy as np
 
 from scalestack.errors import UserError
+from scalestack.ingest.perf_data_copy import copy_for_processes
 from scalestack.symbols.frames import C_LIBRARY, restore_skipped_callers, unnamed_frame_notes
 from scalestack.symbols.locks import Mapping, name_futexes
 from scalestack.tools import last_line
@@ -153,20 +156,36 @@ def parse_stacks(lines) -> Stacks:
 
 def read_stacks(perf_data: str, perf: str, pids=None) -> Stacks:
     """The stacks pass over a perf.data recorded with callchains (only processes `pids` if given:
-    unwinding every process of a system-wide recording costs seconds)."""
+    unwinding every process of a system-wide recording costs seconds). With `pids`, perf reads a
+    copy of the file with their records only, without the maps each had before its last exec
+    (`perf_data_copy`: with those, perf's DWARF unwinding of the C library fails in some
+    recordings); where no copy can be written (no space), the file itself."""
     only = ["--pid", ",".join(str(int(p)) for p in sorted(set(pids)))] if pids is not None and len(pids) else []
+    with tempfile.TemporaryDirectory(prefix="scalestack-stacks-") as tmp:
+        path = perf_data
+        if only:
+            copy = os.path.join(tmp, "perf.data")
+            try:
+                if copy_for_processes(perf_data, copy, pids):
+                    path = copy
+            except OSError:  # no room for the copy: perf reads the whole file
+                path = perf_data
+        return _perf_script_stacks(path, perf, only, perf_data)
+
+
+def _perf_script_stacks(path: str, perf: str, only: list[str], named: str) -> Stacks:
     # --no-inline: with inlined calls resolved (perf 6.1's default) a frame whose address lies in
     # inlined code is printed as the inlined functions only, its own line missing or doubled, and
     # perf spends ~40% of the pass in addr2line for lines this parser skips anyway
     proc = subprocess.Popen(
-        [perf, "script", "-i", perf_data, "--ns", "--show-mmap-events", "--no-inline", *only,
+        [perf, "script", "-i", path, "--ns", "--show-mmap-events", "--no-inline", *only,
          "-F", "pid,tid,time,event,ip,sym,symoff,dso,trace"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
     )
     stacks = parse_stacks(proc.stdout)
     err = proc.stderr.read()
     if proc.wait() != 0:
-        raise UserError(f"`perf script` could not read the call stacks of {perf_data}: {last_line(err.encode())}")
+        raise UserError(f"`perf script` could not read the call stacks of {named}: {last_line(err.encode())}")
     return stacks
 
 
@@ -210,9 +229,9 @@ SHALLOW_LEAST = 20
 
 def unwound_no_further_than_libc(frames: FrameTable, stacks: StackTable, call_stacks: np.ndarray) -> str | None:
     """What it means, when most futex calls' stacks end at the C library function making the call
-    (one frame): perf's DWARF unwinding could not step out of the C library in that recording (seen
-    in 2 of 5 system-wide recordings of one program here, whatever the program; the same file fails
-    every time it is read), so wait sites and releasers are unknown. None when the stacks are deep."""
+    (one frame): perf's DWARF unwinding could not step out of the C library (as in half the
+    system-wide recordings read whole, before `read_stacks` gave perf a copy: `perf_data_copy`), so
+    wait sites and releasers are unknown. None when the stacks are deep."""
     has = call_stacks[call_stacks >= 0]
     if len(has) < SHALLOW_LEAST or not len(stacks):
         return None
