@@ -45,7 +45,8 @@ class _Layout:
         self.identified = all(a.sample_type & S_IDENTIFIER for a in attrs)
         # side-band records carry their time: one without (perf's synthesized maps of the processes
         # running when it started, trailer all zero) is from before everything recorded
-        self.timed = all(a.sample_id_all and a.sample_type & S_TIME for a in attrs)
+        self.timed = (self.identified or len(attrs) == 1) and all(a.sample_id_all and a.sample_type & S_TIME
+                                                                   for a in attrs)
 
     def attr(self, pos: int, size: int, sample: bool) -> Attr | None:
         if len(self.attrs) == 1:
