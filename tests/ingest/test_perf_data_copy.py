@@ -64,6 +64,12 @@ def _perf_data(records: list[bytes]) -> bytes:
     return head + ids + attrs + data + feature + host
 
 
+def _copy(src, dst, pids) -> bool:
+    with _opened(str(src)) as (size, get, _read):
+        info = _header(get, size, str(src))
+    return copy_for_processes(str(src), str(dst), pids, info)
+
+
 def _records_of(path) -> list[bytes]:
     with _opened(str(path)) as (size, get, _read):
         info = _header(get, size, str(path))
@@ -88,21 +94,21 @@ def test_copy_keeps_the_processes_records_and_their_maps_after_their_exec(tmp_pa
     src, dst = tmp_path / "in.data", tmp_path / "out.data"
     src.write_bytes(_perf_data(order))
     assert _records_of(src) == order  # the file is what this test says it is
-    assert copy_for_processes(str(src), str(dst), [100, 101])
+    assert _copy(src, dst, [100, 101])
     # the maps from before the last exec go (perf's, then the shell's); names and exits stay
     assert _records_of(dst) == [kept[0], before_exec[1], *kept[1:]]
     with _opened(str(dst)) as (size, get, _read):
         info = _header(get, size, str(dst))
     assert info.features["hostname"] == "box"  # the features moved with the shorter data section
     # a process that does not exec keeps every map; one not chosen keeps nothing
-    assert copy_for_processes(str(src), str(dst), [200])
+    assert _copy(src, dst, [200])
     assert _records_of(dst) == [others[0], kept[0], others[1], others[2], kept[4]]
 
 
 def test_what_cannot_be_copied_is_not(tmp_path):
     src = tmp_path / "in.data"
     src.write_bytes(_perf_data([_sample(100, 1)]))
-    assert not copy_for_processes(str(src), str(tmp_path / "out.data"), [])
+    assert not _copy(src, tmp_path / "out.data", [])
     assert not (tmp_path / "out.data").exists()
 
 
@@ -111,7 +117,7 @@ def test_perf_reads_the_copy(tmp_path):
     src, dst = tmp_path / "in.data", tmp_path / "out.data"
     src.write_bytes(_perf_data([_comm(100, "app", 10, True), _mmap2(100, 0x400000, "/usr/bin/app", 11),
                                 _sample(100, 12), _sample(200, 13)]))
-    assert copy_for_processes(str(src), str(dst), [100])
+    assert _copy(src, dst, [100])
     out = subprocess.run(["perf", "script", "-i", str(dst), "-F", "pid,time"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert [line.split()[0] for line in out.stdout.splitlines() if line.strip()] == ["100"]

@@ -33,9 +33,9 @@ from scalestack.ingest.perf_data import (
     SampledWindows,
     read_events,
     read_samples,
+    read_stacks_of,
     windows_if_big,
 )
-from scalestack.ingest.perf_stacks import read_stacks
 from scalestack.tools import last_line, perf_version
 
 FUTEX_ENTER = "syscalls:sys_enter_futex"
@@ -122,7 +122,7 @@ def collect(perf, tracepoints, command, pid, duration, size, reader, keep_perf_d
         events = read_events(data, perf, reader, samples=bool(sample_hz)) if windows is None else None
         call_stacks = None
         if stacks and windows is not None:  # the file stays with the windows until `hold` closes
-            call_stacks = functools.partial(read_stacks, data, perf)
+            call_stacks = functools.partial(read_stacks_of, data, perf)
         elif stacks:  # read once the process tree is known (record() calls it with its pids)
             keep_dir = tempfile.mkdtemp(prefix="scalestack-stacks-")
             kept = os.path.join(keep_dir, "perf.data")
@@ -140,7 +140,7 @@ def collect(perf, tracepoints, command, pid, duration, size, reader, keep_perf_d
 
 def _stacks_pass(data: str, perf: str, pids):
     try:
-        return read_stacks(data, perf, pids)
+        return read_stacks_of(data, perf, pids)
     finally:
         shutil.rmtree(os.path.dirname(data), ignore_errors=True)
 

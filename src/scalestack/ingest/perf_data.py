@@ -64,6 +64,7 @@ from scalestack.ingest.parts import (
     part_read_from,
     part_stats,
 )
+from scalestack.ingest.perf_data_copy import copy_for_processes
 from scalestack.ingest.tracepoint import (
     EventFormat,
     Strings,
@@ -1220,17 +1221,38 @@ class _Extras:
         trace without them and a warning saying why (the user asked for the states, not the stacks)."""
         if not self.stacks:
             return trace
-        from scalestack.ingest.perf_stacks import attach_stacks, read_stacks
+        from scalestack.ingest.perf_stacks import attach_stacks
 
         if progress is not None:
             size = os.path.getsize(path)
             progress(size, size, "reading the call stacks (perf script)")
         try:
-            st = read_stacks(path, self.perf, np.unique(trace.threads.pid))
+            st = read_stacks_of(path, self.perf, np.unique(trace.threads.pid))
         except UserError as exc:  # the states stand without them: kept, with why the stacks are not
             return trace.with_meta(warnings=trace.warnings + [f"the recording's call stacks were not read: {exc}"])
         span = (trace.start_ns, trace.end_ns) if part else None
         return attach_stacks(trace, st, span).with_meta(stacks=self.unwind, stacks_read_by="perf script")
+
+
+def read_stacks_of(path: str, perf: str, pids):
+    """`perf_stacks.read_stacks` of processes `pids`, from a copy of the recording with their records
+    only and without the maps each had before its last exec (`perf_data_copy`: with those, perf's
+    DWARF unwinding of the C library fails for whole recordings); from `path` itself where no copy
+    can be made (no space left, a `perf record -z` file)."""
+    from scalestack.ingest.perf_stacks import read_stacks
+
+    with tempfile.TemporaryDirectory(prefix="scalestack-stacks-") as tmp:
+        readable = path
+        if pids is not None and len(pids):
+            copy = os.path.join(tmp, "perf.data")
+            try:
+                with _opened(path) as (size, get, _read):
+                    info = _header(get, size, path)
+                if copy_for_processes(path, copy, pids, info):
+                    readable = copy
+            except OSError:  # no room for the copy: perf reads the whole file
+                readable = path
+        return read_stacks(readable, perf, pids, named=path)
 
 
 def _meta(path: str, st: dict, extras: _Extras) -> dict:

@@ -16,19 +16,9 @@ from __future__ import annotations
 import mmap
 import struct
 
-from scalestack.ingest.perf_data import (
-    HEADER_SIZE,
-    S_CPU,
-    S_ID,
-    S_IDENTIFIER,
-    S_IP,
-    S_STREAM_ID,
-    S_TID,
-    S_TIME,
-    Attr,
-    _header,
-    _opened,
-)
+# sample_type bits (include/uapi/linux/perf_event.h); `perf_data` reads the header, and calls this
+S_IP, S_TID, S_TIME, S_ID, S_CPU, S_STREAM_ID, S_IDENTIFIER = 1, 1 << 1, 1 << 2, 1 << 6, 1 << 7, 1 << 9, 1 << 16
+HEADER_SIZE = 104
 
 REC_MMAP, REC_COMM, REC_EXIT, REC_FORK, REC_SAMPLE, REC_MMAP2 = 1, 3, 4, 7, 9, 10
 MISC_COMM_EXEC = 1 << 13
@@ -39,7 +29,7 @@ _OF_A_PROCESS = (REC_MMAP, REC_COMM, REC_EXIT, REC_FORK, REC_MMAP2)
 class _Layout:
     """Where a record's pid and time are, from its event's sample_type."""
 
-    def __init__(self, attrs: list[Attr], buf):
+    def __init__(self, attrs: list, buf):
         self.attrs, self.buf = attrs, buf
         self.by_id = {i: a for a in attrs for i in a.ids}
         self.identified = all(a.sample_type & S_IDENTIFIER for a in attrs)
@@ -48,7 +38,7 @@ class _Layout:
         self.timed = (self.identified or len(attrs) == 1) and all(a.sample_id_all and a.sample_type & S_TIME
                                                                    for a in attrs)
 
-    def attr(self, pos: int, size: int, sample: bool) -> Attr | None:
+    def attr(self, pos: int, size: int, sample: bool):
         if len(self.attrs) == 1:
             return self.attrs[0]
         if not self.identified or size < 16:
@@ -85,13 +75,12 @@ def _records(buf, start: int, end: int):
         pos += size
 
 
-def copy_for_processes(src: str, dst: str, pids) -> bool:
-    """Write at `dst` the copy of perf.data `src` for processes `pids` (see the module docstring).
-    False, with nothing written, where that copy cannot be made (a `perf record -z` file, or one
-    whose sections are not laid out as perf writes them): then read `src` itself."""
+def copy_for_processes(src: str, dst: str, pids, info) -> bool:
+    """Write at `dst` the copy of perf.data `src` (`info`: its `perf_data.PerfData`) for processes
+    `pids` (see the module docstring). False, with nothing written, where that copy cannot be made
+    (a `perf record -z` file, or one whose sections are not laid out as perf writes them): then read
+    `src` itself."""
     pids = {int(p) for p in pids}
-    with _opened(src) as (size, get, _read):
-        info = _header(get, size, src)
     if info.features.get("compressed") is not None or not pids:
         return False
     with open(src, "rb") as f:

@@ -13,16 +13,13 @@ back where the call instruction names it (`scalestack.symbols.frames`).
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 import subprocess
-import tempfile
 from array import array
 
 import numpy as np
 
 from scalestack.errors import UserError
-from scalestack.ingest.perf_data_copy import copy_for_processes
 from scalestack.symbols.frames import C_LIBRARY, restore_skipped_callers, unnamed_frame_notes
 from scalestack.symbols.locks import Mapping, name_futexes
 from scalestack.tools import last_line
@@ -154,23 +151,13 @@ def parse_stacks(lines) -> Stacks:
                   np.array(s_stack, np.int32), futex, np.array(f_pid, np.int32), mappings, notes)
 
 
-def read_stacks(perf_data: str, perf: str, pids=None) -> Stacks:
+def read_stacks(perf_data: str, perf: str, pids=None, named: str | None = None) -> Stacks:
     """The stacks pass over a perf.data recorded with callchains (only processes `pids` if given:
-    unwinding every process of a system-wide recording costs seconds). With `pids`, perf reads a
-    copy of the file with their records only, without the maps each had before its last exec
-    (`perf_data_copy`: with those, perf's DWARF unwinding of the C library fails in some
-    recordings); where no copy can be written (no space), the file itself."""
+    unwinding every process of a system-wide recording costs seconds). `perf_data.read_stacks_of`
+    gives it the copy of a recording made for the processes (`perf_data_copy`); `named` is the
+    recording's name in errors."""
     only = ["--pid", ",".join(str(int(p)) for p in sorted(set(pids)))] if pids is not None and len(pids) else []
-    with tempfile.TemporaryDirectory(prefix="scalestack-stacks-") as tmp:
-        path = perf_data
-        if only:
-            copy = os.path.join(tmp, "perf.data")
-            try:
-                if copy_for_processes(perf_data, copy, pids):
-                    path = copy
-            except OSError:  # no room for the copy: perf reads the whole file
-                path = perf_data
-        return _perf_script_stacks(path, perf, only, perf_data)
+    return _perf_script_stacks(perf_data, perf, only, named or perf_data)
 
 
 def _perf_script_stacks(path: str, perf: str, only: list[str], named: str) -> Stacks:
@@ -230,7 +217,7 @@ SHALLOW_LEAST = 20
 def unwound_no_further_than_libc(frames: FrameTable, stacks: StackTable, call_stacks: np.ndarray) -> str | None:
     """What it means, when most futex calls' stacks end at the C library function making the call
     (one frame): perf's DWARF unwinding could not step out of the C library (as in half the
-    system-wide recordings read whole, before `read_stacks` gave perf a copy: `perf_data_copy`), so
+    system-wide recordings read whole, before `perf_data.read_stacks_of` gave perf a copy), so
     wait sites and releasers are unknown. None when the stacks are deep."""
     has = call_stacks[call_stacks >= 0]
     if len(has) < SHALLOW_LEAST or not len(stacks):
