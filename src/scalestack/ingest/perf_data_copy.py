@@ -2,13 +2,13 @@
 records (and the kernel's, and perf's own bookkeeping), without the maps each one had before its
 last exec.
 
-Why: perf (6.1) keeps a process's maps across an exec (it only flushes its unwinding caches), and a
-command started by `perf record -a -- CMD` is perf's forked child, whose maps perf wrote at the
-start (the perf binary and its libraries), then the shell's, then the program's. With those kept,
-perf's DWARF unwinding of the C library fails for the whole file in some recordings (which ones
-varies from run to run): 6 of 12 `record --stacks` of `pigz -p 2` gave every futex call a stack of
-one C-library frame. Read from this copy, those files unwound every stack (docs/where.md). Reading
-fewer records, `perf script` is also faster.
+Why: a command started by `perf record -a -- CMD` is perf's forked child, whose maps the recording
+holds as perf (written at the start: the perf binary and its libraries), then as the shell, then as
+the program. Read with the maps from before the program's exec, perf's (6.1) DWARF unwinding of the
+C library fails for the whole file in some recordings (which ones varies from run to run): 6 of
+12 `record --stacks` of `pigz -p 2` gave every futex call a stack of one C-library frame. Read from
+this copy, those files unwound every stack (docs/where.md). Reading fewer records, `perf script`
+is also faster.
 """
 
 from __future__ import annotations
