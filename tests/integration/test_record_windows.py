@@ -97,8 +97,8 @@ def test_perf_record_with_stacks_in_windows_writes_the_held_trace(c_programs, tm
     the tracepoints by the direct reader a window at a time, the samples (read by perf script) put
     among them, the stacks attached before the trace is written: the trace of the same perf.data
     read whole, samples, frames, stacks and futex calls included."""
-    from scalestack.ingest.perf_data import read_events
-    from scalestack.ingest.perf_stacks import attach_stacks, read_stacks
+    from scalestack.ingest.perf_data import read_events, read_stacks_of
+    from scalestack.ingest.perf_stacks import attach_stacks
     from scalestack.tools import which
 
     kept, out = tmp_path / "perf.data", tmp_path / "s.trace"
@@ -110,7 +110,8 @@ def test_perf_record_with_stacks_in_windows_writes_the_held_trace(c_programs, tm
     assert len(events) > 4 * 2000 and len(small.states) == 0 and len(written.states) > 200
 
     def with_stacks(held):
-        return attach_stacks(held, read_stacks(str(kept), perf, np.unique(held.threads.pid))).with_meta(stacks="dwarf")
+        return attach_stacks(held, read_stacks_of(str(kept), perf, np.unique(held.threads.pid))).with_meta(
+                stacks="dwarf")
     held = _held_is_written(events, written, ("mmap_size", "perf_version", "reader", "sample_hz"),
                             ("threads", "states", "names", "switch_spans", "samples", "frames", "stacks", "futex_calls"),
                             with_stacks)
