@@ -50,21 +50,23 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
-from scalestack.ingest.perf_data import (  # noqa: E402
-    FEAT_BITS,
+from scalestack.ingest.perf_abi import (  # noqa: E402
     HEADER_SIZE,
     MAGIC,
-    PERF_TYPE_TRACEPOINT,
-    read_header,
+    REC_COMM,
+    REC_FINISHED_ROUND,
+    REC_FORK,
+    REC_MMAP,
+    REC_SAMPLE,
 )
+from scalestack.ingest.perf_data import FEAT_BITS, PERF_TYPE_TRACEPOINT, read_header  # noqa: E402
 from scalestack.ingest.tracepoint import EventFormat  # noqa: E402
 from scalestack.trace.events import RECORD_TRACEPOINTS  # noqa: E402
 
 COMM = "synth"
 PID = 4242
-# record types
-REC_MMAP, REC_COMM, REC_FORK, REC_SAMPLE = 1, 3, 7, 9
-REC_FINISHED_ROUND, REC_ID_INDEX, REC_THREAD_MAP, REC_CPU_MAP, REC_FINISHED_INIT = 68, 69, 73, 74, 82
+# record types the reader has no use for
+REC_ID_INDEX, REC_THREAD_MAP, REC_CPU_MAP, REC_FINISHED_INIT = 69, 73, 74, 82
 # features rewritten here, and those dropped because they describe the recording machine's CPUs
 F_NRCPUS, F_CMDLINE, F_EVENT_DESC, F_SAMPLE_TIME = 7, 11, 12, 21
 DROPPED_FEATURES = {13, 14, 20, 22, 25, 26}  # CPU/NUMA topology, caches, memory, BPF programs

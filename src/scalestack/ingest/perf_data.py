@@ -64,6 +64,30 @@ from scalestack.ingest.parts import (
     part_read_from,
     part_stats,
 )
+from scalestack.ingest.perf_abi import (
+    HEADER_SIZE,
+    MAGIC,
+    MAGIC_SWAPPED,
+    R_GROUP,
+    R_ID,
+    R_LOST,
+    R_TOTAL_TIME_ENABLED,
+    R_TOTAL_TIME_RUNNING,
+    REC_COMPRESSED,
+    S_ADDR,
+    S_CALLCHAIN,
+    S_CPU,
+    S_ID,
+    S_IDENTIFIER,
+    S_IP,
+    S_PERIOD,
+    S_RAW,
+    S_READ,
+    S_STACK_USER,
+    S_STREAM_ID,
+    S_TID,
+    S_TIME,
+)
 from scalestack.ingest.perf_data_copy import copy_for_processes
 from scalestack.ingest.tracepoint import (
     EventFormat,
@@ -94,9 +118,6 @@ from scalestack.trace.events import COLUMNS, MAX_CPUS, Kind, RawEvents
 from scalestack.trace.lookup import find_sorted
 from scalestack.trace.store import FULL_DISK, save_or_keep
 
-MAGIC = b"PERFILE2"
-MAGIC_SWAPPED = b"2ELIFREP"
-HEADER_SIZE = 104
 PERF_TYPE_TRACEPOINT = 2
 PERF_TYPE_SOFTWARE = 1
 PERF_COUNT_SW_DUMMY = 9  # the software event perf record adds for its side-band records: it samples nothing
@@ -107,18 +128,8 @@ _FEATURE_NAMES = {3: "hostname", 4: "os_release", 5: "perf_version", 6: "arch", 
                   11: "cmdline", 21: "sample_time", 23: "clockid", 27: "compressed"}
 _ALL = (-(1 << 63), (1 << 63) - 1)  # every time: lo <= t < hi
 
-# sample_type bits (include/uapi/linux/perf_event.h), in the order fields appear in a sample
-S_IP, S_TID, S_TIME, S_ADDR, S_READ, S_CALLCHAIN, S_ID, S_CPU, S_PERIOD, S_STREAM_ID, S_RAW = (
-    1 << 0, 1 << 1, 1 << 2, 1 << 3, 1 << 4, 1 << 5, 1 << 6, 1 << 7, 1 << 8, 1 << 9, 1 << 10)
-S_STACK_USER = 1 << 13  # a copy of the user stack: callchains unwound with DWARF (--call-graph dwarf)
-S_IDENTIFIER = 1 << 16
-# read_format bits
-R_TOTAL_TIME_ENABLED, R_TOTAL_TIME_RUNNING, R_ID, R_GROUP, R_LOST = 1, 2, 4, 8, 16
-# record types
-REC_LOST, REC_SAMPLE, REC_LOST_SAMPLES, REC_FINISHED_ROUND, REC_COMPRESSED = 2, 9, 13, 68, 81
 # perf's largest PERF_RECORD_COMPRESSED: PERF_SAMPLE_MAX_SIZE (64 KiB) - 1 (builtin-record.c, zstd_compress)
 COMPRESSED_MAX = (1 << 16) - 1
-REC_HEADER_ATTR = 64  # pipe-mode files carry their attrs as records
 
 _ERR = {1: "record size smaller than its header", 2: "record runs past the end of the data",
         3: "sample with an id that no event declares", 4: "sample shorter than its sample_type says",
@@ -1251,7 +1262,7 @@ def read_stacks_of(path: str, perf: str, pids):
                 if copy_for_processes(path, copy, pids, info):
                     readable = copy
             except OSError:  # no room for the copy: perf reads the whole file
-                readable = path
+                pass
         return read_stacks(readable, perf, pids, named=path)
 
 

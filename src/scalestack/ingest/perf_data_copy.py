@@ -16,12 +16,24 @@ from __future__ import annotations
 import mmap
 import struct
 
-# sample_type bits (include/uapi/linux/perf_event.h); `perf_data` reads the header, and calls this
-S_IP, S_TID, S_TIME, S_ID, S_CPU, S_STREAM_ID, S_IDENTIFIER = 1, 1 << 1, 1 << 2, 1 << 6, 1 << 7, 1 << 9, 1 << 16
-HEADER_SIZE = 104
+from scalestack.ingest.perf_abi import (
+    HEADER_SIZE,
+    MISC_COMM_EXEC,
+    REC_COMM,
+    REC_EXIT,
+    REC_FORK,
+    REC_MMAP,
+    REC_MMAP2,
+    REC_SAMPLE,
+    S_CPU,
+    S_ID,
+    S_IDENTIFIER,
+    S_IP,
+    S_STREAM_ID,
+    S_TID,
+    S_TIME,
+)
 
-REC_MMAP, REC_COMM, REC_EXIT, REC_FORK, REC_SAMPLE, REC_MMAP2 = 1, 3, 4, 7, 9, 10
-MISC_COMM_EXEC = 1 << 13
 # records naming a process in their first u32 (pid): they are kept for the chosen processes only
 _OF_A_PROCESS = (REC_MMAP, REC_COMM, REC_EXIT, REC_FORK, REC_MMAP2)
 
@@ -83,12 +95,11 @@ def copy_for_processes(src: str, dst: str, pids, info) -> bool:
     pids = {int(p) for p in pids}
     if info.features.get("compressed") is not None or not pids:
         return False
-    with open(src, "rb") as f:
-        head = f.read(info.data_offset)
-    if len(head) < HEADER_SIZE or _outside(head, info.data_offset):
-        return False
     start, end = info.data_offset, info.data_offset + info.data_size
     with open(src, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        head = mm[:start]
+        if len(head) < HEADER_SIZE or _outside(head, start):
+            return False
         lay = _Layout(info.attrs, mm)
         last_exec: dict[int, int] = {}
         for typ, misc, pos, n in _records(mm, start, end):

@@ -157,22 +157,19 @@ def read_stacks(perf_data: str, perf: str, pids=None, named: str | None = None) 
     gives it the copy of a recording made for the processes (`perf_data_copy`); `named` is the
     recording's name in errors."""
     only = ["--pid", ",".join(str(int(p)) for p in sorted(set(pids)))] if pids is not None and len(pids) else []
-    return _perf_script_stacks(perf_data, perf, only, named or perf_data)
-
-
-def _perf_script_stacks(path: str, perf: str, only: list[str], named: str) -> Stacks:
     # --no-inline: with inlined calls resolved (perf 6.1's default) a frame whose address lies in
     # inlined code is printed as the inlined functions only, its own line missing or doubled, and
     # perf spends ~40% of the pass in addr2line for lines this parser skips anyway
     proc = subprocess.Popen(
-        [perf, "script", "-i", path, "--ns", "--show-mmap-events", "--no-inline", *only,
+        [perf, "script", "-i", perf_data, "--ns", "--show-mmap-events", "--no-inline", *only,
          "-F", "pid,tid,time,event,ip,sym,symoff,dso,trace"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
     )
     stacks = parse_stacks(proc.stdout)
     err = proc.stderr.read()
     if proc.wait() != 0:
-        raise UserError(f"`perf script` could not read the call stacks of {named}: {last_line(err.encode())}")
+        raise UserError(f"`perf script` could not read the call stacks of {named or perf_data}: "
+                        f"{last_line(err.encode())}")
     return stacks
 
 
