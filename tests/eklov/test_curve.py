@@ -81,9 +81,10 @@ def lookup(tmp_path_factory):
 def test_one_run_curve_sees_the_cache_a_lookup_table_loses(lookup):
     """One run of a streaming kernel, the pirate changing size under it: a table of half the cache a
     pirate holds here slows down beside a pirate of 3/4 of that cache, a 16 KiB table (L1) does not. Work is
-    the bytes the kernel reads. The sizes come from the pirate's measured knee (the sysfs LLC is 32
-    MiB, a program here gets 4-12 MiB of it, varying by the hour): measured, a 4 MiB table beside
-    9 MiB, 1.86x in one run and 1.85x in separate runs (docs/pirate.md)."""
+    the bytes the kernel reads. The sizes come from the pirate's measured knee (on the host whose sysfs
+    LLC is 32 MiB a program gets 4-12 MiB of it, varying by the hour): measured, a 4 MiB table beside
+    9 MiB, 1.86x in one run and 1.85x in separate runs (docs/pirate.md). Where table and pirate fit
+    in half the LLC (a 480 MiB one), the pirate takes nothing and the test skips."""
     from scalestack.eklov.pirate import effective_llc_bytes, llc_info
 
     exe, data = lookup
@@ -131,6 +132,14 @@ def test_one_run_curve_sees_the_cache_a_lookup_table_loses(lookup):
         if len(moved) == 3:
             pytest.skip("the cache the pirate keeps moved during every run, so none tested the premise: "
                         + "; ".join(moved))
+        llc = llc_info(0).size_bytes
+        if 2 * (table + pirate) <= llc:
+            # measured on a host with a 480 MiB LLC (knees of 43-63 MiB): 27-40 MiB tables beside 40-80 MiB
+            # pirates 1.03-1.06x; both fit in the cache many times over, so the table loses lines only to
+            # what the other tenants take, and the premise (a pirate taking the table's cache) does not hold
+            pytest.skip(f"the table ({table >> 20} MiB) and the pirate ({pirate >> 20} MiB) fit together in half of "
+                        f"this {llc >> 20} MiB LLC: the pirate takes no cache from the table here (slowdown "
+                        f"{slow[table]:.3f}x)")
     slow[16 << 10] = run(16 << 10, 120, pirate)
     print(f"\none-run slowdowns beside a {pirate >> 20} MiB pirate (knee {used >> 20} MiB): {slow}", file=sys.stderr)
     # clearly above the L1 table's 0.99-1.01; measured 1.15-2.50 beside 3/4 of the knee, and

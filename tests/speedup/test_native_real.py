@@ -14,6 +14,10 @@ from tests.conftest import ROOT, WORKLOADS, requires_recording
 COMPONENTS = ("gc", "seq", "sync", "imb", "cont", "other")
 
 
+def _low(stack: dict) -> dict:
+    return {c: stack[c] for c in COMPONENTS if stack[c] <= -0.1}
+
+
 def _no_component_below(stack: dict, baseline) -> None:
     """No component below -0.1, unless other processes kept a CPU from the 1-thread run: CONT
     subtracts that run's waits for a CPU, so it goes negative by design when the baseline waited
@@ -22,7 +26,7 @@ def _no_component_below(stack: dict, baseline) -> None:
 
     st_ = baseline.states
     waited = int(st_.duration_ns[st_.state == State.RUNNABLE].sum())
-    low = {c: stack[c] for c in COMPONENTS if stack[c] <= -0.1}
+    low = _low(stack)
     if low and waited > 0.05 * baseline.wall_ns:
         pytest.skip(f"other processes kept a CPU busy: the 1-thread run waited {waited / 1e6:.0f} ms for one ({low})")
     assert not low, stack
@@ -50,7 +54,10 @@ def test_openmp_sweep_seq_is_the_serial_fraction(omp_serial, tmp_path):
     # the default and passive runs are separate runs: once in a CI run on the 2-core VM their serial
     # shares differed by 0.101; such a sweep is made once more. The program's clock starts in main, the
     # trace's at exec: 40 rounds (~0.35 s at 2 threads) keep the ~12 ms of start-up a recorded exec took
-    # once (SEQ 0.233 against the clock's 0.117 in 10 rounds, both attempts) within the margin
+    # once (SEQ 0.233 against the clock's 0.117 in 10 rounds, both attempts) within the margin. A sweep
+    # with a component below -0.1 is made once more too: in a CI run the 2-thread run took 0.298 s, less
+    # than the 1-thread run's 0.576 s and the program's own 0.040 s of serial time allow (0.308 s; the
+    # 1-thread run slowed by something the guest cannot see), and OTHER, the residue, read -0.17
     for attempt in range(2):
         own = tmp_path / f"serial-{attempt}.txt"
         out = tmp_path / f"sweep-{attempt}"
@@ -71,7 +78,7 @@ def test_openmp_sweep_seq_is_the_serial_fraction(omp_serial, tmp_path):
         lines = [ln.split() for ln in own.read_text().splitlines()]
         assert [int(ln[5]) for ln in lines] == [1, 1, 2, 2]
         clock = float(lines[2][1]) / float(lines[2][3])  # the 2-thread default run's own serial share
-        if abs(s2["seq"] - windows) < 0.1 and abs(s2["seq"] - clock) < 0.1:
+        if abs(s2["seq"] - windows) < 0.1 and abs(s2["seq"] - clock) < 0.1 and not _low(s2):
             break
     assert abs(s2["seq"] - windows) < 0.1, (s2, windows)
     assert abs(s2["seq"] - clock) < 0.1, (s2, clock)
