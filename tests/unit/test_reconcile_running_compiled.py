@@ -133,12 +133,15 @@ def scenario(draw):
 
 
 @settings(max_examples=300, deadline=None)
-@given(scenario())
-def test_compiled_reconcile_matches_numpy_statement(case):
+@given(scenario(), st.sampled_from([1, 2, 3]))
+def test_compiled_reconcile_matches_numpy_statement(case, workers):
+    """With 2 or 3 workers, the threads are cut at once in groups, each into its own part of the
+    output: the same table."""
     states, events, open_end = case
     want, want_changed, want_stolen, want_unreported = reference(states, events, open_end)
     want = _merge_adjacent(want)  # reconcile_running joins them as it writes them
-    got, got_changed, got_stolen, got_unreported = reconcile_running(states, events, 0, 0, open_end=open_end)
+    got, got_changed, got_stolen, got_unreported = reconcile_running(states, events, 0, 0, open_end=open_end,
+                                                                     workers=workers)
     for k in StateTable.SCHEMA:
         assert getattr(got, k).dtype == getattr(want, k).dtype, k
         np.testing.assert_array_equal(getattr(got, k), getattr(want, k), err_msg=k)
@@ -215,18 +218,20 @@ def _big_case(seed):
 def test_giving_the_table_back_changes_nothing(seed, release):
     """Given back every `release` rows as the pass reads them (the builder's way: the table is
     dropped afterwards), the new table is the same: no row is read after its memory went back (it
-    would read zeros)."""
+    would read zeros), also with two threads cutting at once, each giving back its own rows while
+    the other reads the rows either side."""
     from scalestack.trace.builder import _reconcile_rows, _reconcile_steals
     from scalestack.trace.lookup import EventIndex
 
     cols, events = _big_case(seed)
     got = []
-    for r in (0, release):
+    for r, workers in ((0, 1), (release, 1), (release, 2)):
         index = EventIndex(events)
         states = StateTable(**{k: v.copy() for k, v in cols.items()})
-        table, changed, stolen, _, _ = _reconcile_steals(_reconcile_rows(states, index, r), index)
+        table, changed, stolen, _, _ = _reconcile_steals(_reconcile_rows(states, index, r, workers=workers), index)
         got.append((table, changed, stolen))
-    (want, w_changed, w_stolen), (table, changed, stolen) = got
-    for k in StateTable.SCHEMA:
-        np.testing.assert_array_equal(getattr(table, k), getattr(want, k), err_msg=k)
-    assert changed == w_changed and stolen == w_stolen
+    want, w_changed, w_stolen = got[0]
+    for table, changed, stolen in got[1:]:
+        for k in StateTable.SCHEMA:
+            np.testing.assert_array_equal(getattr(table, k), getattr(want, k), err_msg=k)
+        assert changed == w_changed and stolen == w_stolen

@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scalestack.ingest.tracepoint import Strings, intern_at, strings_full
-from scalestack.ingest.windows import on_threads, rank_by_time, shared_strings, thread_count
+from scalestack.ingest.windows import rank_by_time, shared_strings, thread_count
+from scalestack.trace.parallel import on_threads
 
 
 def test_rank_worked_example():

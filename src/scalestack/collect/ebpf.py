@@ -27,13 +27,13 @@ from scalestack.ingest.tracepoint import Strings, intern_at, le_u32, strings_ful
 from scalestack.ingest.windows import (
     MAP_BYTES,
     mapped,
-    on_threads,
     rank_by_time,
     shared_strings,
     streamed,
     thread_count,
 )
 from scalestack.trace.events import Kind, RawEvents
+from scalestack.trace.parallel import on_threads
 
 # trace.bpf.c's struct rec
 RECORD = np.dtype([("time", "<u8"), ("a0", "<i8"), ("a1", "<i8"), ("a2", "<i8"), ("cpu", "<i4"), ("tid", "<i4"),

@@ -106,7 +106,6 @@ from scalestack.ingest.tracepoint import (
 from scalestack.ingest.windows import (
     MAP_BYTES,
     mapped,
-    on_threads,
     rank_by_time,
     shared_strings,
     streamed,
@@ -116,6 +115,7 @@ from scalestack.tools import last_line, which
 from scalestack.trace import Trace
 from scalestack.trace.events import COLUMNS, MAX_CPUS, Kind, RawEvents
 from scalestack.trace.lookup import find_sorted
+from scalestack.trace.parallel import on_threads
 from scalestack.trace.store import FULL_DISK, save_or_keep
 
 PERF_TYPE_TRACEPOINT = 2

@@ -2,18 +2,17 @@
 
 The readers of perf.data files and of the eBPF collector's record file share the plan: a first
 pass notes each event's time, one stable sort gives every event its row (`rank_by_time`), and a
-second pass decodes the windows straight into those rows on several threads (`on_threads`),
-each interning strings in its own `Strings` table, merged at the end (`shared_strings`). Memory
-holds the events and one window per thread: never the file, never a sorted copy of a column (on
-a VM, freshly touched memory costs about a second per GB, as much as the decoding).
+second pass decodes the windows straight into those rows on several threads
+(`trace.parallel.on_threads`), each interning strings in its own `Strings` table, merged at the
+end (`shared_strings`). Memory holds the events and one window per thread: never the file, never
+a sorted copy of a column (on a VM, freshly touched memory costs about a second per GB, as much
+as the decoding).
 """
 
 from __future__ import annotations
 
 import mmap
 import os
-import threading
-from collections.abc import Callable
 
 import numba
 import numpy as np
@@ -66,28 +65,6 @@ def mapped(fd: int, pos: int, n: int) -> np.ndarray:
 def thread_count(windows: int, threads: int | None) -> int:
     """One thread per CPU this process may use (or `threads`), no more than there are windows."""
     return max(1, min(threads or len(os.sched_getaffinity(0)), windows, 16))
-
-
-def on_threads(n: int, work: Callable[[int], None]) -> None:
-    """work(0) ... work(n - 1), each on its own thread (the compiled passes release the GIL)."""
-    if n == 1:
-        work(0)
-        return
-    errors: list[BaseException] = []
-
-    def run(k: int) -> None:
-        try:
-            work(k)
-        except BaseException as exc:  # raised in the caller's thread below
-            errors.append(exc)
-
-    workers = [threading.Thread(target=run, args=(k,)) for k in range(n)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    if errors:
-        raise errors[0]
 
 
 @numba.njit(cache=True, nogil=True)

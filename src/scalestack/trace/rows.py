@@ -53,6 +53,19 @@ def give_back(a, lo, hi):
             _madvise(p0, p1 - p0, _MADV_DONTNEED)
 
 
+@numba.njit(cache=True)
+def give_back_within(a, lo, hi):
+    """`give_back` of the pages wholly within rows lo..hi of `a`: where other threads read the rows
+    either side meanwhile (a page shared with them stays)."""
+    if hi > lo:
+        row = a.nbytes // a.shape[0]
+        base = a.ctypes.data
+        p0 = (base + lo * row + _PAGE - 1) // _PAGE * _PAGE
+        p1 = (base + hi * row) // _PAGE * _PAGE
+        if p1 > p0:
+            _madvise(p0, p1 - p0, _MADV_DONTNEED)
+
+
 @numba.njit(cache=True, inline="always")
 def emit_row(out, m, slot, start, end, state, cpu, addr, waker, rep):
     """Write row m of `new_rows` columns; the next row's position."""
