@@ -81,6 +81,7 @@ from scalestack.trace.rows import (
     RELEASE_EVERY,
     emit_row,
     give_back,
+    give_back_pages,
     give_back_within,
     new_rows,
     put_row,
@@ -206,7 +207,7 @@ def _fill_in_window(part, t0, t1, tids, fill, out, release):
     done = 0
     for i in range(p_slot.shape[0]):
         if release > 0 and i - done == release:
-            _give_back_rows(part, done, i)
+            _give_back_rows(part, done, i, False)
             done = i
         if p_end[i] > t0 and p_start[i] < t1:
             s = p_slot[i]
@@ -221,7 +222,7 @@ def _fill_in_window(part, t0, t1, tids, fill, out, release):
             waker[j] = p_waker[i]
             rep[j] = p_rep[i]
     if release > 0:
-        _give_back_rows(part, done, p_slot.shape[0])
+        _give_back_rows(part, done, p_slot.shape[0], False)
 
 
 @numba.njit(cache=True)
@@ -234,16 +235,16 @@ def _in_start_order(off, start):
 
 
 @numba.njit(cache=True)
-def _give_back_rows(rows, lo, hi):
-    """`give_back` rows lo..hi of every column of `new_rows`."""
-    give_back(rows[0], lo, hi)
-    give_back(rows[1], lo, hi)
-    give_back(rows[2], lo, hi)
-    give_back(rows[3], lo, hi)
-    give_back(rows[4], lo, hi)
-    give_back(rows[5], lo, hi)
-    give_back(rows[6], lo, hi)
-    give_back(rows[7], lo, hi)
+def _give_back_rows(rows, lo, hi, within):
+    """`give_back` (`within`: `give_back_within`) rows lo..hi of every column of `new_rows`."""
+    give_back_pages(rows[0], lo, hi, within)
+    give_back_pages(rows[1], lo, hi, within)
+    give_back_pages(rows[2], lo, hi, within)
+    give_back_pages(rows[3], lo, hi, within)
+    give_back_pages(rows[4], lo, hi, within)
+    give_back_pages(rows[5], lo, hi, within)
+    give_back_pages(rows[6], lo, hi, within)
+    give_back_pages(rows[7], lo, hi, within)
 
 
 def _walk_result(out, carry):
@@ -1050,25 +1051,12 @@ def _cut_compact(out, off, m_end, release):
                 emit_row(out, w + i, out[0][a + i], out[1][a + i], out[2][a + i], out[3][a + i], out[4][a + i],
                          out[5][a + i], out[6][a + i], out[7][a + i])
                 if release > 0 and a + i + 1 - done >= release:
-                    _give_back_rows_within(out, done, a + i + 1)
+                    _give_back_rows(out, done, a + i + 1, True)
                     done = a + i + 1
         w += n
     if release > 0:
-        _give_back_rows_within(out, w, out[0].shape[0])
+        _give_back_rows(out, w, out[0].shape[0], True)
     return w
-
-
-@numba.njit(cache=True)
-def _give_back_rows_within(rows, lo, hi):
-    """`give_back_within` rows lo..hi of every column of `new_rows`."""
-    give_back_within(rows[0], lo, hi)
-    give_back_within(rows[1], lo, hi)
-    give_back_within(rows[2], lo, hi)
-    give_back_within(rows[3], lo, hi)
-    give_back_within(rows[4], lo, hi)
-    give_back_within(rows[5], lo, hi)
-    give_back_within(rows[6], lo, hi)
-    give_back_within(rows[7], lo, hi)
 
 
 @numba.njit(cache=True)
@@ -1362,7 +1350,7 @@ def _merged_rows(tid, start, end, state, cpu, addr, waker, repaired, n_out, rele
     for i in range(n):
         m = put_row(out, m, tid[i], start[i], end[i], state[i], cpu[i], addr[i], waker[i], repaired[i])
         if release > 0 and i + 1 - done >= release:
-            _give_back_rows((tid, start, end, state, cpu, addr, waker, repaired), done, i + 1)
+            _give_back_rows((tid, start, end, state, cpu, addr, waker, repaired), done, i + 1, False)
             done = i + 1
     return out
 

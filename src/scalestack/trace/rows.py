@@ -44,23 +44,27 @@ def give_back(a, lo, hi):
     reads it no more copies the source with no second copy alive (the source and its copy were
     2x the table at the peak). Only whole pages of a[:hi] go. Only for arrays the caller owns and
     drops afterwards: what is read there afterwards is zeros."""
-    if hi > lo:
-        row = a.nbytes // a.shape[0]
-        base = a.ctypes.data
-        p0 = max((base + _PAGE - 1) // _PAGE * _PAGE, (base + lo * row) // _PAGE * _PAGE)
-        p1 = (base + hi * row) // _PAGE * _PAGE
-        if p1 > p0:
-            _madvise(p0, p1 - p0, _MADV_DONTNEED)
+    give_back_pages(a, lo, hi, False)
 
 
 @numba.njit(cache=True)
 def give_back_within(a, lo, hi):
     """`give_back` of the pages wholly within rows lo..hi of `a`: where other threads read the rows
     either side meanwhile (a page shared with them stays)."""
+    give_back_pages(a, lo, hi, True)
+
+
+@numba.njit(cache=True)
+def give_back_pages(a, lo, hi, within):
+    """`give_back` (`within`: `give_back_within`)."""
     if hi > lo:
         row = a.nbytes // a.shape[0]
         base = a.ctypes.data
-        p0 = (base + lo * row + _PAGE - 1) // _PAGE * _PAGE
+        first = base + lo * row
+        if within:
+            p0 = (first + _PAGE - 1) // _PAGE * _PAGE
+        else:
+            p0 = max((base + _PAGE - 1) // _PAGE * _PAGE, first // _PAGE * _PAGE)
         p1 = (base + hi * row) // _PAGE * _PAGE
         if p1 > p0:
             _madvise(p0, p1 - p0, _MADV_DONTNEED)
