@@ -20,7 +20,10 @@ the same perf.data measures, in one run:
 * the text path kept for text files: the compiled parser of perf script's output, with the state
   builder;
 * peak memory of perf.data -> Trace (ru_maxrss of that process), and how far it rose above the
-  process's size after the warm-up (Python, NumPy, numba's code), against the file's size.
+  process's size after the warm-up (Python, NumPy, numba's code), against the file's size;
+* where perf.data -> saved Trace goes, pass by pass, in another such process (the reading, each
+  pass the state builder runs on its main thread, the save), and the reconciliation with the
+  runtime reports again on one worker (it cuts threads on every CPU the process may use).
 
     .venv/bin/python benchmarks/speed/ingest.py            # 10^5 and 10^6 events
     .venv/bin/python benchmarks/speed/ingest.py --big      # and 10^7 (about 1 GB of perf.data)
@@ -74,6 +77,42 @@ t3 = time.perf_counter()
 print(len(ev), t1 - t0, t2 - t0, t3 - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, base)
 """
 
+PASSES = """
+import functools, json, sys, time
+sys.path.insert(0, {src!r})
+from scalestack.cli import small_pages
+small_pages()
+from scalestack.ingest.perf_data import read_perf_data
+from scalestack.trace import builder
+from scalestack.trace.store import save
+builder.build_trace(read_perf_data({warm!r}), comm="prodcons")
+spent = {{}}
+def timed(name, fn):
+    def run(*a, **k):
+        t = time.perf_counter()
+        try:
+            return fn(*a, **k)
+        finally:
+            spent[name] = spent.get(name, 0.0) + time.perf_counter() - t
+    return run
+# the passes the builder runs on this thread (the names and switch spans run beside them on another)
+for name, fn in (("walk", "_walk_parts"), ("thread order", "_walk_states"), ("reconcile", "_reconcile_rows"),
+                 ("steals", "_reconcile_steals"), ("futex wakers", "attribute_futex_wakers"),
+                 ("join", "_merge_adjacent"), ("finish", "finish_trace")):
+    setattr(builder, fn, timed(name, getattr(builder, fn)))
+ev = timed("read", read_perf_data)({data!r})
+tr = builder.build_trace(ev, comm="prodcons")
+timed("save", save)(tr, {saved!r})
+del tr
+reconcile = builder._reconcile_rows
+builder._reconcile_rows = functools.partial(reconcile, workers=1)
+spent["reconcile_all"] = spent.pop("reconcile")
+builder.build_trace(ev, comm="prodcons")
+spent["reconcile_one_worker"] = spent.pop("reconcile")
+spent["reconcile"] = spent.pop("reconcile_all")
+print(json.dumps(spent))
+"""
+
 TEXT = """
 import sys, time
 sys.path.insert(0, {src!r})
@@ -86,6 +125,9 @@ t0 = time.perf_counter()
 tr = build_trace(parse_perf_script({text!r}), comm="prodcons")
 print(time.perf_counter() - t0)
 """
+
+
+PASS_NAMES = ("walk", "thread order", "reconcile", "steals", "futex wakers", "join", "finish")  # as PASSES times them
 
 
 def record(tmp: Path, exe: Path, items: int) -> Path:
@@ -217,6 +259,12 @@ def main(argv=None) -> int:
                                  capture_output=True, text=True, check=True).stdout.split()
             n, t_read, t_trace, t_saved = int(out[0]), float(out[1]), float(out[2]), float(out[3])
             peak, base = int(out[4]), int(out[5])
+            # the second build (its reconciliation on one worker) adds to the other passes' sums: halve those
+            # (the reconciliation's two are apart)
+            passes = json.loads(subprocess.run([sys.executable, "-c", PASSES.format(src=src, warm=str(warm), data=str(data),
+                                                                                saved=str(tmp / "direct.trace"))],
+                                               capture_output=True, text=True, check=True).stdout)
+            passes = {k: v / 2 if k in PASS_NAMES and k != "reconcile" else v for k, v in passes.items()}
             t_text = float(subprocess.run([sys.executable, "-c", TEXT.format(src=src, warm=str(warm_text),
                                                                              text=str(text))],
                                           capture_output=True, text=True, check=True).stdout.split()[0])
@@ -231,7 +279,7 @@ def main(argv=None) -> int:
                  "read_ev_s": n / t_read, "to_trace_ev_s": n / t_trace, "to_saved_ev_s": n / t_saved,
                  "read_vs_perf_script": t_script / t_read, "trace_vs_perf_script": t_script / t_trace,
                  "text_to_trace_ev_s": n / t_text, "peak_bytes": peak, "baseline_bytes": base,
-                 "peak_above_baseline_vs_file": (peak - base) / size}
+                 "peak_above_baseline_vs_file": (peak - base) / size, "passes_s": passes}
             results[str(n)] = r
             print(f"{n:>10,d} {size / 1e6:8.1f} | {t_timehist:6.2f} / {m_timehist / 1e6:5.0f} "
                   f"{t_script:6.2f} / {m_script / 1e6:5.0f} {t_import:6.2f} / {m_import / 1e6:5.0f} | "
@@ -240,6 +288,10 @@ def main(argv=None) -> int:
                   f"{r['text_to_trace_ev_s'] / 1e6:9.2f} | {t_report:6.2f} / {m_report / 1e6:5.0f} "
                   f"{t_part:6.2f} / {m_part / 1e6:5.0f} {t_crit:6.2f} / {m_crit / 1e6:5.0f} "
                   f"{t_advise:6.2f} / {m_advise / 1e6:5.0f}", flush=True)
+            print(f"{'':>10} where perf.data -> saved Trace goes (s, one process): "
+                  + ", ".join(f"{k} {passes[k]:.2f}" for k in ("read", *PASS_NAMES, "save"))
+                  + f" (reconcile on one worker {passes['reconcile_one_worker']:.2f}; the names and switch spans "
+                  "are found on another thread meanwhile)", flush=True)
             for f in (data, text, saved):
                 os.unlink(f)
         if args.huge:

@@ -20,3 +20,7 @@ def test_ingest_quick(tmp_path):
     assert row["text_to_trace_ev_s"] > 0 and row["peak_bytes"] >= row["baseline_bytes"] > 0
     assert row["part_import_s"] > 0 and row["part_import_peak_bytes"] > 0
     assert row["crit_s"] > 0 and row["crit_peak_bytes"] > 0 and row["advise_s"] > 0 and row["advise_peak_bytes"] > 0
+    passes = row["passes_s"]  # every pass timed, the reconciliation both ways
+    assert set(passes) == {"read", "walk", "thread order", "reconcile", "reconcile_one_worker", "steals",
+                           "futex wakers", "join", "finish", "save"} and all(v > 0 for v in passes.values()), passes
+    assert "where perf.data -> saved Trace goes" in proc.stdout
