@@ -44,8 +44,20 @@ def test_global_and_heap_locks_named_with_the_code_holding_them(where_locks, tmp
     # loops beside, 2 of 8 recordings failed: the heap lock had no holder sample at all, or a single
     # waiter; and alone the heap lock's holders were 1-7 samples ({local_work: 2, push_job: 1} once).
     # So 300 rounds (twice the samples), and the load-dependent part (some contention on each lock,
-    # holder samples naming the holding code) measured again up to 3 times: a tool that names or
-    # attributes the locks wrongly fails all three.
+    # holder samples naming the holding code, each thread's weighted samples within 15% + 5 samples
+    # of its criticality) measured again up to 3 times: a tool that names or attributes the locks
+    # wrongly fails all three. The samples: 6 local recordings here within 9.8%, but once in a CI run
+    # the main thread's 203 samples weighed 169 ms against a criticality of 134 ms (and once before in
+    # a local serial run, 171.5 against 134).
+    def sampled_off(trace, res) -> list:
+        crit = scalestack.criticality(trace)
+        out = []
+        for row in res.threads:
+            c = float(crit.criticality_ns[list(crit.tids).index(row["tid"])])
+            if c > 50e6 and not abs(row["criticality_ns"] - c) < 0.15 * c + 5 * res.period_ns:
+                out.append((row, c))
+        return out
+
     for _ in range(3):
         trace = scalestack.record([str(where_locks), "4", "300"], str(tmp_path / "w.trace"), stacks=True)
         trace.validate()
@@ -58,7 +70,7 @@ def test_global_and_heap_locks_named_with_the_code_holding_them(where_locks, tmp
         # worker's call instruction where the frame-pointer walk skips it, docs/where.md), held in push_job
         heap = [lk for lk in res.locks if lk["how"] == "call-site" and lk["waiters"] >= 2]
         if (next(iter(big["holders"]), None) == "update_table" and heap
-                and next(iter(heap[0]["holders"]), None) == "push_job"):
+                and next(iter(heap[0]["holders"]), None) == "push_job" and not sampled_off(trace, res)):
             break
     assert next(iter(big["holders"]), None) == "update_table", res.locks
     assert heap and heap[0]["name"] == "lock waited at push_job", res.locks
@@ -66,11 +78,7 @@ def test_global_and_heap_locks_named_with_the_code_holding_them(where_locks, tmp
     names = [f["function"] for f in res.functions[:3]]
     assert "update_table" in names and "push_job" in names
     # per thread, the weighted samples add up to the thread's criticality within sampling error
-    crit = scalestack.criticality(trace)
-    for row in res.threads:
-        c = float(crit.criticality_ns[list(crit.tids).index(row["tid"])])
-        if c > 50e6:
-            assert abs(row["criticality_ns"] - c) < 0.15 * c + 5 * res.period_ns, (row, c)
+    assert not sampled_off(trace, res)
     sections = {s.key: s for s in build_report(trace).sections}
     assert "big_lock" in [r["lock"] for r in sections["locks"].table]
     assert sections["functions"].title == "Critical functions"
