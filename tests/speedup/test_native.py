@@ -181,6 +181,28 @@ def test_spin_is_booked_from_the_passive_twin():
     assert abs(booked.seq - clean.seq) < 0.05
 
 
+def test_hidden_serial_time_stays_in_seq_when_the_one_thread_runs_cancel_the_spin():
+    """The 1-thread active run noisily longer than its passive twin (by more than the N-thread run
+    spins) leaves no spin for SYNC, but the serial time the spinning hid in the N-thread run is
+    measured from the twins' windows, and still goes to SEQ."""
+    act1, act4 = spin_barriers(1), spin_barriers(4)
+    r1, r4 = simulate(act1, cores=8), simulate(act4, cores=8)
+    p4 = simulate({**act4, "threads": [{**t, "ops": [op[:3] if op[0] == "barrier" else op for op in t["ops"]]}
+                                       for t in act4["threads"]]}, cores=8)
+    raw = speedup_stack(r1.trace, r4.trace, 4)
+    quiet = with_spin(raw, r4.trace, p4.trace)
+
+    def one_thread(t):
+        return make_trace({"tid": [2], "pid": [2], "name": ["prog"], "role": ["main"], "start_ns": [0], "end_ns": [t]},
+                          {"tid": [2], "start_ns": [0], "end_ns": [t], "state": [R]}, meta={"start_ns": 0, "end_ns": t})
+
+    slow = r4.runtime_ns  # more than the whole spin of the 4-thread run
+    noisy = with_spin(raw, r4.trace, p4.trace, one_thread(2 * slow), one_thread(slow))
+    assert quiet.seq > raw.seq + 0.05  # the spinning hid serial time
+    assert math.isclose(noisy.seq, quiet.seq) and noisy.spin == raw.spin and math.isclose(noisy.sync, raw.sync)
+    assert math.isclose(noisy.total(), 4)
+
+
 def test_a_shell_around_the_program_is_not_one_of_its_threads():
     """`sh -c "prog > out"`: the shell's thread (the root, role main) waits for the program's whole
     run; the program's own two threads are the candidates, and the shell is neither a worker nor a
