@@ -919,10 +919,6 @@ def _cut_thread(j, start, end, state, repaired, cpu, addr, waker, bounds, th_tid
     ra = r_off[j]
     rb = r_off[j + 1]
     done = lo  # rows before this are given back (with `release`)
-    lo = bounds[j]
-    hi = bounds[j + 1]
-    ra = r_off[j]
-    rb = r_off[j + 1]
     if rb == ra:  # no reports: the thread's rows as they are
         for r in range(lo, hi):
             if release > 0 and r - done >= release:
