@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scalestack.ingest.perf_data import (
+from scalestack.ingest.perf_abi import (
     S_ADDR,
     S_CPU,
     S_ID,
@@ -21,11 +21,8 @@ from scalestack.ingest.perf_data import (
     S_STREAM_ID,
     S_TID,
     S_TIME,
-    _sample,
-    event_of,
-    id_table,
-    sample_layout,
 )
+from scalestack.ingest.perf_data import _sample, event_of, id_table, sample_layout
 from scalestack.ingest.tracepoint import Strings, intern_at, strings_full
 
 

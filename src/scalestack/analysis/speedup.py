@@ -320,8 +320,8 @@ def with_spin(stack: SpeedupStack, multi: Trace, multi_passive: Trace, single: T
     directly, not capped by the spin, a difference of two noisy totals); what is left of the spin,
     ``max(spin − ΔSEQ, 0)``, goes to SYNC; both come out of OTHER. The stack still sums to N.
     ΔSEQ is taken wherever the N-thread run spins (its ΔRun > 0), even when the 1-thread runs'
-    ΔRun, noise there, cancels the spin: in a CI run a 1-thread active run 39 ms slower than its
-    twin did, and the serial time the spinning hid (16% of the run) was lost from SEQ.
+    ΔRun, noise there, cancels the spin (measured: a 1-thread active run 39 ms slower than its twin
+    did, and the serial time the spinning hid, 16% of the run, was lost from SEQ).
     """
     from scalestack.analysis.serial import classify_threads
 
