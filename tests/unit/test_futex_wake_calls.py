@@ -9,8 +9,10 @@ from hypothesis import strategies as st
 
 from scalestack.trace import State, StateTable
 from scalestack.trace.events import FUTEX_CMD_MASK, Kind, RawEvents
-from scalestack.trace.futex_wakers import FUTEX_WAKE_OPS, _failed_wait, _wake_calls
+from scalestack.trace.futex_wakers import FUTEX_WAKE_OPS, _wake_calls
 from scalestack.trace.lookup import EventIndex
+
+from .test_failed_wait import reference as failed_reference
 
 
 def reference(states: StateTable, waits: np.ndarray, events: RawEvents, tids: np.ndarray, pids: np.ndarray):
@@ -54,7 +56,7 @@ def reference(states: StateTable, waits: np.ndarray, events: RawEvents, tids: np
     known = (waiter_pid > 0) & (w_pid[j] > 0)
     ok &= ~known | (waiter_pid == w_pid[j])
     cand = waits[ok]  # and not a wait whose own call failed (test_failed_wait.py checks that search)
-    ok[ok] = ~_failed_wait(events.sorted(), st_.tid[cand], st_.start_ns[cand])
+    ok[ok] = ~failed_reference(events.sorted(), st_.tid[cand], st_.start_ns[cand])
     return waits[ok], w_tid[j[ok]], w_time[j[ok]]
 
 
@@ -91,11 +93,12 @@ def scenario(draw):
 
 
 @settings(max_examples=400, deadline=None)
-@given(scenario())
-def test_compiled_matching_is_the_numpy_statement(case):
+@given(scenario(), st.sampled_from([1, 2]))
+def test_compiled_matching_is_the_numpy_statement(case, workers):
+    """On one thread, and with the wake calls and the failed calls swept on two at once."""
     states, events, tids, pids = case
     waits = np.arange(len(states))
-    got = _wake_calls(states, waits, EventIndex(events), tids, pids)
+    got = _wake_calls(states, waits, EventIndex(events), tids, pids, workers=workers)
     want = reference(states, waits, events, tids, pids)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g, w)
@@ -133,8 +136,9 @@ def test_many_addresses_grow_the_table():
                         state=np.full(k, int(State.SYNC_WAIT)), cpu=np.full(k, -1), addr=w_addr,
                         waker=np.full(k, -1), repaired=np.zeros(k, bool))
     tids, pids = np.array([100, 101, 102]), np.array([-1, -1, -1])
-    got = _wake_calls(states, np.arange(k), EventIndex(ev), tids, pids)
     want = reference(states, np.arange(k), ev, tids, pids)
     assert len(want[0]) > 20
-    for g, w in zip(got, want, strict=True):
-        np.testing.assert_array_equal(g, w)
+    for workers in (1, 2):
+        got = _wake_calls(states, np.arange(k), EventIndex(ev), tids, pids, workers=workers)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_array_equal(g, w)

@@ -25,6 +25,7 @@ calls put RUNNABLE +85% into each thread of four CPU-bound ones, perf, 10 s).
 
 from __future__ import annotations
 
+import os
 from typing import NamedTuple
 
 import numba
@@ -34,6 +35,7 @@ from scalestack.trace import State, StateTable
 from scalestack.trace.cpu_sweeps import busy_chunk, busy_end, busy_start, busy_sweep
 from scalestack.trace.events import FUTEX_CMD_MASK, Kind, RawEvents
 from scalestack.trace.lookup import EventIndex, find_sorted, member
+from scalestack.trace.parallel import on_threads
 from scalestack.trace.rows import emit_row, new_rows, put_row, rows_cut, state_table
 
 # futex(2) operations that wake waiters (op & FUTEX_CMD_MASK): WAKE, REQUEUE, CMP_REQUEUE, WAKE_OP,
@@ -146,33 +148,43 @@ def _explained(st: StateTable, waits: np.ndarray, tids: np.ndarray, pids: np.nda
 
 
 def _wake_calls(st: StateTable, waits: np.ndarray, index: EventIndex, tids: np.ndarray,
-                pids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                pids: np.ndarray, workers: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The waits (rows of `st`) that a futex call explains, with the caller's tid and the call's time.
-    The events are read as one chunk of `_last_wakes_chunk` and `_failed_chunk`."""
+    The events are read as one chunk of `_last_wakes_chunk` and `_failed_chunk`, the two on
+    `workers` threads (1 or 2; default 2 where the process may use two CPUs and there are 2^16
+    events or more)."""
     ev = index.events
     if len(ev) == 0 or len(tids) == 0:
         return waits[:0], waits[:0], waits[:0]
     q_tid = st.tid[waits].astype(np.int64)
-    carry = _last_wakes_start(tids, q_tid, st.start_ns[waits], st.end_ns[waits], st.addr[waits].view(np.int64))
-    carry = _last_wakes_chunk(ev.time, ev.tid, ev.pid, ev.kind, ev.arg0, ev.arg1, carry)
-    ok, w_time, w_tid, w_pid, since = _last_wakes_end(carry)
-    ok &= _explained(st, waits, tids, pids, q_tid, w_time, w_tid, w_pid, since)
-    if not np.any(ok):
-        return waits[:0], waits[:0], waits[:0]
+    carry = [_last_wakes_start(tids, q_tid, st.start_ns[waits], st.end_ns[waits], st.addr[waits].view(np.int64))]
     # a wait whose futex call failed (-ETIMEDOUT, -EINTR) was ended by its timer or a signal, not by a
-    # wake call: a CPython thread waiting for the GIL times out every 5 ms while others wake other waiters
-    cand = waits[ok]
-    ok[ok] = ~_failed_wait(ev, st.tid[cand], st.start_ns[cand])
+    # wake call: a CPython thread waiting for the GIL times out every 5 ms while others wake other waiters.
+    # Each wait's answers do not depend on the other waits, so the failed calls are looked for for every
+    # wait, not only those a wake call explains, by a sweep of their own beside the wake calls' one
+    failed = [None]
+    if workers is None:
+        workers = 2 if len(ev) >= 1 << 16 and len(os.sched_getaffinity(0)) > 1 else 1
+    workers = min(max(int(workers), 1), 2)
+
+    def sweep(k: int) -> None:
+        if k == 0:
+            carry[0] = _last_wakes_chunk(ev.time, ev.tid, ev.pid, ev.kind, ev.arg0, ev.arg1, carry[0])
+        if k == 1 or workers == 1:
+            failed[0] = _failed_wait(ev, q_tid, st.start_ns[waits])
+
+    on_threads(workers, sweep)
+    ok, w_time, w_tid, w_pid, since = _last_wakes_end(carry[0])
+    ok &= _explained(st, waits, tids, pids, q_tid, w_time, w_tid, w_pid, since) & ~failed[0]
     return waits[ok], w_tid[ok], w_time[ok]
 
 
 def _failed_wait(events: RawEvents, tid: np.ndarray, start: np.ndarray) -> np.ndarray:
     """Whether the futex call each wait (thread, start) is in returned an error: its thread's first
     FUTEX_EXIT after the start, unless another futex call of the thread came first (its exit lost;
-    at one instant an exit counts first). The time-sorted events read as one chunk of `_failed_chunk`."""
+    at one instant an exit counts first). The events, sorted by time, read as one chunk of `_failed_chunk`."""
     if len(events) == 0 or len(tid) == 0:
         return np.zeros(len(tid), bool)
-    events = events.sorted()
     carry = _failed_start(tid, start)
     _failed_chunk(events.time, events.tid, events.kind, events.arg0, carry)
     return _failed_end(carry)
@@ -213,7 +225,7 @@ def _order(x: np.ndarray, kind: str = "quicksort") -> np.ndarray:
     return order.astype(np.int32) if len(x) < 2**31 else order
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _failed_chunk(time, etid, kind, arg0, carry):
     """Read the next time-sorted events into `carry` (updated in place). An instant's futex events
     decide the waits of their threads begun before it once a later instant's event (or the end)
@@ -336,7 +348,7 @@ def _addr_table(addrs, n_addr, size):
     return table
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _last_wakes_events(time, etid, epid, kind, arg0, arg1, wake_mask, carry, i):
     """`_last_wakes_chunk` from event i until the events end or a new address would fill the
     table more than half: where it stopped. Before each futex call, the waits that began (ended)
