@@ -27,9 +27,11 @@ def _same(a, b):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(trace=tiled_traces(), data=st.data(), group=st.integers(1, 7))
-def test_a_loaded_trace_is_the_saved_one(tmp_path_factory, monkeypatch, trace, data, group):
+@given(trace=tiled_traces(), data=st.data(), group=st.integers(1, 7), threads=st.sampled_from([1, 2, 3]))
+def test_a_loaded_trace_is_the_saved_one(tmp_path_factory, monkeypatch, trace, data, group, threads):
+    """Also with the columns shared among 2 or 3 threads, as a member of 2^16 rows or more is read."""
     monkeypatch.setattr(store, "ROW_GROUP", group)  # chunks that start inside a byte of a bool column
+    monkeypatch.setattr(store, "_read_threads", lambda rows, columns: min(threads, columns))
     n = len(trace.states)
     cols = trace.states.columns()
     cols["repaired"] = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), bool)

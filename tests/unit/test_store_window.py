@@ -17,9 +17,10 @@ from .test_trace import tiled_traces
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(trace=tiled_traces(), t0=st.integers(0, 10_000), width=st.integers(1, 10_000))
-def test_a_window_loads_what_the_whole_trace_cut_there_holds(tmp_path_factory, monkeypatch, trace, t0, width):
+@given(trace=tiled_traces(), t0=st.integers(0, 10_000), width=st.integers(1, 10_000), threads=st.sampled_from([1, 2]))
+def test_a_window_loads_what_the_whole_trace_cut_there_holds(tmp_path_factory, monkeypatch, trace, t0, width, threads):
     monkeypatch.setattr(store, "ROW_GROUP", 3)  # many row groups, so most are skipped
+    monkeypatch.setattr(store, "_read_threads", lambda rows, columns: min(threads, columns))
     path = tmp_path_factory.mktemp("w") / "t.trace"
     store.save(trace, path)
     lo, hi = max(t0, trace.start_ns), min(t0 + width, trace.end_ns)

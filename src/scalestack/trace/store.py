@@ -38,6 +38,7 @@ from scalestack.trace.model import (
     ThreadTable,
     Trace,
 )
+from scalestack.trace.parallel import balanced, on_threads
 from scalestack.trace.spill import ColumnFiles, pread_into
 
 MAGIC_MEMBER = "scalestack-trace"
@@ -81,41 +82,65 @@ def _read(cls, zf: zipfile.ZipFile, member: str, mapped: mmap.mmap | None = None
     if mapped is not None and info.compress_type == zipfile.ZIP_STORED:
         head = mapped[info.header_offset:info.header_offset + 30]  # the member's local header: its data follows
         start = info.header_offset + 30 + int.from_bytes(head[26:28], "little") + int.from_bytes(head[28:30], "little")
-        source = pa.BufferReader(pa.py_buffer(mapped)[start:start + info.file_size])
+        data = pa.py_buffer(mapped)[start:start + info.file_size]
     else:
-        source = io.BytesIO(zf.read(info))
+        data = pa.py_buffer(zf.read(info))
     text = [name for name, dtype in cls.SCHEMA.items() if dtype is object]
-    pf = pq.ParquetFile(source, read_dictionary=text)
+    pf = pq.ParquetFile(pa.BufferReader(data), read_dictionary=text)
     groups = range(pf.num_row_groups)
     if window is not None:
         groups = [g for g in groups if _overlaps(pf.metadata.row_group(g), *window)]
     n = sum(pf.metadata.row_group(g).num_rows for g in groups)
     present = set(pf.schema_arrow.names)
-    cols = {}
+    cols, read = {}, []
     for name, dtype in cls.SCHEMA.items():
-        if name not in present:
-            if name in cls.DEFAULTS:  # a column added later: older files lack it
-                cols[name] = np.full(n, cls.DEFAULTS[name], dtype=dtype)
-                continue
+        if name in present:
+            read.append(name)
+        elif name in cls.DEFAULTS:  # a column added later: older files lack it
+            cols[name] = np.full(n, cls.DEFAULTS[name], dtype=dtype)
+        else:
             raise UserError(f"trace file is missing column {name!r}; was it written by a newer scalestack?")
-        out = np.empty(n, dtype=dtype)
-        at = 0
-        for g in groups:
-            # Arrow's thread pool can abort the interpreter at exit (pyarrow 26: "terminate called
-            # without an active exception" in about 1 run in 5): read on this thread.
-            for chunk in pf.read_row_group(g, columns=[name], use_threads=False).column(0).chunks:
-                k = len(chunk)
-                if dtype is not object:
-                    np.copyto(out[at:at + k], _numpy(chunk), casting="unsafe")
-                elif isinstance(chunk, pa.DictionaryArray) and not chunk.null_count:
-                    words = np.empty(len(chunk.dictionary), dtype=object)
-                    words[:] = chunk.dictionary.to_pylist()
-                    out[at:at + k] = words[_numpy(chunk.indices)]
-                else:
-                    out[at:at + k] = chunk.to_pylist()
-                at += k
-        cols[name] = out
-    return cls(**cols)
+    # Arrow decodes a column without the GIL, so the columns are shared among threads of ours, each
+    # with its own reader of the member (Arrow's own thread pool can abort the interpreter at exit,
+    # pyarrow 26: "terminate called without an active exception" in about 1 run in 5)
+    workers = _read_threads(n, len(read))
+    where = {c.path_in_schema: c for c in (pf.metadata.row_group(0).column(i) for i in range(pf.metadata.num_columns))} \
+        if pf.num_row_groups else {}
+    size = np.array([where[name].total_uncompressed_size if name in where else 1 for name in read], np.int64)
+    shares = balanced(size, workers)
+    for name in read:
+        cols[name] = np.empty(n, dtype=cls.SCHEMA[name])
+
+    def decode(k: int) -> None:
+        own = pf if k == 0 else pq.ParquetFile(pa.BufferReader(data), read_dictionary=text)
+        for j in shares[k].tolist():
+            _read_column(own, groups, read[j], cols[read[j]])
+
+    on_threads(len(shares), decode)
+    return cls(**{name: cols[name] for name in cls.SCHEMA})
+
+
+def _read_threads(rows: int, columns: int) -> int:
+    """Threads a member's columns are read on: one per CPU this process may use (no more than the
+    columns), from 2^16 rows on."""
+    return min(len(os.sched_getaffinity(0)), columns) if rows >= 1 << 16 else 1
+
+
+def _read_column(pf: pq.ParquetFile, groups, name: str, out: np.ndarray) -> None:
+    """Column `name` of row groups `groups`, decoded one row group at a time into `out`."""
+    at = 0
+    for g in groups:
+        for chunk in pf.read_row_group(g, columns=[name], use_threads=False).column(0).chunks:
+            k = len(chunk)
+            if out.dtype != object:
+                np.copyto(out[at:at + k], _numpy(chunk), casting="unsafe")
+            elif isinstance(chunk, pa.DictionaryArray) and not chunk.null_count:
+                words = np.empty(len(chunk.dictionary), dtype=object)
+                words[:] = chunk.dictionary.to_pylist()
+                out[at:at + k] = words[_numpy(chunk.indices)]
+            else:
+                out[at:at + k] = chunk.to_pylist()
+            at += k
 
 
 def _numpy(chunk: pa.Array) -> np.ndarray:
