@@ -1,4 +1,4 @@
-"""Which futex waits failed (futex wakers): the vectorized search of each wait's own FUTEX_EXIT
+"""Which futex waits failed (futex wakers): the compiled sweep for each wait's own FUTEX_EXIT
 against a plain loop over the events, on random event streams and waits."""
 
 from __future__ import annotations
@@ -8,9 +8,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scalestack.trace.events import Kind, RawEvents
-from scalestack.trace.futex_wakers import _failed_wait
+from scalestack.trace.futex_wakers import _failed_carry, _failed_chunk, _failed_end, _slots
 
 KINDS = [Kind.FUTEX_ENTER, Kind.FUTEX_EXIT, Kind.FUTEX_EXIT, Kind.FUTEX_WAITV, Kind.SWITCH]
+
+
+def failed_start(tid, start) -> tuple:
+    """The sweep's carry for the waits (thread, start), as the builder makes it of its waits."""
+    return _failed_carry(*_slots(tid), np.asarray(start, np.int64))
+
+
+def failed_wait(events: RawEvents, tid: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """The sweep over time-sorted events read as one chunk."""
+    carry = failed_start(tid, start)
+    _failed_chunk(events.time, events.tid, events.kind, events.arg0, carry)
+    return _failed_end(carry)
 
 
 def reference(events: RawEvents, tid: np.ndarray, start: np.ndarray) -> np.ndarray:
@@ -48,7 +60,7 @@ def scenario(draw):
 @given(scenario())
 def test_failed_wait_matches_a_loop(case):
     events, tid, start = case
-    np.testing.assert_array_equal(_failed_wait(events, tid, start), reference(events, tid, start))
+    np.testing.assert_array_equal(failed_wait(events, tid, start), reference(events, tid, start))
 
 
 def test_worked_example():
@@ -58,5 +70,5 @@ def test_worked_example():
             (8, 0, 102, 100, int(Kind.FUTEX_EXIT), -110, 0, 0, -1, -1),
             (9, 0, 100, 100, int(Kind.FUTEX_EXIT), -110, 0, 0, -1, -1),
             (9, 1, 101, 100, int(Kind.FUTEX_EXIT), 0, 0, 0, -1, -1)]
-    got = _failed_wait(RawEvents.from_rows(rows, comms=[]), np.array([100, 101, 102, 100]), np.array([5, 5, 5, 9]))
+    got = failed_wait(RawEvents.from_rows(rows, comms=[]), np.array([100, 101, 102, 100]), np.array([5, 5, 5, 9]))
     assert got.tolist() == [True, False, False, False]

@@ -11,14 +11,16 @@ from hypothesis import strategies as st
 from scalestack.trace.events import FUTEX_CMD_MASK, Kind, RawEvents
 from scalestack.trace.futex_wakers import (
     FUTEX_WAKE_OPS,
+    _both_sweeps,
     _failed_chunk,
     _failed_end,
-    _failed_start,
+    _failed_start_from,
     _last_wakes_chunk,
     _last_wakes_end,
     _last_wakes_start,
 )
 
+from .test_failed_wait import failed_start
 from .test_failed_wait import reference as failed_reference
 from .test_state_builder import event_streams
 
@@ -40,7 +42,7 @@ def last_wakes(events, waits, cuts=(), tids=TIDS):
 
 
 def failed(events, tid, start, cuts=()):
-    carry = _failed_start(tid, start)
+    carry = failed_start(tid, start)
     for a, b in pieces(len(events), cuts):
         _failed_chunk(events.time[a:b], events.tid[a:b], events.kind[a:b], events.arg0[a:b], carry)
     return _failed_end(carry)
@@ -125,6 +127,22 @@ def test_failed_waits_cut_anywhere_answer_as_one_pass(case, data):
     np.testing.assert_array_equal(whole, failed_reference(events, tid, start))
 
 
+@settings(max_examples=100, deadline=None)
+@given(futex_streams(), st.data(), st.sampled_from([1, 2]))
+def test_both_sweeps_at_once_answer_as_each_alone(case, data, workers):
+    """The builder's chunks read by both sweeps together (on two threads with workers=2), the failed
+    calls' carry sharing the wake calls' waits: the answers of each sweep run alone."""
+    events, waits = case
+    cuts = random_cuts(data, events.time)
+    carry = _last_wakes_start(TIDS, *waits)
+    both = _failed_start_from(carry)
+    for a, b in pieces(len(events), cuts):
+        carry = _both_sweeps(events.take(np.arange(a, b)), carry, both, workers)
+    for x, y in zip(_last_wakes_end(carry), last_wakes(events, waits)[0], strict=True):
+        np.testing.assert_array_equal(x, y)
+    np.testing.assert_array_equal(_failed_end(both), failed(events, waits[0], waits[1]))
+
+
 def calls(rows):
     """rows: (time, tid, op or return, address); an op >= 0 with an address is a FUTEX_ENTER, else a FUTEX_EXIT."""
     return RawEvents.from_rows([(t, 0, tid, 100, int(Kind.FUTEX_ENTER if addr else Kind.FUTEX_EXIT),
@@ -197,7 +215,7 @@ def test_the_carry_holds_nothing_per_event():
     big = last_wakes(calls([(t + 100 * r, tid, op, a) for r in range(10) for t, tid, op, a in rows]), w)[1]
     assert [a.nbytes for a in small] == [a.nbytes for a in big]
     ev = calls(rows)
-    carry = _failed_start(w[0], w[1])
+    carry = failed_start(w[0], w[1])
     before = [a.nbytes for a in carry]
     _failed_chunk(ev.time, ev.tid, ev.kind, ev.arg0, carry)
     assert [a.nbytes for a in carry] == before

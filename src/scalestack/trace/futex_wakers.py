@@ -85,8 +85,7 @@ def attribute_futex_wakers_windows(states: StateTable, windows, tids: np.ndarray
     failed = _failed_start_from(carry)  # (the same waits: their threads and starts shared)
     done = 0
     for w in windows() if calls is None else (_Calls(**c) for c in calls()):
-        carry = _last_wakes_chunk(w.time, w.tid, w.pid, w.kind, w.arg0, w.arg1, carry)
-        _failed_chunk(w.time, w.tid, w.kind, w.arg0, failed)
+        carry = _both_sweeps(w, carry, failed)
         done += len(w.time)
         del w  # not held while the next window is read
         if progress is not None:
@@ -157,54 +156,48 @@ def _wake_calls(st: StateTable, waits: np.ndarray, index: EventIndex, tids: np.n
     if len(ev) == 0 or len(tids) == 0:
         return waits[:0], waits[:0], waits[:0]
     q_tid = st.tid[waits].astype(np.int64)
-    carry = [_last_wakes_start(tids, q_tid, st.start_ns[waits], st.end_ns[waits], st.addr[waits].view(np.int64))]
+    carry = _last_wakes_start(tids, q_tid, st.start_ns[waits], st.end_ns[waits], st.addr[waits].view(np.int64))
     # a wait whose futex call failed (-ETIMEDOUT, -EINTR) was ended by its timer or a signal, not by a
-    # wake call: a CPython thread waiting for the GIL times out every 5 ms while others wake other waiters.
-    # Each wait's answers do not depend on the other waits, so the failed calls are looked for for every
-    # wait, not only those a wake call explains, by a sweep of their own beside the wake calls' one
-    failed = [None]
-    if workers is None:
-        workers = 2 if len(ev) >= 1 << 16 and len(os.sched_getaffinity(0)) > 1 else 1
-    workers = min(max(int(workers), 1), 2)
-
-    def sweep(k: int) -> None:
-        if k == 0:
-            carry[0] = _last_wakes_chunk(ev.time, ev.tid, ev.pid, ev.kind, ev.arg0, ev.arg1, carry[0])
-        if k == 1 or workers == 1:
-            failed[0] = _failed_wait(ev, q_tid, st.start_ns[waits])
-
-    on_threads(workers, sweep)
-    ok, w_time, w_tid, w_pid, since = _last_wakes_end(carry[0])
-    ok &= _explained(st, waits, tids, pids, q_tid, w_time, w_tid, w_pid, since) & ~failed[0]
+    # wake call: a CPython thread waiting for the GIL times out every 5 ms while others wake other waiters
+    failed = _failed_start_from(carry)
+    carry = _both_sweeps(ev, carry, failed, workers)
+    ok, w_time, w_tid, w_pid, since = _last_wakes_end(carry)
+    ok &= _explained(st, waits, tids, pids, q_tid, w_time, w_tid, w_pid, since) & ~_failed_end(failed)
     return waits[ok], w_tid[ok], w_time[ok]
 
 
-def _failed_wait(events: RawEvents, tid: np.ndarray, start: np.ndarray) -> np.ndarray:
-    """Whether the futex call each wait (thread, start) is in returned an error: its thread's first
-    FUTEX_EXIT after the start, unless another futex call of the thread came first (its exit lost;
-    at one instant an exit counts first). The events, sorted by time, read as one chunk of `_failed_chunk`."""
-    if len(events) == 0 or len(tid) == 0:
-        return np.zeros(len(tid), bool)
-    carry = _failed_start(tid, start)
-    _failed_chunk(events.time, events.tid, events.kind, events.arg0, carry)
-    return _failed_end(carry)
+def _both_sweeps(w, calls: tuple, failed: tuple, workers: int | None = None) -> tuple:
+    """The next time-sorted events (columns of `w`) read into both carries: the wake calls'
+    (`_last_wakes_chunk`; the carry to pass on is returned) and the failed calls' (`_failed_chunk`,
+    updated in place). Each wait's answers depend on no other wait, so the two sweeps read the
+    events at once on `workers` threads (1 or 2; default 2 where the process may use two CPUs and
+    there are 2^16 events or more)."""
+    if workers is None:
+        workers = 2 if len(w.time) >= 1 << 16 and len(os.sched_getaffinity(0)) > 1 else 1
+    workers = min(max(int(workers), 1), 2)
+    out = [calls]
 
+    def sweep(k: int) -> None:
+        if k == 0:
+            out[0] = _last_wakes_chunk(w.time, w.tid, w.pid, w.kind, w.arg0, w.arg1, out[0])
+        if k == 1 or workers == 1:
+            _failed_chunk(w.time, w.tid, w.kind, w.arg0, failed)
 
-def _failed_start(tid: np.ndarray, start: np.ndarray) -> tuple:
-    """`_failed_chunk`'s carry before the first event, for the waits (thread, start): the waits in
-    order of their start, each thread's waits begun and undecided (a linked list), the threads
-    with a futex event at the current instant (decided when it ends: a chunk may end inside it),
-    the answers, and [next wait to begin, threads at the instant, the instant, an instant seen]."""
-    q_tids, q_slot = _slots(tid)
-    return _failed_carry(q_tids, q_slot, np.asarray(start, np.int64))
+    on_threads(workers, sweep)
+    return out[0]
 
 
 def _failed_start_from(calls: tuple) -> tuple:
-    """`_failed_start` of the waits of `_last_wakes_start`'s carry, sharing their threads and starts."""
+    """`_failed_carry` of the waits of `_last_wakes_start`'s carry, sharing their threads and starts."""
     return _failed_carry(calls[1], calls[2], calls[3])
 
 
 def _failed_carry(q_tids, q_slot, q_start) -> tuple:
+    """`_failed_chunk`'s carry before the first event, for the waits of threads q_tids[q_slot] (q_tids
+    sorted, `_slots`) begun at q_start: the waits in order of their start, each thread's waits begun
+    and undecided (a linked list), the threads with a futex event at the current instant (decided
+    when it ends: a chunk may end inside it), the answers, and [next wait to begin, threads at the
+    instant, the instant, an instant seen]."""
     n_t, n_q = len(q_tids), len(q_slot)
     return (q_tids, q_slot, q_start, _order(q_start, "stable"),
             np.full(n_t, -1, np.int64), np.full(n_q, -1, np.int64), np.zeros(n_q, np.bool_),
