@@ -55,6 +55,36 @@ def test_meta_of_a_file_that_is_not_a_trace(tmp_path):
         store.read_meta(bad)
 
 
+def test_a_trace_damaged_inside_a_member_is_one_error_line(tmp_path, monkeypatch):
+    """Bytes overwritten inside the states member: loading it whole, a window of it, or a chunked
+    analysis of it says the file is damaged (the decoder's or the ZIP's CRC complaint), in a
+    UserError, not a traceback; the memory map's close, refused while the failed read's buffers are
+    alive, does not hide it, and a file that was never a ZIP still reads as not a trace."""
+    from scalestack.analysis.chunked import criticality as chunked_criticality
+
+    from .test_trace import make_trace
+
+    monkeypatch.setattr(store, "ROW_GROUP", 1000)
+    n = 20_000
+    trace = make_trace({"tid": [7], "name": ["t"], "start_ns": [0], "end_ns": [n * 1000]},
+                       {"tid": [7] * n, "start_ns": [i * 1000 for i in range(n)],
+                        "end_ns": [(i + 1) * 1000 for i in range(n)], "state": [(i * 7919) % 5 for i in range(n)]})
+    path = tmp_path / "t.trace"
+    store.save(trace, path)
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo("states.parquet")
+    with open(path, "r+b") as fh:
+        fh.seek(info.header_offset + 26)  # the member's local header: its name's and extra field's lengths
+        name_len = int.from_bytes(fh.read(2), "little")
+        extra_len = int.from_bytes(fh.read(2), "little")
+        fh.seek(info.header_offset + 30 + name_len + extra_len + info.file_size // 2)
+        fh.write(b"\xff" * 512)
+    for read in (lambda: store.load(path), lambda: store.load(path, window=(0, n * 500)),
+                 lambda: chunked_criticality(path, max_rows=5000)):
+        with pytest.raises(UserError, match="damaged trace file"):
+            read()
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(trace=tiled_traces(), t0=st.integers(0, 10_000), width=st.integers(1, 10_000))
 def test_crit_and_bottle_between_read_only_the_window_and_agree(tmp_path_factory, monkeypatch, trace, t0, width):

@@ -459,7 +459,10 @@ def _mapped(path: str):
     try:
         yield mapped
     finally:
-        mapped.close()
+        try:
+            mapped.close()
+        except BufferError:  # views of it still held (an error's frames, say): it closes once they go, and
+            pass  # the error that left them is the one to report, not this
         pa.default_memory_pool().release_unused()
 
 
@@ -496,19 +499,24 @@ def _opened(path: str):
     if os.path.isdir(path):
         raise UserError(f"{path} is a directory; give a trace file written by `scalestack record`")
     try:
-        with zipfile.ZipFile(path) as zf:
-            names = zf.namelist()
-            if MAGIC_MEMBER not in names:
-                raise UserError(f"{path} is a ZIP file but not a scalestack trace")
-            yield zf, names
+        zf = zipfile.ZipFile(path)
     except zipfile.BadZipFile:
         raise UserError(
             f"{path} is not a scalestack trace (use `scalestack import` for perf.data, perf script text or Chrome JSON)"
         ) from None
-    except (KeyError, pa.ArrowInvalid, OSError, json.JSONDecodeError) as exc:
+    except OSError as exc:
+        raise UserError(f"{path}: {exc.strerror or exc}") from None
+    try:
+        with zf:
+            names = zf.namelist()
+            if MAGIC_MEMBER not in names:
+                raise UserError(f"{path} is a ZIP file but not a scalestack trace")
+            yield zf, names
+    except (zipfile.BadZipFile, KeyError, pa.ArrowInvalid, OSError, json.JSONDecodeError) as exc:
+        # a member that fails its CRC or does not decode: the file was a trace, and was damaged since
         if isinstance(exc, OSError) and exc.errno is not None:  # unreadable, not damaged
             raise UserError(f"{path}: {exc.strerror}") from None
-        raise UserError(f"{path}: damaged trace file ({exc})") from None
+        raise UserError(f"{path}: damaged trace file ({exc}); record or import it again") from None
 
 
 def _meta(zf: zipfile.ZipFile, path: str) -> dict:
