@@ -8,21 +8,44 @@ import tempfile
 from collections.abc import Iterator
 from typing import BinaryIO
 
+from scalestack.errors import UserError
+
+
+def output_dir(path: str | os.PathLike, what: str = "the output directory") -> str:
+    """`path` made a directory if it is not one yet (and its parents); a path that cannot be one
+    (a file is there, a parent is missing on a read-only or virtual file system, no permission) is
+    the user's error, in one line."""
+    path = os.fspath(path)
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UserError(f"cannot write {what} {path}: a file is there; give a directory")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create {what} {path}: {exc.strerror or exc}") from None
+    return path
+
 
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike) -> Iterator[BinaryIO]:
-    """A binary file handle whose content replaces `path` only when the block completes."""
+    """A binary file handle whose content replaces `path` only when the block completes. A path
+    that cannot be written (its directory cannot be made, a directory is there) is the user's
+    error, in one line; the block's own errors are raised as they are."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".scalestack-", suffix=".tmp", dir=directory)
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".scalestack-", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "wb") as fh:
             yield fh
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(exc, IsADirectoryError) and exc.filename == tmp:  # (os.replace names both paths)
+            raise UserError(f"cannot write {path}: a directory is there; give a file name") from None
         raise
 
 

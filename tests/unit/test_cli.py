@@ -55,6 +55,25 @@ def test_garbled_input_names_the_line_and_writes_nothing(tmp_path):
     assert not (tmp_path / "bad.trace").exists()
 
 
+def test_outputs_that_cannot_be_written_are_one_line(tmp_path):
+    """An output path under a missing directory of a file system where it cannot be made, a file
+    where a report's directory should be, a directory where a file should be: one line each, the
+    input untouched, no temporary file left."""
+    (tmp_path / "p.txt").write_bytes(SAMPLE)
+    assert run("import", "p.txt", "--pid", "2366", "-o", "p.trace", cwd=tmp_path).returncode == 0
+    (tmp_path / "adir").mkdir()
+    for args, message in ((["import", "p.txt", "--pid", "2366", "-o", "/proc/nope/x.trace"], "cannot write /proc/nope"),
+                          (["report", "p.trace", "-o", "/proc/nope/r"], "cannot create the report directory"),
+                          (["report", "p.trace", "-o", "p.txt"], "a file is there"),
+                          (["export", "chrome", "p.trace", "-o", "/proc/nope/x.json"], "cannot write /proc/nope"),
+                          (["export", "chrome", "p.trace", "-o", "adir"], "a directory is there")):
+        proc = run(*args, cwd=tmp_path)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], (args, proc.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "p.trace", "p.txt"]
+    assert not list((tmp_path / "adir").iterdir())
+
+
 def test_import_list_shows_the_processes(tmp_path):
     (tmp_path / "p.txt").write_bytes(SAMPLE)
     proc = run("import", "p.txt", "--list", cwd=tmp_path)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import scalestack
 from scalestack.errors import UserError
+from scalestack.fileio import output_dir
 
 
 def run_sweep(command: list[str], threads: list[int], out_dir: str, *, repeat: int = 1,
@@ -26,8 +27,7 @@ def run_sweep(command: list[str], threads: list[int], out_dir: str, *, repeat: i
     """
     if gc_log and not Path(command[0]).name.startswith("java"):
         raise UserError(f"--gc-log needs a java command (it adds -Xlog:gc), not {command[0]!r}")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = Path(output_dir(out_dir, "the runs' directory"))
     runs = []
     twin = {**({"OMP_WAIT_POLICY": "passive"} if omp_passive else {}), **(passive_env or {})}
     policies = ("", "passive") if twin else ("",)

@@ -403,12 +403,10 @@ def figure(curve: PirateCurve):
 
 def write(curve: PirateCurve, out_dir: str) -> list[str]:
     """pirate_curve.json, .png and .svg in `out_dir`, each written whole or not at all."""
-    from scalestack.fileio import atomic_write
+    from scalestack.fileio import atomic_write, output_dir
     from scalestack.report.figures import render
 
-    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
-        raise UserError(f"{out_dir} exists and is not a directory; give a directory for the output")
-    os.makedirs(out_dir, exist_ok=True)
+    output_dir(out_dir)
     paths = []
     atomic_write(os.path.join(out_dir, "pirate_curve.json"), curve.to_json().encode())
     paths.append(os.path.join(out_dir, "pirate_curve.json"))

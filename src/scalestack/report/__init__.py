@@ -27,7 +27,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from scalestack.fileio import atomic_write
+from scalestack.fileio import atomic_write, output_dir
 from scalestack.report.source import StoredTrace, WholeTrace
 from scalestack.report.text import command_line, elide, short_command
 from scalestack.results import jsonable
@@ -142,7 +142,7 @@ def write_report(report: Report, out_dir: str) -> dict[str, str]:
     from scalestack.report.figures import render
     from scalestack.report.html import render_html
 
-    os.makedirs(out_dir, exist_ok=True)
+    output_dir(out_dir, "the report directory")
     written: dict[str, str] = {}
     svgs: dict[str, str] = {}
     for section in report.sections:

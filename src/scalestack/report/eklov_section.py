@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import shlex
 
 from scalestack.eklov.stack import EklovStack
+from scalestack.fileio import output_dir
 
 
 def _parts(res, title: str | None = None) -> tuple[EklovStack, list[dict], list[str], str]:
@@ -101,7 +101,7 @@ def write(res, out_dir: str, title: str | None = None) -> dict[str, str]:
     from scalestack.report import Report, write_report
 
     stack, rows, warns, title = _parts(res, title)
-    os.makedirs(out_dir, exist_ok=True)
+    output_dir(out_dir, "the report directory")
     top = stack.counts[-1]
     facts = {"command": title, "mode": stack.mode, "repeats": len(stack.t1_ns), "threads": top,
              "wall_ns": int(sorted(stack.meas_ns[top])[len(stack.meas_ns[top]) // 2])}  # the phase at the largest N

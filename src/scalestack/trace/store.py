@@ -368,7 +368,10 @@ class TraceWriter:
     def __init__(self, path: str | os.PathLike):
         self.path = os.fspath(path)
         directory = os.path.dirname(os.path.abspath(self.path))
-        os.makedirs(directory, exist_ok=True)
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"cannot write {self.path}: {exc.strerror or exc}") from None
         self.states = ThreadSpill(StateTable, directory)
         try:
             self.switch_spans = ThreadSpill(SwitchSpanTable, directory)
