@@ -59,7 +59,8 @@ def test_a_trace_damaged_inside_a_member_is_one_error_line(tmp_path, monkeypatch
     """Bytes overwritten inside the states member: loading it whole, a window of it, or a chunked
     analysis of it says the file is damaged (the decoder's or the ZIP's CRC complaint), in a
     UserError, not a traceback; the memory map's close, refused while the failed read's buffers are
-    alive, does not hide it, and a file that was never a ZIP still reads as not a trace."""
+    alive, does not hide it. A trace cut short says so (a file that was never a ZIP reads as not a
+    trace: `test_meta_of_a_file_that_is_not_a_trace`)."""
     from scalestack.analysis.chunked import criticality as chunked_criticality
 
     from .test_trace import make_trace
@@ -83,6 +84,10 @@ def test_a_trace_damaged_inside_a_member_is_one_error_line(tmp_path, monkeypatch
                  lambda: chunked_criticality(path, max_rows=5000)):
         with pytest.raises(UserError, match="damaged trace file"):
             read()
+    cut = tmp_path / "cut.trace"  # cut short: the ZIP's directory at its end is gone
+    cut.write_bytes(path.read_bytes()[:info.header_offset + 100])
+    with pytest.raises(UserError, match="damaged trace file .its end is missing"):
+        store.load(cut)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

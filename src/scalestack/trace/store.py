@@ -504,6 +504,9 @@ def _opened(path: str):
     try:
         zf = zipfile.ZipFile(path)
     except zipfile.BadZipFile:
+        if _starts_as_trace(path):  # its first member is the trace's mark, but the ZIP's directory is gone
+            raise UserError(f"{path}: damaged trace file (its end is missing: cut short while written or copied); "
+                            "record or import it again") from None
         raise UserError(
             f"{path} is not a scalestack trace (use `scalestack import` for perf.data, perf script text or Chrome JSON)"
         ) from None
@@ -520,6 +523,14 @@ def _opened(path: str):
         if isinstance(exc, OSError) and exc.errno is not None:  # unreadable, not damaged
             raise UserError(f"{path}: {exc.strerror}") from None
         raise UserError(f"{path}: damaged trace file ({exc}); record or import it again") from None
+
+
+def _starts_as_trace(path: str) -> bool:
+    """Whether the file begins as `write` begins a trace: a ZIP local header of MAGIC_MEMBER."""
+    with open(path, "rb") as fh:
+        head = fh.read(30 + len(MAGIC_MEMBER))
+    return head[:4] == b"PK\x03\x04" and head[30:] == MAGIC_MEMBER.encode() and \
+        int.from_bytes(head[26:28], "little") == len(MAGIC_MEMBER)
 
 
 def _meta(zf: zipfile.ZipFile, path: str) -> dict:
