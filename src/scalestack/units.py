@@ -37,6 +37,17 @@ def parse_time_ns(value: int | float | str, start_ns: int, *, what: str = "time"
     return start_ns + parse_duration_ns(value, what=what)
 
 
+def parse_counts(text: str, option: str) -> list[int]:
+    """A comma-separated list of counts (threads, instances), each at least 1."""
+    try:
+        counts = [int(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        raise UserError(f"{option} {text!r} is not a comma-separated list of integers; write e.g. 1,2,4") from None
+    if not counts or min(counts) < 1:
+        raise UserError(f"{option} {text!r}: give counts of 1 or more, e.g. 1,2,4")
+    return counts
+
+
 def parse_size_bytes(text: str) -> int:
     """A size in bytes from '32M', '512K', '1G', '32MiB', '1.5M' or a plain number."""
     t = str(text).strip().upper().removesuffix("IB").removesuffix("B")

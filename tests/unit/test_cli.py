@@ -26,6 +26,9 @@ def test_help_lists_the_commands():
     (["import", "missing.txt"], "missing.txt: no such file"),
     (["import", "bogus-format", "x"], "no such file"),
     (["record"], "no command given"),
+    (["scale", "--threads", "0,2", "--", "true"], "give counts of 1 or more"),
+    (["scale", "--threads", "1,x", "--", "true"], "not a comma-separated list"),
+    (["pirate-stack", "--instances", "0", "--", "true"], "give counts of 1 or more"),
 ])
 def test_errors_are_one_line(tmp_path, args, message):
     proc = run(*args, cwd=tmp_path)

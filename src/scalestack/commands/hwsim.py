@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from scalestack.errors import UserError
-from scalestack.units import parse_size_bytes
+from scalestack.units import parse_counts, parse_size_bytes
 
 
 def _machine(config: str | None, sets: tuple[str, ...], cores: int | None):
@@ -191,10 +191,7 @@ def stack(paths, kernels, threads, locks, lock_every, barriers, imbalance, confi
 
     cfg = _machine(config, sets, None)
     jobs = [(p, read_text(p)) for p in paths]
-    try:
-        ns = [int(x) for x in threads.split(",")]
-    except ValueError:
-        raise UserError(f"--threads {threads!r}: expected e.g. 2,4,8") from None
+    ns = parse_counts(threads, "--threads")
     for i, k in enumerate(kernels):
         f = k.split(":")
         if len(f) != 3:

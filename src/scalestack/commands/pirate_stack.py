@@ -8,13 +8,7 @@ import shlex
 import click
 
 from scalestack.errors import UserError
-
-
-def _counts(text: str, opt: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise UserError(f"{opt} {text!r} is not a comma-separated list of integers") from None
+from scalestack.units import parse_counts
 
 
 @click.command(context_settings={"ignore_unknown_options": True})
@@ -47,10 +41,10 @@ def command(threads, repeat, instances, profile, scope, cache_size, timeout, as_
     cache_bytes = cache_bytes_option(cache_size)
     title = shlex.join(cmd)
     if instances:
-        res = _instances(cmd, _counts(instances, "--instances"), repeat, cache_bytes, timeout)
+        res = _instances(cmd, parse_counts(instances, "--instances"), repeat, cache_bytes, timeout)
         res = cache_checked(res, cache_size, cache_bytes)
     else:
-        p = driver.plan(cmd, _counts(threads, "--threads"), cache_bytes=cache_bytes)
+        p = driver.plan(cmd, parse_counts(threads, "--threads"), cache_bytes=cache_bytes)
         with Progress(transient=True) as prog:
             task = prog.add_task("pirate-stack", total=driver.run_count(p.counts, repeat, profile))
 

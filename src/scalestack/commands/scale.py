@@ -8,6 +8,7 @@ import os
 import click
 
 from scalestack.errors import UserError
+from scalestack.units import parse_counts
 
 
 def _assignments(option: str, values: tuple, example: str) -> dict:
@@ -70,10 +71,7 @@ def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log
     if not from_dir:
         if not cmd:
             raise UserError("no command: give 'scalestack scale --threads 1,2 -- CMD {threads}' or --from DIR")
-        try:
-            counts = [int(x) for x in threads.split(",")]
-        except ValueError:
-            raise UserError(f"--threads {threads!r} is not a comma-separated list of integers") from None
+        counts = parse_counts(threads, "--threads")
         from rich.progress import Progress
 
         if pirate:  # checked before the sweep records anything: a bad command fails in seconds, not minutes
