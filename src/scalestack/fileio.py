@@ -25,18 +25,34 @@ def output_dir(path: str | os.PathLike, what: str = "the output directory") -> s
     return path
 
 
+def check_writable(path: str | os.PathLike) -> None:
+    """That `path` can be written (its directory made, a file created there), before minutes of work
+    whose result would have nowhere to go; nothing is left behind but the directory."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise UserError(f"cannot write {path}: a directory is there; give a file name")
+    fd, tmp = _temporary_beside(path)
+    os.close(fd)
+    os.unlink(tmp)
+
+
+def _temporary_beside(path: str) -> tuple[int, str]:
+    """A new temporary file in `path`'s directory (made if missing), open: (fd, its path)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(directory, exist_ok=True)
+        return tempfile.mkstemp(prefix=".scalestack-", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike) -> Iterator[BinaryIO]:
     """A binary file handle whose content replaces `path` only when the block completes. A path
     that cannot be written (its directory cannot be made, a directory is there) is the user's
     error, in one line; the block's own errors are raised as they are."""
     path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    try:
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".scalestack-", suffix=".tmp", dir=directory)
-    except OSError as exc:
-        raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
+    fd, tmp = _temporary_beside(path)
     try:
         with os.fdopen(fd, "wb") as fh:
             yield fh

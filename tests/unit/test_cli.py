@@ -77,6 +77,33 @@ def test_outputs_that_cannot_be_written_are_one_line(tmp_path):
     assert not list((tmp_path / "adir").iterdir())
 
 
+def test_record_checks_its_output_before_the_program_runs(tmp_path):
+    """A recording with nowhere to go is refused before the command runs (it would be lost after)."""
+    proc = run("record", "-o", "/proc/nope/x.trace", "--", "touch", str(tmp_path / "ran"), cwd=tmp_path)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "cannot write /proc/nope/x.trace" in lines[0], proc.stderr
+    assert not (tmp_path / "ran").exists()
+
+
+def test_a_trace_that_cannot_be_saved_where_asked_is_kept_elsewhere(tmp_path, monkeypatch):
+    """The output's directory gone (or never makeable) once the trace is built: kept in the
+    temporary directory, and the one line says where."""
+    import tempfile
+
+    import scalestack
+    from scalestack.errors import UserError
+    from scalestack.trace import store
+
+    from .test_trace import small_trace
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(UserError, match="cannot write /proc/nope/x.trace: No such file or directory; the trace was "
+                                        "kept at ") as err:
+        store.save_or_keep(small_trace(), "/proc/nope/x.trace")
+    kept = str(err.value).rsplit(" ", 1)[1]
+    assert kept.startswith(str(tmp_path)) and len(scalestack.load(kept).states) == len(small_trace().states)
+
+
 def test_import_list_shows_the_processes(tmp_path):
     (tmp_path / "p.txt").write_bytes(SAMPLE)
     proc = run("import", "p.txt", "--list", cwd=tmp_path)

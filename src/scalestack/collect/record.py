@@ -22,6 +22,7 @@ from scalestack.collect import ebpf, perf, tracefs
 from scalestack.collect import exit_check as exits
 from scalestack.collect.run import online_cpus, resolve_command, thread_names
 from scalestack.errors import UserError
+from scalestack.fileio import check_writable
 from scalestack.ingest.perf_stacks import attach_stacks
 from scalestack.tools import perf_binary
 from scalestack.trace import Trace
@@ -131,6 +132,8 @@ def record(
         sample_hz = 1000
     if stacks and not futex:
         raise UserError("--stacks records the futex calls; it cannot be combined with --no-futex")
+    if output:  # before anything runs: a recording with nowhere to go would be lost
+        check_writable(output)
     if chosen:  # auto picks ebpf only where it can run
         collector = auto_collector(sample_hz, mmap_size, keep_perf_data, reader)
     if collector != "perf" and (sample_hz or stacks):

@@ -7,6 +7,7 @@ import os
 import click
 
 from scalestack.errors import UserError
+from scalestack.fileio import check_writable
 from scalestack.ingest import IMPORTERS, sniff_format
 from scalestack.trace.store import save_or_keep
 
@@ -61,6 +62,7 @@ def command(fmt, path, output, pid, comm, roles, between, chunk_rows, list_only)
     out = output or os.path.splitext(path)[0] + ".trace"
     if os.path.abspath(out) == os.path.abspath(path):
         raise UserError(f"refusing to overwrite the input {path}; give -o")
+    check_writable(out)  # before the input is read
     big = os.path.getsize(path) > (32 << 20)
     if big and fmt in ("perf-data", "perf-script"):
         from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn

@@ -8,6 +8,7 @@ import os
 import click
 
 from scalestack.errors import UserError
+from scalestack.fileio import output_dir
 from scalestack.units import parse_counts
 
 
@@ -67,6 +68,8 @@ def command(threads, repeat, envs, output, from_dir, as_json, report_dir, gc_log
         raise UserError("--pirate-repeat must be at least 1")
     if pirate_cache_size and not pirate:
         raise UserError("--pirate-cache-size applies only with --pirate")
+    if report_dir:  # made before the runs, which would otherwise end in an error
+        output_dir(report_dir, "the report directory")
     pirate_res = load_pirate(pirate_from) if pirate_from else None
     if not from_dir:
         if not cmd:

@@ -546,20 +546,23 @@ FULL_DISK = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
 def save_or_keep(trace: Trace, output: str) -> None:
-    """Save the trace at `output`; where that device is full, keep it in the first other place
-    with room (the temporary directory, the home directory, the working directory) and say so in
-    one line, with the space it needs. The save is atomic: `output` is never left half-written."""
+    """Save the trace at `output`; where it cannot be written there (the device is full, the
+    directory is gone), keep it in the first other place that takes it (the temporary directory,
+    the home directory, the working directory) and say so in one line, with the space it needs
+    when space was the problem. The save is atomic: `output` is never left half-written."""
     try:
         save(trace, output)
         return
     except OSError as exc:
-        if exc.errno not in FULL_DISK:
-            raise UserError(f"cannot write {output}: {exc.strerror}") from None
+        full = exc.errno in FULL_DISK
+        why = exc.strerror or str(exc)
+    except UserError as exc:  # its directory or its temporary file could not be made
+        full, why = False, str(exc)
     buf = io.BytesIO()
     write(trace, buf)
     need = len(buf.getvalue())
     where = os.path.dirname(os.path.abspath(output))
-    free = shutil.disk_usage(where).free
+    free = shutil.disk_usage(where).free if full else 0
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     for d in (tempfile.gettempdir(), os.path.expanduser("~"), os.getcwd()):
         kept = os.path.join(d, f"scalestack-{stamp}-{os.getpid()}.trace")
@@ -567,12 +570,17 @@ def save_or_keep(trace: Trace, output: str) -> None:
             continue
         try:
             atomic_write(kept, buf.getvalue())
-        except OSError:
+        except (OSError, UserError):
             continue
-        raise UserError(f"no space on the device of {output} (the trace needs {_mb(need)}, {_mb(free)} free there); "
+        if full:
+            raise UserError(f"no space on the device of {output} (the trace needs {_mb(need)}, {_mb(free)} free "
+                            f"there); the trace was kept at {kept}")
+        raise UserError(f"{why if why.startswith('cannot write') else f'cannot write {output}: {why}'}; "
                         f"the trace was kept at {kept}")
-    raise UserError(f"no space to save the trace anywhere: it needs {_mb(need)}, the device of {output} has {_mb(free)} "
-                    "free and the temporary, home and working directories are full too")
+    if full:
+        raise UserError(f"no space to save the trace anywhere: it needs {_mb(need)}, the device of {output} has "
+                        f"{_mb(free)} free and the temporary, home and working directories are full too")
+    raise UserError(f"cannot write {output} ({why}), nor the temporary, home or working directory")
 
 
 def _mb(n: int) -> str:
