@@ -77,6 +77,17 @@ def test_outputs_that_cannot_be_written_are_one_line(tmp_path):
     assert not list((tmp_path / "adir").iterdir())
 
 
+def test_between_outside_the_trace_names_the_options_given(tmp_path):
+    (tmp_path / "p.txt").write_bytes(SAMPLE)
+    assert run("import", "p.txt", "--pid", "2366", "-o", "p.trace", cwd=tmp_path).returncode == 0
+    for args, message in ((["crit", "p.trace", "--between", "5s", "1s"], "--between 5s 1s: the end is not after"),
+                          (["bottle", "p.trace", "--between", "500s", "600s"], "--between 500s 600s is outside the "
+                                                                               "trace, which runs ")):
+        proc = run(*args, cwd=tmp_path)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], (args, proc.stderr)
+
+
 def test_record_checks_its_output_before_the_program_runs(tmp_path):
     """A recording with nowhere to go is refused before the command runs (it would be lost after)."""
     proc = run("record", "-o", "/proc/nope/x.trace", "--", "touch", str(tmp_path / "ran"), cwd=tmp_path)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import click
 
-from scalestack.units import parse_time_ns
+from scalestack.errors import UserError
+from scalestack.units import format_ns, parse_time_ns
 
 
 def analysis_options(fn):
@@ -41,11 +42,19 @@ def _stored_window(path, between):
     without --between or without the start)."""
     from scalestack.trace.store import read_meta
 
-    start = read_meta(path).get("start_ns")
+    meta = read_meta(path)
+    start = meta.get("start_ns")
     if not between or start is None:
         return start, None
-    return start, (parse_time_ns(between[0], int(start), what="--between start"),
-                   parse_time_ns(between[1], int(start), what="--between end"))
+    t0, t1 = (parse_time_ns(between[0], int(start), what="--between start"),
+              parse_time_ns(between[1], int(start), what="--between end"))
+    if t1 <= t0:
+        raise UserError(f"--between {between[0]} {between[1]}: the end is not after the start")
+    end = meta.get("end_ns")
+    if end is not None and (t0 >= int(end) or t1 <= int(start)):
+        raise UserError(f"--between {between[0]} {between[1]} is outside the trace, which runs "
+                        f"{format_ns(int(end) - int(start))} (times count from its start, e.g. 0s 1ms)")
+    return start, (t0, t1)
 
 
 def chunk_option(fn):
