@@ -36,11 +36,20 @@ def check_writable(path: str | os.PathLike) -> None:
     os.unlink(tmp)
 
 
-def _temporary_beside(path: str) -> tuple[int, str]:
-    """A new temporary file in `path`'s directory (made if missing), open: (fd, its path)."""
+def parent_dir(path: str | os.PathLike) -> str:
+    """The directory a file `path` goes in, made if missing; one line if it cannot be."""
     directory = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(directory, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot write {os.fspath(path)}: {exc.strerror or exc}") from None
+    return directory
+
+
+def _temporary_beside(path: str) -> tuple[int, str]:
+    """A new temporary file in `path`'s directory (made if missing), open: (fd, its path)."""
+    directory = parent_dir(path)
+    try:
         return tempfile.mkstemp(prefix=".scalestack-", suffix=".tmp", dir=directory)
     except OSError as exc:
         raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None

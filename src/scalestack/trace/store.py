@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from scalestack.errors import UserError
-from scalestack.fileio import atomic_output, atomic_write
+from scalestack.fileio import atomic_output, atomic_write, parent_dir
 from scalestack.trace.model import (
     SCHEMA_VERSION,
     FrameTable,
@@ -367,11 +367,7 @@ class TraceWriter:
 
     def __init__(self, path: str | os.PathLike):
         self.path = os.fspath(path)
-        directory = os.path.dirname(os.path.abspath(self.path))
-        try:
-            os.makedirs(directory, exist_ok=True)
-        except OSError as exc:
-            raise UserError(f"cannot write {self.path}: {exc.strerror or exc}") from None
+        directory = parent_dir(self.path)
         self.states = ThreadSpill(StateTable, directory)
         try:
             self.switch_spans = ThreadSpill(SwitchSpanTable, directory)
@@ -554,9 +550,8 @@ def save_or_keep(trace: Trace, output: str) -> None:
         save(trace, output)
         return
     except OSError as exc:
-        full = exc.errno in FULL_DISK
-        why = exc.strerror or str(exc)
-    except UserError as exc:  # its directory or its temporary file could not be made
+        full, why = exc.errno in FULL_DISK, f"cannot write {output}: {exc.strerror or exc}"
+    except UserError as exc:  # its directory or its temporary file could not be made ("cannot write ...")
         full, why = False, str(exc)
     buf = io.BytesIO()
     write(trace, buf)
@@ -575,12 +570,11 @@ def save_or_keep(trace: Trace, output: str) -> None:
         if full:
             raise UserError(f"no space on the device of {output} (the trace needs {_mb(need)}, {_mb(free)} free "
                             f"there); the trace was kept at {kept}")
-        raise UserError(f"{why if why.startswith('cannot write') else f'cannot write {output}: {why}'}; "
-                        f"the trace was kept at {kept}")
+        raise UserError(f"{why}; the trace was kept at {kept}")
     if full:
         raise UserError(f"no space to save the trace anywhere: it needs {_mb(need)}, the device of {output} has "
                         f"{_mb(free)} free and the temporary, home and working directories are full too")
-    raise UserError(f"cannot write {output} ({why}), nor the temporary, home or working directory")
+    raise UserError(f"{why}; nor could the temporary, home or working directory keep the trace")
 
 
 def _mb(n: int) -> str:
