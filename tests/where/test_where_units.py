@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import sys
@@ -104,6 +105,67 @@ def test_lock_holder_releaser_and_serial_share():
     unnamed = _trace({1: [(0, 10 * MS)], 2: [(0, 1 * MS), (6 * MS, 7 * MS)], 3: [(0, 1 * MS)]}, 10 * MS, samples,
                      frames, stacks, waits=waits, calls=calls)
     assert where(unnamed).locks[0]["name"] == "lock waited at wait_here"
+
+
+def _idle_beside_a_lock():
+    """big_lock as in test_lock_holder_releaser_and_serial_share, and beside it threads 4 and 5
+    parked on a condition variable (0x2000) for almost the whole run (0.1 ms of running each), and
+    thread 6, a JIT compiler thread by its role, waiting on its queue (0x3000) for 8 ms."""
+    frames = [("start", "/bin/app"), ("hold_it", "/bin/app")]
+    samples = [(1, int((k + 0.5) * MS), 0) for k in range(10)]
+    waits = [(2, 1 * MS, 6 * MS, 0x1000, 1), (3, 2 * MS, 8 * MS, 0x1000, 1),
+             (4, MS // 10, 10 * MS, 0x2000, -1), (5, MS // 10, 10 * MS, 0x2000, -1), (6, 1 * MS, 9 * MS, 0x3000, 1)]
+    trace = _trace({1: [(0, 10 * MS)], 2: [(0, 1 * MS), (6 * MS, 7 * MS)], 3: [(0, 1 * MS)], 4: [(0, MS // 10)],
+                    5: [(0, MS // 10)], 6: [(0, 1 * MS), (9 * MS, 10 * MS)]}, 10 * MS, samples, frames, [[1, 0]],
+                   waits=waits, meta={"locks": {"0x1000": {"name": "big_lock"}}})
+    return trace.with_roles("^w6$=jit")
+
+
+def test_idle_threads_waits_are_counted_apart():
+    trace = _idle_beside_a_lock()
+    trace.validate()
+    locks = where(trace).locks
+    assert [lk["addr"] for lk in locks] == ["0x1000", "0x2000", "0x3000"]  # the one threads that work wait on first
+    big, cond, queue = locks
+    assert (big["wait_ns"], big["waiters"], big["idle_waiters"], big["idle_wait_ns"]) == (11 * MS, 2, 0, 0)
+    assert big["serial_share"] == pytest.approx(0.7)
+    # parked (0.1 ms of running beside thread 1's 10 ms: under 2%): their waits count apart
+    assert (cond["wait_ns"], cond["waits"], cond["waiters"], cond["serial_share"], cond["critical_share"]) == \
+        (0, 0, 0, 0.0, 0.0)
+    assert (cond["idle_waiters"], cond["idle_wait_ns"]) == (2, 2 * (10 * MS - MS // 10))
+    # a JIT thread is idle by its role, whatever it ran (2 ms here: 20% of the busiest)
+    assert (queue["wait_ns"], queue["idle_waiters"], queue["idle_wait_ns"]) == (0, 1, 8 * MS)
+    # as an app thread, the same waits are contention
+    as_app = where(trace.with_roles("^w6$=app")).locks
+    assert next(lk for lk in as_app if lk["addr"] == "0x3000")["wait_ns"] == 8 * MS
+
+
+def test_advice_names_the_lock_not_the_idle_threads_condition_variable():
+    from scalestack.analysis.advice import advise
+
+    trace = _idle_beside_a_lock()
+    for t in (trace, dataclasses.replace(trace, samples=SampleTable.empty())):  # with call stacks, and without
+        res = advise(t)
+        assert not any(f.addr in (0x2000, 0x3000) for f in res.findings), res.text()
+        assert any(f.addr == 0x1000 for f in res.findings), res.text()
+        assert "w4" not in res.text() and "w5" not in res.text(), res.text()
+        assert set(res.caused_wait_ns) == {1} and res.caused_wait_ns[1] == 11 * MS  # not thread 6's 8 ms
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10**9), st.sampled_from(["app", "main", "gc", "jit", "runtime", "other"])),
+                min_size=1, max_size=12))
+def test_idle_threads_are_the_service_roles_and_those_that_hardly_ran(rows):
+    from scalestack.analysis.where import PARKED_SHARE, idle_threads
+
+    tids = np.arange(100, 100 + len(rows))
+    running = np.array([r for r, _ in rows], np.int64)
+    roles = np.array([role for _, role in rows], object)
+    idle = set(idle_threads(tids, roles, running).tolist())
+    for t, r, role in zip(tids.tolist(), running.tolist(), roles.tolist(), strict=True):
+        assert (t in idle) == (role in ("gc", "jit", "runtime") or r < PARKED_SHARE * running.max())
+    busiest = int(tids[np.argmax(running)])
+    assert busiest not in idle or roles[np.argmax(running)] in ("gc", "jit", "runtime")
 
 
 @settings(max_examples=40, deadline=None)

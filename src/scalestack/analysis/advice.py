@@ -24,7 +24,7 @@ import numpy as np
 from scalestack.analysis.bottle import bottle
 from scalestack.analysis.criticality import criticality, share_memo, sweep, thread_lookup
 from scalestack.analysis.whatif import whatif
-from scalestack.analysis.where import WhereResult, where
+from scalestack.analysis.where import WhereResult, idle_threads, where
 from scalestack.results import Result
 from scalestack.trace import State, Trace
 from scalestack.trace.lookup import find_sorted, sift_runs
@@ -54,7 +54,7 @@ class AdviceResult(Result):
     findings: list[Finding]
     span_ns: int
     alone_ns: dict[int, int]  # per thread: time it was the only thread running
-    caused_wait_ns: dict[int, int]  # per thread: sync wait of others that it ended
+    caused_wait_ns: dict[int, int]  # per thread: sync wait of others that it ended (others that work, not idle)
 
     kind = "advice"
 
@@ -422,10 +422,10 @@ class WaitSums:
         w, inv = np.unique(self.waker[sel], return_inverse=True)
         return w, np.bincount(inv, weights=self.count[sel], minlength=len(w)).astype(np.int64)
 
-    def caused(self) -> dict[int, int]:
-        """ns of the waits each thread ended, wakers in the order of their first such wait in the
-        state table's (thread, start) order."""
-        sel = self.woken
+    def caused(self, sel: np.ndarray | None = None) -> dict[int, int]:
+        """ns of the waits (of the selected groups) each thread ended, wakers in the order of their
+        first such wait in the state table's (thread, start) order."""
+        sel = self.woken if sel is None else self.woken & sel
         w, inv = np.unique(self.waker[sel], return_inverse=True)
         ns = np.bincount(inv, weights=self.ns[sel], minlength=len(w)).astype(np.int64)
         first = sorted(range(len(w)), key=lambda j: min(zip(self.tid[sel][inv == j].tolist(),
@@ -526,7 +526,10 @@ def findings(facts: Facts, factor: float = 2.0, max_threads: int = 3, sweep: dic
     span = max(int(cr.span_ns), 1)
     names = {int(t): str(n) for t, n in zip(cr.tids, cr.names, strict=True)}
     alone = facts.alone
-    caused = waits.caused()
+    # the waits that delay work: an idle thread (a runtime's JIT or GC thread, a pool's worker parked
+    # for the whole run) waiting for work to do delays none
+    working = ~np.isin(waits.tid, idle_threads(cr.tids, cr.roles, cr.running_ns))
+    caused = waits.caused(working)
     share = cr.share
     ran = cr.running_ns > 0
     n_ran = int(ran.sum())
@@ -560,7 +563,7 @@ def findings(facts: Facts, factor: float = 2.0, max_threads: int = 3, sweep: dic
         if alone.get(t, 0) > 0.02 * span:
             parts.append(f"runs alone for {format_ns(alone[t])} ({alone[t] / span * 100:.0f}% of the run) "
                          "while every other thread waits")
-        mine = waits.woken & (waits.waker == t)
+        mine = working & waits.woken & (waits.waker == t)
         addr = None
         if caused.get(t, 0) > 0.02 * span:
             addrs, n_waits, per_addr = waits.by_addr(mine)
@@ -620,16 +623,16 @@ def findings(facts: Facts, factor: float = 2.0, max_threads: int = 3, sweep: dic
         # a critical thread's finding may name the lock already; a lock that serializes the run gets
         # its own all the same (it comes first, with who holds it and where)
         if _serializes(top_lock) or not any(f.addr is not None and f.addr in words.tolist() for f in found):
-            rel = waits.wakers(waits.woken & np.isin(waits.addr, words))
+            rel = waits.wakers(working & waits.woken & np.isin(waits.addr, words))
             found.append(_lock_finding(facts, top_lock["name"], float(top_lock["wait_ns"]), span, rel, label,
                                        factor, addr0, top_lock))
-    elif len(waits.tid) and code is None:
-        addrs, n_waits, per_addr = waits.by_addr(np.ones(len(waits.tid), bool))
+    elif code is None and working.any():
+        addrs, n_waits, per_addr = waits.by_addr(working)
         per_addr[n_waits < 3] = 0  # a join waits once per thread: not a lock or barrier
         k = int(np.argmax(per_addr))
         wait = float(per_addr[k])
         if addrs[k] != 0 and wait > 0.2 * span and not any(f.addr == int(addrs[k]) for f in found):
-            rel = waits.wakers(waits.woken & (waits.addr == addrs[k]))
+            rel = waits.wakers(working & waits.woken & (waits.addr == addrs[k]))
             found.append(_lock_finding(facts, lock_name(int(addrs[k])), wait, span, rel, label, factor,
                                        int(addrs[k]), None))
 
@@ -643,7 +646,7 @@ def findings(facts: Facts, factor: float = 2.0, max_threads: int = 3, sweep: dic
 
     if sweep:
         found += sweep_findings(sweep)
-    pools = _pool_findings(facts, span, factor, label, lock_name)
+    pools = _pool_findings(facts, span, factor, label, lock_name, working)
     pool_addrs = {f.addr for f in pools}
     found = [f for f in found if not (f.kind == "lock" and f.addr in pool_addrs)] + pools
 
@@ -734,13 +737,14 @@ def _phase_findings(pc: PhaseGain, factor: float, label, least: float = 0.1) -> 
         "phase, each phase's saving capped at its lead over the next thread).", gain, best)]
 
 
-def _pool_findings(facts: Facts, span: int, factor: float, label, lock_name) -> list[Finding]:
+def _pool_findings(facts: Facts, span: int, factor: float, label, lock_name, working: np.ndarray) -> list[Finding]:
     """Thread pools (names stem-1, stem-2, ...) that run far less in parallel than they could.
 
     The bottle graph's pool box gives the parallelism P = run time / criticality; with k threads
     on c cores the pool could reach min(k, c). The futex its members wait on most, and the thread
     that releases it, say why; the gain is the bottle-graph bound (the pool's criticality shrunk
     by P / min(k, c)) and the dependency replay of making that releaser `factor` times faster.
+    `working`: the wait groups of `facts.waits` that delay work (not an idle thread's).
     """
     th = facts.threads
     stems: dict[str, set] = {}
@@ -767,7 +771,7 @@ def _pool_findings(facts: Facts, span: int, factor: float, label, lock_name) -> 
         detail = (f"Its {k} threads run {p:.1f} at a time on average (it could run {cap}"
                   + (f" on {cores} cores" if cores else "") + f"); it is critical for "
                   f"{box.height_ns / span * 100:.0f}% of the run.")
-        sel = np.isin(waits.tid, box.tids)
+        sel = np.isin(waits.tid, box.tids) & working
         addr, gain = None, bound
         if np.any(sel):
             addrs, _, per = waits.by_addr(sel)

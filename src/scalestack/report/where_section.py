@@ -49,14 +49,22 @@ def locks_section(source, options: ReportOptions) -> Section | None:
     for lk in res.locks[:15]:
         rows.append({"lock": lk["name"], "wait_ms": lk["wait_ns"] / 1e6, "waits": lk["waits"],
                      "waiters": lk["waiters"], "serial_pct": round(lk["serial_share"] * 100, 1),
+                     "idle_ms": lk["idle_wait_ns"] / 1e6,
                      "holder": ", ".join(list(lk["holders"])[:2]), "released_at": ", ".join(list(lk["releasers"])[:2]),
                      "waited_at": ", ".join(list(lk["wait_sites"])[:2])})
     top = res.locks[0]
-    summary = [f"Most waited on: {top['name']}, {format_ns(top['wait_ns'])} by {top['waiters']} threads; "
-               f"a thread waits there during {top['serial_share'] * 100:.0f}% of the run.",
+    if top["wait_ns"] > 0:
+        most = (f"Most waited on: {top['name']}, {format_ns(top['wait_ns'])} by {top['waiters']} threads; "
+                f"a thread waits there during {top['serial_share'] * 100:.0f}% of the run.")
+    else:
+        most = "No thread that works waits on a lock; only idle threads wait."
+    idle = sum(lk["idle_wait_ns"] for lk in res.locks)
+    summary = [most] + ([f"Idle threads (GC, JIT and runtime service threads, threads that hardly ran) waited "
+                         f"{format_ns(idle)} more (idle ms): waiting for work, they delay none, so the other "
+                         "columns leave them out."] if idle else []) + [
                "holder = what the releasing thread ran while the others waited (its samples); released at / waited "
                "at = the first frame of the program on the wake and wait call stacks."]
     cols = [("lock", "lock"), ("wait_ms", "wait ms"), ("waits", "waits"), ("waiters", "waiters"),
-            ("serial_pct", "% of run waited"), ("holder", "holder runs"), ("released_at", "released at"),
+            ("idle_ms", "idle ms"), ("serial_pct", "% of run waited"), ("holder", "holder runs"), ("released_at", "released at"),
             ("waited_at", "waited at")]
     return Section("locks", "Locks and waits", summary, rows, cols, {}, {"locks": res.locks})
