@@ -218,6 +218,25 @@ def test_wall_share_worked_example():
     assert run_facts(trace(True)).objects[0]["share_ns"] == pytest.approx(4 / 3)
 
 
+def test_idle_threads_waits_are_no_wait_object():
+    """A thread parked on a condition variable for the whole run waits as long as the run lasts: in B,
+    twice as long, it waits twice as long, and explains none of the change; nor does a JIT thread's
+    wait on its queue, though that thread works a little."""
+    from scalestack.analysis.compare import run_facts
+    from scalestack.trace import State, make_trace
+
+    def trace(n: int):  # thread 1 works n ns; 2 waits on 0x2000 all along; 3 (JIT) compiles a tenth of the run
+        th = {"tid": [1, 2, 3], "name": ["a", "b", "C2 CompilerThre"], "start_ns": [0, 0, 0], "end_ns": [n, n, n]}
+        stt = {"tid": [1, 2, 3, 3], "start_ns": [0, 0, 0, n // 10], "end_ns": [n, n, n // 10, n],
+               "state": [State.RUNNING, State.SYNC_WAIT, State.RUNNING, State.SYNC_WAIT], "addr": [0, 0x2000, 0, 0x3000]}
+        return make_trace(th, stt)
+
+    assert run_facts(trace(1000)).objects == []
+    ab = compare(trace(1000), trace(2000))
+    assert not any(c.kind == "wait" for c in ab.changes), ab.summary()
+    assert "futex" not in ab.summary() and ab.changes[0].label == "a", ab.summary()
+
+
 def test_report_with_a_baseline_has_the_comparison_first(tmp_path):
     a, b = tmp_path / "a.trace", tmp_path / "b.trace"
     scalestack.save(simulate(flusher_workload(400_000), cores=4).trace, str(a))
