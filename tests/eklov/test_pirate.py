@@ -52,6 +52,39 @@ def test_llc_info_picks_highest_level(tmp_path):
     assert (info.size_bytes, info.cpus) == (12 << 20, (0, 1, 2, 3, 8))
 
 
+@pytest.mark.parametrize("l2, llc, knee, want", [
+    ("512K", "32M", 12 << 20, 12 << 20),  # the climb starts at 1 MiB, where 1.5x rounds back to 1 MiB
+    ("2048K", "12M", 7 << 20, 7 << 20),
+    (None, "36M", 64 << 20, 36 << 20),  # no L2 described; resident up to the sysfs size
+    ("2048K", "7680K", 6 << 20, 6 << 20),  # the climb ends at a size off the MiB: 6 resident, 7.5 MiB not
+])
+def test_knee_search_ends_and_finds_the_knee(tmp_path, monkeypatch, l2, llc, knee, want):
+    """effective_llc_bytes climbs from twice the L2 by 1.5x to the MiB, then bisects to the MiB. On a
+    host with a 512 KiB L2 the climb stayed at 1 MiB, calibrating the pirate for ever (a CI run hung)."""
+    from scalestack.eklov import pirate as P
+
+    rows = [(3, llc)] + ([(2, l2)] if l2 else [])
+    for idx, (level, size) in enumerate(rows):
+        d = tmp_path / "cpu0" / "cache" / f"index{idx}"
+        d.mkdir(parents=True)
+        for name, text in (("level", level), ("type", "Unified"), ("size", size), ("shared_cpu_list", "0-1"),
+                           ("coherency_line_size", 64)):
+            (d / name).write_text(f"{text}\n")
+    info = P.llc_info(0, sysfs=str(tmp_path))
+    monkeypatch.setattr(P, "llc_info", lambda cpu=0: info)
+    tried = []
+
+    def calibrate(size, cpu=None, pattern="random"):  # an LLC hit up to the knee, memory beyond it
+        tried.append(size)
+        assert len(tried) < 50, tried
+        return 1.0 if size <= knee else 10.0
+
+    monkeypatch.setattr(P, "calibrate", calibrate)
+    got, seen = P.effective_llc_bytes(0)
+    assert got == want, seen
+    assert len(set(tried)) == len(tried), tried  # no size measured twice
+
+
 def test_protocol_round_trip_leaves_no_process():
     from scalestack.eklov import pirate as P
 

@@ -338,7 +338,8 @@ def effective_llc_bytes(cpu: int = 0, factor: float = 3.0) -> tuple[int, dict[in
     best = w
     miss = 0
     while w < info.size_bytes:
-        w = min(info.size_bytes, int(w * 1.5) // (1 << 20) * (1 << 20))
+        # 1.5x to the MiB, and a MiB at least: from 1 MiB (an L2 of 512 KiB) 1.5x rounds back to 1 MiB
+        w = min(info.size_bytes, max(int(w * 1.5) // (1 << 20) * (1 << 20), w + (1 << 20)))
         seen[w] = calibrate(w, cpu)
         if seen[w] > factor * ref:
             miss = w
@@ -347,7 +348,7 @@ def effective_llc_bytes(cpu: int = 0, factor: float = 3.0) -> tuple[int, dict[in
     # then to the MiB between the last resident size and the first that was not: the 1.5x ladder
     # alone reads 9 or 13 MiB for a cache of 12, flipping from one call to the next
     while miss and miss - best > 1 << 20:
-        mid = (best + miss) // 2 // (1 << 20) * (1 << 20)
+        mid = best + max((miss - best) // 2 // (1 << 20) * (1 << 20), 1 << 20)  # strictly between them
         seen[mid] = calibrate(mid, cpu)
         if seen[mid] > factor * ref:
             miss = mid
