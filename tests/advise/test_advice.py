@@ -140,7 +140,20 @@ def test_real_program_whose_slow_thread_takes_turns_gets_the_phase_finding(c_pro
 @requires_recording
 def test_real_balanced_program_has_no_single_critical_thread(c_programs, tmp_path):
     out = tmp_path / "b.trace"
-    scalestack.record([str(c_programs["balanced"]), "2", "10", "20000000"], str(out))
+    for _ in range(3):
+        trace = scalestack.record([str(c_programs["balanced"]), "2", "10", "20000000"], str(out))
+        st_ = trace.states
+        waiting_for_cpu = int(st_.duration_ns[st_.state == State.RUNNABLE].sum())
+        run = sorted(int(st_.duration_ns[(st_.tid == t) & (st_.state == State.RUNNING)].sum()) for t in trace.threads.tid)
+        # the premise: equal work takes equal time. Another process holding a CPU makes one thread wait for it
+        # (beside a CPU-bound process: "critical for 53%, replay 1.16x"); a vCPU the host slows (its core's other
+        # hyperthread busy) makes one take longer (4 runs in 12 on a 2-vCPU VM: 10-16% more running time, replay
+        # 1.13x; the other 8 differed by 0.2-7.3%). Either way that thread is critical, rightly
+        if waiting_for_cpu <= 0.1 * trace.wall_ns and run[-1] - run[-2] <= 0.08 * run[-1]:
+            break
+    else:
+        pytest.skip(f"the two threads did not run alike in three runs (last: {waiting_for_cpu / 1e6:.0f} ms waited for a "
+                    f"CPU, running {run[-2] / 1e6:.0f} and {run[-1] / 1e6:.0f} ms)")
     proc = subprocess.run([sys.executable, "-m", "scalestack.cli", "advise", str(out)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("1. no single critical thread"), proc.stdout
