@@ -153,19 +153,34 @@ def test_advice_names_the_lock_not_the_idle_threads_condition_variable():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 10**9), st.sampled_from(["app", "main", "gc", "jit", "runtime", "other"])),
-                min_size=1, max_size=12))
-def test_idle_threads_are_the_service_roles_and_those_that_hardly_ran(rows):
-    from scalestack.analysis.where import PARKED_SHARE, idle_threads
+@given(st.lists(st.tuples(st.integers(0, 10**9), st.sampled_from(["app", "main", "gc", "jit", "runtime", "other"]),
+                          st.integers(0, 50), st.integers(0, 10**9)), min_size=1, max_size=12))
+def test_idle_threads_are_the_service_roles_and_the_parked(rows):
+    from scalestack.analysis.where import PARKED_SHARE, PARKED_WAIT, idle_threads
 
+    span = 10**9
     tids = np.arange(100, 100 + len(rows))
-    running = np.array([r for r, _ in rows], np.int64)
-    roles = np.array([role for _, role in rows], object)
-    idle = set(idle_threads(tids, roles, running).tolist())
-    for t, r, role in zip(tids.tolist(), running.tolist(), roles.tolist(), strict=True):
-        assert (t in idle) == (role in ("gc", "jit", "runtime") or r < PARKED_SHARE * running.max())
-    busiest = int(tids[np.argmax(running)])
-    assert busiest not in idle or roles[np.argmax(running)] in ("gc", "jit", "runtime")
+    running = np.array([r[0] for r in rows], np.int64)
+    roles = np.array([r[1] for r in rows], object)
+    waits = np.array([r[2] for r in rows], np.int64)
+    waited = np.array([r[3] for r in rows], np.int64)
+    idle = set(idle_threads(tids, roles, running, waits, waited, span).tolist())
+    for t, r, role, n, w in zip(tids.tolist(), running.tolist(), roles.tolist(), waits.tolist(), waited.tolist(),
+                                strict=True):
+        parked = r < PARKED_SHARE * running.max() and n > 0 and w / n >= PARKED_WAIT * span
+        assert (t in idle) == (role in ("gc", "jit", "runtime") or parked)
+    top = int(np.argmax(running))
+    assert int(tids[top]) not in idle or roles[top] in ("gc", "jit", "runtime")  # the busiest works
+
+
+def test_a_thread_kept_off_a_lock_in_many_short_waits_is_not_parked():
+    """It hardly runs (its work under the lock is short) but waits as long as the holder's critical
+    sections, 40 times a run: its waits are the lock's contention (compare's lockfix program)."""
+    from scalestack.analysis.where import idle_threads
+
+    got = idle_threads(np.array([1, 2, 3]), np.array(["app", "app", "app"], object), np.array([10**9, 10**6, 10**6]),
+                       np.array([0, 40, 1]), np.array([0, 9 * 10**8, 9 * 10**8]), 10**9)
+    assert got.tolist() == [3]  # thread 3 waited once for 90% of the run: parked; thread 2 is kept off a lock
 
 
 @settings(max_examples=40, deadline=None)

@@ -422,6 +422,18 @@ class WaitSums:
         w, inv = np.unique(self.waker[sel], return_inverse=True)
         return w, np.bincount(inv, weights=self.count[sel], minlength=len(w)).astype(np.int64)
 
+    def per_thread(self, tids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each of `tids`' waits and their ns (all its groups)."""
+        tids = np.asarray(tids, np.int64)
+        o = np.argsort(tids, kind="stable")
+        i = np.searchsorted(tids[o], self.tid)
+        ok = i < len(tids)
+        ok[ok] = tids[o][i[ok]] == self.tid[ok]
+        n, ns = np.zeros(len(tids), np.int64), np.zeros(len(tids), np.float64)
+        n[o] = np.bincount(i[ok], weights=self.count[ok], minlength=len(tids)).astype(np.int64)
+        ns[o] = np.bincount(i[ok], weights=self.ns[ok], minlength=len(tids))
+        return n, ns
+
     def caused(self, sel: np.ndarray | None = None) -> dict[int, int]:
         """ns of the waits (of the selected groups) each thread ended, wakers in the order of their
         first such wait in the state table's (thread, start) order."""
@@ -528,7 +540,7 @@ def findings(facts: Facts, factor: float = 2.0, max_threads: int = 3, sweep: dic
     alone = facts.alone
     # the waits that delay work: an idle thread (a runtime's JIT or GC thread, a pool's worker parked
     # for the whole run) waiting for work to do delays none
-    working = ~np.isin(waits.tid, idle_threads(cr.tids, cr.roles, cr.running_ns))
+    working = ~np.isin(waits.tid, idle_threads(cr.tids, cr.roles, cr.running_ns, *waits.per_thread(cr.tids), span))
     caused = waits.caused(working)
     share = cr.share
     ran = cr.running_ns > 0

@@ -10,8 +10,8 @@
 * **Locks and waits.** SYNC_WAIT intervals grouped by futex word: total wait, waiters, the
   share of the run during which at least one thread waits there (the lock serializes the run
   for that long), of the threads that work: an idle thread (`idle_threads`: a runtime's GC, JIT
-  or service thread, or one that hardly runs, like a pool's workers parked on a condition
-  variable for the whole run) delays no work by waiting for some, and its waits are counted
+  or service thread, or a parked one, which hardly runs and waits in long stretches, like a
+  pool's workers on a condition variable for the whole run) delays no work by waiting for some, and its waits are counted
   apart; the code that released it (the waker's wake call's stack) and the code the
   releasing thread ran while the others waited (its samples inside the waits: the function
   holding the lock). Named by symbol (``meta["locks"]``), else by the call site of its waits:
@@ -247,7 +247,10 @@ def locks(trace, names, own, stacks, s_tid, s_time, s_stack, s_weight, s_sym, pe
     exit_at = _ExitTimes(trace)
     run = _RunningTime(trace)
     th = trace.threads
-    idle = np.isin(tid, idle_threads(th.tid, th.role, run.totals(th.tid)))
+    order = np.argsort(th.tid, kind="stable")
+    n_waits, waited = thread_waits(th.tid[order], st)
+    idle = np.isin(tid, idle_threads(th.tid[order], th.role[order], run.totals(th.tid[order]), n_waits, waited,
+                                     trace.wall_ns))
     by_tid_sample = np.lexsort((s_time, s_tid))
     st_tid, st_time = s_tid[by_tid_sample], s_time[by_tid_sample]
     out = []
@@ -309,22 +312,40 @@ def locks(trace, names, own, stacks, s_tid, s_time, s_stack, s_weight, s_sym, pe
     return out
 
 
-# a thread that ran less than this share of the busiest thread's running time is idle: node's V8
-# workers ran 0.2 ms beside the busiest thread's 620 ms, waiting the whole run on one condition variable
+# a thread that ran less than this share of the busiest thread's running time, and waited in stretches
+# of PARKED_WAIT of the run or more on average, is parked: node's V8 workers ran 0.2 ms beside the
+# busiest thread's 620 ms, in 1-4 waits that cover their lives. Threads kept off a lock that another
+# thread holds wait in stretches as long as its critical sections (a flusher's 40 per run: 2.5% each)
 PARKED_SHARE = 0.02
+PARKED_WAIT = 0.1
 # a runtime's own threads wait for work it gives them (HotSpot's JIT compiler threads on their queue:
 # 71% of a 0.3 s run with one waiting, the wake calls made by the threads that run the program)
 SERVICE_ROLES = ("gc", "jit", "runtime")
 
 
-def idle_threads(tids: np.ndarray, roles, running_ns: np.ndarray) -> np.ndarray:
-    """The threads of `tids` (their roles, each one's RUNNING ns) whose waits are idling, not
-    contention (sorted): the runtime's service threads and the threads that hardly ran."""
+def idle_threads(tids: np.ndarray, roles, running_ns: np.ndarray, waits: np.ndarray, wait_ns: np.ndarray,
+                 span_ns: int) -> np.ndarray:
+    """The threads of `tids` whose waits are idling, not contention (sorted): the runtime's service
+    threads (by `roles`), and the parked ones: they hardly ran (`running_ns`) and waited in long
+    stretches (`waits` SYNC_WAIT intervals of `wait_ns` in all, in a run of `span_ns`)."""
     running_ns = np.asarray(running_ns, np.float64)
     if len(running_ns) == 0:
         return np.zeros(0, np.int64)
-    idle = (running_ns < PARKED_SHARE * running_ns.max()) | np.isin(np.asarray(roles, object), SERVICE_ROLES)
+    waits = np.asarray(waits, np.float64)
+    stretch = np.asarray(wait_ns, np.float64) / np.maximum(waits, 1)
+    parked = (running_ns < PARKED_SHARE * running_ns.max()) & (waits > 0) & (stretch >= PARKED_WAIT * max(span_ns, 1))
+    idle = parked | np.isin(np.asarray(roles, object), SERVICE_ROLES)
     return np.sort(np.asarray(tids, np.int64)[idle])
+
+
+def thread_waits(tids: np.ndarray, st) -> tuple[np.ndarray, np.ndarray]:
+    """Each thread of `tids` (sorted): its SYNC_WAIT intervals in the states `st`, and their ns."""
+    m = st.state == State.SYNC_WAIT
+    i = np.searchsorted(tids, st.tid[m])
+    ok = (i < len(tids)) & (tids[np.minimum(i, max(len(tids) - 1, 0))] == st.tid[m]) if len(tids) else i < 0
+    n = np.bincount(i[ok], minlength=len(tids))
+    ns = np.bincount(i[ok], weights=st.duration_ns[m][ok].astype(np.float64), minlength=len(tids))
+    return n, ns
 
 
 FAILED_ACQUIRE_NS = 50_000  # running between two waits on one lock below which the thread never got it

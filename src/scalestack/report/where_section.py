@@ -59,7 +59,7 @@ def locks_section(source, options: ReportOptions) -> Section | None:
     else:
         most = "No thread that works waits on a lock; only idle threads wait."
     idle = sum(lk["idle_wait_ns"] for lk in res.locks)
-    summary = [most] + ([f"Idle threads (GC, JIT and runtime service threads, threads that hardly ran) waited "
+    summary = [most] + ([f"Idle threads (GC, JIT and runtime service threads, threads parked for long stretches) waited "
                          f"{format_ns(idle)} more (idle ms): waiting for work, they delay none, so the other "
                          "columns leave them out."] if idle else []) + [
                "holder = what the releasing thread ran while the others waited (its samples); released at / waited "
