@@ -112,10 +112,11 @@ def test_nosync_estimate_within_5_percent_of_sync_compiled_out(ubs, ub):
 # CPU time is immune to other jobs taking the CPUs, not to them thrashing the caches, and it charges
 # the lock's cache-line transfers (uncontended trylocks, unlocks) to work. Measured (medians, N = 2):
 # ub-tiny +1.0..+7.8%, ub-seq -1.9..+9.3%, ub-rnd -6.3..+15.8%, quiet or loaded, and ub-rnd +26% once in a
-# fresh-clone CI run (118.7 against 93.9 ms: random reads beside a neighbour's). So this check only
-# catches gross errors (leaving out the waking unlocks made ub-tiny +35%); the paper's 5% is the
-# wall-clock test above, which needs a quiet machine.
-CPU_TOLERANCE = {"tiny": 0.12, "rnd": 0.30, "seq": 0.25}
+# fresh-clone CI run (118.7 against 93.9 ms: random reads beside a neighbour's); on an AMD EPYC host
+# (2026-12-01, 512 KiB L2) ub-tiny +13.3 and +13.9% in two of three runs, the third within 12% (its
+# cache-line transfers cost more there). So this check only catches gross errors (leaving out the waking unlocks made ub-tiny
+# +35%); the paper's 5% is the wall-clock test above, which needs a quiet machine.
+CPU_TOLERANCE = {"tiny": 0.20, "rnd": 0.30, "seq": 0.25}
 
 
 @pytest.mark.parametrize("ub", UBS)
