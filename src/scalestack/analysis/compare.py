@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from scalestack.analysis.criticality import criticality, timeline
-from scalestack.analysis.where import idle_threads, thread_waits
+from scalestack.analysis.where import trace_idle_threads
 from scalestack.results import Result
 from scalestack.trace import State, Trace
 from scalestack.units import format_ns
@@ -99,7 +99,7 @@ def run_facts(trace: Trace, active: str = "running+runnable") -> RunFacts:
              "runnable_ns": times[:, State.RUNNABLE].astype(float), "sync_wait_ns": times[:, State.SYNC_WAIT].astype(float),
              "io_wait_ns": times[:, State.IO_WAIT].astype(float), "sleep_ns": times[:, State.SLEEP].astype(float)}
     return RunFacts(th.tid.copy(), th.name.copy(), th.role.copy(), keys, position, stats, float(cr.idle_ns),
-                    int(trace.wall_ns), _wait_objects(trace, keys, _idle(trace, stats["running_ns"])),
+                    int(trace.wall_ns), _wait_objects(trace, keys, trace_idle_threads(trace, stats["running_ns"])),
                     float(cr.idle_ns if active == "running" else criticality(trace).idle_ns),
                     _functions(trace, cr, active))
 
@@ -154,13 +154,6 @@ def _functions(trace: Trace, cr, active: str) -> dict[str, dict[str, float]]:
     c = np.bincount(inv, weights=crit, minlength=len(uniq))
     n = np.bincount(inv, minlength=len(uniq))
     return {str(u): {"criticality_ns": float(c[i]), "samples": float(n[i])} for i, u in enumerate(uniq.tolist())}
-
-
-def _idle(trace: Trace, running_ns: np.ndarray) -> np.ndarray:
-    """`where.idle_threads` of the trace (`running_ns`: per thread row)."""
-    th = trace.threads
-    o = np.argsort(th.tid, kind="stable")
-    return idle_threads(th.tid[o], th.role[o], running_ns[o], *thread_waits(th.tid[o], trace.states), trace.wall_ns)
 
 
 def _wait_objects(trace: Trace, keys: list[str], idle: np.ndarray) -> list[dict[str, Any]]:

@@ -11,8 +11,8 @@
   share of the run during which at least one thread waits there (the lock serializes the run
   for that long), of the threads that work: an idle thread (`idle_threads`: a runtime's GC, JIT
   or service thread, or a parked one, which hardly runs and waits in long stretches, like a
-  pool's workers on a condition variable for the whole run) delays no work by waiting for some, and its waits are counted
-  apart; the code that released it (the waker's wake call's stack) and the code the
+  pool's workers on a condition variable for the whole run) delays no work by waiting for some,
+  and its waits are counted apart; the code that released it (the waker's wake call's stack) and the code the
   releasing thread ran while the others waited (its samples inside the waits: the function
   holding the lock). Named by symbol (``meta["locks"]``), else by the call site of its waits:
   the first frame of the program below the C library, libpthread, libgomp and the loader; where
@@ -246,11 +246,7 @@ def locks(trace, names, own, stacks, s_tid, s_time, s_stack, s_weight, s_sym, pe
     is_wait = np.isin(fc.op, WAIT_OPS)
     exit_at = _ExitTimes(trace)
     run = _RunningTime(trace)
-    th = trace.threads
-    order = np.argsort(th.tid, kind="stable")
-    n_waits, waited = thread_waits(th.tid[order], st)
-    idle = np.isin(tid, idle_threads(th.tid[order], th.role[order], run.totals(th.tid[order]), n_waits, waited,
-                                     trace.wall_ns))
+    idle = np.isin(tid, trace_idle_threads(trace, run.totals(trace.threads.tid)))
     by_tid_sample = np.lexsort((s_time, s_tid))
     st_tid, st_time = s_tid[by_tid_sample], s_time[by_tid_sample]
     out = []
@@ -338,14 +334,16 @@ def idle_threads(tids: np.ndarray, roles, running_ns: np.ndarray, waits: np.ndar
     return np.sort(np.asarray(tids, np.int64)[idle])
 
 
-def thread_waits(tids: np.ndarray, st) -> tuple[np.ndarray, np.ndarray]:
-    """Each thread of `tids` (sorted): its SYNC_WAIT intervals in the states `st`, and their ns."""
+def trace_idle_threads(trace: Trace, running_ns: np.ndarray) -> np.ndarray:
+    """`idle_threads` of the trace's threads (`running_ns`: each one's RUNNING ns, in the thread
+    table's order), their waits counted from its SYNC_WAIT rows."""
+    st, th = trace.states, trace.threads
     m = st.state == State.SYNC_WAIT
-    i = np.searchsorted(tids, st.tid[m])
-    ok = (i < len(tids)) & (tids[np.minimum(i, max(len(tids) - 1, 0))] == st.tid[m]) if len(tids) else i < 0
-    n = np.bincount(i[ok], minlength=len(tids))
-    ns = np.bincount(i[ok], weights=st.duration_ns[m][ok].astype(np.float64), minlength=len(tids))
-    return n, ns
+    rows = trace.thread_index(st.tid[m], missing=-1)
+    ok = rows >= 0
+    n = np.bincount(rows[ok], minlength=len(th))
+    ns = np.bincount(rows[ok], weights=st.duration_ns[m][ok].astype(np.float64), minlength=len(th))
+    return idle_threads(th.tid, th.role, running_ns, n, ns, trace.wall_ns)
 
 
 FAILED_ACQUIRE_NS = 50_000  # running between two waits on one lock below which the thread never got it
