@@ -28,6 +28,7 @@ from scalestack.ingest.windows import (
     MAP_BYTES,
     mapped,
     rank_by_time,
+    readonly,
     shared_strings,
     streamed,
     thread_count,
@@ -92,6 +93,7 @@ def _decode_all(buf, first: int, end: int, base: int, rank, cols, table: Strings
     """Records first .. end - 1 of buf, record i into row rank[base + i] (`_decode`), the string
     table grown whenever it may be full."""
     r = first
+    buf = readonly(buf)
     while r < end:
         r = _decode(buf, r, end, base + r, rank, _NO_COMM_OF, _TWO_COMMS_OF, *cols, *table.arrays(), tag, n_tags)
         if r < end:

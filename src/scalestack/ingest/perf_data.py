@@ -107,6 +107,7 @@ from scalestack.ingest.windows import (
     MAP_BYTES,
     mapped,
     rank_by_time,
+    readonly,
     shared_strings,
     streamed,
     thread_count,
@@ -773,7 +774,7 @@ class _Scan:
     def index(self, buf: np.ndarray, last: bool, lo: int, hi: int, t: np.ndarray, j: int, counts: np.ndarray,
               more: np.ndarray = _NO_MORE) -> tuple[int, int, int, int]:
         """`_index` over buf by this file's tables."""
-        return _index(buf, len(buf), last, self.ids, self.id_attr, self.id_keys, self.id_events, self.sample_types,
+        return _index(readonly(buf), len(buf), last, self.ids, self.id_attr, self.id_keys, self.id_events, self.sample_types,
                       self.read_formats, self.layout, self.table.kind, lo, hi, t, j, counts, more,
                       self.table.min_len, self.max_cpu)
 
@@ -896,7 +897,7 @@ class _Scan:
                 i = 0
                 while True:
                     i, j, code, at, a, value = _decode_window(
-                        buf, i, len(buf), j, rank, self.ids, self.id_attr, self.id_keys, self.id_events,
+                        readonly(buf), i, len(buf), j, rank, self.ids, self.id_attr, self.id_keys, self.id_events,
                         self.sample_types, self.read_formats, self.layout, table.kind, table.ints, table.strs,
                         table.preempt, table.min_len, self.max_cpu, lo, hi, *cols, *tables[k].arrays(), k, n_threads)
                     if code != _GROW:
@@ -933,7 +934,7 @@ def _rows(t: np.ndarray, n: int) -> np.ndarray:
     """Each of the times t[:n]'s row in time order, written over t (`rank_by_time`), in 4 bytes
     when they fit (beside the events' 53 bytes through the decode: -0.4 GB at 10^8)."""
     rank = rank_by_time(t[:n])
-    if len(rank) and n < 2**31 - 1:
+    if n < 2**31 - 1:  # (empty, too: one compiled decoder for both)
         rank = rank.astype(np.int32)
     return rank
 

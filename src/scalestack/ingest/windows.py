@@ -54,6 +54,16 @@ def rank_by_time(t: np.ndarray) -> np.ndarray:
 MAP_BYTES = 1 << 20  # the fewest bytes worth a mapping (below, a copy costs less)
 
 
+def readonly(buf: np.ndarray) -> np.ndarray:
+    """`buf` as a read-only array (a view if it was writable). numba compiles a decoder apart for
+    writable and read-only bytes (~45 s each for perf.data's on a slow core): a mapping and
+    `bytes` are read-only, a scratch buffer is not; the decoders get one kind."""
+    if buf.flags.writeable:
+        buf = buf.view()
+        buf.flags.writeable = False
+    return buf
+
+
 def mapped(fd: int, pos: int, n: int) -> np.ndarray:
     """Bytes pos .. pos + n - 1 of the open file `fd`, mapped read-only: page-cache pages, never
     copied nor freshly allocated. The caller makes sure the file holds them (past its end, a

@@ -302,12 +302,14 @@ def _walk_chunk(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait
     """Walk the next time-sorted events from the state in `carry` (updated in place); the rows of
     the intervals they ended."""
     out = new_rows(time.shape[0] + 2 * n_slots + 64)
-    m, i = _walk_events(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait_ops_mask, win_start, carry,
-                        out, 0, 0)
-    while i < time.shape[0]:  # stopped for room: the output grows outside the loop (a replaced array slows it 2x)
-        out = rows_grown(out, m, 2 * out[0].shape[0])
-        m, i = _walk_events(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait_ops_mask, win_start, carry,
-                            out, m, i)
+    m = np.int64(0)  # (not the literal 0: a call with constants would compile the walk a second time)
+    i = np.int64(0)
+    while True:
+        m, i = _walk_events(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wait_ops_mask, win_start,
+                            carry, out, m, i)
+        if i >= time.shape[0]:
+            break
+        out = rows_grown(out, m, 2 * out[0].shape[0])  # stopped for room: grown outside the loop (a replaced array slows it 2x)
     return rows_cut(out, 0, m)
 
 
@@ -1382,7 +1384,7 @@ def _thread_names(events: RawEvents, tids: np.ndarray, end_of: dict[int, int],
     tids = np.asarray(tids, np.int64)
     if len(tids) == 0 or int(tids.min()) < 0:
         return _thread_names_sorted(events, tids)
-    slot_of = np.full(int(tids.max()) + 1, -1, np.int64)
+    slot_of = np.full(int(tids.max()) + 1, -1, np.int32)  # int32 as the walk's: one compiled name scan
     slot_of[tids] = np.arange(len(tids))
     slot, t, c = _name_changes(events.time, events.kind, events.arg0, events.arg1, events.comm0, events.comm1,
                                naming_kinds(), slot_of)
@@ -1479,7 +1481,7 @@ def _names_chunk(time, kind, arg0, arg1, comm0, comm1, naming, slot_of, carry):
     replaced, so the caller takes the carry returned."""
     last_c, held, out, st = carry
     n_map = slot_of.shape[0]
-    r, q, q_t, m = 0, st[0], st[1], st[2]
+    r, q, q_t, m = np.int64(0), st[0], st[1], st[2]  # (a literal 0 would compile the scan twice)
     while True:
         r, q, q_t, m = _name_scan(time, kind, arg0, arg1, comm0, comm1, naming, slot_of, n_map, last_c, held, out, r,
                                   q, q_t, m)

@@ -30,7 +30,7 @@ _K_FUTEX_WAITV = int(Kind.FUTEX_WAITV)
 _K_RUN_DELAY = int(Kind.RUN_DELAY)
 _K_SAMPLE = int(Kind.SAMPLE)
 _NEVER = np.iinfo(np.int64).min  # the time of an event that was not seen
-_LAST = np.iinfo(np.int64).max  # no question left to answer
+_LAST = np.int64(np.iinfo(np.int64).max)  # no question left to answer (typed: a literal compiles callees twice)
 
 
 def _cpu_runs(n_cpu: int):

@@ -579,6 +579,7 @@ def _walk(windows, facts, tids, slot_of, born_at, start_ns, end_ns, held, tell):
         comm0, comm1 = strings.relabel(w)  # the names' comm ids, of one table for all windows
         names = _names_chunk(w.time, w.kind, w.arg0, w.arg1, comm0, comm1, naming, slot_of, names)
         side = np.flatnonzero((w.kind == Kind.TASK_COMM) | (w.kind == Kind.TASK_FORK))
+        side = side.astype(np.int32) if len(w.time) < 2**31 else side  # EventIndex.rows' width: one compile
         _pids_chunk(w.tid, w.pid, w.arg0, w.arg1, side, slot_of, pids)
         r = np.flatnonzero((w.kind == Kind.STAT_RUNTIME) & (w.arg1 > 0))
         if len(r):
@@ -803,7 +804,9 @@ def _batch_passes(batch, reports, windows, facts, tids, t0, t1, kept, held, lo, 
     run and the joins of adjacent rows need the rows after it)."""
     states = batch.pop()
     present = unique_first(states.tid)[0].astype(np.int64)
-    cut = _reconcile_rows_of(states, np.arange(len(reports[0])), *reports, release=RELEASE_EVERY, open_end=t1)
+    n_rep = len(reports[0])  # rows in EventIndex.rows' width: one compiled cut for both builders
+    cut = _reconcile_rows_of(states, np.arange(n_rep, dtype=np.int32 if n_rep < 2**31 else np.int64), *reports,
+                             release=RELEASE_EVERY, open_end=t1)
     del reports
 
     # 3: the stretches the runtime reports took from RUNNING: did the CPU run anything else

@@ -253,7 +253,7 @@ def switch_spans(events: RawEvents, tids: np.ndarray, t0: int | None = None, t1:
     time = events.time
     t0 = int(time[0]) if t0 is None and len(time) else int(t0 or 0)
     t1 = int(time[-1]) if t1 is None and len(time) else int(t1 or 0)
-    slot_of = np.full(int(tids.max(initial=0)) + 1, -1, np.int64)
+    slot_of = np.full(int(tids.max(initial=0)) + 1, -1, np.int32)  # int32 as the streaming builder's: one compile
     slot_of[tids] = np.arange(len(tids))
     n_cpus = int(events.cpu.max(initial=0)) + 1
     out, counts = _spans(time, events.cpu, events.kind, events.tid, events.arg0, events.arg1, slot_of, len(tids), n_cpus,
