@@ -142,9 +142,9 @@ def test_files_group_rows_by_thread_and_delta_encode_times(tmp_path, monkeypatch
 @requires_recording
 def test_cli_chunks_a_real_recording(c_programs, tmp_path, monkeypatch):
     """`crit`/`bottle`/`info` of a recorded producer/consumer switch storm (3 threads on 2 cores), saved in
-    row groups of 16 rows and read in chunks of a twentieth of its rows, give the JSON of the whole
+    row groups of 64 rows and read in chunks of a twentieth of its rows, give the JSON of the whole
     load. (How many switches the run makes is the scheduler's: 2 200-5 400 rows for 30 000 items.)"""
-    monkeypatch.setattr(store, "ROW_GROUP", 16)
+    monkeypatch.setattr(store, "ROW_GROUP", 64)
     path = tmp_path / "m.trace"
     scalestack.record([str(c_programs["prodcons"]), "60000", "2", "200"], str(path))
     rows = chunked.stored_rows(path)

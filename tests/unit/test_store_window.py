@@ -48,6 +48,27 @@ def test_row_groups_outside_the_window_are_not_read(tmp_path, monkeypatch):
     assert store.read_meta(path)["start_ns"] == 0
 
 
+def test_a_file_saved_again_under_its_name_is_read_by_its_new_row_groups(tmp_path, monkeypatch):
+    """The row groups' time ranges are kept between the windows a chunked analysis loads: a trace
+    saved again under the same name (another recording) is read by its own ranges, not the kept ones."""
+    from .test_trace import make_trace
+
+    monkeypatch.setattr(store, "ROW_GROUP", 10)
+
+    def states(n, step):
+        return make_trace({"tid": [7], "name": ["t"], "start_ns": [0], "end_ns": [n * step]},
+                          {"tid": [7] * n, "start_ns": [i * step for i in range(n)],
+                           "end_ns": [(i + 1) * step for i in range(n)], "state": [i % 3 for i in range(n)]})
+
+    path = tmp_path / "t.trace"
+    store.save(states(100, 1000), path)
+    assert len(store.load(path, window=(50_000, 55_000)).states) == 10
+    store.save(states(1000, 100), path)  # the same times, ten times the rows
+    part = store.load(path, window=(50_000, 55_000))
+    assert part.between(50_000, 55_000).equals(store.load(path).between(50_000, 55_000))
+    assert len(part.states) == 50
+
+
 def test_meta_of_a_file_that_is_not_a_trace(tmp_path):
     bad = tmp_path / "x.trace"
     bad.write_bytes(b"not a zip")

@@ -68,7 +68,7 @@ def _column(arr: np.ndarray, dtype) -> pa.Array:
 
 
 def _read(cls, zf: zipfile.ZipFile, member: str, mapped: mmap.mmap | None = None,
-          window: tuple[int, int] | None = None):
+          window: tuple[int, int] | None = None, key: tuple | None = None):
     """One table. Members are stored uncompressed in the ZIP, so a memory-mapped trace file is read
     in place; with `window`, only the row groups whose time range overlaps it (their Parquet
     statistics say so) are read.
@@ -77,6 +77,8 @@ def _read(cls, zf: zipfile.ZipFile, member: str, mapped: mmap.mmap | None = None
     Arrow table first and converting it held every row twice, and Arrow's allocator kept the
     freed table (a 2.9 M-row trace loaded in +312 MB for 117 MB of tables). Text columns are read
     as Parquet's dictionary, so a name repeated on every row is one Python string, not one each.
+    `key` names the file's version (path, mtime, size): its row groups' time ranges are then read
+    from their statistics once, not again for every window a chunked analysis loads.
     """
     info = zf.getinfo(f"{member}.parquet")
     if mapped is not None and info.compress_type == zipfile.ZIP_STORED:
@@ -89,7 +91,8 @@ def _read(cls, zf: zipfile.ZipFile, member: str, mapped: mmap.mmap | None = None
     pf = pq.ParquetFile(pa.BufferReader(data), read_dictionary=text)
     groups = range(pf.num_row_groups)
     if window is not None:
-        groups = [g for g in groups if _overlaps(pf.metadata.row_group(g), *window)]
+        lo, hi = _group_spans(pf.metadata, None if key is None else (*key, member))
+        groups = np.flatnonzero((hi > window[0]) & (lo < window[1])).tolist()
     n = sum(pf.metadata.row_group(g).num_rows for g in groups)
     present = set(pf.schema_arrow.names)
     cols, read = {}, []
@@ -156,21 +159,35 @@ def _numpy(chunk: pa.Array) -> np.ndarray:
     return chunk.to_numpy(zero_copy_only=False)
 
 
-def _overlaps(group, t0: int, t1: int) -> bool:
-    """Whether a row group may hold rows inside [t0, t1): by the min/max statistics of its time
-    columns (end_ns > t0 and start_ns < t1, or t0 <= time_ns < t1); without them, yes."""
-    stats = {}
-    for c in range(group.num_columns):
-        col = group.column(c)
-        if col.path_in_schema in ("start_ns", "end_ns", "time_ns") and col.statistics is not None \
-                and col.statistics.has_min_max:
-            stats[col.path_in_schema] = (col.statistics.min, col.statistics.max)
-    if "time_ns" in stats:
-        lo, hi = stats["time_ns"]
-        return hi >= t0 and lo < t1
-    if "start_ns" in stats and "end_ns" in stats:
-        return stats["end_ns"][1] > t0 and stats["start_ns"][0] < t1
-    return True
+_SPANS: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # `_group_spans` of the files read lately
+
+
+def _group_spans(md, key: tuple | None) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi) of each row group: it may hold rows inside [t0, t1) iff hi > t0 and lo < t1, by the
+    min/max statistics of its time columns (end_ns > t0 and start_ns < t1, or t0 <= time_ns < t1);
+    without them, it may. Kept under `key` for the next window of the same file."""
+    if key is not None and key in _SPANS:
+        return _SPANS[key]
+    n = md.num_row_groups
+    lo = np.full(n, np.iinfo(np.int64).min, np.int64)
+    hi = np.full(n, np.iinfo(np.int64).max, np.int64)
+    for g in range(n):
+        group = md.row_group(g)
+        stats = {}
+        for c in range(group.num_columns):
+            col = group.column(c)
+            if col.path_in_schema in ("start_ns", "end_ns", "time_ns") and col.statistics is not None \
+                    and col.statistics.has_min_max:
+                stats[col.path_in_schema] = (col.statistics.min, col.statistics.max)
+        if "time_ns" in stats:
+            lo[g], hi[g] = stats["time_ns"][0], min(stats["time_ns"][1], np.iinfo(np.int64).max - 1) + 1
+        elif "start_ns" in stats and "end_ns" in stats:
+            lo[g], hi[g] = stats["start_ns"][0], stats["end_ns"][1]
+    if key is not None:
+        if len(_SPANS) >= 32:
+            _SPANS.clear()
+        _SPANS[key] = (lo, hi)
+    return lo, hi
 
 
 # rows per Parquet row group: the unit a windowed load (or a chunked analysis) reads or skips. A
@@ -421,10 +438,12 @@ def load(path: str | os.PathLike, window: tuple[int, int] | None = None) -> Trac
     path = os.fspath(path)
     with _opened(path) as (zf, names), _mapped(path) as mapped:
         meta = _meta(zf, path)
-        tables = {m: _read(cls, zf, m, mapped, window if m == "states" else None) for m, cls in TABLES.items()}
+        st = os.stat(path)
+        key = (os.path.realpath(path), st.st_mtime_ns, st.st_size, st.st_ino)
+        tables = {m: _read(cls, zf, m, mapped, window if m == "states" else None, key) for m, cls in TABLES.items()}
         for m, cls in OPTIONAL_TABLES.items():
             timed = window if m in ("samples", "switch_spans", "futex_calls") else None
-            tables[m] = _read(cls, zf, m, mapped, timed) if f"{m}.parquet" in names else cls.empty()
+            tables[m] = _read(cls, zf, m, mapped, timed, key) if f"{m}.parquet" in names else cls.empty()
     return Trace(threads=tables["threads"], states=tables["states"], names=tables["names"], meta=meta,
                  samples=tables["samples"], switch_spans=tables["switch_spans"], frames=tables["frames"],
                  stacks=tables["stacks"], futex_calls=tables["futex_calls"])
