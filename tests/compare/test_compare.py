@@ -237,6 +237,24 @@ def test_idle_threads_waits_are_no_wait_object():
     assert "futex" not in ab.summary() and ab.changes[0].label == "a", ab.summary()
 
 
+def test_a_pools_parked_member_is_not_its_waiting():
+    """A pool of two working threads and one parked on a condition variable all run long: in B,
+    twice as long, the parked one waits twice as long. The pool's row says it is critical longer
+    and runs longer, not that it waits longer: that member waits for work, not on the others."""
+    from scalestack.trace import State, make_trace
+
+    def trace(n: int):
+        th = {"tid": [1, 2, 3], "name": ["w-1", "w-2", "w-3"], "start_ns": [0, 0, 0], "end_ns": [n, n, n]}
+        stt = {"tid": [1, 2, 3], "start_ns": [0, 0, 0], "end_ns": [n, n, n],
+               "state": [State.RUNNING, State.RUNNING, State.SYNC_WAIT], "addr": [0, 0, 0x2000]}
+        return make_trace(th, stt)
+
+    ab = compare(trace(1_000_000), trace(2_000_000))
+    pool = next(c for c in ab.changes if c.kind == "pool")
+    assert pool.delta("sync_wait_ns") == 1_000_000 and pool.detail["idle_sync_wait_ns_b"] == 2_000_000
+    assert "running 2 ms more" in ab.summary() and "waiting" not in ab.summary(), ab.summary()
+
+
 def test_report_with_a_baseline_has_the_comparison_first(tmp_path):
     a, b = tmp_path / "a.trace", tmp_path / "b.trace"
     scalestack.save(simulate(flusher_workload(400_000), cores=4).trace, str(a))

@@ -75,6 +75,7 @@ class RunFacts:
     objects: list[dict[str, Any]]  # per wait object: addr, wait_ns, waits, share_ns, waiters, wakers
     idle_running_ns: float = 0.0  # time with no thread running (for the parallelism)
     functions: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)  # from samples
+    idle_rows: np.ndarray | None = None  # per thread: waits for work (`where.idle_threads`); None: unknown
 
     @property
     def parallelism(self) -> float:
@@ -98,10 +99,11 @@ def run_facts(trace: Trace, active: str = "running+runnable") -> RunFacts:
     stats = {"criticality_ns": cr.criticality_ns.astype(float), "running_ns": times[:, State.RUNNING].astype(float),
              "runnable_ns": times[:, State.RUNNABLE].astype(float), "sync_wait_ns": times[:, State.SYNC_WAIT].astype(float),
              "io_wait_ns": times[:, State.IO_WAIT].astype(float), "sleep_ns": times[:, State.SLEEP].astype(float)}
+    idle = trace_idle_threads(trace, stats["running_ns"])
     return RunFacts(th.tid.copy(), th.name.copy(), th.role.copy(), keys, position, stats, float(cr.idle_ns),
-                    int(trace.wall_ns), _wait_objects(trace, keys, trace_idle_threads(trace, stats["running_ns"])),
+                    int(trace.wall_ns), _wait_objects(trace, keys, idle),
                     float(cr.idle_ns if active == "running" else criticality(trace).idle_ns),
-                    _functions(trace, cr, active))
+                    _functions(trace, cr, active), np.isin(th.tid, idle))
 
 
 def aggregate_facts(rec) -> RunFacts:
@@ -285,6 +287,8 @@ def _phrase(c: Change, total: float) -> str:
     more = [f"critical {format_ns(abs(dc))} {'less' if dc < 0 else 'more'}"]
     for key, word in (("running_ns", "running"), ("sync_wait_ns", "waiting"), ("runnable_ns", "waiting for a CPU")):
         v = c.delta(key)
+        if key == "sync_wait_ns":  # idle members wait for work, as long as the run lasts: not a change's cause
+            v -= c.detail.get("idle_sync_wait_ns_b", 0.0) - c.detail.get("idle_sync_wait_ns_a", 0.0)
         if abs(v) >= 0.1 * abs(dc) and abs(v) > 0:
             more.append(f"{word} {format_ns(abs(v))} {'less' if v < 0 else 'more'}")
     return f"{pct}{what} ({', '.join(more)})"
@@ -406,6 +410,10 @@ def compare(a, b, *, labels: tuple[str, str] = ("A", "B"), active: str = "runnin
             label = "/".join(sorted(names))
         detail = {"key": key, "threads_a": len(rows_a), "threads_b": len(rows_b),
                   "tids_a": [int(fa.tids[r]) for r in rows_a], "tids_b": [int(fb.tids[r]) for r in rows_b]}
+        for f, rows, st_ in ((fa, rows_a, "a"), (fb, rows_b, "b")):
+            # waits of its idle members (parked, or a runtime's service threads): `_phrase` leaves them out
+            idle = [r for r in rows if f.idle_rows is not None and f.idle_rows[r]]
+            detail[f"idle_sync_wait_ns_{st_}"] = float(f.stats["sync_wait_ns"][idle].sum()) if idle else 0.0
         for s, st_ in ((sa, "a"), (sb, "b")):
             # the box's width (bottle graph): threads active beside it, itself included
             act = s["running_ns"] + (s["runnable_ns"] if active != "running" else 0.0)
