@@ -113,8 +113,10 @@ def _check(windows: PerfDataWindows, whole: RawEvents) -> list[RawEvents]:
 @pytest.mark.parametrize("name", ["barrier", "barrier-z", "synth", "barrier-ties", "synth-ties"])
 @pytest.mark.parametrize("max_rows", [1, 7, 1000, 10**12])
 def test_windows_are_the_whole_read(files, name, max_rows):
-    if max_rows == 1 and name.startswith("synth"):
-        max_rows = 97  # an event a window is the barrier files' case; the synthetic file's 10^4 windows took 15 s
+    if max_rows in (1, 7) and name.startswith("synth"):
+        # a few events a window are the barrier files' case: the synthetic file's 10^4 windows took
+        # 15 s, its ~2 000 windows of 7 events 45-55 s (2-vCPU EPYC VM)
+        max_rows = {1: 97, 7: 29}[max_rows]
     path, data = files[name]
     whole = read_perf_data(path)
     assert len(whole) > 90
