@@ -81,7 +81,7 @@ def test_parallelism_and_criticality_answers_equal_the_trace_analyses(sim_fleet)
             assert lk[lk.lock == f"{int(addr):#x}"].wait_ns.sum() == want
         # the locks query adds them up per page offset and waiting pool
         mine = locks[(locks.program == prog) & (locks.host == host)]
-        assert mine.wait_ns.sum() == int(s.duration_ns[sync].sum())
+        assert mine.wait_ns.sum() + mine.idle_wait_ns.sum() == int(s.duration_ns[sync].sum())
     assert (worst.groupby(["program", "host"]).size() <= 2).all()
     assert (worst.parallelism.diff().fillna(0)[worst.program.eq(worst.program.shift())
                                                  & worst.host.eq(worst.host.shift())] >= 0).all()
@@ -99,6 +99,42 @@ def test_windows_add_up_to_the_whole_run(seed, window_ns):
     for col, s in (("running_ns", State.RUNNING), ("runnable_ns", State.RUNNABLE), ("sync_wait_ns", State.SYNC_WAIT)):
         np.testing.assert_allclose(sums[col].sum(axis=0), times[:, s])
     np.testing.assert_allclose(sums["crit_ns"].sum(axis=0), scalestack.criticality(t).criticality_ns, rtol=1e-9, atol=1.0)
+
+
+def test_idle_threads_waits_are_kept_apart(tmp_path):
+    """A thread parked on a condition variable for the whole run and a JIT thread waiting on its
+    queue: their waits rows say idle, and the locks answer counts them as idle_wait_ns, not as
+    the time the working threads waited on their lock. A file of the older schema (no idle
+    column) is skipped with one line saying to add its recordings again."""
+    from scalestack.trace import make_trace
+
+    n = 1_000_000
+    th = {"tid": [1, 2, 3, 4], "name": ["w-1", "w-2", "parked", "C2 CompilerThre"], "start_ns": [0] * 4,
+          "end_ns": [n] * 4}
+    st_ = {"tid": [1, 1, 2, 2, 3, 4, 4], "start_ns": [0, n // 2, 0, n // 4, 0, 0, n // 10],
+           "end_ns": [n // 2, n, n // 4, n, n, n // 10, n],
+           "state": [State.RUNNING, State.SYNC_WAIT, State.SYNC_WAIT, State.RUNNING, State.SYNC_WAIT, State.RUNNING,
+                     State.SYNC_WAIT], "addr": [0, 0x1000, 0x1000, 0, 0x2000, 0, 0x3000]}
+    t = make_trace(th, st_).with_meta(command=["pool"])
+    root = str(tmp_path / "fleet")
+    export_recording(t, root, name="pool.trace", host="h", date="2026-12-02")
+    with Fleet(root) as f:
+        waits = f.sql("SELECT tid, lock, idle FROM waits ORDER BY tid")
+        locks = f.locks()
+    assert waits.values.tolist() == [[1, "0x1000", False], [2, "0x1000", False], [3, "0x2000", True],
+                                     [4, "0x3000", True]]
+    by_site = {r.lock_site: (r.wait_ns, r.idle_wait_ns) for r in locks.itertuples() if r.pool == "w-*"}
+    assert by_site == {"0x000": (n // 2 + n // 4, 0)}
+    assert locks.iloc[0].lock_site == "0x000"  # the lock the workers wait on first, not the longer idle waits
+    assert locks.idle_wait_ns.sum() == n + (n - n // 10)
+    old = tmp_path / "old"
+    path = old / "waits" / "host=h" / "program=p" / "date=2026-12-02" / "x.parquet"
+    path.parent.mkdir(parents=True)
+    table = pq.read_table(scan(root)[0]["waits"][0]).drop_columns(["idle"])
+    pq.write_table(table.replace_schema_metadata({b"scalestack-fleet": json.dumps({"table": "waits", "version": 1})}),
+                   path)
+    _, problems = scan(str(old))
+    assert len(problems) == 1 and "older than this scalestack's 2" in problems[0] and "again" in problems[0]
 
 
 def test_an_aggregate_recording_keeps_its_windows(tmp_path):

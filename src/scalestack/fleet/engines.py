@@ -112,7 +112,7 @@ def _quiet(spark) -> None:
     spark.sparkContext.setLogLevel("ERROR")
 
 
-_SPARK_TYPES = {pa.int64(): "bigint", pa.string(): "string"}
+_SPARK_TYPES = {pa.int64(): "bigint", pa.string(): "string", pa.bool_(): "boolean"}
 
 
 class SparkEngine:

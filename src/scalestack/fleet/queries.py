@@ -32,14 +32,18 @@ FROM threads
 GROUP BY program, host, role, pool
 ORDER BY program, host, crit_ns DESC, role, pool
 """,
-    # per program and host: time waited on each lock (by its page offset) by each pool
+    # per program and host: time waited on each lock (by its page offset) by each pool; the waits
+    # of threads that wait for work (idle: parked, a runtime's service threads) apart
     "locks": """
 SELECT program, host, lock_site, pool, MAX(released_by) AS released_by,
-       CAST(COUNT(DISTINCT recording_id) AS BIGINT) AS recordings, CAST(SUM(waits) AS BIGINT) AS waits, CAST(SUM(wait_ns) AS BIGINT) AS wait_ns,
-       CAST(SUM(wait_ns) AS DOUBLE) / CAST(COUNT(DISTINCT recording_id) AS DOUBLE) AS wait_ns_per_recording
+       CAST(COUNT(DISTINCT recording_id) AS BIGINT) AS recordings,
+       CAST(SUM(CASE WHEN idle THEN 0 ELSE waits END) AS BIGINT) AS waits,
+       CAST(SUM(CASE WHEN idle THEN 0 ELSE wait_ns END) AS BIGINT) AS wait_ns,
+       CAST(SUM(CASE WHEN idle THEN 0 ELSE wait_ns END) AS DOUBLE) / CAST(COUNT(DISTINCT recording_id) AS DOUBLE) AS wait_ns_per_recording,
+       CAST(SUM(CASE WHEN idle THEN wait_ns ELSE 0 END) AS BIGINT) AS idle_wait_ns
 FROM waits
 GROUP BY program, host, lock_site, pool
-ORDER BY program, host, wait_ns DESC, lock_site, pool
+ORDER BY program, host, wait_ns DESC, idle_wait_ns DESC, lock_site, pool
 """,
     # per program and host: the windows with the lowest parallelism (the most serial stretches)
     "windows": """

@@ -34,10 +34,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from scalestack.analysis.compare import name_pattern
+from scalestack.analysis.where import trace_idle_threads
 from scalestack.errors import UserError
 from scalestack.trace import State, Trace
 
-VERSION = 1
+VERSION = 2  # 2: waits.idle
 META_KEY = b"scalestack-fleet"
 PARTITIONS = ("host", "program", "date")
 STATE_COLUMNS = ("running_ns", "runnable_ns", "sync_wait_ns", "io_wait_ns", "sleep_ns")
@@ -82,6 +83,7 @@ TABLES: dict[str, pa.Schema] = {
         ("waits", pa.int64()),  # SYNC_WAIT intervals
         ("wait_ns", pa.int64()),  # their total length
         ("released_by", pa.string()),  # pool of the thread that ended most of these waits ("" if unknown)
+        ("idle", pa.bool_()),  # the thread waits for work (parked, a runtime's GC/JIT/service thread): not contention
     ]),
 }
 
@@ -143,6 +145,7 @@ def trace_tables(trace: Trace, recording_id: str, window_ns: int = 1_000_000_000
     st = trace.states
     sync = np.flatnonzero(st.state == State.SYNC_WAIT)
     waits: dict[str, list] = {c: [] for c in TABLES["waits"].names}
+    idle = set(trace_idle_threads(trace, trace.time_in_states()[:, State.RUNNING]).tolist()) if len(sync) else set()
     if len(sync):
         key = np.stack([st.tid[sync].astype(np.int64), st.addr[sync].view(np.int64)], axis=1)
         uniq, inv = np.unique(key, axis=0, return_inverse=True)
@@ -163,7 +166,8 @@ def trace_tables(trace: Trace, recording_id: str, window_ns: int = 1_000_000_000
                 rel = str(vals[int(np.argmax(c))])
             for col, v in (("recording_id", recording_id), ("tid", tid), ("name", names[row]), ("role", roles[row]),
                            ("pool", pools[row]), ("lock", f"{addr:#x}"), ("lock_site", f"{addr & 0xFFF:#05x}"),
-                           ("waits", int(cnt[g])), ("wait_ns", int(round(wsum[g]))), ("released_by", rel)):
+                           ("waits", int(cnt[g])), ("wait_ns", int(round(wsum[g]))), ("released_by", rel),
+                           ("idle", tid in idle)):
                 waits[col].append(v)
     meta = trace.meta
     cmd = meta.get("command")
@@ -335,6 +339,9 @@ def _check(root: str, path: str) -> tuple[str | None, str]:
     want = TABLES[table]
     got = schema.remove_metadata()
     if [(f.name, f.type) for f in got] != [(f.name, f.type) for f in want]:
+        if int(meta.get("version", 0)) < VERSION:
+            return (f"fleet schema {meta.get('version')}, older than this scalestack's {VERSION} (waits gained "
+                    "`idle`): add its recordings again", table)
         return "its columns differ from the fleet schema", table
     return None, table
 

@@ -120,4 +120,5 @@ def _scaled(out: dict[str, list], cols: dict, rid: str, f: float, table: str) ->
             v = np.asarray(v, dtype=np.int64)
             out[c].append(np.rint(v * f).astype(np.int64))
         else:
-            out[c].append(np.asarray(v, dtype=object if isinstance(v[0], str) else np.int64))
+            kind = object if isinstance(v[0], str) else np.bool_ if isinstance(v[0], (bool, np.bool_)) else np.int64
+            out[c].append(np.asarray(v, dtype=kind))
