@@ -145,8 +145,8 @@ def trace_tables(trace: Trace, recording_id: str, window_ns: int = 1_000_000_000
     st = trace.states
     sync = np.flatnonzero(st.state == State.SYNC_WAIT)
     waits: dict[str, list] = {c: [] for c in TABLES["waits"].names}
-    idle = set(trace_idle_threads(trace, trace.time_in_states()[:, State.RUNNING]).tolist()) if len(sync) else set()
     if len(sync):
+        idle = set(trace_idle_threads(trace, trace.time_in_states()[:, State.RUNNING]).tolist())
         key = np.stack([st.tid[sync].astype(np.int64), st.addr[sync].view(np.int64)], axis=1)
         uniq, inv = np.unique(key, axis=0, return_inverse=True)
         inv = inv.ravel()

@@ -893,11 +893,11 @@ class _Scan:
         def decode(k: int) -> None:
             own = np.empty(self.step, np.uint8) if spans else None
             for pos, nbytes, j in spans[k::n_threads]:
-                buf = window(pos, nbytes, own)
+                buf = readonly(window(pos, nbytes, own))
                 i = 0
                 while True:
                     i, j, code, at, a, value = _decode_window(
-                        readonly(buf), i, len(buf), j, rank, self.ids, self.id_attr, self.id_keys, self.id_events,
+                        buf, i, len(buf), j, rank, self.ids, self.id_attr, self.id_keys, self.id_events,
                         self.sample_types, self.read_formats, self.layout, table.kind, table.ints, table.strs,
                         table.preempt, table.min_len, self.max_cpu, lo, hi, *cols, *tables[k].arrays(), k, n_threads)
                     if code != _GROW:

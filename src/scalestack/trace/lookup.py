@@ -75,6 +75,12 @@ def _first_index(x, n):
     return first
 
 
+def row_dtype(n: int):
+    """The width of row numbers into n rows: int32 where they fit (half the memory), else int64.
+    Passes given rows from several places get this one width, so numba compiles each once."""
+    return np.int32 if n < 2**31 - 1 else np.int64
+
+
 class EventIndex:
     """Time-sorted events' rows by kind and by CPU: what every pass of the state builder asks of all
     the events, computed once per build (each pass used to mask, sort or bucket all of them again).
@@ -86,7 +92,7 @@ class EventIndex:
     def __init__(self, events):
         self.events = events
         n = len(events)
-        self.idx_dtype = np.int32 if n < 2**31 - 1 else np.int64
+        self.idx_dtype = row_dtype(n)
         self._counts = _kind_counts(events.kind)
         self._rare = np.zeros(256, np.bool_)
         self._rare[64 * self._counts < n] = True

@@ -77,7 +77,7 @@ def _read(cls, zf: zipfile.ZipFile, member: str, mapped: mmap.mmap | None = None
     Arrow table first and converting it held every row twice, and Arrow's allocator kept the
     freed table (a 2.9 M-row trace loaded in +312 MB for 117 MB of tables). Text columns are read
     as Parquet's dictionary, so a name repeated on every row is one Python string, not one each.
-    `key` names the file's version (path, mtime, size): its row groups' time ranges are then read
+    `key` names the file's version (`_file_key`): its row groups' time ranges are then read
     from their statistics once, not again for every window a chunked analysis loads.
     """
     info = zf.getinfo(f"{member}.parquet")
@@ -91,7 +91,7 @@ def _read(cls, zf: zipfile.ZipFile, member: str, mapped: mmap.mmap | None = None
     pf = pq.ParquetFile(pa.BufferReader(data), read_dictionary=text)
     groups = range(pf.num_row_groups)
     if window is not None:
-        lo, hi = _group_spans(pf.metadata, None if key is None else (*key, member))
+        _, lo, hi = _group_spans(pf.metadata, None if key is None else (*key, member))
         groups = np.flatnonzero((hi > window[0]) & (lo < window[1])).tolist()
     n = sum(pf.metadata.row_group(g).num_rows for g in groups)
     present = set(pf.schema_arrow.names)
@@ -159,20 +159,28 @@ def _numpy(chunk: pa.Array) -> np.ndarray:
     return chunk.to_numpy(zero_copy_only=False)
 
 
-_SPANS: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # `_group_spans` of the files read lately
+_SPANS: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}  # `_group_spans` of files read lately
 
 
-def _group_spans(md, key: tuple | None) -> tuple[np.ndarray, np.ndarray]:
-    """(lo, hi) of each row group: it may hold rows inside [t0, t1) iff hi > t0 and lo < t1, by the
-    min/max statistics of its time columns (end_ns > t0 and start_ns < t1, or t0 <= time_ns < t1);
-    without them, it may. Kept under `key` for the next window of the same file."""
+def _file_key(path: str) -> tuple:
+    """The version of the file at `path` (a file saved again under its name is another)."""
+    st = os.stat(path)
+    return os.path.realpath(path), st.st_mtime_ns, st.st_size, st.st_ino
+
+
+def _group_spans(md, key: tuple | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, lo, hi) of each row group: it may hold rows inside [t0, t1) iff hi > t0 and lo < t1,
+    by the min/max statistics of its time columns (t0 <= time_ns < t1, or start_ns < t1 and
+    end_ns > t0); a bound without them is open. Kept under `key` for the next window of the file."""
     if key is not None and key in _SPANS:
         return _SPANS[key]
     n = md.num_row_groups
+    rows = np.empty(n, np.int64)
     lo = np.full(n, np.iinfo(np.int64).min, np.int64)
     hi = np.full(n, np.iinfo(np.int64).max, np.int64)
     for g in range(n):
         group = md.row_group(g)
+        rows[g] = group.num_rows
         stats = {}
         for c in range(group.num_columns):
             col = group.column(c)
@@ -181,13 +189,18 @@ def _group_spans(md, key: tuple | None) -> tuple[np.ndarray, np.ndarray]:
                 stats[col.path_in_schema] = (col.statistics.min, col.statistics.max)
         if "time_ns" in stats:
             lo[g], hi[g] = stats["time_ns"][0], min(stats["time_ns"][1], np.iinfo(np.int64).max - 1) + 1
-        elif "start_ns" in stats and "end_ns" in stats:
-            lo[g], hi[g] = stats["start_ns"][0], stats["end_ns"][1]
+        else:
+            if "start_ns" in stats:
+                lo[g] = stats["start_ns"][0]
+            if "end_ns" in stats:
+                hi[g] = stats["end_ns"][1]
     if key is not None:
         if len(_SPANS) >= 32:
             _SPANS.clear()
-        _SPANS[key] = (lo, hi)
-    return lo, hi
+        for a in (rows, lo, hi):
+            a.flags.writeable = False  # shared by every later caller
+        _SPANS[key] = (rows, lo, hi)
+    return rows, lo, hi
 
 
 # rows per Parquet row group: the unit a windowed load (or a chunked analysis) reads or skips. A
@@ -438,8 +451,7 @@ def load(path: str | os.PathLike, window: tuple[int, int] | None = None) -> Trac
     path = os.fspath(path)
     with _opened(path) as (zf, names), _mapped(path) as mapped:
         meta = _meta(zf, path)
-        st = os.stat(path)
-        key = (os.path.realpath(path), st.st_mtime_ns, st.st_size, st.st_ino)
+        key = _file_key(path)
         tables = {m: _read(cls, zf, m, mapped, window if m == "states" else None, key) for m, cls in TABLES.items()}
         for m, cls in OPTIONAL_TABLES.items():
             timed = window if m in ("samples", "switch_spans", "futex_calls") else None
@@ -493,20 +505,11 @@ def group_ranges(path: str | os.PathLike, member: str) -> tuple[np.ndarray, np.n
     with _opened(path) as (zf, names):
         if f"{member}.parquet" not in names:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        key = (*_file_key(path), member)
+        if key in _SPANS:
+            return _SPANS[key]
         with zf.open(f"{member}.parquet") as fh:
-            md = pq.ParquetFile(fh).metadata
-    rows, lo, hi = (np.empty(md.num_row_groups, np.int64) for _ in range(3))
-    for g in range(md.num_row_groups):
-        group = md.row_group(g)
-        stats = {}
-        for c in range(group.num_columns):
-            col = group.column(c)
-            if col.statistics is not None and col.statistics.has_min_max:
-                stats[col.path_in_schema] = (col.statistics.min, col.statistics.max)
-        rows[g] = group.num_rows
-        lo[g] = stats["start_ns"][0] if "start_ns" in stats else np.iinfo(np.int64).min
-        hi[g] = stats["end_ns"][1] if "end_ns" in stats else np.iinfo(np.int64).max
-    return rows, lo, hi
+            return _group_spans(pq.ParquetFile(fh).metadata, key)
 
 
 @contextlib.contextmanager

@@ -70,7 +70,7 @@ from scalestack.trace.cpu_sweeps import witness_chunk, witness_end, witness_star
 from scalestack.trace.event_facts import EventFacts
 from scalestack.trace.events import CommTable, Kind, RawEvents, concat_events
 from scalestack.trace.futex_wakers import FUTEX_COLUMNS, attribute_futex_wakers_windows, futex_rows
-from scalestack.trace.lookup import EventIndex, member, state_sums, unique_first
+from scalestack.trace.lookup import EventIndex, member, row_dtype, state_sums, unique_first
 from scalestack.trace.model import State, StateTable, SwitchSpanTable, Trace
 from scalestack.trace.rows import RELEASE_EVERY, emit_row, rows_copy, state_table, trim_heap
 from scalestack.trace.spill import ColumnLog, ColumnSpill
@@ -579,7 +579,7 @@ def _walk(windows, facts, tids, slot_of, born_at, start_ns, end_ns, held, tell):
         comm0, comm1 = strings.relabel(w)  # the names' comm ids, of one table for all windows
         names = _names_chunk(w.time, w.kind, w.arg0, w.arg1, comm0, comm1, naming, slot_of, names)
         side = np.flatnonzero((w.kind == Kind.TASK_COMM) | (w.kind == Kind.TASK_FORK))
-        side = side.astype(np.int32) if len(w.time) < 2**31 else side  # EventIndex.rows' width: one compile
+        side = side.astype(row_dtype(len(w.time)))  # EventIndex.rows' width: one compile
         _pids_chunk(w.tid, w.pid, w.arg0, w.arg1, side, slot_of, pids)
         r = np.flatnonzero((w.kind == Kind.STAT_RUNTIME) & (w.arg1 > 0))
         if len(r):
@@ -805,8 +805,8 @@ def _batch_passes(batch, reports, windows, facts, tids, t0, t1, kept, held, lo, 
     states = batch.pop()
     present = unique_first(states.tid)[0].astype(np.int64)
     n_rep = len(reports[0])  # rows in EventIndex.rows' width: one compiled cut for both builders
-    cut = _reconcile_rows_of(states, np.arange(n_rep, dtype=np.int32 if n_rep < 2**31 else np.int64), *reports,
-                             release=RELEASE_EVERY, open_end=t1)
+    cut = _reconcile_rows_of(states, np.arange(n_rep, dtype=row_dtype(n_rep)), *reports, release=RELEASE_EVERY,
+                             open_end=t1)
     del reports
 
     # 3: the stretches the runtime reports took from RUNNING: did the CPU run anything else
