@@ -39,7 +39,7 @@ def test_a_switch_happens_at_prevs_runtime_report_just_before_it():
     tr = build_trace(_switch_after_report(50_000), root_pids=[100])
     tr.validate()
     assert intervals(tr, 100) == [(0, 50_000, R), (50_000, 90_000, SL)]
-    assert intervals(tr, 101) == [(1_000, 50_000, RN), (50_000, 90_000, R)]
+    assert intervals(tr, 101) == [(1_001, 50_000, RN), (50_000, 90_000, R)]  # queued at its WAKEUP_NEW
 
 
 @pytest.mark.parametrize("report_at, extra", [
@@ -60,7 +60,7 @@ def test_the_tracepoint_time_stays_without_the_switchs_own_report(report_at, ext
         ])
     tr = build_trace(e, root_pids=[100])
     tr.validate()
-    assert intervals(tr, 101) == [(1_000, 53_000, RN), (53_000, 90_000, R)]
+    assert intervals(tr, 101) == [(1_001, 53_000, RN), (53_000, 90_000, R)]
 
 
 def test_a_lost_wakeup_makes_the_waiter_runnable_from_the_wake_call():

@@ -54,6 +54,46 @@ def test_a_span_with_an_unreported_switch_in_is_left_alone():
     assert tr.meta["runnable_reconciled_ns"] == {}
 
 
+def _child(first_delay: int, arrivals: int = 1):
+    """Main (100) forks a worker (101) at 10 and wakes it at 15; the worker runs on cpu 1 from 25
+    to its exit at 61, where the kernel reads its run delay `first_delay` after `arrivals`."""
+    return ev([
+        (0, 0, 0, Kind.SWITCH, 0, 100, 0),
+        (10, 0, 100, Kind.FORK, 100, 101, 0),
+        (15, 0, 100, Kind.WAKEUP_NEW, 101, 1, 0),
+        (25, 1, 0, Kind.SWITCH, 0, 101, 0),
+        (60, 1, 101, Kind.EXIT, 101, 0, 0),
+        (61, 1, 101, Kind.SWITCH, 101, 0, 16),
+        (61, 1, 101, Kind.RUN_DELAY, 101, first_delay, arrivals),
+        (70, 0, 100, Kind.EXIT, 100, 0, 0),
+        (71, 0, 100, Kind.SWITCH, 100, 0, 32),
+    ])
+
+
+def test_a_new_threads_first_wait_is_its_first_report():
+    # queued on an idle vCPU that woke 10 ns later, by the trace; by the kernel's clock, 4 ns:
+    # the thread's life begins when the kernel queued it (as a wait after a sleep gives the rest
+    # back to the sleep)
+    tr = build_trace(_child(4), root_pids=[100])
+    tr.validate()
+    assert intervals(tr, 101) == [(21, 25, RN), (25, 61, R)]
+    assert int(tr.threads.start_ns[tr.threads.tid.tolist().index(101)]) == 21
+    assert tr.meta["runnable_reconciled_ns"] == {"101": [0, 6, 0]}
+    assert intervals(build_trace(_child(0), root_pids=[100]), 101) == [(25, 61, R)]
+
+
+def test_a_first_wait_longer_than_the_trace_says_is_counted_not_moved():
+    tr = build_trace(_child(12), root_pids=[100])
+    assert intervals(tr, 101) == [(15, 25, RN), (25, 61, R)]
+    assert tr.meta["runnable_reconciled_ns"] == {"101": [0, 0, 2]}
+
+
+def test_a_first_report_after_two_arrivals_leaves_the_first_wait():
+    tr = build_trace(_child(4, arrivals=2), root_pids=[100])
+    assert intervals(tr, 101) == [(15, 25, RN), (25, 61, R)]
+    assert tr.meta["runnable_reconciled_ns"] == {}
+
+
 @st.composite
 def timelines(draw):
     """One thread: runs separated by off-CPU gaps (blocked then RUNNABLE, or RUNNABLE only), the
@@ -223,3 +263,27 @@ def test_giving_the_source_back_as_it_is_read_changes_nothing(seed, release_ever
         assert len(joined) < len(split) and source.end_ns[:len(source) // 2].min() == 0
     finally:
         builder.RELEASE_EVERY = saved
+
+
+@settings(max_examples=200, deadline=None)
+@given(timelines(), st.integers(1, 40), st.integers(0, 60))
+def test_a_born_threads_first_wait_is_sized_and_nothing_after_it_moves(case, queued, first_delay):
+    """The timeline's thread born `queued` ns before its first run, the kernel's first report
+    saying `first_delay`: its life begins at most that long before the run, and the rest of the
+    re-cut is that of the timeline alone."""
+    table, rd, *_ = case
+    alone, alone_changed = reconcile_runnable(table, rd)
+    cols = {k: np.r_[v[:1], v] for k, v in table.columns().items()}
+    cols["start_ns"][0], cols["end_ns"][0], cols["state"][0] = -queued, 0, RN
+    rd_born = RawEvents.from_rows([(int(t), 0, 7, 7, int(Kind.RUN_DELAY), 7, int(d) + first_delay, int(p), -1, -1)
+                                   for t, d, p in zip(rd.time, rd.arg1, rd.arg2, strict=True)])
+    new, changed = reconcile_runnable(StateTable(**cols), rd_born)
+    wait = min(queued, first_delay)
+    if wait:
+        assert (new.start_ns[0], new.end_ns[0], new.state[0]) == (-wait, 0, RN)
+    rest = {k: v[1 if wait else 0:] for k, v in new.columns().items()}
+    assert all(np.array_equal(rest[k], v) for k, v in alone.columns().items())
+    _, unmade, unplaced = changed.get("7", [0, 0, 0])
+    _, alone_unmade, alone_unplaced = alone_changed.get("7", [0, 0, 0])
+    assert unmade - alone_unmade == queued - wait
+    assert unplaced - alone_unplaced == first_delay - wait

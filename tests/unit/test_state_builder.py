@@ -63,12 +63,37 @@ def test_fork_run_futex_wait_wakeup_exit():
     tr = build_trace(e, root_pids=[100])
     tr.validate()
     assert intervals(tr, 100) == [(0, 21, R), (21, 50, SY), (50, 52, RN), (52, 71, R)]
-    assert intervals(tr, 101) == [(10, 12, RN), (12, 61, R)]
+    assert intervals(tr, 101) == [(11, 12, RN), (12, 61, R)]  # queued by its WAKEUP_NEW, not its fork
     s = tr.states
     wait = (s.tid == 100) & (s.state == SY)
     assert s.addr[wait][0] == 0xABC and s.waker[wait][0] == 101
     assert tr.meta["chain_gaps"] == 0 and tr.wall_ns == 71
     assert list(tr.threads.exited) == [True, True]
+
+
+def test_a_child_is_runnable_from_its_wakeup_not_its_fork():
+    # the parent is preempted between the fork and the child's first wakeup (4 threads on 2 vCPUs:
+    # up to 1.7 ms): the kernel queues the child only at WAKEUP_NEW, and its run delay counts from there
+    rows = [
+        (0, 0, 0, Kind.SWITCH, 0, 100, 0),
+        (10, 0, 100, Kind.FORK, 100, 101, 0),
+        (11, 0, 100, Kind.SWITCH, 100, 0, 0),       # the parent is preempted
+        (14, 0, 0, Kind.SWITCH, 0, 100, 0),
+        (15, 0, 100, Kind.WAKEUP_NEW, 101, 1, 0),
+        (18, 1, 0, Kind.SWITCH, 0, 101, 0),
+        (60, 1, 101, Kind.EXIT, 101, 0, 0),
+        (61, 1, 101, Kind.SWITCH, 101, 0, X_BIT),
+        (70, 0, 100, Kind.EXIT, 100, 0, 0),
+        (71, 0, 100, Kind.SWITCH, 100, 0, 32),
+    ]
+    tr = build_trace(ev(rows), root_pids=[100])
+    tr.validate()
+    assert intervals(tr, 101) == [(15, 18, RN), (18, 61, R)]
+    assert int(tr.threads.start_ns[tr.threads.tid.tolist().index(101)]) == 15
+    assert intervals(tr, 100) == [(0, 11, R), (11, 14, RN), (14, 71, R)]
+    # without a WAKEUP_NEW in the recording (a perf script text without it) the fork queues the child
+    tr = build_trace(ev([r for r in rows if r[3] != Kind.WAKEUP_NEW]), root_pids=[100])
+    assert intervals(tr, 101) == [(10, 18, RN), (18, 61, R)]
 
 
 def test_preemption_and_io_and_sleep():

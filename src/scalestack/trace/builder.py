@@ -491,7 +491,15 @@ def _walk_events(time, cpu, tid, kind, a0, a1, a2, slot_of, n_slots, n_cpus, wai
                 st_hint[ws] = t
                 st_addr[ws] = 0
                 st_rep[ws] = 0
-        elif k == K_FORK:  # FORK: the child is runnable at once
+            elif k == K_WAKEUP_NEW and ws >= 0 and st[ws] == S_RUNNABLE and not dead[ws] and t > st_start[ws]:
+                # The kernel queues a new task at this wakeup, not at its fork: a parent preempted
+                # between the two (milliseconds with more threads than CPUs) left a child that was
+                # not yet runnable, and its run delay counts from here. The only WAKEUP_NEW a task
+                # gets comes before it first runs, so a RUNNABLE child here is still the fork's.
+                st_start[ws] = t
+                st_cpu[ws] = a1[i]
+                st_hint[ws] = t
+        elif k == K_FORK:  # FORK: the child is runnable at its wakeup (WAKEUP_NEW), else at once
             ch = a1[i]
             cs = slot_of[ch] if 0 <= ch < n_map else -1
             if cs >= 0 and st[cs] < 0 and not dead[cs]:
@@ -1137,27 +1145,54 @@ def reconcile_runnable(states: StateTable, run_delay: RawEvents,
             given = row
     for lo, hi, a, b in plan:
         tid = int(states.tid[lo])
+        skip, born, unmade, unplaced = _first_wait(_rows_view(states, lo, hi), reports, a, b)
+        first_row, lo = m, lo + skip
         th = _rows_view(states, lo, hi)
         run = np.flatnonzero(th.state == RUN) if b - a >= 2 else np.zeros(0, np.int64)
+        made = 0
         if len(run) == 0:
             for k, v in states.columns().items():
                 out[k][m:m + hi - lo] = v[lo:hi]
             m += hi - lo
             read_up_to(hi)
-            continue
-        runs = (th, run, th.start_ns[run])
-        t, d, p = reports.time[a:b], reports.delay[a:b], reports.count[a:b]
-        made = unmade = unplaced = 0
-        for p_lo, p_hi in _pieces(th, piece_rows):
-            # a piece's gaps start within its rows (`_pieces`: none spans two pieces); it reads its own
-            # rows and the RUNNING row after it (where its last gap's run begins)
-            gaps = _run_delay_gaps(runs, t, d, p, int(th.start_ns[p_lo]), int(th.end_ns[p_hi - 1]))
-            m, piece_made, piece_unmade = _recut_piece(th, p_lo, p_hi, gaps, runs, tid, out, m)
-            made, unmade, unplaced = made + piece_made, unmade + piece_unmade, unplaced + gaps[3]
-            read_up_to(lo + p_hi)
+        else:
+            runs = (th, run, th.start_ns[run])
+            t, d, p = reports.time[a:b], reports.delay[a:b], reports.count[a:b]
+            for p_lo, p_hi in _pieces(th, piece_rows):
+                # a piece's gaps start within its rows (`_pieces`: none spans two pieces); it reads its own
+                # rows and the RUNNING row after it (where its last gap's run begins)
+                gaps = _run_delay_gaps(runs, t, d, p, int(th.start_ns[p_lo]), int(th.end_ns[p_hi - 1]))
+                m, piece_made, piece_unmade = _recut_piece(th, p_lo, p_hi, gaps, runs, tid, out, m)
+                made, unmade, unplaced = made + piece_made, unmade + piece_unmade, unplaced + gaps[3]
+                read_up_to(lo + p_hi)
+        if born is not None:  # (the first row is never re-cut: a gap begins at the end of a run)
+            out["start_ns"][first_row] = born
         if made or unmade or unplaced:
             changed[str(tid)] = [made, unmade, unplaced]
     return StateTable(**{k: v[:m] for k, v in out.items()}), changed
+
+
+def _first_wait(th: StateTable, reports: _ReportsByThread, a: int, b: int) -> tuple[int, int | None, int, int]:
+    """A thread born in the trace has run delay 0 after 0 arrivals, so its first report, if it
+    counts one arrival, sizes the wait from its wakeup to its first run. That wait is where its life
+    begins: a longer RUNNABLE start (the kernel queued it later on its clock, as when the CPU it was
+    queued on was idle) is cut off. Returns the leading rows to drop, the new start of the first row
+    kept (None: unchanged), the ns cut off and the ns of wait that did not fit."""
+    if b <= a or not len(th) or th.state[0] != State.RUNNABLE or reports.count[a] != 1:
+        return 0, None, 0, 0
+    # the first row not RUNNABLE, begun by the first switch-out, begins the first run (RUNNING, or
+    # a stretch of it judged stolen)
+    other = th.state[:int(np.searchsorted(th.start_ns, reports.time[a], "right"))] != State.RUNNABLE
+    r0 = int(np.argmax(other)) if other.any() else -1
+    if r0 < 0 or th.state[r0] not in (State.RUNNING, State.UNKNOWN):
+        return 0, None, 0, 0
+    first_in, delay = int(th.start_ns[r0]), int(reports.delay[a])
+    wait = first_in - int(th.start_ns[0])
+    if delay >= wait:
+        return 0, None, 0, delay - wait
+    cut = first_in - delay
+    skip = int(np.searchsorted(th.end_ns[:r0], cut, "right"))  # rows wholly before the cut
+    return skip, cut, wait - delay, 0
 
 
 class _ReportsByThread:
