@@ -25,7 +25,7 @@ import numpy as np
 
 from scalestack.tools import which
 from scalestack.trace import State, Trace
-from scalestack.trace.kernel_accounting import ThreadTruth, compare, compare_totals
+from scalestack.trace.kernel_accounting import ThreadTruth, compare, compare_totals, stolen_of
 
 # The task's last switch-out (state TASK_DEAD, 0x80 since Linux 4.14): there the scheduler has
 # just charged its last stretch, so the figures are final (at sched_process_exit the running
@@ -110,7 +110,7 @@ def check(trace: Trace, readings: dict[int, tuple[int, int, int]], reason: str |
     truth = {tid: ThreadTruth(tid, on_cpu, rq, None) for tid, (on_cpu, rq, _at) in readings.items() if tid in whole}
     per, bad = {}, []
     rows = compare(trace, truth) if times is None else compare_totals(
-        th.tid, times[:, State.RUNNING], times[:, State.RUNNABLE], truth)
+        th.tid, times[:, State.RUNNING], times[:, State.RUNNABLE], truth, stolen_of(trace))
     for row in rows:
         run, on_cpu, runnable, rq = row["running_ns"], row["on_cpu_ns"], row["runnable_ns"], row["runqueue_ns"]
         per[str(row["tid"])] = [run, on_cpu, runnable, rq]

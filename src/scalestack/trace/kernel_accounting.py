@@ -51,8 +51,12 @@ def compare(trace: Trace, truth: dict[int, ThreadTruth]) -> list[dict]:
         if tid in truth and truth[tid].at_ns is not None:
             until[i] = truth[tid].at_ns
     times = trace.time_in_states(until)
-    stolen = {int(k): int(v) for k, v in (trace.meta.get("steal_ns") or {}).items()}
-    return compare_totals(tids, times[:, State.RUNNING], times[:, State.RUNNABLE], truth, stolen)
+    return compare_totals(tids, times[:, State.RUNNING], times[:, State.RUNNABLE], truth, stolen_of(trace))
+
+
+def stolen_of(trace: Trace) -> dict[int, int]:
+    """Per tid, the ns the trace made UNKNOWN as hypervisor steal (`meta["steal_ns"]`)."""
+    return {int(k): int(v) for k, v in (trace.meta.get("steal_ns") or {}).items()}
 
 
 def compare_totals(tids: np.ndarray, running_ns: np.ndarray, runnable_ns: np.ndarray,
