@@ -107,8 +107,12 @@ def test_the_programs_cpu_time_keeps_the_threads_that_ended():
     try:
         before = _proc_cpu_ns(proc.pid)
         assert proc.stdout.readline() == b"joined\n"
-        after = _proc_cpu_ns(proc.pid)
+        # join() returns when the thread says it is done, a moment before the kernel reaps it
+        deadline = time.monotonic() + 5
+        while len(os.listdir(f"/proc/{proc.pid}/task")) > 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert len(os.listdir(f"/proc/{proc.pid}/task")) == 1  # the spinning thread has ended
+        after = _proc_cpu_ns(proc.pid)
         assert after - before >= 0.14e9
     finally:
         proc.stdin.close()
