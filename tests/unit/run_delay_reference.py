@@ -36,7 +36,9 @@ def reconcile_runnable_whole(states: StateTable, run_delay: RawEvents) -> tuple[
         delta = np.diff(d)
         ok &= (s_in >= e[:-1]) & (delta >= 0)
         ga, gb, dl = e[:-1][ok], s_in[ok], delta[ok]
-        if len(ga) == 0:
+        cur = (ie[1:] >= 0) & (ie[:-1] >= 0) & (np.diff(p) == 1) & (isx <= ie[1:]) & (s_in >= e[:-1])
+        ca, cb = s_in[cur], e[1:][cur]  # runs the thread never left: RUNNABLE inside is uncharged time
+        if len(ga) == 0 and len(ca) == 0:
             parts.append(th)
             continue
         w = np.maximum(gb - dl, ga)
@@ -45,24 +47,28 @@ def reconcile_runnable_whole(states: StateTable, run_delay: RawEvents) -> tuple[
         old = th.state[row].astype(np.int64)
         g = np.searchsorted(ga, seg_a, side="right") - 1
         gi = np.maximum(g, 0)
-        in_gap = (g >= 0) & (seg_a >= ga[gi]) & (seg_b <= gb[gi])
-        late = in_gap & (seg_a >= w[gi])  # the kernel's wait
+        in_gap = (g >= 0) & (seg_a >= ga[gi]) & (seg_b <= gb[gi]) if len(ga) else np.zeros(len(seg_a), bool)
+        late = in_gap & (seg_a >= w[gi]) if len(ga) else in_gap  # the kernel's wait
         early = in_gap & ~late
         # each gap's blocked state: its first row neither RUNNABLE nor RUNNING (none: RUNNABLE)
         blocked = in_gap & (old != RQ) & (old != RUN)
-        fb_state = np.full(len(ga), RQ, np.int64)
-        fb_addr = np.zeros(len(ga), np.uint64)
+        fb_state = np.full(max(len(ga), 1), RQ, np.int64)
+        fb_addr = np.zeros(max(len(ga), 1), np.uint64)
         gb_idx, first = np.unique(g[blocked], return_index=True)
         seg_blocked = np.flatnonzero(blocked)
         fb_state[gb_idx] = old[seg_blocked[first]]
         fb_addr[gb_idx] = th.addr[row[seg_blocked[first]]]
         # the waker belongs to the end of the blocked stretch: its last early segment
-        gap_waker = np.full(len(ga), -1, np.int64)
+        gap_waker = np.full(max(len(ga), 1), -1, np.int64)
         rev_g, rev_first = np.unique(g[blocked][::-1], return_index=True)
         gap_waker[rev_g] = th.waker[row[seg_blocked[::-1][rev_first]]]
         state = np.where(late, RQ, np.where(early & (old == RQ), fb_state[gi], old))
+        uncharged = np.zeros(len(seg_a), bool)
+        for a_, b_ in zip(ca.tolist(), cb.tolist(), strict=True):
+            uncharged |= (seg_a >= a_) & (seg_b <= b_) & (old == RQ)
+        state = np.where(uncharged, int(State.UNKNOWN), state)
         next_run_cpu = th.cpu[run[np.minimum(np.searchsorted(rs, seg_b, "left"), len(run) - 1)]]
-        mod = in_gap & (state != old)
+        mod = (in_gap | uncharged) & (state != old)
         cpu = np.where(late & mod, next_run_cpu, np.where(mod, -1, th.cpu[row]))
         addr = np.where(early & mod, fb_addr[gi], np.where(mod, 0, th.addr[row])).astype(np.uint64)
         waker = np.where(in_gap, -1, th.waker[row])
@@ -70,7 +76,7 @@ def reconcile_runnable_whole(states: StateTable, run_delay: RawEvents) -> tuple[
         waker = np.where(last_early, gap_waker[gi], waker)
         dur = seg_b - seg_a
         made = int(dur[mod & late].sum())
-        unmade = int(dur[mod & early].sum())
+        unmade = int(dur[mod & (early | uncharged)].sum())
         if made or unmade or unplaced:
             changed[str(tid)] = [made, unmade, unplaced]
         parts.append(StateTable(

@@ -94,15 +94,39 @@ def test_a_first_report_after_two_arrivals_leaves_the_first_wait():
     assert tr.meta["runnable_reconciled_ns"] == {}
 
 
+def test_runnable_inside_a_run_the_thread_never_left_is_uncharged_time():
+    # one arrival between the switch-outs at 10 and 40: the thread ran from 22 to 40 without leaving
+    # its CPU, so the stretch no runtime report charged (30-31) is no wait: steal or interrupts
+    rows = [(0, 10, R), (10, 20, SY), (20, 22, RN), (22, 30, R), (30, 31, RN), (31, 40, R)]
+    a, b, s = (np.array(x, np.int64) for x in zip(*rows, strict=True))
+    table = StateTable(tid=np.full(len(a), 7, np.int32), start_ns=a, end_ns=b, state=s.astype(np.uint8),
+                       cpu=np.where(s == R, 0, -1).astype(np.int16), addr=np.zeros(len(a), np.uint64),
+                       waker=np.full(len(a), -1, np.int32), repaired=np.zeros(len(a), bool))
+
+    def reports(arrivals):
+        return RawEvents.from_rows([(10, 0, 7, 7, int(Kind.RUN_DELAY), 7, 0, 1, -1, -1),
+                                    (40, 0, 7, 7, int(Kind.RUN_DELAY), 7, 2, arrivals, -1, -1)])
+    new, changed = reconcile_runnable(table, reports(2))
+    assert new.state.tolist() == [R, SY, RN, R, int(State.UNKNOWN), R] and changed == {"7": [0, 1, 0]}
+    new, changed = reconcile_runnable(table, reports(3))  # a switch-in no tracepoint reported: left alone
+    assert new.state.tolist() == [R, SY, RN, R, RN, R] and changed == {}
+
+
 @st.composite
-def timelines(draw):
+def timelines(draw, slivers=False):
     """One thread: runs separated by off-CPU gaps (blocked then RUNNABLE, or RUNNABLE only), the
-    kernel's run delay read at each run's end (each gap's wait drawn independently of the trace's)."""
+    kernel's run delay read at each run's end (each gap's wait drawn independently of the trace's).
+    With `slivers`, a run may hold a RUNNABLE stretch no runtime report charged."""
     n = draw(st.integers(2, 8))
     t, rows, outs, delays, arrivals = 0, [], [], [0], [1]
     for k in range(n):
         run = draw(st.integers(1, 50))
-        rows.append((t, t + run, R))
+        if slivers and run >= 3 and draw(st.booleans()):
+            x = draw(st.integers(1, run - 2))
+            y = draw(st.integers(x + 1, run - 1))
+            rows += [(t, t + x, R), (t + x, t + y, RN), (t + y, t + run, R)]
+        else:
+            rows.append((t, t + run, R))
         t += run
         outs.append(t)
         if k == n - 1:
@@ -168,7 +192,7 @@ def _retid(table: StateTable, rd: RawEvents, tid: int, shift: int) -> tuple[Stat
 
 
 @settings(max_examples=200, deadline=None)
-@given(timelines(), timelines(), st.integers(0, 30), st.integers(1, 9), st.booleans())
+@given(timelines(slivers=True), timelines(slivers=True), st.integers(0, 30), st.integers(1, 9), st.booleans())
 def test_threads_recut_a_piece_at_a_time_equal_the_whole_recut(one, two, shift, rows, blocked_waker):
     """Two threads (one of them with no reports, or both) re-cut `rows` rows at a time: the table
     and the counts of the re-cut of each thread whole (tests/unit/run_delay_reference.py)."""

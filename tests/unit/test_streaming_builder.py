@@ -17,6 +17,7 @@ from scalestack.ingest.perf_data import read_perf_data
 from scalestack.trace import store, streaming
 from scalestack.trace.builder import build_trace
 from scalestack.trace.events import Kind, RawEvents, concat_events
+from scalestack.trace.model import State
 from scalestack.trace.streaming import build_trace_windows
 
 from .test_event_facts import DATA, window
@@ -115,6 +116,25 @@ def test_run_delay_reports_in_random_windows_and_batches(events, data):
     cuts = data.draw(st.lists(st.integers(0, len(events)), max_size=8))
     batch_rows = data.draw(st.sampled_from([None, 1, 3, 20, 1 << 22]))
     both(events, cuts, data.draw(st.integers(0, 5)), batch_rows, root_pids=[100])
+
+
+def test_a_run_begun_pieces_before_is_uncharged_in_each_piece():
+    """Reports at 8 and 29 count one arrival between them: the thread never left its CPU from its
+    switch-in at 12 to 29, so each RUNNABLE inside is UNKNOWN (`builder._current_runs`). Cut into a
+    piece per run, the last piece begins two pieces after that report and still reads it."""
+    R, RQ, UNK = int(State.RUNNING), int(State.RUNNABLE), int(State.UNKNOWN)
+    rows = [(0, 0, 0, Kind.SWITCH, 0, 100, 0), (1, 0, 100, Kind.FORK, 100, 101, 0), (4, 0, 100, Kind.SWITCH, 100, 0, 0),
+            (7, 0, 0, Kind.WAKEUP, 100, 0, 0), (7, 0, 0, Kind.SWITCH, 0, 100, 0), (8, 0, 100, Kind.SWITCH, 100, 0, 0),
+            (8, 0, 100, Kind.RUN_DELAY, 100, 0, 1), (12, 0, 0, Kind.SWITCH, 0, 100, 0),
+            (13, 0, 100, Kind.SWITCH, 100, 0, 0), (21, 0, 0, Kind.SWITCH, 0, 100, 0),
+            (22, 0, 100, Kind.SWITCH, 100, 101, 0), (23, 0, 101, Kind.SWITCH, 101, 0, 0),
+            (28, 0, 0, Kind.SWITCH, 0, 100, 0), (29, 0, 100, Kind.SWITCH, 100, 0, 0),
+            (29, 0, 100, Kind.RUN_DELAY, 100, 0, 2)]
+    tr = both(ev(rows), [], batch_rows=1, root_pids=[100])
+    s = tr.states
+    mine = s.tid == 100
+    assert list(zip(s.start_ns[mine].tolist(), s.state[mine].tolist(), strict=True)) == [
+        (0, R), (4, RQ), (7, R), (8, RQ), (12, R), (13, UNK), (21, R), (22, UNK), (28, R)]
 
 
 @settings(max_examples=80, deadline=None)

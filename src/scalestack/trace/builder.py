@@ -1111,8 +1111,9 @@ def reconcile_runnable(states: StateTable, run_delay: RawEvents,
     the gap's blocked state (the wait it came out of). A gap with no blocked state (a preemption)
     stays RUNNABLE: the kernel queues a preempted task from its switch-out, so a smaller figure
     there is the two clocks' offset. A gap shorter than `delta` is RUNNABLE whole and the excess
-    is counted. Spans with more than one arrival (a switch-in no tracepoint
-    reported) are left as they are.
+    is counted. The run after such a gap, up to the next report, is one the thread never left, so a
+    RUNNABLE inside it (time no runtime report charged: steal, interrupts) becomes UNKNOWN. Spans
+    with more than one arrival (a switch-in no tracepoint reported) are left as they are.
 
     Returns the new table and, per tid, [ns made RUNNABLE, ns made not RUNNABLE, ns unplaced].
     Each thread is re-cut `piece_rows` rows at a time (default `RECONCILE_PIECE_ROWS`): memory
@@ -1161,8 +1162,10 @@ def reconcile_runnable(states: StateTable, run_delay: RawEvents,
             for p_lo, p_hi in _pieces(th, piece_rows):
                 # a piece's gaps start within its rows (`_pieces`: none spans two pieces); it reads its own
                 # rows and the RUNNING row after it (where its last gap's run begins)
-                gaps = _run_delay_gaps(runs, t, d, p, int(th.start_ns[p_lo]), int(th.end_ns[p_hi - 1]))
-                m, piece_made, piece_unmade = _recut_piece(th, p_lo, p_hi, gaps, runs, tid, out, m)
+                lo_ns, hi_ns = int(th.start_ns[p_lo]), int(th.end_ns[p_hi - 1])
+                gaps = _run_delay_gaps(runs, t, d, p, lo_ns, hi_ns)
+                current = _current_runs(runs, t, p, lo_ns, hi_ns)
+                m, piece_made, piece_unmade = _recut_piece(th, p_lo, p_hi, gaps, current, runs, tid, out, m)
                 made, unmade, unplaced = made + piece_made, unmade + piece_unmade, unplaced + gaps[3]
                 read_up_to(lo + p_hi)
         if born is not None:  # (the first row is never re-cut: a gap begins at the end of a run)
@@ -1262,6 +1265,26 @@ def _run_delay_gaps(runs, t: np.ndarray, d: np.ndarray, p: np.ndarray, lo_ns: in
     return ga, gb, w, int(np.maximum(dl - (gb - ga), 0).sum())
 
 
+def _current_runs(runs, t: np.ndarray, p: np.ndarray, lo_ns: int, hi_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """[start, end] of each run ended by a report one arrival after the report before it, that
+    overlaps [lo_ns, hi_ns): the thread stayed on its CPU from that switch-in to that switch-out,
+    so nothing inside is a run-queue wait (a RUNNABLE there is time no runtime report charged:
+    steal or interrupts)."""
+    th, run, rs = runs
+    k_lo = max(int(np.searchsorted(t, lo_ns, "right")) - 1, 0)  # the switch-out before the piece
+    k_hi = int(np.searchsorted(t, hi_ns, "right"))  # and the first after it
+    t, p = t[k_lo:k_hi + 1], p[k_lo:k_hi + 1]
+    ie = np.searchsorted(rs, t, "left") - 1  # the RUNNING row each switch-out ends
+    e = th.end_ns[run[np.maximum(ie, 0)]]
+    # the next run's first RUNNING row: the first after the switch-out (the run before it may be in
+    # another piece, whose rows a streamed piece does not hold)
+    isx = np.searchsorted(rs, t[:-1], "left")
+    ok = (ie[1:] >= 0) & (np.diff(p) == 1) & (isx <= ie[1:])
+    a, b = rs[np.minimum(isx, len(rs) - 1)], e[1:]
+    ok &= (b > lo_ns) & (a < hi_ns)
+    return a[ok], b[ok]
+
+
 def run_starts(th: StateTable) -> np.ndarray:
     """The rows (after the first) of one thread that begin a RUNNING row where the row before ends:
     no run-delay gap spans one (`_run_delay_gaps`: a gap ends at the first RUNNING row after it)."""
@@ -1283,9 +1306,11 @@ def _pieces(th: StateTable, rows: int) -> list[tuple[int, int]]:
         lo = int(starts[k])
 
 
-def _recut_piece(th: StateTable, lo: int, hi: int, gaps, runs, tid: int, out: dict, m: int) -> tuple[int, int, int]:
-    """Rows lo..hi of one thread re-cut at the waits of its gaps (those starting in them), written to
-    `out` from row m: (the next row, ns made RUNNABLE, ns made not RUNNABLE)."""
+def _recut_piece(th: StateTable, lo: int, hi: int, gaps, current, runs, tid: int, out: dict,
+                 m: int) -> tuple[int, int, int]:
+    """Rows lo..hi of one thread re-cut at the waits of its gaps (those starting in them), their
+    RUNNABLE inside the runs `current` made UNKNOWN, written to `out` from row m: (the next row, ns
+    made RUNNABLE, ns made not RUNNABLE)."""
     RUN, RQ = int(State.RUNNING), int(State.RUNNABLE)
     ga, gb, w, _ = gaps
     _, run, rs = runs
@@ -1310,8 +1335,13 @@ def _recut_piece(th: StateTable, lo: int, hi: int, gaps, runs, tid: int, out: di
     rev_g, rev_first = np.unique(g[blocked][::-1], return_index=True)
     gap_waker[rev_g] = piece.waker[row[seg_blocked[::-1][rev_first]]]
     state = np.where(late, RQ, np.where(early & (old == RQ), fb_state[gi], old))
+    ca, cb = current  # RUNNABLE inside a run the thread never left: uncharged time while current
+    c = np.searchsorted(ca, seg_a, side="right") - 1
+    ci = np.maximum(c, 0)
+    uncharged = ((c >= 0) & (seg_a >= ca[ci]) & (seg_b <= cb[ci]) & (old == RQ)) if len(ca) else np.zeros(len(seg_a), bool)
+    state = np.where(uncharged, int(State.UNKNOWN), state)
     next_run_cpu = th.cpu[run[np.minimum(np.searchsorted(rs, seg_b, "left"), len(run) - 1)]]
-    mod = in_gap & (state != old)
+    mod = (in_gap | uncharged) & (state != old)
     n = len(seg_a)
     out["tid"][m:m + n] = tid
     out["start_ns"][m:m + n] = seg_a
@@ -1323,7 +1353,7 @@ def _recut_piece(th: StateTable, lo: int, hi: int, gaps, runs, tid: int, out: di
     out["waker"][m:m + n] = np.where(last_early, gap_waker[gi], np.where(in_gap, -1, piece.waker[row]))
     out["repaired"][m:m + n] = piece.repaired[row]
     dur = seg_b - seg_a
-    return m + n, int(dur[mod & late].sum()), int(dur[mod & early].sum())
+    return m + n, int(dur[mod & late].sum()), int(dur[mod & (early | uncharged)].sum())
 
 
 def _merge_adjacent(s: StateTable, release: bool = False) -> StateTable:

@@ -90,10 +90,11 @@ Windows = Callable[[], Iterable[RawEvents]]
 class _Piece(NamedTuple):
     """A time piece of one thread's rows (`_SpilledRows._cuts`): its walk rows [a, b), its
     runtime reports [a, b) (those ending inside it and the last before them: `_Reports.first_for`),
-    and its run-delay reports from the piece before it to the one after and the first report
-    after that (a gap is sized by the report that ends the run before it and the next report,
-    however far: `builder._run_delay_gaps`; extra reports at either end pair with nothing); rows
-    of the slot's spills."""
+    and its run-delay reports from the piece before it to the one after, with the last report
+    before that and the first after it (a gap is sized by the report that ends the run before it
+    and the next report, however far: `builder._run_delay_gaps`; a run the thread never left
+    begins at the last report before a piece, however far: `builder._current_runs`; extra reports
+    at either end pair with nothing); rows of the slot's spills."""
     slot: int
     rows: tuple[int, int]
     reports: tuple[int, int]
@@ -397,7 +398,7 @@ class _SpilledRows(_HeldRows):
             pieces.append(_Piece(
                 slot=slot, rows=(bounds[k], bounds[k + 1]),
                 reports=(reports.first_for(edge[k]), reports.n if edge[k + 1] is None else reports.position(edge[k + 1], "right")),
-                delays=(0 if before is None else delays.position(before, "left"), _delays_to(delays, after)),
+                delays=(0 if before is None else max(delays.position(before, "left") - 1, 0), _delays_to(delays, after)),
                 delays_since=before,
                 first=k == 0, last=k == len(bounds) - 2))
         return pieces
