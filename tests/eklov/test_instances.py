@@ -128,7 +128,7 @@ def test_threaded_stack_llc_kernel_has_a_clear_cache_component(kernels):
     every one-thread baseline must run from the cache (at most 1.5x the knee's time per step), the
     knee must be at least C/3 (below that the kernel fits beside the C/2 pirate: +0.23 once), and a
     pirate that takes no cache must not slow an L1 kernel (`pirate_interference`). An
-    attempt whose premise failed says nothing about the method and is repeated (at most 5 attempts);
+    attempt whose premise failed says nothing about the method and is repeated (at most 3 attempts);
     the assertion is only ever made on an attempt whose premises held, and fails when two such
     attempts in a row read a weak cache component (one did in about 20: +0.23, +0.16). Measured
     (10 attempts, 2026-11-23): premises held in 6, cache +0.95 to +1.56, every repeat positive
@@ -144,7 +144,7 @@ def test_threaded_stack_llc_kernel_has_a_clear_cache_component(kernels):
     cpu = llc_info(0).cpus[-1]
     steps = 6_000_000
     why, weak = [], []
-    for _attempt in range(5):
+    for _attempt in range(3):
         c0, _ = effective_llc_bytes(cpu)
         ws, knee = kernel_knee(kernels["eklov_fit_llc"], c0)
         if ws < c0 // 3:  # the pirate keeps about twice what one chase keeps (knees 12-13 vs 6-8 MiB)

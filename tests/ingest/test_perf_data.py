@@ -107,7 +107,7 @@ patch = st.tuples(st.one_of(st.sampled_from(_HOT), st.integers(0, len(PLAIN) - 1
                             st.integers(0, 2**16 - 1).map(lambda v: struct.pack("<H", v))))
 
 
-@settings(max_examples=5_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=2_500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @example(cut=None, patches=[(35409, b"\x00\x00\x01")], which="barrier")  # CPU 16777216: took 24 GB once
 @example(cut=None, patches=[(46405, b"[")], which="barrier")  # a format field of "[": IndexError once
 @given(cut=st.none() | st.integers(0, len(PLAIN)), patches=st.lists(patch, max_size=4),
