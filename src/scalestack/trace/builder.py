@@ -1253,13 +1253,9 @@ def _run_delay_gaps(runs, t: np.ndarray, d: np.ndarray, p: np.ndarray, lo_ns: in
     k_lo = int(np.searchsorted(t, rs[j_lo], "right")) if j_lo < len(rs) else len(t)
     k_hi = int(np.searchsorted(t, rs[j_hi], "right")) if j_hi < len(rs) else len(t)
     t, d, p = t[k_lo:k_hi + 1], d[k_lo:k_hi + 1], p[k_lo:k_hi + 1]  # (and the report that ends each gap)
-    ie = np.searchsorted(rs, t, "left") - 1  # the RUNNING row each switch-out ends
-    e = th.end_ns[run[np.maximum(ie, 0)]]
-    isx = np.searchsorted(rs, e[:-1], "left")  # this run's first RUNNING row
-    ok = (ie[1:] >= 0) & (ie[:-1] >= 0) & (np.diff(p) == 1) & (isx <= ie[1:])
-    s_in = rs[np.minimum(isx, len(rs) - 1)]
+    ie, e, s_in, one = _report_pairs(runs, t, p)
     delta = np.diff(d)
-    ok &= (s_in >= e[:-1]) & (delta >= 0) & (e[:-1] >= lo_ns) & (e[:-1] < hi_ns)
+    ok = one & (ie[:-1] >= 0) & (s_in >= e[:-1]) & (delta >= 0) & (e[:-1] >= lo_ns) & (e[:-1] < hi_ns)
     ga, gb, dl = e[:-1][ok], s_in[ok], delta[ok]
     w = np.maximum(gb - dl, ga)
     return ga, gb, w, int(np.maximum(dl - (gb - ga), 0).sum())
@@ -1270,19 +1266,26 @@ def _current_runs(runs, t: np.ndarray, p: np.ndarray, lo_ns: int, hi_ns: int) ->
     overlaps [lo_ns, hi_ns): the thread stayed on its CPU from that switch-in to that switch-out,
     so nothing inside is a run-queue wait (a RUNNABLE there is time no runtime report charged:
     steal or interrupts)."""
-    th, run, rs = runs
     k_lo = max(int(np.searchsorted(t, lo_ns, "right")) - 1, 0)  # the switch-out before the piece
     k_hi = int(np.searchsorted(t, hi_ns, "right"))  # and the first after it
-    t, p = t[k_lo:k_hi + 1], p[k_lo:k_hi + 1]
-    ie = np.searchsorted(rs, t, "left") - 1  # the RUNNING row each switch-out ends
-    e = th.end_ns[run[np.maximum(ie, 0)]]
-    # the next run's first RUNNING row: the first after the switch-out (the run before it may be in
-    # another piece, whose rows a streamed piece does not hold)
-    isx = np.searchsorted(rs, t[:-1], "left")
-    ok = (ie[1:] >= 0) & (np.diff(p) == 1) & (isx <= ie[1:])
-    a, b = rs[np.minimum(isx, len(rs) - 1)], e[1:]
-    ok &= (b > lo_ns) & (a < hi_ns)
+    _, e, a, one = _report_pairs(runs, t[k_lo:k_hi + 1], p[k_lo:k_hi + 1])
+    b = e[1:]
+    ok = one & (b > lo_ns) & (a < hi_ns)
     return a[ok], b[ok]
+
+
+def _report_pairs(runs, t: np.ndarray, p: np.ndarray):
+    """Of a thread's successive switch-out reports (times t, arrival counts p): the RUNNING row each
+    ends (-1: none) and its end, the start of the run after each report but the last, and whether
+    each pair counts one arrival with that run ending at the second report. The run's first RUNNING
+    row is found from the switch-out, not from the row it ends: a streamed piece may not hold the
+    run before it (no RUNNING row starts between the two, so both give the same row)."""
+    th, run, rs = runs
+    ie = np.searchsorted(rs, t, "left") - 1
+    e = th.end_ns[run[np.maximum(ie, 0)]]
+    isx = np.searchsorted(rs, t[:-1], "left")
+    one = (ie[1:] >= 0) & (np.diff(p) == 1) & (isx <= ie[1:])
+    return ie, e, rs[np.minimum(isx, len(rs) - 1)], one
 
 
 def run_starts(th: StateTable) -> np.ndarray:
