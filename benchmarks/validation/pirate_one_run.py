@@ -32,7 +32,6 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from scalestack.eklov import curve as cv  # noqa: E402
 from scalestack.eklov.pirate import effective_llc_bytes, llc_info  # noqa: E402
-from scalestack.errors import UserError  # noqa: E402
 
 
 def text_file(path: str, mib: int) -> None:
@@ -79,8 +78,8 @@ def one_run(long: list[str], sizes: list[int]) -> cv.PirateCurve:
     with the host) is run again with twice the passes, as the error advises."""
     try:
         return cv.one_run_curve(long, sizes, hold=HOLD, settle=SETTLE)
-    except UserError as exc:
-        if "ended before every pirate size had" not in str(exc) or not os.path.basename(long[0]).startswith("eklov_lookup"):
+    except cv.RunTooShort:
+        if not os.path.basename(long[0]).startswith("eklov_lookup"):
             raise
         return cv.one_run_curve([*long[:2], str(2 * int(long[2])), *long[3:]], sizes, hold=HOLD, settle=SETTLE)
 

@@ -161,3 +161,14 @@ def test_one_run_bad_input_is_one_line(args, message):
     assert proc.returncode != 0
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_a_run_too_short_for_the_windows_is_its_own_error():
+    """Callers that retry with a longer run (benchmarks/validation/pirate_one_run.py) catch the
+    class, not the message's wording."""
+    from scalestack.eklov.curve import RunTooShort, one_run_curve
+    from scalestack.errors import UserError
+
+    with pytest.raises(RunTooShort, match="ended before every pirate size had 3 windows") as info:
+        one_run_curve(["true"], [0, 1 << 20], hold=0.1)
+    assert isinstance(info.value, UserError)

@@ -33,6 +33,10 @@ from scalestack.tools import which
 _EVENTS = ("cycles", "instructions", "LLC-load-misses")
 
 
+class RunTooShort(UserError):
+    """The program ended before every pirate size had its windows: a longer run measures it."""
+
+
 def counters_notice() -> str | None:
     """None when perf can count cycles, instructions and LLC misses here, else why not (one line)."""
     if which("perf") is None:
@@ -340,7 +344,7 @@ def one_run_curve(argv: Sequence[str], sizes: Sequence[int] | None = None, *, ho
             raise exit_error(argv, proc.returncode, err.read().decode(errors="replace"))
     short = [w for w in sizes if len(windows[w]) < MIN_WINDOWS]
     if short:
-        raise UserError(f"{argv[0]} ended before every pirate size had {MIN_WINDOWS} windows ({len(short)} of "
+        raise RunTooShort(f"{argv[0]} ended before every pirate size had {MIN_WINDOWS} windows ({len(short)} of "
                         f"{len(sizes)} had fewer): give it more work, or a shorter --hold")
     if total <= 0 or not any(p > 0 for ws in windows.values() for _, p, _ in ws):
         seen = "no instructions counted" if progress_by == "instructions" else "it read and wrote nothing through system calls"
