@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -12,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import scalestack
-from scalestack.analysis.advice import advise, alone_time
+from scalestack.analysis.advice import advise, alone_time, runnable_beside_free_cores
 from scalestack.sim.engine import simulate
 from scalestack.sim.workloads import bfs, fig32, streamcluster
 from scalestack.trace import State, make_trace
@@ -76,6 +78,76 @@ def test_alone_time_is_the_time_exactly_one_thread_runs(spans):
     assert {t: _alone_by_sweep(trace).get(t, 0) for t in want} == want
 
 
+def _tiled(rows, end):
+    """A trace of threads 1..n whose (tid, start, end, state) rows are filled out with SYNC_WAIT."""
+    states = {"tid": [], "start_ns": [], "end_ns": [], "state": []}
+    tids = sorted({r[0] for r in rows})
+    for tid in tids:
+        t = 0
+        for _, a, b, state in sorted(r for r in rows if r[0] == tid):
+            for s0, s1, s in ((t, a, State.SYNC_WAIT), (a, b, state)):
+                if s1 > s0:
+                    states["tid"].append(tid), states["start_ns"].append(s0), states["end_ns"].append(s1)
+                    states["state"].append(int(s))
+            t = b
+        states["tid"].append(tid), states["start_ns"].append(t), states["end_ns"].append(end)
+        states["state"].append(int(State.SYNC_WAIT))
+    return make_trace({"tid": tids, "name": [f"t{i}" for i in tids], "start_ns": [0] * len(tids),
+                       "end_ns": [end] * len(tids)}, states)
+
+
+def test_runnable_beside_free_cores_worked_example():
+    """2 cores. [0, 10): threads 1 and 2 run, 3 waits for a CPU: the program fills both cores (its
+    own oversubscription). [10, 20): thread 1 runs alone, 2 waits for a CPU: a core held by another
+    process. [20, 30): nobody runs, 3 waits: both cores elsewhere. Free-core wait 10 + 10 = 20 of 30."""
+    trace = _tiled([(1, 0, 20, State.RUNNING), (2, 0, 10, State.RUNNING), (2, 10, 20, State.RUNNABLE),
+                    (3, 0, 10, State.RUNNABLE), (3, 20, 30, State.RUNNABLE)], 40)
+    assert runnable_beside_free_cores(trace, 2) == 20
+    assert runnable_beside_free_cores(trace, 3) == 30  # a third core: every wait had a free one
+    assert runnable_beside_free_cores(trace, 1) == 10  # one core: only [20, 30) had it free
+    assert runnable_beside_free_cores(trace, 2, 5, 15) == 5 and runnable_beside_free_cores(trace, 2, 15, 40) == 15
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 30), st.integers(1, 10), st.booleans()), max_size=5), min_size=1,
+                max_size=4), st.integers(1, 4))
+def test_runnable_beside_free_cores_is_the_runnable_time_with_fewer_runners_than_cores(spans, cores):
+    """Brute force on a unit grid: each unit a thread is RUNNABLE counts where fewer than `cores`
+    threads run in it; never more than the RUNNABLE time."""
+    rows = []
+    for k, thread in enumerate(spans):
+        t = 0
+        for gap, length, queued in thread:
+            a = t + gap
+            rows.append((k + 1, a, a + length, State.RUNNABLE if queued else State.RUNNING))
+            t = a + length
+    if not rows:
+        return
+    end = max(r[2] for r in rows) + 1
+    trace = _tiled(rows, end)
+    runs = np.zeros(end, np.int64)
+    waits = np.zeros(end, np.int64)
+    for _, a, b, state in rows:
+        (runs if state == State.RUNNING else waits)[a:b] += 1
+    want = int(waits[runs < cores].sum())
+    assert runnable_beside_free_cores(trace, cores) == want <= int(waits.sum())
+
+
+def test_cpu_wait_advice_says_whose_the_cores_were():
+    """Fewer threads are the advice only where the program's own threads filled the cores."""
+    own = _tiled([(1, 0, 100, State.RUNNING), (2, 0, 100, State.RUNNING), (3, 0, 100, State.RUNNABLE)], 100)
+    other = _tiled([(1, 0, 50, State.RUNNING), (1, 50, 100, State.RUNNABLE), (2, 0, 50, State.RUNNABLE),
+                    (2, 50, 100, State.RUNNING)], 100)
+    for trace, title, says in ((own, "threads wait 100 ns for a CPU", "use no more runnable threads than cores"),
+                               (other, "for a CPU that other processes hold", "Fewer threads would not cut it")):
+        trace = trace.with_meta(cores=2)
+        f = next(f for f in advise(trace).findings if f.kind == "cpu-contention")
+        assert title in f.title and says in f.detail, f
+    # a trace that does not say how many cores: the wait alone, as before
+    f = next(f for f in advise(other.with_meta(cores=None)).findings if f.kind == "cpu-contention")
+    assert f.title == "threads wait 100 ns for a CPU" and "use no more runnable threads" in f.detail
+
+
 def test_bfs_advice_names_the_serial_step_and_fixing_it_beats_boosting():
     wl = bfs(4)
     base = simulate(wl, cores=4)
@@ -103,6 +175,29 @@ def test_bfs_advice_names_the_serial_step_and_fixing_it_beats_boosting():
 
     dynamic = run_policy(wl, "boost-critical", cores=4, reference=base, slice_ns=base.runtime_ns // 50).speedup
     assert parallel > dynamic > 1.0, (parallel, dynamic)
+
+
+@requires_recording
+def test_real_programs_wait_for_a_cpu_their_own_threads_or_another_process_hold(c_programs):
+    """Two busy threads on two cores beside a busy shell loop outside the recorded process: their
+    wait for a CPU is the loop's doing, and fewer threads would not help. Four busy threads alone
+    on two cores: their own, and fewer threads would. (Skipped on a machine of another size.)"""
+    if os.cpu_count() != 2 or len(os.sched_getaffinity(0)) != 2:
+        pytest.skip("the scene needs exactly 2 CPUs")
+    exe = str(c_programs["balanced"])
+    hog = subprocess.Popen(["sh", "-c", "while :; do :; done"])
+    try:
+        time.sleep(0.2)
+        beside = advise(scalestack.record([exe, "2", "10", "60000000"], None))
+    finally:
+        hog.kill()
+        hog.wait()
+    alone = advise(scalestack.record([exe, "4", "10", "30000000"], None))
+    f = next((f for f in beside.findings if f.kind == "cpu-contention"), None)
+    assert f is not None and "other processes hold" in f.title and "Fewer threads would not" in f.detail, beside.text()
+    f = next((f for f in alone.findings if f.kind == "cpu-contention"), None)
+    assert f is not None and "other processes" not in f.title, alone.text()
+    assert "use no more runnable threads than cores" in f.detail, alone.text()
 
 
 @requires_recording

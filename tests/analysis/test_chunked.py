@@ -406,3 +406,21 @@ def test_chunked_advice_of_simulated_programs(tmp_path, monkeypatch, workload):
         assert (w["alone_ns"], w["caused_wait_ns"]) == (p["alone_ns"], p["caused_wait_ns"])
         for f, g in zip(w["findings"], p["findings"], strict=True):
             assert g["predicted_speedup"] == pytest.approx(f["predicted_speedup"], rel=1e-9)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(trace=advised_traces(), group=st.integers(1, 6), max_rows=st.integers(1, 40))
+def test_chunked_free_core_wait_is_the_whole_traces(tmp_path_factory, monkeypatch, trace, group, max_rows):
+    """The wait for a CPU while a core was free of the program, window by window, adds up to the
+    whole trace's (the advice's cpu-contention finding reads it from either)."""
+    from scalestack.analysis.advice import runnable_beside_free_cores
+
+    monkeypatch.setattr(store, "ROW_GROUP", group)
+    path = tmp_path_factory.mktemp("f") / "t.trace"
+    store.save(trace, path)
+    first = chunked_advice.AdviceFacts()
+    windows = chunked.plan(path, trace.start_ns, trace.end_ns, max_rows)
+    for k, a, b, part in chunked._chunks(path, windows, None):
+        first(k, len(windows), a, b, part)
+    assert first.runnable_free == runnable_beside_free_cores(trace, trace.meta["cores"])
+    assert first.runnable_free <= first.runnable

@@ -22,7 +22,13 @@ import numba
 import numpy as np
 
 from scalestack.analysis.bottle import bottle
-from scalestack.analysis.criticality import criticality, share_memo, sweep, thread_lookup
+from scalestack.analysis.criticality import (
+    criticality,
+    share_memo,
+    state_intervals,
+    sweep,
+    thread_lookup,
+)
 from scalestack.analysis.whatif import whatif
 from scalestack.analysis.where import WhereResult, idle_threads, where
 from scalestack.results import Result
@@ -279,6 +285,21 @@ def _alone(tid, start, end, state, tids, rows, t0, t1):
     return alone, has, -1, True
 
 
+def runnable_beside_free_cores(trace: Trace, cores: int, t0: int | None = None, t1: int | None = None) -> int:
+    """ns the trace's threads were RUNNABLE while fewer than `cores` of them ran: a core was not
+    the program's, so another process held it (the recorder's own work among them) or the
+    scheduler was slow to put a woken thread on an idle one. The rest of the RUNNABLE time is the
+    program's threads outnumbering the cores, which fewer threads would cut; this part they would
+    not. `t0`, `t1`: only that part of the run (default: all); the parts of a run add up."""
+    t0 = trace.start_ns if t0 is None else int(t0)
+    t1 = trace.end_ns if t1 is None else int(t1)
+    _, a, b = state_intervals(trace, (State.RUNNABLE,), t0, t1)
+    if len(a) == 0:
+        return 0
+    tl = sweep(trace, "running", t0, t1)[3]
+    return int((tl.with_count_below(int(cores), b) - tl.with_count_below(int(cores), a)).sum())
+
+
 def state_ns(st, state: int) -> int:
     """ns of the rows in `state` (one pass: no masked copies of two columns)."""
     return int(_state_ns(st.state, st.start_ns, st.end_ns, state))
@@ -503,6 +524,7 @@ class Facts:
     pool_bottle: Callable[[list], BottleResult]
     phases: Callable[[], PhaseGain]
     replay: Callable[[int], float]
+    runnable_free_ns: int | None = None  # of runnable_ns, while a core was free of the program (cores known)
 
 
 def facts_of(trace: Trace, factor: float) -> Facts:
@@ -515,10 +537,12 @@ def facts_of(trace: Trace, factor: float) -> Facts:
     inferred = with_inferred_wakers(trace)
     code = _where(inferred)
     st = inferred.states
+    cores = trace.meta.get("cores")
     return Facts(trace.threads, trace.meta, cr, alone, WaitSums.of(st, trace.threads.tid),
                  state_ns(st, int(State.RUNNABLE)), code, lambda rules: bottle(inferred, group_by=rules),
                  lambda: phase_criticality(inferred, factor=factor, active="running+runnable"),
-                 lambda t: whatif(inferred, t, factor).replay_speedup)
+                 lambda t: whatif(inferred, t, factor).replay_speedup,
+                 runnable_beside_free_cores(trace, cores) if cores else None)
 
 
 def advise(trace: Trace, factor: float = 2.0, max_threads: int = 3, sweep: dict[int, Trace] | None = None
@@ -648,13 +672,9 @@ def findings(facts: Facts, factor: float = 2.0, max_threads: int = 3, sweep: dic
             found.append(_lock_finding(facts, lock_name(int(addrs[k])), wait, span, rel, label, factor,
                                        int(addrs[k]), None))
 
-    # 4. CPU contention: runnable time (more runnable threads than cores)
+    # 4. CPU contention: runnable time, the program's own threads outnumbering the cores or not
     if rq > 0.2 * span:
-        found.append(Finding(
-            "cpu-contention", f"threads wait {format_ns(int(rq))} for a CPU",
-            f"On average {rq / span:.1f} threads are ready but not running"
-            + (f" on this {cores}-core machine" if cores else "")
-            + ": use no more runnable threads than cores, or run where more cores are free.", 1.0))
+        found.append(_cpu_wait(rq, facts.runnable_free_ns, span, cores, facts.meta))
 
     if sweep:
         found += sweep_findings(sweep)
@@ -687,6 +707,28 @@ def findings(facts: Facts, factor: float = 2.0, max_threads: int = 3, sweep: dic
     found.sort(key=lambda f: (not serializing(f), -(GAIN_FLOOR if f.kind == "balanced" else f.predicted_speedup),
                               f.kind != "balanced"))
     return AdviceResult(found, span, alone, caused)
+
+
+def _cpu_wait(rq: float, free: int | None, span: int, cores: int | None, meta: dict) -> Finding:
+    """The finding of the time threads were ready but not running. Fewer threads help only where
+    the program's own threads filled every core; the part while a core was free of them
+    (`runnable_beside_free_cores`) is another process's (a 2-thread Rust program recorded with
+    --stacks on 2 cores waited 1.12 s of 2.65 s, all of it beside perf's unwinding) or the
+    scheduler's slowness, which fewer threads would not cut."""
+    head = f"On average {rq / span:.1f} threads are ready but not running" + (f" on this {cores}-core machine" if cores else "")
+    if free is None or free <= 0.5 * rq:
+        text = head + ": use no more runnable threads than cores, or run where more cores are free."
+        if free is not None and free > 0.1 * rq:
+            text += (f" {format_ns(free)} of it ({free / rq * 100:.0f}%) came while fewer than {cores} of its threads "
+                     "ran: other processes held those cores.")
+        return Finding("cpu-contention", f"threads wait {format_ns(int(rq))} for a CPU", text, 1.0)
+    stacks = " (recording call stacks with --stacks costs CPU too: compare a recording without it)" \
+        if meta.get("stacks") else ""
+    return Finding(
+        "cpu-contention", f"threads wait {format_ns(int(rq))} for a CPU that other processes hold",
+        f"{head}, and {free / rq * 100:.0f}% of that wait ({format_ns(free)}) came while fewer than {cores} of its "
+        f"threads were running: other processes held the cores{stacks}, or the scheduler was slow to move a woken "
+        "thread to an idle core. Fewer threads would not cut it: run where the cores are free of other work.", 1.0)
 
 
 def _one_thread(cr, alone: dict, span: int, cores: int | None, label, idle: int) -> Finding:

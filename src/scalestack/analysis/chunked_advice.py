@@ -18,6 +18,7 @@ from scalestack.analysis.advice import (
     _infer_wakers,
     alone_time,
     findings,
+    runnable_beside_free_cores,
 )
 from scalestack.analysis.advice import advise as advise_whole
 from scalestack.analysis.bottle import BottleResult
@@ -159,7 +160,7 @@ def advise_from(path: str | os.PathLike, cr: CriticalityResult, th: ThreadTable,
         return phases.setdefault("found", None) or _no_phases(th.tid, factor)
 
     facts = Facts(th, meta, cr, first.alone_of(th), WaitSums.join(first.waits), first.runnable, None, pool_bottle,
-                  phase_gain, replay)
+                  phase_gain, replay, first.runnable_free if meta.get("cores") else None)
     findings(facts, factor, max_threads, sweep)  # which replays (and phases) the findings ask for
     if replays or phases:
         walk = _ChunkedReplay(list(replays), factor)
@@ -202,6 +203,7 @@ class AdviceFacts:
         self.infer = _InferredWakers()
         self.waits: list[WaitSums] = []
         self.runnable = 0
+        self.runnable_free = 0  # advice.runnable_beside_free_cores, window by window
         self.alone: dict[int, int] = {}
 
     def __call__(self, k: int, n: int, a: int, b: int, part) -> None:
@@ -210,6 +212,9 @@ class AdviceFacts:
         self.waits.append(WaitSums.of(st, part.threads.tid, a if k > 0 else None, b if k < n - 1 else None, waker))
         rows = _ends_in(st, k, n, a, b) & (st.state == int(State.RUNNABLE))
         self.runnable += int((st.end_ns[rows] - st.start_ns[rows]).sum())
+        cores = part.meta.get("cores")
+        if cores:
+            self.runnable_free += runnable_beside_free_cores(part, cores, a, b)
         for t, ns in alone_time(part, a, b).items():
             self.alone[t] = self.alone.get(t, 0) + ns
 

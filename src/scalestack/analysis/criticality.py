@@ -59,13 +59,22 @@ class Timeline:
             np.cumsum(np.where(self.r[:-1] == count, np.diff(self.u), 0), out=cum[1:])
         return self._with_at(count, cum, t)
 
-    def _with_at(self, count: int, cum: np.ndarray, t: np.ndarray) -> np.ndarray:
-        """`cum` (the time with `count` active threads before each breakpoint) at any instants."""
+    def with_count_below(self, count: int, t: np.ndarray) -> np.ndarray:
+        """Time with fewer than `count` active threads in [u[0], t)."""
+        cum = np.zeros(len(self.u), np.int64)
+        if len(self.u):
+            np.cumsum(np.where(self.r[:-1] < count, np.diff(self.u), 0), out=cum[1:])
+        return self._with_at(count, cum, t, below=True)
+
+    def _with_at(self, count: int, cum: np.ndarray, t: np.ndarray, below: bool = False) -> np.ndarray:
+        """`cum` (the time with `count` active threads, or fewer than `count` if `below`, before
+        each breakpoint) at any instants."""
         t = np.asarray(t, dtype=np.int64)
         if len(self.u) == 0:
             return np.zeros(t.shape, dtype=np.int64)
         k = np.clip(np.searchsorted(self.u, t, side="right") - 1, 0, len(self.u) - 1)
-        return cum[k] + np.where((self.r[k] == count) & (t >= self.u[0]), t - self.u[k], 0)
+        counted = self.r[k] < count if below else self.r[k] == count
+        return cum[k] + np.where(counted & (t >= self.u[0]), t - self.u[k], 0)
 
 
 def active_intervals(trace: Trace, active: str, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -73,8 +82,14 @@ def active_intervals(trace: Trace, active: str, t0: int, t1: int) -> tuple[np.nd
     clipped to [t0, t1] (intervals outside it are dropped)."""
     if active not in ACTIVE:
         raise UserError(f"active must be one of {', '.join(ACTIVE)}, not {active!r}")
+    return state_intervals(trace, ACTIVE[active], t0, t1)
+
+
+def state_intervals(trace: Trace, states, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row in trace.threads, start, end) of every interval in one of `states`, clipped to
+    [t0, t1] (intervals outside it are dropped)."""
     s = trace.states
-    return _kept(trace, s.tid, s.start_ns, s.end_ns, np.isin(s.state, [int(x) for x in ACTIVE[active]]), t0, t1, True)
+    return _kept(trace, s.tid, s.start_ns, s.end_ns, np.isin(s.state, [int(x) for x in states]), t0, t1, True)
 
 
 def _kept(trace: Trace, tid, start, end, mask, t0: int, t1: int, strict: bool):
