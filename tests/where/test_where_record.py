@@ -201,6 +201,21 @@ def test_cpython_threads_wait_on_the_gil_by_name(tmp_path):
     assert not any(f.kind == "pool" for f in findings.findings), findings.text()
 
 
+@pytest.mark.skipif(shutil.which("rustc") is None, reason="rustc is not installed")
+def test_a_rust_mutex_is_named_by_the_programs_code_not_std(tmp_path):
+    """Rust links its std into the program: the lock's wait site is the program's function that
+    takes it (`rust_mutex::insert_counted`), not std's futex mutex, and the joins are main's."""
+    exe = tmp_path / "rust_mutex"
+    subprocess.run(["rustc", "-O", "-g", str(ROOT / "workloads/rust/rust_mutex.rs"), "-o", str(exe)], check=True)
+    trace = scalestack.record([str(exe), "2", "30000", "1"], None, stacks=True)
+    locks = where(trace).locks
+    lock = max(locks, key=lambda lk: lk["wait_ns"])
+    assert lock["name"] == "lock waited at rust_mutex::insert_counted" and lock["waiters"] == 2, locks
+    assert "rust_mutex::insert_counted" in lock["holders"], lock
+    joins = [lk for lk in locks if lk["how"] == "join"]
+    assert joins and all(lk["name"] == "thread exit (pthread_join in rust_mutex::main)" for lk in joins), locks
+
+
 OMP_PROGRAM = r"""
 #include <omp.h>
 #include <stdio.h>

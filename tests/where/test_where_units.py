@@ -107,6 +107,40 @@ def test_lock_holder_releaser_and_serial_share():
     assert where(unnamed).locks[0]["name"] == "lock waited at wait_here"
 
 
+@pytest.mark.parametrize("lang, frames, site, releaser", [
+    # Rust links std into the program: its mutex's slow path is no call site; a release whose stack
+    # holds std's frames only (the closure inlined into them) is named by the first of those
+    ("rust", [("std::sys::backtrace::__rust_begin_short_backtrace", "/bin/app"), ("app::hold_it", "/bin/app"),
+              ("syscall", "/usr/lib/libc.so.6"), ("<std::sys::sync::mutex::futex::Mutex>::lock_contended", "/bin/app"),
+              ("app::wait_here", "/bin/app"), ("std::sys::sync::mutex::futex::Mutex::wake", "/bin/app"),
+              ("core::ops::function::FnOnce::call_once", "/bin/app")],
+     "app::wait_here", "std::sys::sync::mutex::futex::Mutex::wake"),
+    # C++: std's templates instantiated in the program are the library's, the caller is the site
+    ("c++", [("std::thread::_State_impl<std::thread::_Invoker<std::tuple<void (*)()> > >::_M_run()", "/bin/app"),
+             ("hold_it()", "/bin/app"), ("__lll_lock_wait", "/usr/lib/libc.so.6"),
+             ("std::unique_lock<std::mutex>::lock()", "/bin/app"), ("wait_here()", "/bin/app"),
+             ("__lll_lock_wake", "/usr/lib/libc.so.6"), ("let_go()", "/bin/app")],
+     "wait_here()", "let_go()"),
+])
+def test_a_standard_library_compiled_into_the_program_is_no_call_site(lang, frames, site, releaser):
+    stacks = [[1, 0], [2, 3, 4, 0], [5, 6, 0]]
+    samples = [(1, int((k + 0.5) * MS), 0) for k in range(10)]
+    waits = [(2, 1 * MS, 6 * MS, 0x1000, 1), (3, 2 * MS, 8 * MS, 0x1000, 1)]
+    calls = {"tid": [2, 3, 1, 1], "time_ns": [1 * MS - 10, 2 * MS - 10, 6 * MS - 100, 8 * MS - 100],
+             "op": [0, 0, 1, 1], "addr": [0x1000] * 4, "stack": [1, 1, 2, 2]}
+    trace = _trace({1: [(0, 10 * MS)], 2: [(0, 1 * MS), (6 * MS, 7 * MS)], 3: [(0, 1 * MS)]}, 10 * MS, samples,
+                   frames, stacks, waits=waits, calls=calls)
+    (lk,) = where(trace).locks
+    assert lk["name"] == f"lock waited at {site}" and lk["wait_sites"] == {site: 2}, lk
+    assert lk["releasers"] == {releaser: 2}, lk
+    # in a program that is not Rust, `core::` is the program's own namespace
+    plain = [(n.replace("std::sys::backtrace::__rust_begin_short_backtrace", "start"), b) for n, b in frames]
+    plain[3] = ("core::Engine::lock_slow", "/bin/app")
+    other = _trace({1: [(0, 10 * MS)], 2: [(0, 1 * MS), (6 * MS, 7 * MS)], 3: [(0, 1 * MS)]}, 10 * MS, samples,
+                   plain, stacks, waits=waits, calls=calls)
+    assert where(other).locks[0]["wait_sites"] == {"core::Engine::lock_slow": 2}
+
+
 def _idle_beside_a_lock():
     """big_lock as in test_lock_holder_releaser_and_serial_share, and beside it threads 4 and 5
     parked on a condition variable (0x2000) for almost the whole run (0.1 ms of running each), and

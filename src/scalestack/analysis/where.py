@@ -15,7 +15,8 @@
   and its waits are counted apart; the code that released it (the waker's wake call's stack) and the code the
   releasing thread ran while the others waited (its samples inside the waits: the function
   holding the lock). Named by symbol (``meta["locks"]``), else by the call site of its waits:
-  the first frame of the program below the C library, libpthread, libgomp and the loader; where
+  the first frame of the program below the C library, libpthread, libgomp, the loader and the
+  standard library compiled into the program (Rust's std, C++'s std templates); where
   no wait call's stack could be walked, by the function its releasing thread ran meanwhile.
 * **Spinning.** Samples inside known spin-wait code (any leaf in libgomp, whose own code is its
   barrier and lock spin-waits; pthread_spin_lock, HotSpot's SpinPause, Go's procyield) are
@@ -37,6 +38,12 @@ from scalestack.trace import State, Trace
 
 SYSTEM_BINARY = re.compile(r"(^\[|/ld-linux|/libc[.-]|/libpthread|/libgomp|/libstdc\+\+|/libgcc_s|/libm[.-]|"
                            r"/libpython|/libjvm)")
+# a language's standard library compiled into the program's binary: Rust's std, core and alloc
+# (inherent impls demangle as `<std::...>::f`; `<T as core::Trait>::f` is T's code); C++'s
+# templates instantiated in the program (namespace std is the implementation's)
+RUST_MARK = re.compile(r"__rust_begin_short_backtrace|^std::rt::lang_start")
+RUST_STD = re.compile(r"^<?(std|core|alloc)::")
+CXX_STD = re.compile(r"^(std|__gnu_cxx)::")
 # libgomp runs no user work itself (that is in the program's outlined functions): on-CPU time in it
 # is its barrier and lock spin-waits (GOMP_SPINCOUNT), whose internal functions have no symbols
 SPIN_BINARY = re.compile(r"/libgomp\.so")
@@ -84,11 +91,17 @@ class WhereResult(Result):
 
 
 def frame_names(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """Per frame: its function name and whether it is the program's own code (not a system library)."""
+    """Per frame: its function name and how much it is the program's own code: 2 its own, 1 a
+    language's standard library compiled into the program's binary (`LIBRARY_IN_PROGRAM`: Rust
+    links std in, so `std::sys::sync::mutex::futex::Mutex::lock_contended` would name every
+    Rust lock), 0 a system library."""
     fr = trace.frames
     names = np.array([s if s != "[unknown]" else f"[{b.rsplit('/', 1)[-1]}+{ip:#x}]"
                       for s, b, ip in zip(fr.symbol, fr.binary, fr.ip.tolist(), strict=True)], dtype=object)
-    own = np.array([not SYSTEM_BINARY.search(b) for b in fr.binary], dtype=bool)
+    rust = {b for s, b in zip(fr.symbol, fr.binary, strict=True) if RUST_MARK.search(s)}
+    own = np.array([0 if SYSTEM_BINARY.search(b) else
+                    1 if (RUST_STD if b in rust else CXX_STD).match(s) else 2
+                    for s, b in zip(fr.symbol, fr.binary, strict=True)], dtype=np.int8)
     return names, own
 
 
@@ -197,12 +210,15 @@ def spin_running_ns(trace: Trace, tids: np.ndarray) -> float:
 
 
 def _site(stacks, names, own, sid) -> str | None:
-    """First frame of the program's own code on a stack (leaf first), else None."""
+    """First frame of the program's own code on a stack (leaf first), else the first of a standard
+    library compiled into it (a Rust thread's closure inlined into std's thread start), else None."""
     if sid < 0 or sid >= len(stacks):
         return None
-    for f in stacks[sid]:
-        if own[f]:
-            return str(names[f])
+    frames = stacks[sid]
+    for level in (2, 1):
+        for f in frames:
+            if own[f] == level:
+                return str(names[f])
     return None
 
 
