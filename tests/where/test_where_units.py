@@ -141,6 +141,26 @@ def test_a_standard_library_compiled_into_the_program_is_no_call_site(lang, fram
     assert where(other).locks[0]["wait_sites"] == {"core::Engine::lock_slow": 2}
 
 
+def test_samples_in_the_recorders_handlers_are_the_recordings_cost():
+    """Thread 1 runs alone [0, 10) ms: 6 samples in its work, 4 inside perf's futex-syscall
+    tracepoint handler (what `--stacks` costs: the stack copy at every futex call). 4 ms of its
+    10 ms of criticality are the recording's, and its top function stays its own work."""
+    k = "[kernel.kallsyms]"
+    frames = [("main", "/bin/app"), ("work", "/bin/app"), ("syscall", "/usr/lib/libc.so.6"),
+              ("entry_SYSCALL_64_after_hwframe", k), ("perf_syscall_enter", k), ("perf_tp_event", k),
+              ("perf_swevent_event", k)]
+    stacks = [[1, 0], [6, 5, 4, 3, 2, 1, 0]]
+    samples = [(1, int((j + 0.5) * MS), 0 if j < 6 else 1) for j in range(10)]
+    trace = _trace({1: [(0, 10 * MS)]}, 10 * MS, samples, frames, stacks)
+    res = where(trace)
+    (row,) = res.threads
+    assert row["recording_ns"] == pytest.approx(4 * MS) and res.recording_share == pytest.approx(0.4)
+    assert res.thread_functions[1][0] == "work"  # not perf_swevent_event
+    # the same function names outside the kernel are not the recorder's
+    user = [(n, "/bin/app") if n.startswith("perf_") else (n, b) for n, b in frames]
+    assert where(_trace({1: [(0, 10 * MS)]}, 10 * MS, samples, user, stacks)).recording_share == 0.0
+
+
 def _idle_beside_a_lock():
     """big_lock as in test_lock_holder_releaser_and_serial_share, and beside it threads 4 and 5
     parked on a condition variable (0x2000) for almost the whole run (0.1 ms of running each), and

@@ -44,6 +44,10 @@ SYSTEM_BINARY = re.compile(r"(^\[|/ld-linux|/libc[.-]|/libpthread|/libgomp|/libs
 RUST_MARK = re.compile(r"__rust_begin_short_backtrace|^std::rt::lang_start")
 RUST_STD = re.compile(r"^<?(std|core|alloc)::")
 CXX_STD = re.compile(r"^(std|__gnu_cxx)::")
+# the recorder's own work in the program's threads: perf's tracepoint handlers, which write each
+# event (and, with --stacks, copy the user stack at every futex call) in the thread that hit the
+# tracepoint; a sample with one of them on its stack is time the unrecorded program does not spend
+RECORDER = re.compile(r"^(perf_tp_event|perf_syscall_enter|perf_syscall_exit|perf_trace_\w+)$")
 # libgomp runs no user work itself (that is in the program's outlined functions): on-CPU time in it
 # is its barrier and lock spin-waits (GOMP_SPINCOUNT), whose internal functions have no symbols
 SPIN_BINARY = re.compile(r"/libgomp\.so")
@@ -58,7 +62,8 @@ class WhereResult(Result):
 
     Attributes
     ----------
-    threads : per thread: tid, name, criticality_ns (weighted samples), samples, spin_ns
+    threads : per thread: tid, name, criticality_ns (weighted samples), samples, spin_ns,
+        recording_ns (weighted samples in the recorder's kernel handlers, `RECORDER`)
     functions : per function: name, binary, self_ns, total_ns (criticality-weighted), samples
     paths : per call path (root;...;leaf): weight_ns
     locks : per lock: addr (addrs: its futex words), name, how (symbol|call-site|holder|join|address),
@@ -89,10 +94,16 @@ class WhereResult(Result):
         total = sum(t["criticality_ns"] for t in self.threads)
         return sum(t["spin_ns"] for t in self.threads) / total if total else 0.0
 
+    @property
+    def recording_share(self) -> float:
+        """Of the criticality-weighted samples, those in the recorder's kernel handlers (`RECORDER`)."""
+        total = sum(t["criticality_ns"] for t in self.threads)
+        return sum(t.get("recording_ns", 0.0) for t in self.threads) / total if total else 0.0
+
 
 def frame_names(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """Per frame: its function name and how much it is the program's own code: 2 its own, 1 a
-    language's standard library compiled into the program's binary (`LIBRARY_IN_PROGRAM`: Rust
+    language's standard library compiled into the program's binary (`RUST_STD`, `CXX_STD`: Rust
     links std in, so `std::sys::sync::mutex::futex::Mutex::lock_contended` would name every
     Rust lock), 0 a system library."""
     fr = trace.frames
@@ -145,6 +156,8 @@ def where(trace: Trace, *, top: int = 20, between: tuple[int, int] | None = None
     count: Counter = Counter()
     paths: dict = defaultdict(float)
     spin = np.zeros(len(tid), dtype=bool)
+    recorder = np.zeros(len(tid), dtype=bool)
+    kernel = np.array([b.startswith("[kernel") for b in trace.frames.binary], dtype=bool)
     for i in range(len(tid)):
         w = float(weight[i])
         if stack[i] >= 0 and len(stacks[stack[i]]):
@@ -155,23 +168,28 @@ def where(trace: Trace, *, top: int = 20, between: tuple[int, int] | None = None
                 total_w[f] += w
             paths[";".join(fn[::-1].tolist())] += w
             spin[i] = bool(SPIN_BINARY.search(key[1])) or any(SPIN.match(f) for f in fn.tolist())
+            recorder[i] = any(RECORDER.match(str(fn[k])) for k in np.flatnonzero(kernel[fids]).tolist())
         else:
             key = (leaf_sym[i], leaf_bin[i])
             total_w[key[0]] += w
             paths[key[0]] += w
             spin[i] = bool(SPIN.match(key[0]) or SPIN_BINARY.search(key[1]))
+            recorder[i] = str(leaf_bin[i]).startswith("[kernel") and bool(RECORDER.match(key[0]))
         self_w[key] += w
         count[key] += 1
-        per_thread[(int(tid[i]), key[0])] += w
+        if not recorder[i]:  # a thread's top function is the program's, never the recorder's
+            per_thread[(int(tid[i]), key[0])] += w
     functions = sorted(({"function": k[0], "binary": k[1], "self_ns": v, "total_ns": total_w[k[0]],
                          "samples": count[k]} for k, v in self_w.items()), key=lambda r: -r["self_ns"])
     th = trace.threads
     rows = trace.thread_index(tid) if len(tid) else np.zeros(0, np.int64)
     crit = np.bincount(rows, weights=weight, minlength=len(th))
     spin_ns = np.bincount(rows, weights=weight * spin, minlength=len(th))
+    recording_ns = np.bincount(rows, weights=weight * recorder, minlength=len(th))
     nsamp = np.bincount(rows, minlength=len(th))
     threads = [{"tid": int(th.tid[j]), "name": str(th.name[j]), "criticality_ns": float(crit[j]),
-                "samples": int(nsamp[j]), "spin_ns": float(spin_ns[j])} for j in np.argsort(-crit)]
+                "samples": int(nsamp[j]), "spin_ns": float(spin_ns[j]), "recording_ns": float(recording_ns[j])}
+               for j in np.argsort(-crit)]
     top_paths = dict(sorted(paths.items(), key=lambda kv: -kv[1])[:max(top * 10, 200)])
     best: dict = {}
     for (t, f), w in per_thread.items():

@@ -33,11 +33,17 @@ def functions_section(source, options: ReportOptions) -> Section | None:
     if res.spin_share > 0.01:
         summary.append(f"{res.spin_share * 100:.1f}% of the criticality is spent spinning in synchronization "
                        "code (barrier or spin-lock waits), not work.")
+    if res.recording_share > 0.01:
+        summary.append(f"{res.recording_share * 100:.1f}% of the criticality is the recording's own work: perf's "
+                       "tracepoint handlers (perf_tp_event and below) writing events in the program's threads"
+                       + (", and copying their stacks at every futex call for --stacks" if source.meta.get("stacks")
+                          else "") + "; unrecorded, the program does not spend it.")
     summary += res.notes
     cols = [("function", "function"), ("binary", "binary"), ("self_pct", "self %"), ("total_pct", "total %"),
             ("self_ms", "self ms"), ("samples", "samples")]
     return Section("functions", "Critical functions", summary, rows, cols, {"flame": flame_graph(res.paths)},
-                   {"threads": res.threads, "functions": res.functions, "spin_share": res.spin_share})
+                   {"threads": res.threads, "functions": res.functions, "spin_share": res.spin_share,
+                    "recording_share": res.recording_share})
 
 
 @register_section("locks", order=26)
