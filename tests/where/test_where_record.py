@@ -219,6 +219,24 @@ def test_a_rust_mutex_is_named_by_the_programs_code_not_std(tmp_path):
     assert 0.02 < where(trace).recording_share < 0.6
 
 
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ is not installed")
+def test_consumers_waiting_on_a_condition_variable_are_told_to_speed_up_the_producer(tmp_path):
+    """C++: consumers wait on a std::condition_variable for a producer that is slower than them;
+    the wait is a condition variable's by its stacks, and the advice is the producer's work, not
+    shorter critical sections."""
+    exe = tmp_path / "queue_cv"
+    subprocess.run(["g++", "-O2", "-g", "-pthread", str(ROOT / "workloads/cpp/queue_cv.cpp"), "-o", str(exe)],
+                   check=True)
+    trace = scalestack.record([str(exe), "10000", "60000", "20000", "2"], None, stacks=True)
+    top = max(where(trace).locks, key=lambda lk: lk["wait_ns"])
+    assert top["primitive"] == "condition variable" and top["releasers"], top
+    assert next(iter(top["releasers"])) == "producer", top
+    res = advise(trace)
+    f = next((f for f in res.findings if f.kind == "lock"), None)
+    assert f is not None and "(a condition variable)" in f.title, res.text()
+    assert "before it signals" in f.detail and "Shorter critical sections" not in f.detail, res.text()
+
+
 OMP_PROGRAM = r"""
 #include <omp.h>
 #include <stdio.h>

@@ -141,6 +141,37 @@ def test_a_standard_library_compiled_into_the_program_is_no_call_site(lang, fram
     assert where(other).locks[0]["wait_sites"] == {"core::Engine::lock_slow": 2}
 
 
+@pytest.mark.parametrize("frame, primitive, todo", [
+    (("__lll_lock_wait", "/usr/lib/libc.so.6"), "mutex", "shorter critical sections"),
+    (("pthread_cond_wait@@GLIBC_2.3.2", "/usr/lib/libc.so.6"), "condition variable", "before it signals"),
+    (("pthread_barrier_wait", "/usr/lib/libc.so.6"), "barrier", "wait for the last to arrive"),
+    (("pthread_rwlock_wrlock", "/usr/lib/libc.so.6"), "read-write lock", "fewer writers"),
+    (("sem_wait@@GLIBC_2.34", "/usr/lib/libc.so.6"), "semaphore", "before it posts"),
+    (("std::sys::sync::condvar::futex::Condvar::wait", "/bin/app"), "condition variable", "before it signals"),
+    (("syscall", "/usr/lib/libc.so.6"), "", "between barriers"),  # the generic advice
+])
+def test_a_locks_primitive_comes_from_its_wait_stacks_and_sets_the_advice(frame, primitive, todo):
+    frames = [("std::sys::backtrace::__rust_begin_short_backtrace", "/bin/app"), ("hold_it", "/bin/app"),
+              ("syscall", "/usr/lib/libc.so.6"), frame, ("wait_here", "/bin/app"), ("let_go", "/bin/app")]
+    stacks = [[1, 0], [2, 3, 4, 0], [5, 0]]
+    samples = [(1, int((k + 0.5) * MS), 0) for k in range(10)]
+    waits = [(2, 1 * MS, 6 * MS, 0x1000, 1), (3, 2 * MS, 8 * MS, 0x1000, 1)]
+    calls = {"tid": [2, 3, 1, 1], "time_ns": [1 * MS - 10, 2 * MS - 10, 6 * MS - 100, 8 * MS - 100],
+             "op": [0, 0, 1, 1], "addr": [0x1000] * 4, "stack": [1, 1, 2, 2]}
+    trace = _trace({1: [(0, 10 * MS)], 2: [(0, 1 * MS), (6 * MS, 7 * MS)], 3: [(0, 1 * MS)]}, 10 * MS, samples,
+                   frames, stacks, waits=waits, calls=calls)
+    (lk,) = where(trace).locks
+    assert lk["primitive"] == primitive and lk["name"] == "lock waited at wait_here", lk
+    from scalestack.analysis.advice import advise
+    # w1..w3 are a pool: its finding names the lock; as threads of no pool, the lock finding does
+    f = next(f for f in advise(trace).findings if f.kind == "pool")
+    assert todo in f.detail and (f"(a {primitive})" in f.detail) == bool(primitive), f
+    th = trace.threads
+    names = type(th)(**{**{c: getattr(th, c) for c in th.SCHEMA}, "name": ["main", "reader", "writer"]})
+    f = next(f for f in advise(dataclasses.replace(trace, threads=names)).findings if f.kind == "lock")
+    assert todo in f.detail and (f"(a {primitive})" in f.title) == bool(primitive), f
+
+
 def test_samples_in_the_recorders_handlers_are_the_recordings_cost():
     """Thread 1 runs alone [0, 10) ms: 6 samples in its work, 4 inside perf's futex-syscall
     tracepoint handler (what `--stacks` costs: the stack copy at every futex call). 4 ms of its

@@ -134,13 +134,32 @@ def _lock_finding(facts: Facts, name: str, wait: float, span: int, releasers: tu
         if info["releasers"]:
             held += f" It is released in `{next(iter(info['releasers']))}`."
     entry = (facts.meta.get("locks") or {}).get(f"{addr:#x}") or {}
+    primitive = (info or {}).get("primitive", "")
+    top = label(int(ranked[0])) if len(ranked) else "the releasing thread"
     todo = (GIL_TODO if entry.get("kind") == "cpython-gil" else
+            PRIMITIVE_TODO[primitive].format(who=top) if primitive in PRIMITIVE_TODO else
             "Shorter critical sections, finer locks or less work between barriers would cut this.")
+    kind = f" (a {primitive})" if primitive in PRIMITIVE_TODO and entry.get("kind") != "cpython-gil" else ""
     return Finding(
-        "lock", f"threads wait {format_ns(int(wait))} in total on {name}{serial}",
+        "lock", f"threads wait {format_ns(int(wait))} in total on {name}{kind}{serial}",
         f"{wait / span:.1f} threads on average are blocked on it; it is released mostly by {who}.{held} {todo}{why}",
         gain, None, addr)
 
+
+# what to do depends on what the threads wait in (`where.PRIMITIVES`, from the wait calls' stacks):
+# a condition variable's waiters wait for what another thread does before it signals (a consumer
+# for its producer), not for a critical section to end
+PRIMITIVE_TODO = {
+    "mutex": "It is a mutex: shorter critical sections or finer locks would cut this.",
+    "read-write lock": "It is a read-write lock: shorter write sections, or fewer writers, would cut this.",
+    "condition variable": ("It is a condition variable: the threads wait for what {who} does before it signals "
+                           "(work to take, or a change of state), not for a critical section; make that faster or "
+                           "share it among the waiting threads."),
+    "semaphore": ("It is a semaphore: the threads wait for what {who} does before it posts; make that faster or "
+                  "share it among the waiting threads."),
+    "barrier": ("It is a barrier: the threads wait for the last to arrive; balance the work between barriers, or "
+                "meet less often."),
+}
 
 # what to do about the GIL is not what to do about a lock of the program's own
 GIL_TODO = ("Python code runs one thread at a time under the GIL: move the work to processes "
@@ -678,7 +697,8 @@ def findings(facts: Facts, factor: float = 2.0, max_threads: int = 3, sweep: dic
 
     if sweep:
         found += sweep_findings(sweep)
-    pools = _pool_findings(facts, span, factor, label, lock_name, working)
+    pools = _pool_findings(facts, span, factor, label, lock_name, working,
+                           lambda addr: (lock_info.get(addr) or {}).get("primitive", ""))
     pool_addrs = {f.addr for f in pools}
     found = [f for f in found if not (f.kind == "lock" and f.addr in pool_addrs)] + pools
 
@@ -791,14 +811,16 @@ def _phase_findings(pc: PhaseGain, factor: float, label, least: float = 0.1) -> 
         "phase, each phase's saving capped at its lead over the next thread).", gain, best)]
 
 
-def _pool_findings(facts: Facts, span: int, factor: float, label, lock_name, working: np.ndarray) -> list[Finding]:
+def _pool_findings(facts: Facts, span: int, factor: float, label, lock_name, working: np.ndarray,
+                   primitive: Callable[[int], str] = lambda addr: "") -> list[Finding]:
     """Thread pools (names stem-1, stem-2, ...) that run far less in parallel than they could.
 
     The bottle graph's pool box gives the parallelism P = run time / criticality; with k threads
     on c cores the pool could reach min(k, c). The futex its members wait on most, and the thread
     that releases it, say why; the gain is the bottle-graph bound (the pool's criticality shrunk
     by P / min(k, c)) and the dependency replay of making that releaser `factor` times faster.
-    `working`: the wait groups of `facts.waits` that delay work (not an idle thread's).
+    `working`: the wait groups of `facts.waits` that delay work (not an idle thread's);
+    `primitive(addr)`: what a futex word's waits were in (`where.PRIMITIVES`, "" unknown).
     """
     th = facts.threads
     stems: dict[str, set] = {}
@@ -831,7 +853,10 @@ def _pool_findings(facts: Facts, span: int, factor: float, label, lock_name, wor
             addrs, _, per = waits.by_addr(sel)
             addr = int(addrs[int(np.argmax(per))])
             w, c = waits.wakers(sel & (waits.addr == addr) & waits.woken)
-            detail += f" Its threads wait {format_ns(int(per.max()))} on {lock_name(addr)}"
+            kind = primitive(addr)
+            detail += f" Its threads wait {format_ns(int(per.max()))} on {lock_name(addr)}" + \
+                (f" (a {kind})" if kind in PRIMITIVE_TODO else "")
+            who = "the releasing thread"
             if len(w):
                 holder = int(w[int(np.argmax(c))])
                 inside = "one of its own threads" if holder in box.tids else "a thread outside it"
@@ -842,7 +867,10 @@ def _pool_findings(facts: Facts, span: int, factor: float, label, lock_name, wor
                                f"{c.max()} of {int(c.sum())} times)")
                 replay = facts.replay(holder)
                 detail += f"; making that thread {factor:g}x faster would give {replay:.2f}x (dependency replay)"
-            detail += ": shorten or split what is done under it (finer locks, per-thread data, less to do between barriers)."
+                who = label(holder)
+            detail += (". " + PRIMITIVE_TODO[kind].format(who=who) if kind in PRIMITIVE_TODO else
+                       ": shorten or split what is done under it (finer locks, per-thread data, less to do between "
+                       "barriers).")
         detail += f" At full parallelism the pool's part of the run would give at most {bound:.2f}x (bottle graph)."
         out.append(Finding("pool", f"the pool '{box.label}' has parallelism {p:.1f} of {cap}", detail, gain,
                            None, addr))

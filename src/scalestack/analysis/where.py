@@ -44,6 +44,16 @@ SYSTEM_BINARY = re.compile(r"(^\[|/ld-linux|/libc[.-]|/libpthread|/libgomp|/libs
 RUST_MARK = re.compile(r"__rust_begin_short_backtrace|^std::rt::lang_start")
 RUST_STD = re.compile(r"^<?(std|core|alloc)::")
 CXX_STD = re.compile(r"^(std|__gnu_cxx)::")
+# what kind of primitive a futex wait is in, from the library frames of its stack (leaf first, up
+# to the program's own code; glibc's versioned names carry @@GLIBC_x): the advice for each differs
+PRIMITIVES = (
+    ("condition variable", re.compile(r"^(__)?pthread_cond_|condition_variable::wait|Condvar>?::wait|^__condvar_")),
+    ("barrier", re.compile(r"^(__)?pthread_barrier_wait|^gomp_(team_)?barrier_wait")),
+    ("read-write lock", re.compile(r"^(__)?pthread_rwlock_|RwLock>?::(read|write)_contended")),
+    ("semaphore", re.compile(r"^(__new_)?sem_(timed|clock)?wait|^__new_sem_wait")),
+    ("mutex", re.compile(r"^(__)?pthread_mutex_(timed|clock)?lock|^__lll_lock_wait|^__GI___lll_lock_wait|"
+                         r"Mutex>?::lock_contended|^std::mutex::lock|^gomp_mutex_lock")),
+)
 # the recorder's own work in the program's threads: perf's tracepoint handlers, which write each
 # event (and, with --stacks, copy the user stack at every futex call) in the thread that hit the
 # tracepoint; a sample with one of them on its stack is time the unrecorded program does not spend
@@ -71,7 +81,9 @@ class WhereResult(Result):
         critical_share (of the run's criticality-weighted samples taken while a thread waits there),
         holders {function: samples}: all of the threads that work; idle_waiters, idle_wait_ns:
         those of idle threads (`idle_threads`), apart; wait_sites, releasers {function: waits}:
-        of every wait
+        of every wait; primitive: what most waits were in by their stacks (`PRIMITIVES`: "mutex",
+        "condition variable", "barrier", "read-write lock", "semaphore"; "thread exit" for a join;
+        "" unknown)
     period_ns : one sample's running time; span_ns : the run
     notes : what could not be resolved
     """
@@ -307,6 +319,8 @@ def locks(trace, names, own, stacks, s_tid, s_time, s_stack, s_weight, s_sym, pe
                              if x)
         releasers = Counter(x for x in (_site(stacks, names, own, int(fc.stack[j])) for j in wakes_at[wakes_at >= 0])
                             if x)
+        primitives = Counter(x for x in (_primitive(stacks, names, own, int(fc.stack[j]))
+                                         for j in waits_at[waits_at >= 0]) if x)
         holders: Counter = Counter()
         for x, y, k in zip(a[w].tolist(), b[w].tolist(), waker[w].tolist(), strict=True):
             if k < 0:
@@ -337,7 +351,9 @@ def locks(trace, names, own, stacks, s_tid, s_time, s_stack, s_weight, s_sym, pe
                     "serial_share": _union(*blocked) / trace.wall_ns if trace.wall_ns else 0.0,
                     "critical_share": _weight_inside(*blocked, s_time, s_weight),
                     "wait_sites": dict(wait_sites.most_common(5)), "releasers": dict(releasers.most_common(5)),
-                    "holders": dict(holders.most_common(5))})
+                    "holders": dict(holders.most_common(5)),
+                    "primitive": "thread exit" if how == "join" else
+                    primitives.most_common(1)[0][0] if primitives else ""})
     out.sort(key=lambda r: (r["how"] == "join", -r["wait_ns"], -r["idle_wait_ns"]))
     return out
 
@@ -437,6 +453,21 @@ class _ExitTimes:
     def get_many(self, tids: np.ndarray) -> np.ndarray:
         rows = self.trace.thread_index(tids, missing=-1)
         return np.where(rows >= 0, self.end[np.maximum(rows, 0)], np.iinfo(np.int64).max // 2)
+
+
+def _primitive(stacks, names, own, sid: int) -> str | None:
+    """The primitive (`PRIMITIVES`) a wait call's stack is in: its first library frame that names
+    one, leaf first, before the program's own code."""
+    if not 0 <= sid < len(stacks):
+        return None
+    for f in stacks[sid]:
+        if own[f] == 2:
+            return None
+        name = str(names[f])
+        for kind, pattern in PRIMITIVES:
+            if pattern.search(name):
+                return kind
+    return None
 
 
 def _joins(stacks, names, sid: int) -> bool:

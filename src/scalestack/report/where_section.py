@@ -53,7 +53,8 @@ def locks_section(source, options: ReportOptions) -> Section | None:
         return None
     rows = []
     for lk in res.locks[:15]:
-        rows.append({"lock": lk["name"], "wait_ms": lk["wait_ns"] / 1e6, "waits": lk["waits"],
+        rows.append({"lock": lk["name"], "kind": lk.get("primitive", ""), "wait_ms": lk["wait_ns"] / 1e6,
+                     "waits": lk["waits"],
                      "waiters": lk["waiters"], "serial_pct": round(lk["serial_share"] * 100, 1),
                      "idle_ms": lk["idle_wait_ns"] / 1e6,
                      "holder": ", ".join(list(lk["holders"])[:2]), "released_at": ", ".join(list(lk["releasers"])[:2]),
@@ -68,9 +69,10 @@ def locks_section(source, options: ReportOptions) -> Section | None:
     summary = [most] + ([f"Idle threads (GC, JIT and runtime service threads, threads parked for long stretches) waited "
                          f"{format_ns(idle)} more (idle ms): waiting for work, they delay none, so the other "
                          "columns leave them out."] if idle else []) + [
-               "holder = what the releasing thread ran while the others waited (its samples); released at / waited "
-               "at = the first frame of the program on the wake and wait call stacks."]
-    cols = [("lock", "lock"), ("wait_ms", "wait ms"), ("waits", "waits"), ("waiters", "waiters"),
+               "kind = what the waits were in, by their call stacks (mutex, condition variable, barrier, read-write "
+               "lock, semaphore, thread exit); holder = what the releasing thread ran while the others waited (its "
+               "samples); released at / waited at = the first frame of the program on the wake and wait call stacks."]
+    cols = [("lock", "lock"), ("kind", "kind"), ("wait_ms", "wait ms"), ("waits", "waits"), ("waiters", "waiters"),
             ("idle_ms", "idle ms"), ("serial_pct", "% of run waited"), ("holder", "holder runs"), ("released_at", "released at"),
             ("waited_at", "waited at")]
     return Section("locks", "Locks and waits", summary, rows, cols, {}, {"locks": res.locks})
