@@ -237,6 +237,23 @@ def test_consumers_waiting_on_a_condition_variable_are_told_to_speed_up_the_prod
     assert "before it signals" in f.detail and "Shorter critical sections" not in f.detail, res.text()
 
 
+def test_openblas_threads_polling_are_spinning_not_work(tmp_path):
+    """NumPy's matrix products on OpenBLAS's threads: the threads' polling loops are spinning, the
+    gemm kernels work (19% of the criticality spun on an idle 2-core VM, 2026-12-02)."""
+    prog = ROOT / "workloads/python/blas_products.py"
+    trace = scalestack.record(["env", "OPENBLAS_NUM_THREADS=2", sys.executable, str(prog), "300", "400"], None,
+                              stacks=True)
+    res = where(trace)
+    blas = [f for f in res.functions if "openblas" in f["binary"]]
+    if not blas:
+        pytest.skip("NumPy here does not use OpenBLAS (no frame of it was sampled)")
+    spun = {f["function"] for f in res.spin_functions}
+    assert spun and spun <= {"blas_thread_server", "exec_blas", "exec_blas_async_wait", "inner_thread",
+                             "exec_threads"}, res.spin_functions
+    assert not any("kernel" in f for f in spun)
+    assert 0.0 < res.spin_share < 0.9, res.spin_share
+
+
 OMP_PROGRAM = r"""
 #include <omp.h>
 #include <stdio.h>

@@ -172,6 +172,32 @@ def test_a_locks_primitive_comes_from_its_wait_stacks_and_sets_the_advice(frame,
     assert todo in f.detail and (f"(a {primitive})" in f.title) == bool(primitive), f
 
 
+def test_openblas_polling_is_spinning_and_its_kernels_are_work():
+    """Two threads run alone in turn, 10 samples each: 6 of thread 1's and 4 of thread 2's are in
+    OpenBLAS's polling loops (the leaf itself, or a sched_yield called from one), the rest in its
+    gemm kernel under them. 10 of 20 ms spin: the finding comes first and says what to do."""
+    blas, libc, k = "/x/numpy.libs/libscipy_openblas64_-32a4b2a6.so", "/usr/lib/libc.so.6", "[kernel.kallsyms]"
+    frames = [("start_thread", libc), ("blas_thread_server", blas), ("exec_threads", blas), ("inner_thread", blas),
+              ("dgemm_kernel_HASWELL", blas), ("do_sched_yield", k), ("__sched_yield", libc), ("exec_blas", blas),
+              ("main", "/bin/app")]
+    stacks = [[3, 2, 1, 0], [4, 3, 2, 1, 0], [5, 6, 1, 0], [7, 8], [4, 3, 7, 8]]
+    samples = ([(1, int((j + 0.5) * MS), [0, 0, 0, 2, 2, 2, 1, 1, 1, 1][j]) for j in range(10)]
+               + [(2, int((j + 10.5) * MS), [3, 3, 3, 3, 4, 4, 4, 4, 4, 4][j]) for j in range(10)])
+    trace = _trace({1: [(0, 10 * MS)], 2: [(10 * MS, 20 * MS)]}, 20 * MS, samples, frames, stacks)
+    res = where(trace)
+    assert {t["tid"]: t["spin_ns"] for t in res.threads} == pytest.approx({1: 6 * MS, 2: 4 * MS})
+    assert res.spin_share == pytest.approx(0.5)
+    assert {f["function"] for f in res.spin_functions} == {"inner_thread", "blas_thread_server", "exec_blas"}
+    assert res.thread_functions[1][0] == "dgemm_kernel_HASWELL" == res.thread_functions[2][0]  # the work
+    from scalestack.analysis.advice import advise
+    first = advise(trace).findings[0]
+    assert first.kind == "spin" and first.title == "50% of the run is threads spinning, not working", first
+    assert "OPENBLAS_NUM_THREADS" in first.detail and "waited" not in first.detail, first  # no CPU wait here
+    # the same names in another library are not OpenBLAS's polling
+    other = [(n, "/bin/app") if b == blas else (n, b) for n, b in frames]
+    assert where(_trace({1: [(0, 10 * MS)], 2: [(10 * MS, 20 * MS)]}, 20 * MS, samples, other, stacks)).spin_share == 0
+
+
 def test_samples_in_the_recorders_handlers_are_the_recordings_cost():
     """Thread 1 runs alone [0, 10) ms: 6 samples in its work, 4 inside perf's futex-syscall
     tracepoint handler (what `--stacks` costs: the stack copy at every futex call). 4 ms of its

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(frozen=True)
 class Finding:
-    kind: str  # one-thread | critical-thread | phase-critical | serial | pool | lock | cpu-contention | scaling | balanced
+    kind: str  # one-thread | critical-thread | phase-critical | serial | pool | lock | spin | cpu-contention | scaling | balanced
     title: str  # one line
     detail: str  # what to do, with the evidence
     predicted_speedup: float  # of the whole program if acted on (1.0: no estimate)
@@ -691,6 +691,10 @@ def findings(facts: Facts, factor: float = 2.0, max_threads: int = 3, sweep: dic
             found.append(_lock_finding(facts, lock_name(int(addrs[k])), wait, span, rel, label, factor,
                                        int(addrs[k]), None))
 
+    # 3b. busy-waiting: time that looks like work to the scheduler and to criticality
+    if code is not None and code.spin_share > SPIN_FLOOR:
+        found.append(_spin_finding(code, rq, span))
+
     # 4. CPU contention: runnable time, the program's own threads outnumbering the cores or not
     if rq > 0.2 * span:
         found.append(_cpu_wait(rq, facts.runnable_free_ns, span, cores, facts.meta))
@@ -724,9 +728,53 @@ def findings(facts: Facts, factor: float = 2.0, max_threads: int = 3, sweep: dic
 
     # "no single critical thread" ranks as a gain of GAIN_FLOOR: after what promises more (82% of a
     # CPython run serial under the GIL, at most 2.60x, came second to it), before what promises less
-    found.sort(key=lambda f: (not serializing(f), -(GAIN_FLOOR if f.kind == "balanced" else f.predicted_speedup),
-                              f.kind != "balanced"))
+    found.sort(key=lambda f: (not (serializing(f) or f.kind == "spin" and code.spin_share >= SPIN_FIRST),
+                              -(GAIN_FLOOR if f.kind in ("balanced", "spin") else f.predicted_speedup),
+                              f.kind != "spin", f.kind != "balanced"))
     return AdviceResult(found, span, alone, caused)
+
+
+SPIN_FLOOR = 0.2  # of the run's criticality spent spinning: a finding
+SPIN_FIRST = 0.5  # ... the first one: most of the run is waiting that looks like work
+# what to do about spinning, by the library that spins (the leaf of the most spinning samples)
+SPIN_TODO = (
+    (re.compile(r"openblas", re.I), "OpenBLAS's threads poll for work and for each other between the pieces of "
+     "each product (an idle worker keeps polling while the caller runs other code): products too small for their "
+     "threads, or serial steps between them, make them poll. Run them on fewer threads (OPENBLAS_NUM_THREADS, or "
+     "threadpoolctl's threadpool_limits around them), or compute fewer, bigger products."),
+    (re.compile(r"libgomp|gomp_"), "OpenMP threads spin at barriers and locks for up to GOMP_SPINCOUNT polls "
+     "before they sleep: the time is the wait for the slowest thread. Balance the work between barriers "
+     "(schedule(dynamic) for uneven iterations); OMP_WAIT_POLICY=passive frees the cores while they wait."),
+    (re.compile(r"pthread_spin_lock"), "Threads spin on a pthread spin lock held for long: a mutex lets them "
+     "sleep instead, and shorter critical sections cut the wait."),
+    (re.compile(r"SpinPause"), "HotSpot's threads spin in its locks or safepoints: a contended Java monitor "
+     "or frequent safepoints (GC) are the wait."),
+    (re.compile(r"^runtime\."), "Go's scheduler threads spin looking for work (runtime.procyield/osyield): "
+     "fewer GOMAXPROCS than busy goroutines need, or work handed over in tiny pieces."),
+)
+
+
+def _spin_finding(code: WhereResult, cpu_wait_ns: float, span: int) -> Finding:
+    """Samples in spin-wait code (`where.spin_samples`): synchronization that runs on a CPU, so the
+    criticality stack and the bottle graph count it as work. Named by the library spinning; where
+    threads also waited for a CPU, the spinners poll for partners kept off a core (numpy's 300 x 300
+    products on OpenBLAS's 2 threads: 19% of the criticality polling on an idle 2-core VM, 74%
+    while two other processes kept the cores busy)."""
+    share = code.spin_share
+    top = code.spin_functions[:3]
+    lib = top[0]["binary"].rsplit("/", 1)[-1] if top else "?"
+    names = ", ".join(f"`{f['function']}`" for f in top)
+    todo = next((text for pattern, text in SPIN_TODO if top and (pattern.search(top[0]["binary"])
+                                                                   or pattern.search(top[0]["function"]))),
+                "The threads busy-wait in synchronization code: what they wait for is the work to shorten.")
+    if cpu_wait_ns > 0.2 * span:
+        todo = (f"Threads also waited {format_ns(int(cpu_wait_ns))} for a CPU: a spinning thread polls for as long "
+                "as the thread it waits for is kept off a core, and holds a core meanwhile; with fewer threads than "
+                "free cores that wait goes. " + todo)
+    return Finding("spin", f"{share * 100:.0f}% of the run is threads spinning, not working",
+                   f"Samples in spin-wait code ({names} in {lib}) hold {share * 100:.0f}% of the run's criticality: "
+                   f"busy-waiting looks like work to the scheduler, the criticality stack and the bottle graph. {todo}",
+                   1.0)
 
 
 def _cpu_wait(rq: float, free: int | None, span: int, cores: int | None, meta: dict) -> Finding:

@@ -19,8 +19,9 @@
   standard library compiled into the program (Rust's std, C++'s std templates); where
   no wait call's stack could be walked, by the function its releasing thread ran meanwhile.
 * **Spinning.** Samples inside known spin-wait code (any leaf in libgomp, whose own code is its
-  barrier and lock spin-waits; pthread_spin_lock, HotSpot's SpinPause, Go's procyield) are
-  synchronization, not work; their criticality-weighted share is reported per thread.
+  barrier and lock spin-waits; pthread_spin_lock, HotSpot's SpinPause, Go's procyield; OpenBLAS's
+  thread server and gemm threads polling their flags) are synchronization, not work; their
+  criticality-weighted share is reported per thread.
 """
 
 from __future__ import annotations
@@ -64,6 +65,29 @@ SPIN_BINARY = re.compile(r"/libgomp\.so")
 WAIT_OPS = (0, 9)  # FUTEX_WAIT, FUTEX_WAIT_BITSET (flags masked off)
 SPIN = re.compile(r"^(do_spin|do_wait|gomp_barrier_wait_end|gomp_team_barrier_wait_end|gomp_spin\w*|"
                   r"pthread_spin_lock|__pthread_spin_lock|SpinPause|runtime\.procyield|runtime\.osyield)$")
+# OpenBLAS's threads busy-wait in its own driver code between polls of a flag (an idle worker for
+# new work, a gemm thread for its partners' blocks, the caller for the workers to finish): a
+# sample counts when the innermost frame outside the kernel and the C library (a sched_yield) is
+# one of these; the work is in the kernels they call (dgemm_kernel_*), which stays work
+BLAS_SPIN_BINARY = re.compile(r"/lib(scipy_)?openblas")
+BLAS_SPIN = re.compile(r"^(blas_thread_server|exec_blas|exec_blas_async_wait|inner_thread|exec_threads)$")
+_YIELD_BINARY = re.compile(r"^\[|/libc[.-]")
+
+
+def _spinning(fn: list[str], binaries: list[str]) -> tuple[str, str] | None:
+    """The spin-wait code a stack (function names and binaries, leaf first) is inside, as (function,
+    binary), else None."""
+    if not fn:
+        return None
+    if SPIN_BINARY.search(binaries[0]):
+        return fn[0], binaries[0]
+    for f, b in zip(fn, binaries, strict=True):
+        if SPIN.match(f):
+            return f, b
+    for f, b in zip(fn, binaries, strict=True):
+        if not _YIELD_BINARY.search(b):
+            return (f, b) if BLAS_SPIN_BINARY.search(b) and BLAS_SPIN.match(f) else None
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +121,7 @@ class WhereResult(Result):
     span_ns: int
     notes: list
     thread_functions: dict = dataclasses.field(default_factory=dict)  # tid -> (function, weight_ns) most weighted
+    spin_functions: list = dataclasses.field(default_factory=list)  # spin-wait code sampled: function, binary, ns
 
     def rows(self):
         return self.functions
@@ -168,6 +193,7 @@ def where(trace: Trace, *, top: int = 20, between: tuple[int, int] | None = None
     count: Counter = Counter()
     paths: dict = defaultdict(float)
     spin = np.zeros(len(tid), dtype=bool)
+    spin_w: dict = defaultdict(float)
     recorder = np.zeros(len(tid), dtype=bool)
     kernel = np.array([b.startswith("[kernel") for b in trace.frames.binary], dtype=bool)
     for i in range(len(tid)):
@@ -179,17 +205,20 @@ def where(trace: Trace, *, top: int = 20, between: tuple[int, int] | None = None
             for f in set(fn.tolist()):
                 total_w[f] += w
             paths[";".join(fn[::-1].tolist())] += w
-            spin[i] = bool(SPIN_BINARY.search(key[1])) or any(SPIN.match(f) for f in fn.tolist())
+            spun = _spinning(fn.tolist(), [trace.frames.binary[f] for f in fids])
             recorder[i] = any(RECORDER.match(str(fn[k])) for k in np.flatnonzero(kernel[fids]).tolist())
         else:
             key = (leaf_sym[i], leaf_bin[i])
             total_w[key[0]] += w
             paths[key[0]] += w
-            spin[i] = bool(SPIN.match(key[0]) or SPIN_BINARY.search(key[1]))
+            spun = _spinning([str(key[0])], [str(key[1])])
             recorder[i] = str(leaf_bin[i]).startswith("[kernel") and bool(RECORDER.match(key[0]))
         self_w[key] += w
         count[key] += 1
-        if not recorder[i]:  # a thread's top function is the program's, never the recorder's
+        spin[i] = spun is not None
+        if spun is not None:
+            spin_w[spun] += w
+        elif not recorder[i]:  # a thread's top function is its work: not spinning, not the recorder's
             per_thread[(int(tid[i]), key[0])] += w
     functions = sorted(({"function": k[0], "binary": k[1], "self_ns": v, "total_ns": total_w[k[0]],
                          "samples": count[k]} for k, v in self_w.items()), key=lambda r: -r["self_ns"])
@@ -207,7 +236,9 @@ def where(trace: Trace, *, top: int = 20, between: tuple[int, int] | None = None
     for (t, f), w in per_thread.items():
         if w > best.get(t, ("", 0.0))[1]:
             best[t] = (f, w)
-    return WhereResult(thread_functions=best, threads=threads, functions=functions[:max(top, 50)], paths=top_paths,
+    spinning = [{"function": k[0], "binary": k[1], "ns": v} for k, v in sorted(spin_w.items(), key=lambda kv: -kv[1])]
+    return WhereResult(thread_functions=best, spin_functions=spinning[:top], threads=threads,
+                       functions=functions[:max(top, 50)], paths=top_paths,
                        locks=locks(trace, names, own, stacks, tid, time, stack, weight, leaf_sym, period),
                        period_ns=period, span_ns=trace.wall_ns, notes=list(trace.meta.get("stack_notes", [])))
 
@@ -220,9 +251,9 @@ def spin_samples(trace: Trace) -> np.ndarray:
     names, _ = frame_names(trace)
     stacks = stack_lists(trace)
     binaries = trace.frames.binary
-    per_stack = np.array([bool(len(f)) and (bool(SPIN_BINARY.search(binaries[f[0]]))
-                                            or any(SPIN.match(str(names[x])) for x in f)) for f in stacks], dtype=bool)
-    by_symbol = np.array([bool(SPIN.match(str(sym)) or SPIN_BINARY.search(str(b)))
+    per_stack = np.array([_spinning([str(names[x]) for x in f], [binaries[x] for x in f]) is not None
+                          for f in stacks], dtype=bool)
+    by_symbol = np.array([_spinning([str(sym)], [str(b)]) is not None
                           for sym, b in zip(s.symbol, s.binary, strict=True)], dtype=bool)
     has = (s.stack >= 0) & (s.stack < len(per_stack))
     out = by_symbol.copy()
