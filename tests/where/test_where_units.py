@@ -218,6 +218,26 @@ def test_samples_in_the_recorders_handlers_are_the_recordings_cost():
     assert where(_trace({1: [(0, 10 * MS)]}, 10 * MS, samples, user, stacks)).recording_share == 0.0
 
 
+def test_compare_puts_the_recorders_samples_in_one_row():
+    """Two recordings of the same 10 ms of work, one with 4 of its 10 samples in perf's handlers
+    (whatever leaf each stopped in): compare shows those 4 ms as the recording's own work, not as
+    kernel functions of the program."""
+    from scalestack.analysis.compare import RECORDING, compare
+
+    k = "[kernel.kallsyms]"
+    frames = [("main", "/bin/app"), ("work", "/bin/app"), ("perf_syscall_enter", k), ("perf_tp_event", k),
+              ("perf_swevent_event", k), ("memcpy_erms", k)]
+    stacks = [[1, 0], [4, 3, 2, 1, 0], [5, 3, 2, 1, 0]]
+    recorded = [(1, int((j + 0.5) * MS), [0, 0, 0, 0, 0, 0, 1, 1, 1, 2][j]) for j in range(10)]
+    plain = [(1, int((j + 0.5) * MS), 0) for j in range(10)]
+    a = _trace({1: [(0, 10 * MS)]}, 10 * MS, recorded, frames, stacks)
+    b = _trace({1: [(0, 10 * MS)]}, 10 * MS, plain, frames, stacks)
+    rows = {c.label: c for c in compare(a, b).changes if c.kind == "function"}
+    assert RECORDING in rows and not any(n.startswith(("perf_", "memcpy")) for n in rows), list(rows)
+    assert rows[RECORDING].contribution_ns == pytest.approx(-4 * MS)
+    assert rows["work (app)"].contribution_ns == pytest.approx(4 * MS)
+
+
 def _idle_beside_a_lock():
     """big_lock as in test_lock_holder_releaser_and_serial_share, and beside it threads 4 and 5
     parked on a condition variable (0x2000) for almost the whole run (0.1 ms of running each), and

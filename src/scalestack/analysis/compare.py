@@ -128,14 +128,18 @@ def aggregate_facts(rec) -> RunFacts:
     return RunFacts(tids, names, roles, keys, position, stats, idle, span, [], idle)
 
 
+RECORDING = "the recording's own work (perf's tracepoint handlers)"  # `where.RECORDER`'s samples, one row
+
+
 def _functions(trace: Trace, cr, active: str) -> dict[str, dict[str, float]]:
     """Criticality per sampled function (`record --sample`): each thread's criticality spread over
     its samples, a sample taken while r threads were active weighing 1/r (the thesis's division of
     that instant). Per thread the functions add up to its criticality. Keyed by
-    'symbol (binary's file name)'."""
+    'symbol (binary's file name)'; samples in the recorder's handlers are one key, `RECORDING`."""
     import os
 
     from scalestack.analysis.criticality import sweep
+    from scalestack.analysis.where import recorder_samples
 
     sm = trace.samples
     if len(sm) == 0:
@@ -152,6 +156,8 @@ def _functions(trace: Trace, cr, active: str) -> dict[str, dict[str, float]]:
     crit = cr.criticality_ns[rows] * w / np.where(per_thread[rows] > 0, per_thread[rows], 1)
     keys = [f"{sym} ({os.path.basename(str(binary))})" for sym, binary in
             zip(sm.symbol[known].tolist(), sm.binary[known].tolist(), strict=True)]
+    for i in np.flatnonzero(recorder_samples(trace)[known]).tolist():  # whatever leaf it stopped in
+        keys[i] = RECORDING
     uniq, inv = np.unique(np.array(keys, dtype=object), return_inverse=True)
     c = np.bincount(inv, weights=crit, minlength=len(uniq))
     n = np.bincount(inv, minlength=len(uniq))

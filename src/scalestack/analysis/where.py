@@ -261,6 +261,22 @@ def spin_samples(trace: Trace) -> np.ndarray:
     return out
 
 
+def recorder_samples(trace: Trace) -> np.ndarray:
+    """Per sample of `trace.samples`: is it inside the recorder's kernel handlers (`RECORDER`)?"""
+    s = trace.samples
+    if not len(s):
+        return np.zeros(0, dtype=bool)
+    names, _ = frame_names(trace)
+    kernel = np.array([b.startswith("[kernel") for b in trace.frames.binary], dtype=bool)
+    per_stack = np.array([any(kernel[x] and RECORDER.match(str(names[x])) for x in f) for f in stack_lists(trace)],
+                         dtype=bool)
+    out = np.array([str(b).startswith("[kernel") and bool(RECORDER.match(str(sym)))
+                    for sym, b in zip(s.symbol, s.binary, strict=True)], dtype=bool)
+    has = (s.stack >= 0) & (s.stack < len(per_stack))
+    out[has] = per_stack[s.stack[has]]
+    return out
+
+
 def spin_running_ns(trace: Trace, tids: np.ndarray) -> float:
     """Running time of threads `tids` spent spinning, estimated from the samples (one period each)."""
     hz = trace.meta.get("sample_hz")
