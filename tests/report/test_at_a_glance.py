@@ -117,6 +117,31 @@ def test_advice_first_and_prose_left_aligned(long_report):
     assert is_text_column("advice", rows) and not is_text_column("gain", rows)
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.integers(110, 160), st.lists(st.floats(0, 1e5, allow_nan=False), min_size=7, max_size=7),
+       st.text("abcdefgh ", min_size=1, max_size=60))
+def test_terminal_tables_wrap_words_and_keep_every_figure(width, figures, words):
+    """A wide table in the report's narrowest terminal (110 columns): its text columns wrap, no figure
+    is cut ("11…")."""
+    from rich.console import Console
+
+    from scalestack.report import Section
+    from scalestack.report.terminal import section_table
+
+    cols = [("lock", "lock"), ("kind", "kind")] + [(f"n{k}", f"figure number {k}") for k in range(7)] + [
+        ("at", "waited at")]
+    row = {"lock": "thread exit (pthread_join in main)", "kind": "condvar", "at": words,
+           **{f"n{k}": x for k, x in enumerate(figures)}}
+    console = Console(width=width, record=True)
+    console.print(section_table(Section("s", "S", table=[row], columns=cols)))
+    text = console.export_text()
+    for x in figures:
+        assert f"{x:.2f}" in text, (x, text)
+    assert "…" not in text.split("━")[-1], text  # nothing in the body cut with an ellipsis
+    assert is_text_column("kind", [row]) and is_text_column("at", [{"at": "main"}])
+    assert not is_text_column("gain", [{"gain": "1.14x"}, {"gain": "12%"}, {"gain": "3.2 ms"}, {"gain": "–"}])
+
+
 def test_long_thread_names_are_cut_in_cells_and_whole_on_hover(tmp_path):
     name = "a-very-long-thread-name-from-an-imported-chrome-trace-" * 2
     tr = make_trace({"tid": [1], "name": [name], "start_ns": [0], "end_ns": [1000]},

@@ -18,13 +18,18 @@ def _fmt(value) -> str:
 
 
 def section_table(section: Section, limit: int = 40) -> Table:
+    """A section's rows as a table that fits the console: text columns wrap where it is too
+    narrow, number columns keep their width (a cut number, "11…", would lose the figure)."""
     table = Table(show_edge=False, header_style="bold", pad_edge=False)
+    rows = section.table[:limit]
     for key, head in section.columns:
-        # prose (the advice's findings and evidence) wraps; a cut sentence would lose the advice
-        prose = any(isinstance(row.get(key), str) and len(row[key]) > 40 for row in section.table[:limit])
-        table.add_column(head, justify="left" if is_text_column(key, section.table[:limit]) else "right",
-                         no_wrap=not prose)
-    for row in section.table[:limit]:
+        if is_text_column(key, rows):  # as narrow as its longest word (up to 10), or the table's room
+            word = max([len(w) for row in rows for w in _fmt(row.get(key)).split()] + [1])
+            table.add_column(head, justify="left", overflow="fold", min_width=min(word, 10))
+        else:
+            width = max([len(_fmt(row.get(key))) for row in rows] + [max(map(len, head.split()), default=0)])
+            table.add_column(head, justify="right", min_width=width)  # the header may wrap, the figures never
+    for row in rows:
         table.add_row(*[_fmt(row.get(k)) for k, _ in section.columns])
     if len(section.table) > limit:
         table.caption = f"{len(section.table) - limit} more rows in report.json"

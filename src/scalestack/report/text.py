@@ -8,6 +8,7 @@ HTML page, as the ``title`` attribute (shown on hover) of the shortened text.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 
 MAX_TITLE = 72
@@ -66,8 +67,7 @@ def is_text_column(key: str, rows: Sequence[dict]) -> bool:
     number-like token (numbers and "1.14x" stay right-aligned, so their digits line up)."""
     if key in NAME_KEYS:
         return True
-    for row in rows:
-        v = row.get(key)
-        if isinstance(v, str) and len(v) > 12:
-            return True
-    return False
+    return any(isinstance(row.get(key), str) and row[key] and not NUMBER_LIKE.match(row[key]) for row in rows)
+
+
+NUMBER_LIKE = re.compile(r"^[-+]?[\d.,]+\s*(x|%|[a-zµ]{1,2})?$|^[–-]$")  # 1.14x, 12%, 3.2 ms, a dash

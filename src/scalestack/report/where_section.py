@@ -46,6 +46,11 @@ def functions_section(source, options: ReportOptions) -> Section | None:
                     "recording_share": res.recording_share})
 
 
+# the locks table's kind column (`where.PRIMITIVES`), short enough for a terminal
+SHORT = {"mutex": "mutex", "condition variable": "condvar", "barrier": "barrier", "read-write lock": "rwlock",
+         "semaphore": "semaphore", "thread exit": "exit"}
+
+
 @register_section("locks", order=26)
 def locks_section(source, options: ReportOptions) -> Section | None:
     res = _result(source.trace)
@@ -53,7 +58,7 @@ def locks_section(source, options: ReportOptions) -> Section | None:
         return None
     rows = []
     for lk in res.locks[:15]:
-        rows.append({"lock": lk["name"], "kind": lk.get("primitive", ""), "wait_ms": lk["wait_ns"] / 1e6,
+        rows.append({"lock": lk["name"], "kind": SHORT.get(lk.get("primitive", ""), ""), "wait_ms": lk["wait_ns"] / 1e6,
                      "waits": lk["waits"],
                      "waiters": lk["waiters"], "serial_pct": round(lk["serial_share"] * 100, 1),
                      "idle_ms": lk["idle_wait_ns"] / 1e6,
@@ -69,8 +74,8 @@ def locks_section(source, options: ReportOptions) -> Section | None:
     summary = [most] + ([f"Idle threads (GC, JIT and runtime service threads, threads parked for long stretches) waited "
                          f"{format_ns(idle)} more (idle ms): waiting for work, they delay none, so the other "
                          "columns leave them out."] if idle else []) + [
-               "kind = what the waits were in, by their call stacks (mutex, condition variable, barrier, read-write "
-               "lock, semaphore, thread exit); holder = what the releasing thread ran while the others waited (its "
+               "kind = what the waits were in, by their call stacks (mutex, condvar: a condition variable, barrier, "
+               "rwlock: a read-write lock, semaphore, exit: a thread's, for a join); holder = what the releasing thread ran while the others waited (its "
                "samples); released at / waited at = the first frame of the program on the wake and wait call stacks."]
     cols = [("lock", "lock"), ("kind", "kind"), ("wait_ms", "wait ms"), ("waits", "waits"), ("waiters", "waiters"),
             ("idle_ms", "idle ms"), ("serial_pct", "% of run waited"), ("holder", "holder runs"), ("released_at", "released at"),
