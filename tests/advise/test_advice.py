@@ -146,6 +146,9 @@ def test_cpu_wait_advice_says_whose_the_cores_were():
     # a trace that does not say how many cores: the wait alone, as before
     f = next(f for f in advise(other.with_meta(cores=None)).findings if f.kind == "cpu-contention")
     assert f.title == "threads wait 100 ns for a CPU" and "use no more runnable threads" in f.detail
+    # taking turns on the one core their affinity allowed: their own doing
+    f = next(f for f in advise(other.with_meta(cores=2, cpus_allowed=1)).findings if f.kind == "cpu-contention")
+    assert f.title == "threads wait 100 ns for a CPU" and "(its affinity allowed 1 of them)" in f.detail, f
 
 
 def test_bfs_advice_names_the_serial_step_and_fixing_it_beats_boosting():
@@ -181,7 +184,8 @@ def test_bfs_advice_names_the_serial_step_and_fixing_it_beats_boosting():
 def test_real_programs_wait_for_a_cpu_their_own_threads_or_another_process_hold(c_programs):
     """Two busy threads on two cores beside a busy shell loop outside the recorded process: their
     wait for a CPU is the loop's doing, and fewer threads would not help. Four busy threads alone
-    on two cores: their own, and fewer threads would. (Skipped on a machine of another size.)"""
+    on two cores, or two on the one core their affinity allows: their own, and fewer threads
+    would. (Skipped on a machine of another size.)"""
     if os.cpu_count() != 2 or len(os.sched_getaffinity(0)) != 2:
         pytest.skip("the scene needs exactly 2 CPUs")
     exe = str(c_programs["balanced"])
@@ -193,6 +197,13 @@ def test_real_programs_wait_for_a_cpu_their_own_threads_or_another_process_hold(
         hog.kill()
         hog.wait()
     alone = advise(scalestack.record([exe, "4", "10", "30000000"], None))
+    # two threads that `taskset -c 0` around the recorder gave one core: their own doing too
+    path = os.path.join(os.path.dirname(exe), "pinned.trace")
+    subprocess.run(["taskset", "-c", "0", sys.executable, "-m", "scalestack.cli", "record", "-o", path, "--", exe, "2",
+                    "10", "30000000"], check=True, capture_output=True)
+    pinned = advise(scalestack.load(path))
+    f = next((f for f in pinned.findings if f.kind == "cpu-contention"), None)
+    assert f is not None and "other processes" not in f.title and "affinity allowed 1" in f.detail, pinned.text()
     f = next((f for f in beside.findings if f.kind == "cpu-contention"), None)
     assert f is not None and "other processes hold" in f.title and "Fewer threads would not" in f.detail, beside.text()
     f = next((f for f in alone.findings if f.kind == "cpu-contention"), None)

@@ -304,6 +304,13 @@ def _alone(tid, start, end, state, tids, rows, t0, t1):
     return alone, has, -1, True
 
 
+def usable_cores(meta: dict) -> int | None:
+    """The CPUs the recorded program could use: those its affinity allowed (`record` keeps
+    `cpus_allowed`: `taskset -c 0 scalestack record ...` gives it one core of the machine's), else
+    the machine's cores, else None."""
+    return meta.get("cpus_allowed") or meta.get("cores") or None
+
+
 def runnable_beside_free_cores(trace: Trace, cores: int, t0: int | None = None, t1: int | None = None) -> int:
     """ns the trace's threads were RUNNABLE while fewer than `cores` of them ran: a core was not
     the program's, so another process held it (the recorder's own work among them) or the
@@ -556,7 +563,7 @@ def facts_of(trace: Trace, factor: float) -> Facts:
     inferred = with_inferred_wakers(trace)
     code = _where(inferred)
     st = inferred.states
-    cores = trace.meta.get("cores")
+    cores = usable_cores(trace.meta)
     return Facts(trace.threads, trace.meta, cr, alone, WaitSums.of(st, trace.threads.tid),
                  state_ns(st, int(State.RUNNABLE)), code, lambda rules: bottle(inferred, group_by=rules),
                  lambda: phase_criticality(inferred, factor=factor, active="running+runnable"),
@@ -697,7 +704,7 @@ def findings(facts: Facts, factor: float = 2.0, max_threads: int = 3, sweep: dic
 
     # 4. CPU contention: runnable time, the program's own threads outnumbering the cores or not
     if rq > 0.2 * span:
-        found.append(_cpu_wait(rq, facts.runnable_free_ns, span, cores, facts.meta))
+        found.append(_cpu_wait(rq, facts.runnable_free_ns, span, cores, usable_cores(facts.meta), facts.meta))
 
     if sweep:
         found += sweep_findings(sweep)
@@ -777,24 +784,26 @@ def _spin_finding(code: WhereResult, cpu_wait_ns: float, span: int) -> Finding:
                    1.0)
 
 
-def _cpu_wait(rq: float, free: int | None, span: int, cores: int | None, meta: dict) -> Finding:
+def _cpu_wait(rq: float, free: int | None, span: int, cores: int | None, usable: int | None, meta: dict) -> Finding:
     """The finding of the time threads were ready but not running. Fewer threads help only where
     the program's own threads filled every core; the part while a core was free of them
     (`runnable_beside_free_cores`) is another process's (a 2-thread Rust program recorded with
     --stacks on 2 cores waited 1.12 s of 2.65 s, all of it beside perf's unwinding) or the
     scheduler's slowness, which fewer threads would not cut."""
     head = f"On average {rq / span:.1f} threads are ready but not running" + (f" on this {cores}-core machine" if cores else "")
+    if usable and cores and usable < cores:
+        head += f" (its affinity allowed {usable} of them)"
     if free is None or free <= 0.5 * rq:
         text = head + ": use no more runnable threads than cores, or run where more cores are free."
         if free is not None and free > 0.1 * rq:
-            text += (f" {format_ns(free)} of it ({free / rq * 100:.0f}%) came while fewer than {cores} of its threads "
+            text += (f" {format_ns(free)} of it ({free / rq * 100:.0f}%) came while fewer than {usable} of its threads "
                      "ran: other processes held those cores.")
         return Finding("cpu-contention", f"threads wait {format_ns(int(rq))} for a CPU", text, 1.0)
     stacks = " (recording call stacks with --stacks costs CPU too: compare a recording without it)" \
         if meta.get("stacks") else ""
     return Finding(
         "cpu-contention", f"threads wait {format_ns(int(rq))} for a CPU that other processes hold",
-        f"{head}, and {free / rq * 100:.0f}% of that wait ({format_ns(free)}) came while fewer than {cores} of its "
+        f"{head}, and {free / rq * 100:.0f}% of that wait ({format_ns(free)}) came while fewer than {usable} of its "
         f"threads were running: other processes held the cores{stacks}, or the scheduler was slow to move a woken "
         "thread to an idle core. Fewer threads would not cut it: run where the cores are free of other work.", 1.0)
 

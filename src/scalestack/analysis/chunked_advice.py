@@ -19,6 +19,7 @@ from scalestack.analysis.advice import (
     alone_time,
     findings,
     runnable_beside_free_cores,
+    usable_cores,
 )
 from scalestack.analysis.advice import advise as advise_whole
 from scalestack.analysis.bottle import BottleResult
@@ -160,7 +161,7 @@ def advise_from(path: str | os.PathLike, cr: CriticalityResult, th: ThreadTable,
         return phases.setdefault("found", None) or _no_phases(th.tid, factor)
 
     facts = Facts(th, meta, cr, first.alone_of(th), WaitSums.join(first.waits), first.runnable, None, pool_bottle,
-                  phase_gain, replay, first.runnable_free if meta.get("cores") else None)
+                  phase_gain, replay, first.runnable_free if usable_cores(meta) else None)
     findings(facts, factor, max_threads, sweep)  # which replays (and phases) the findings ask for
     if replays or phases:
         walk = _ChunkedReplay(list(replays), factor)
@@ -212,7 +213,7 @@ class AdviceFacts:
         self.waits.append(WaitSums.of(st, part.threads.tid, a if k > 0 else None, b if k < n - 1 else None, waker))
         rows = _ends_in(st, k, n, a, b) & (st.state == int(State.RUNNABLE))
         self.runnable += int((st.end_ns[rows] - st.start_ns[rows]).sum())
-        cores = part.meta.get("cores")
+        cores = usable_cores(part.meta)
         if cores:
             self.runnable_free += runnable_beside_free_cores(part, cores, a, b)
         for t, ns in alone_time(part, a, b).items():

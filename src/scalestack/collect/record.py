@@ -164,6 +164,7 @@ def record(
         if duration is None or duration <= 0:
             raise UserError("attaching with --pid needs --duration SECONDS")
         attach_names = thread_names(pid)
+    allowed = _cpus_allowed(pid)
     if sample_hz is not None and not 1 <= sample_hz <= 100_000:
         raise UserError(f"--sample-hz {sample_hz} is out of range (1 to 100000)")
     with contextlib.ExitStack() as hold:  # a recording read in windows is kept until its trace is built
@@ -202,6 +203,7 @@ def record(
             "signal": sig,
             "cores": os.cpu_count(),
             "cpus_online": online_cpus(),
+            "cpus_allowed": allowed,
             "kernel": platform.release(),
             "host": platform.node(),
             "clock": "CLOCK_MONOTONIC",
@@ -252,6 +254,15 @@ def record(
         if output:
             save_or_keep(trace, output)
         return trace
+
+
+def _cpus_allowed(pid: int | None) -> int | None:
+    """How many CPUs the program may run on: a command inherits this process's affinity (taskset
+    around `scalestack record`), an attached process has its own; None if it cannot be read."""
+    try:
+        return len(os.sched_getaffinity(pid or 0))
+    except OSError:
+        return None
 
 
 def _trace_of(run, command, pid, meta: dict, role_rules, attach_names, output, checked,
