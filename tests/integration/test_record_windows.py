@@ -25,9 +25,9 @@ from ..top.conftest import requires_ebpf
 
 pytestmark = [requires_recording, requires_ebpf]
 
-GIVEN = ("attached_pid", "clock", "collector", "command", "cores", "cpus_online", "duration_s", "ebpf_buffer_bytes",
-         "ebpf_records", "exit_status", "host", "kernel", "record_elapsed_s", "recorded_at", "sample_hz", "signal",
-         "source", "tracepoints")
+GIVEN = ("attached_pid", "clock", "collector", "command", "cores", "cpus_allowed", "cpus_online", "duration_s",
+         "ebpf_buffer_bytes", "ebpf_records", "exit_status", "host", "kernel", "record_elapsed_s", "recorded_at",
+         "sample_hz", "signal", "source", "tracepoints")
 
 
 def _held_is_written(events, written, keys, tables=("threads", "states", "names", "switch_spans", "samples"),
