@@ -50,31 +50,31 @@ class Timeline:
 
     def idle_at(self, t: np.ndarray) -> np.ndarray:
         """Time with no active thread in [u[0], t)."""
-        return self._with_at(0, self.idle_cum, t)
+        return self._with_at(lambda r: r == 0, self.idle_cum, t)
 
     def with_count_at(self, count: int, t: np.ndarray) -> np.ndarray:
         """Time with exactly `count` active threads in [u[0], t) (`idle_at` is count 0)."""
-        cum = np.zeros(len(self.u), np.int64)
-        if len(self.u):
-            np.cumsum(np.where(self.r[:-1] == count, np.diff(self.u), 0), out=cum[1:])
-        return self._with_at(count, cum, t)
+        return self._time_where(lambda r: r == count, t)
 
     def with_count_below(self, count: int, t: np.ndarray) -> np.ndarray:
         """Time with fewer than `count` active threads in [u[0], t)."""
+        return self._time_where(lambda r: r < count, t)
+
+    def _time_where(self, counted, t: np.ndarray) -> np.ndarray:
+        """Time in [u[0], t) whose active count satisfies `counted` (a test of an array of counts)."""
         cum = np.zeros(len(self.u), np.int64)
         if len(self.u):
-            np.cumsum(np.where(self.r[:-1] < count, np.diff(self.u), 0), out=cum[1:])
-        return self._with_at(count, cum, t, below=True)
+            np.cumsum(np.where(counted(self.r[:-1]), np.diff(self.u), 0), out=cum[1:])
+        return self._with_at(counted, cum, t)
 
-    def _with_at(self, count: int, cum: np.ndarray, t: np.ndarray, below: bool = False) -> np.ndarray:
-        """`cum` (the time with `count` active threads, or fewer than `count` if `below`, before
-        each breakpoint) at any instants."""
+    def _with_at(self, counted, cum: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """`cum` (the time whose active count satisfies `counted` before each breakpoint) at any
+        instants."""
         t = np.asarray(t, dtype=np.int64)
         if len(self.u) == 0:
             return np.zeros(t.shape, dtype=np.int64)
         k = np.clip(np.searchsorted(self.u, t, side="right") - 1, 0, len(self.u) - 1)
-        counted = self.r[k] < count if below else self.r[k] == count
-        return cum[k] + np.where(counted & (t >= self.u[0]), t - self.u[k], 0)
+        return cum[k] + np.where(counted(self.r[k]) & (t >= self.u[0]), t - self.u[k], 0)
 
 
 def active_intervals(trace: Trace, active: str, t0: int, t1: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

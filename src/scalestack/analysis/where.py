@@ -90,6 +90,12 @@ def _spinning(fn: list[str], binaries: list[str]) -> tuple[str, str] | None:
     return None
 
 
+def _recording(fn: list[str], binaries: list[str]) -> bool:
+    """Whether a stack (function names and binaries, leaf first) has one of the recorder's kernel
+    handlers (`RECORDER`) on it."""
+    return any(b.startswith("[kernel") and bool(RECORDER.match(f)) for f, b in zip(fn, binaries, strict=True))
+
+
 @dataclasses.dataclass(frozen=True)
 class WhereResult(Result):
     """Critical functions and locks of one recording with stacks.
@@ -195,7 +201,6 @@ def where(trace: Trace, *, top: int = 20, between: tuple[int, int] | None = None
     spin = np.zeros(len(tid), dtype=bool)
     spin_w: dict = defaultdict(float)
     recorder = np.zeros(len(tid), dtype=bool)
-    kernel = np.array([b.startswith("[kernel") for b in trace.frames.binary], dtype=bool)
     for i in range(len(tid)):
         w = float(weight[i])
         if stack[i] >= 0 and len(stacks[stack[i]]):
@@ -205,14 +210,14 @@ def where(trace: Trace, *, top: int = 20, between: tuple[int, int] | None = None
             for f in set(fn.tolist()):
                 total_w[f] += w
             paths[";".join(fn[::-1].tolist())] += w
-            spun = _spinning(fn.tolist(), [trace.frames.binary[f] for f in fids])
-            recorder[i] = any(RECORDER.match(str(fn[k])) for k in np.flatnonzero(kernel[fids]).tolist())
+            frames = fn.tolist(), [trace.frames.binary[f] for f in fids]
         else:
             key = (leaf_sym[i], leaf_bin[i])
             total_w[key[0]] += w
             paths[key[0]] += w
-            spun = _spinning([str(key[0])], [str(key[1])])
-            recorder[i] = str(leaf_bin[i]).startswith("[kernel") and bool(RECORDER.match(key[0]))
+            frames = [str(key[0])], [str(key[1])]
+        spun = _spinning(*frames)
+        recorder[i] = _recording(*frames)
         self_w[key] += w
         count[key] += 1
         spin[i] = spun is not None
@@ -245,33 +250,25 @@ def where(trace: Trace, *, top: int = 20, between: tuple[int, int] | None = None
 
 def spin_samples(trace: Trace) -> np.ndarray:
     """Per sample of `trace.samples`: is it inside known spin-wait code (see the module docstring)?"""
-    s = trace.samples
-    if not len(s):
-        return np.zeros(0, dtype=bool)
-    names, _ = frame_names(trace)
-    stacks = stack_lists(trace)
-    binaries = trace.frames.binary
-    per_stack = np.array([_spinning([str(names[x]) for x in f], [binaries[x] for x in f]) is not None
-                          for f in stacks], dtype=bool)
-    by_symbol = np.array([_spinning([str(sym)], [str(b)]) is not None
-                          for sym, b in zip(s.symbol, s.binary, strict=True)], dtype=bool)
-    has = (s.stack >= 0) & (s.stack < len(per_stack))
-    out = by_symbol.copy()
-    out[has] = per_stack[s.stack[has]]
-    return out
+    return _per_sample(trace, lambda fn, binaries: _spinning(fn, binaries) is not None)
 
 
 def recorder_samples(trace: Trace) -> np.ndarray:
     """Per sample of `trace.samples`: is it inside the recorder's kernel handlers (`RECORDER`)?"""
+    return _per_sample(trace, _recording)
+
+
+def _per_sample(trace: Trace, test) -> np.ndarray:
+    """`test(names, binaries)` of each sample's stack (leaf first), once per stack; a sample
+    without one is tested on its own symbol."""
     s = trace.samples
     if not len(s):
         return np.zeros(0, dtype=bool)
     names, _ = frame_names(trace)
-    kernel = np.array([b.startswith("[kernel") for b in trace.frames.binary], dtype=bool)
-    per_stack = np.array([any(kernel[x] and RECORDER.match(str(names[x])) for x in f) for f in stack_lists(trace)],
+    binaries = trace.frames.binary
+    per_stack = np.array([test([str(names[x]) for x in f], [binaries[x] for x in f]) for f in stack_lists(trace)],
                          dtype=bool)
-    out = np.array([str(b).startswith("[kernel") and bool(RECORDER.match(str(sym)))
-                    for sym, b in zip(s.symbol, s.binary, strict=True)], dtype=bool)
+    out = np.array([test([str(sym)], [str(b)]) for sym, b in zip(s.symbol, s.binary, strict=True)], dtype=bool)
     has = (s.stack >= 0) & (s.stack < len(per_stack))
     out[has] = per_stack[s.stack[has]]
     return out

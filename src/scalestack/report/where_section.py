@@ -58,10 +58,9 @@ def locks_section(source, options: ReportOptions) -> Section | None:
         return None
     rows = []
     for lk in res.locks[:15]:
-        rows.append({"lock": lk["name"], "kind": SHORT.get(lk.get("primitive", ""), ""), "wait_ms": lk["wait_ns"] / 1e6,
-                     "waits": lk["waits"],
-                     "waiters": lk["waiters"], "serial_pct": round(lk["serial_share"] * 100, 1),
-                     "idle_ms": lk["idle_wait_ns"] / 1e6,
+        rows.append({"lock": lk["name"], "kind": SHORT.get(lk.get("primitive", ""), ""),
+                     "wait_ms": lk["wait_ns"] / 1e6, "waits": lk["waits"], "waiters": lk["waiters"],
+                     "serial_pct": round(lk["serial_share"] * 100, 1), "idle_ms": lk["idle_wait_ns"] / 1e6,
                      "holder": ", ".join(list(lk["holders"])[:2]), "released_at": ", ".join(list(lk["releasers"])[:2]),
                      "waited_at": ", ".join(list(lk["wait_sites"])[:2])})
     top = res.locks[0]
@@ -75,8 +74,9 @@ def locks_section(source, options: ReportOptions) -> Section | None:
                          f"{format_ns(idle)} more (idle ms): waiting for work, they delay none, so the other "
                          "columns leave them out."] if idle else []) + [
                "kind = what the waits were in, by their call stacks (mutex, condvar: a condition variable, barrier, "
-               "rwlock: a read-write lock, semaphore, exit: a thread's, for a join); holder = what the releasing thread ran while the others waited (its "
-               "samples); released at / waited at = the first frame of the program on the wake and wait call stacks."]
+               "rwlock: a read-write lock, semaphore, exit: a thread's, for a join); holder = what the releasing "
+               "thread ran while the others waited (its samples); released at / waited at = the first frame of the "
+               "program on the wake and wait call stacks."]
     cols = [("lock", "lock"), ("kind", "kind"), ("wait_ms", "wait ms"), ("waits", "waits"), ("waiters", "waiters"),
             ("idle_ms", "idle ms"), ("serial_pct", "% of run waited"), ("holder", "holder runs"), ("released_at", "released at"),
             ("waited_at", "waited at")]
