@@ -35,12 +35,8 @@ def test_fig32_names_thread_0_and_its_lone_stretch():
     assert first.tid == 1000 and first.predicted_speedup > 1.05
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.lists(st.tuples(st.integers(0, 40), st.integers(1, 10), st.booleans()), max_size=5), min_size=1,
-                max_size=4))
-def test_alone_time_is_the_time_exactly_one_thread_runs(spans):
-    """Brute force on a unit grid: each unit with exactly one runner and no thread waiting for a CPU
-    belongs to that runner (a RUNNABLE thread wants to work: another process keeps it off a core)."""
+def _rows_of(spans):
+    """(tid, start, end, state) rows of threads 1..n from per-thread (gap, length, runnable?) runs."""
     rows = []
     for k, thread in enumerate(spans):
         t = 0
@@ -48,40 +44,14 @@ def test_alone_time_is_the_time_exactly_one_thread_runs(spans):
             a = t + gap
             rows.append((k + 1, a, a + length, State.RUNNABLE if queued else State.RUNNING))
             t = a + length
-    if not rows:
-        return
-    end = max(r[2] for r in rows) + 1
-    states = {"tid": [], "start_ns": [], "end_ns": [], "state": []}
-    for tid in range(1, len(spans) + 1):  # tile each thread's life with RUNNING/RUNNABLE and SYNC_WAIT
-        t = 0
-        for _, a, b, state in [r for r in rows if r[0] == tid]:
-            for s0, s1, s in ((t, a, State.SYNC_WAIT), (a, b, state)):
-                if s1 > s0:
-                    states["tid"].append(tid), states["start_ns"].append(s0), states["end_ns"].append(s1)
-                    states["state"].append(int(s))
-            t = b
-        states["tid"].append(tid), states["start_ns"].append(t), states["end_ns"].append(end)
-        states["state"].append(int(State.SYNC_WAIT))
-    n = len(spans)
-    trace = make_trace({"tid": list(range(1, n + 1)), "name": [f"t{i}" for i in range(n)], "start_ns": [0] * n,
-                        "end_ns": [end] * n}, states)
-    runs = np.zeros((n, end), bool)
-    active = np.zeros((n, end), bool)
-    for tid, a, b, state in rows:
-        active[tid - 1, a:b] = True
-        runs[tid - 1, a:b] = state == State.RUNNING
-    lone = active.sum(axis=0) == 1
-    want = {tid: int((runs[tid - 1] & lone).sum()) for tid in range(1, n + 1)}
-    got = alone_time(trace)
-    assert {t: got.get(t, 0) for t in want} == want
-    from scalestack.analysis.advice import _alone_by_sweep
-    assert {t: _alone_by_sweep(trace).get(t, 0) for t in want} == want
+    return rows
 
 
-def _tiled(rows, end):
-    """A trace of threads 1..n whose (tid, start, end, state) rows are filled out with SYNC_WAIT."""
+def _tiled(rows, end, tids=None):
+    """A trace of threads `tids` (default: those of the rows) whose (tid, start, end, state) rows
+    are filled out with SYNC_WAIT to `end`."""
     states = {"tid": [], "start_ns": [], "end_ns": [], "state": []}
-    tids = sorted({r[0] for r in rows})
+    tids = sorted({r[0] for r in rows}) if tids is None else list(tids)
     for tid in tids:
         t = 0
         for _, a, b, state in sorted(r for r in rows if r[0] == tid):
@@ -94,6 +64,31 @@ def _tiled(rows, end):
         states["state"].append(int(State.SYNC_WAIT))
     return make_trace({"tid": tids, "name": [f"t{i}" for i in tids], "start_ns": [0] * len(tids),
                        "end_ns": [end] * len(tids)}, states)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 40), st.integers(1, 10), st.booleans()), max_size=5), min_size=1,
+                max_size=4))
+def test_alone_time_is_the_time_exactly_one_thread_runs(spans):
+    """Brute force on a unit grid: each unit with exactly one runner and no thread waiting for a CPU
+    belongs to that runner (a RUNNABLE thread wants to work: another process keeps it off a core)."""
+    rows = _rows_of(spans)
+    if not rows:
+        return
+    end = max(r[2] for r in rows) + 1
+    n = len(spans)
+    trace = _tiled(rows, end, range(1, n + 1))  # every thread, those without runs waiting throughout
+    runs = np.zeros((n, end), bool)
+    active = np.zeros((n, end), bool)
+    for tid, a, b, state in rows:
+        active[tid - 1, a:b] = True
+        runs[tid - 1, a:b] = state == State.RUNNING
+    lone = active.sum(axis=0) == 1
+    want = {tid: int((runs[tid - 1] & lone).sum()) for tid in range(1, n + 1)}
+    got = alone_time(trace)
+    assert {t: got.get(t, 0) for t in want} == want
+    from scalestack.analysis.advice import _alone_by_sweep
+    assert {t: _alone_by_sweep(trace).get(t, 0) for t in want} == want
 
 
 def test_runnable_beside_free_cores_worked_example():
@@ -114,13 +109,7 @@ def test_runnable_beside_free_cores_worked_example():
 def test_runnable_beside_free_cores_is_the_runnable_time_with_fewer_runners_than_cores(spans, cores):
     """Brute force on a unit grid: each unit a thread is RUNNABLE counts where fewer than `cores`
     threads run in it; never more than the RUNNABLE time."""
-    rows = []
-    for k, thread in enumerate(spans):
-        t = 0
-        for gap, length, queued in thread:
-            a = t + gap
-            rows.append((k + 1, a, a + length, State.RUNNABLE if queued else State.RUNNING))
-            t = a + length
+    rows = _rows_of(spans)
     if not rows:
         return
     end = max(r[2] for r in rows) + 1

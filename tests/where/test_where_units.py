@@ -84,17 +84,24 @@ def test_worked_example_weights_samples_by_running_threads():
     assert {t["tid"]: t["criticality_ns"] for t in second.threads} == pytest.approx({1: 2.5 * MS, 2: 2.5 * MS})
 
 
+def _lock_scene(frames, stacks, meta=None):
+    """Threads 2 and 3 wait on futex 0x1000 during [1, 6) and [2, 8) ms while thread 1, their waker,
+    runs [0, 10) ms sampled every ms: its samples have stack 0, the wait calls stack 1, the wakes
+    stack 2 (of `stacks`, over `frames`)."""
+    samples = [(1, int((k + 0.5) * MS), 0) for k in range(10)]
+    waits = [(2, 1 * MS, 6 * MS, 0x1000, 1), (3, 2 * MS, 8 * MS, 0x1000, 1)]
+    calls = {"tid": [2, 3, 1, 1], "time_ns": [1 * MS - 10, 2 * MS - 10, 6 * MS - 100, 8 * MS - 100],
+             "op": [0, 0, 1, 1], "addr": [0x1000] * 4, "stack": [1, 1, 2, 2]}
+    return _trace({1: [(0, 10 * MS)], 2: [(0, 1 * MS), (6 * MS, 7 * MS)], 3: [(0, 1 * MS)]}, 10 * MS, samples,
+                  frames, stacks, waits=waits, calls=calls, meta=meta)
+
+
 def test_lock_holder_releaser_and_serial_share():
     # threads 2 and 3 wait on futex 0x1000 while thread 1 (their waker) runs `hold_it`
     frames = [("start", "/bin/app"), ("hold_it", "/bin/app"), ("__lll_lock_wait", "/usr/lib/libc.so.6"),
               ("wait_here", "/bin/app"), ("__lll_lock_wake", "/usr/lib/libc.so.6"), ("let_go", "/bin/app")]
     stacks = [[1, 0], [2, 3, 0], [4, 5, 0]]
-    samples = [(1, int((k + 0.5) * MS), 0) for k in range(10)]
-    waits = [(2, 1 * MS, 6 * MS, 0x1000, 1), (3, 2 * MS, 8 * MS, 0x1000, 1)]
-    calls = {"tid": [2, 3, 1, 1], "time_ns": [1 * MS - 10, 2 * MS - 10, 6 * MS - 100, 8 * MS - 100],
-             "op": [0, 0, 1, 1], "addr": [0x1000] * 4, "stack": [1, 1, 2, 2]}
-    trace = _trace({1: [(0, 10 * MS)], 2: [(0, 1 * MS), (6 * MS, 7 * MS)], 3: [(0, 1 * MS)]}, 10 * MS, samples,
-                   frames, stacks, waits=waits, calls=calls, meta={"locks": {"0x1000": {"name": "big_lock"}}})
+    trace = _lock_scene(frames, stacks, meta={"locks": {"0x1000": {"name": "big_lock"}}})
     trace.validate()
     (lk,) = where(trace).locks
     assert lk["name"] == "big_lock" and lk["how"] == "symbol"
@@ -102,8 +109,7 @@ def test_lock_holder_releaser_and_serial_share():
     assert lk["serial_share"] == pytest.approx(0.7)  # someone waits during [1, 8) ms of 10
     assert lk["wait_sites"] == {"wait_here": 2} and lk["releasers"] == {"let_go": 2}
     assert lk["holders"] == {"hold_it": 5 + 6}  # samples of thread 1 inside [1, 6) and [2, 8)
-    unnamed = _trace({1: [(0, 10 * MS)], 2: [(0, 1 * MS), (6 * MS, 7 * MS)], 3: [(0, 1 * MS)]}, 10 * MS, samples,
-                     frames, stacks, waits=waits, calls=calls)
+    unnamed = _lock_scene(frames, stacks)
     assert where(unnamed).locks[0]["name"] == "lock waited at wait_here"
 
 
@@ -124,20 +130,14 @@ def test_lock_holder_releaser_and_serial_share():
 ])
 def test_a_standard_library_compiled_into_the_program_is_no_call_site(lang, frames, site, releaser):
     stacks = [[1, 0], [2, 3, 4, 0], [5, 6, 0]]
-    samples = [(1, int((k + 0.5) * MS), 0) for k in range(10)]
-    waits = [(2, 1 * MS, 6 * MS, 0x1000, 1), (3, 2 * MS, 8 * MS, 0x1000, 1)]
-    calls = {"tid": [2, 3, 1, 1], "time_ns": [1 * MS - 10, 2 * MS - 10, 6 * MS - 100, 8 * MS - 100],
-             "op": [0, 0, 1, 1], "addr": [0x1000] * 4, "stack": [1, 1, 2, 2]}
-    trace = _trace({1: [(0, 10 * MS)], 2: [(0, 1 * MS), (6 * MS, 7 * MS)], 3: [(0, 1 * MS)]}, 10 * MS, samples,
-                   frames, stacks, waits=waits, calls=calls)
+    trace = _lock_scene(frames, stacks)
     (lk,) = where(trace).locks
     assert lk["name"] == f"lock waited at {site}" and lk["wait_sites"] == {site: 2}, lk
     assert lk["releasers"] == {releaser: 2}, lk
     # in a program that is not Rust, `core::` is the program's own namespace
     plain = [(n.replace("std::sys::backtrace::__rust_begin_short_backtrace", "start"), b) for n, b in frames]
     plain[3] = ("core::Engine::lock_slow", "/bin/app")
-    other = _trace({1: [(0, 10 * MS)], 2: [(0, 1 * MS), (6 * MS, 7 * MS)], 3: [(0, 1 * MS)]}, 10 * MS, samples,
-                   plain, stacks, waits=waits, calls=calls)
+    other = _lock_scene(plain, stacks)
     assert where(other).locks[0]["wait_sites"] == {"core::Engine::lock_slow": 2}
 
 
@@ -154,12 +154,7 @@ def test_a_locks_primitive_comes_from_its_wait_stacks_and_sets_the_advice(frame,
     frames = [("std::sys::backtrace::__rust_begin_short_backtrace", "/bin/app"), ("hold_it", "/bin/app"),
               ("syscall", "/usr/lib/libc.so.6"), frame, ("wait_here", "/bin/app"), ("let_go", "/bin/app")]
     stacks = [[1, 0], [2, 3, 4, 0], [5, 0]]
-    samples = [(1, int((k + 0.5) * MS), 0) for k in range(10)]
-    waits = [(2, 1 * MS, 6 * MS, 0x1000, 1), (3, 2 * MS, 8 * MS, 0x1000, 1)]
-    calls = {"tid": [2, 3, 1, 1], "time_ns": [1 * MS - 10, 2 * MS - 10, 6 * MS - 100, 8 * MS - 100],
-             "op": [0, 0, 1, 1], "addr": [0x1000] * 4, "stack": [1, 1, 2, 2]}
-    trace = _trace({1: [(0, 10 * MS)], 2: [(0, 1 * MS), (6 * MS, 7 * MS)], 3: [(0, 1 * MS)]}, 10 * MS, samples,
-                   frames, stacks, waits=waits, calls=calls)
+    trace = _lock_scene(frames, stacks)
     (lk,) = where(trace).locks
     assert lk["primitive"] == primitive and lk["name"] == "lock waited at wait_here", lk
     from scalestack.analysis.advice import advise
