@@ -181,6 +181,27 @@ def test_spin_is_booked_from_the_passive_twin():
     assert abs(booked.seq - clean.seq) < 0.05
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 49), st.integers(1, 30))
+def test_a_spinner_kept_off_its_core_in_a_serial_part_is_no_contention(q, at):
+    """2 threads, T_p = 100: the master works throughout; in the default run the pool thread spins
+    through the serial part [0, 50) (RUNNING) except for q in which another process has its core
+    (RUNNABLE), then works [50, 100). Its passive twin sleeps through [0, 50). The 1-thread runs take
+    150. ΔSEQ books the whole window [0, 50) as SEQ = 0.5, so the spinner's wait for a CPU there is
+    no CONT: S = 1.5, SEQ = 0.5, CONT = 0, OTHER = 0 (before, CONT q/100 and OTHER -q/100)."""
+    two = [(1, "prog", "main", 0, 100), (2, "prog", "app", 0, 100)]
+    a = min(at, 50 - q)
+    rows = [(1, 0, 100, R), (2, 0, a, R), (2, a + q, 100, R)] + ([(2, a, a + q, Q)] if q else [])
+    multi = _trace(two, rows, 100)
+    twin = _trace(two, [(1, 0, 100, R), (2, 0, 50, S), (2, 50, 100, R)], 100)
+    one = _trace([(1, "prog", "main", 0, 150)], [(1, 0, 150, R)], 150)
+    raw = speedup_stack(one, multi, 2)
+    assert math.isclose(raw.cont, q / 100)
+    s = with_spin(raw, multi, twin, one, one)
+    assert math.isclose(s.speedup, 1.5) and math.isclose(s.seq, 0.5)
+    assert abs(s.cont) < 1e-12 and abs(s.other) < 1e-12 and math.isclose(s.total(), 2)
+
+
 def test_hidden_serial_time_stays_in_seq_when_the_one_thread_runs_cancel_the_spin():
     """The 1-thread active run noisily longer than its passive twin (by more than the N-thread run
     spins) leaves no spin for SYNC, but the serial time the spinning hid in the N-thread run is
@@ -274,3 +295,24 @@ def test_idle_helper_threads_share_one_line_of_the_notes():
     notes = [ln for ln in stack_notes([st]) if "coordinator" in ln]
     assert len(notes) == 2 and "thread 11 (node) is a coordinator" in notes[0], notes
     assert notes[1].startswith("N = 2: 6 more threads (node)") and "20, 21, 22, 23, 24, 25" in notes[1], notes
+
+
+def test_the_baseline_and_its_twin_measure_the_run_to_run_noise():
+    """The 1-thread run and its passive twin do the same work: their spread (here 150 against 165,
+    10%) is what S and OTHER are uncertain by, said in the notes; without twins there is none."""
+    from scalestack.analysis.sweep import stacks
+    from scalestack.report.sweep import stack_notes
+
+    two = [(1, "prog", "main", 0, 100), (2, "prog", "app", 0, 100)]
+    multi = _trace(two, [(1, 0, 100, R), (2, 0, 100, R)], 100)
+    twin = _trace(two, [(1, 0, 100, R), (2, 0, 50, S), (2, 50, 100, R)], 100)
+
+    def one(t):
+        return _trace([(1, "prog", "main", 0, t)], [(1, 0, t, R)], t)
+
+    res = stacks({1: one(150), 2: multi}, {1: one(165), 2: twin})
+    assert [r.baseline_spread for r in res] == [0.1, 0.1]
+    assert any("10.0% apart" in line and "±0.15" in line for line in stack_notes(res, twins=True))
+    alone = stacks({1: one(150), 2: multi})
+    assert math.isnan(alone[1].baseline_spread) and not any("apart" in line for line in stack_notes(alone))
+    assert alone[1].to_dict()["baseline_spread"] is None

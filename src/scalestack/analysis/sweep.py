@@ -3,6 +3,8 @@ GC term checked against the JVM's own pause log."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from scalestack.analysis.gclog import gc_check, gc_term_from_log
 from scalestack.analysis.speedup import speedup_stack, with_spin
 from scalestack.trace import Trace
@@ -33,5 +35,8 @@ def stacks(traces: dict[int, Trace], passive: dict[int, Trace] | None = None) ->
     base = min(traces)
     out = [speedup_stack(traces[base], traces[n], n // base, threads=(base, n)) for n in sorted(traces)]
     if passive and set(passive) >= set(traces):
-        out = [with_spin(s, traces[n], passive[n], traces[base], passive[base]) for s, n in zip(out, sorted(traces), strict=True)]
+        a, b = float(traces[base].wall_ns), float(passive[base].wall_ns)
+        spread = abs(a - b) / min(a, b) if base == 1 and min(a, b) > 0 else float("nan")
+        out = [dataclasses.replace(with_spin(s, traces[n], passive[n], traces[base], passive[base]), baseline_spread=spread)
+               for s, n in zip(out, sorted(traces), strict=True)]
     return out

@@ -60,6 +60,8 @@ def sweep_report(traces: dict[int, Trace], out_dir: str, gc_logs: dict[int, str]
 OTHER_HINT = 0.1
 # coordinators active less than this % of the run share one line of the notes
 IDLE_PCT = 1.0
+# baselines this far apart (a fraction of their time) get a note on the noise in S and OTHER
+SPREAD_HINT = 0.03
 
 
 def stack_notes(res: list, twins: bool = False) -> list[str]:
@@ -93,6 +95,10 @@ def stack_notes(res: list, twins: bool = False) -> list[str]:
                        f"{', ...' if len(names) > 3 else ''}) were coordinators active under {IDLE_PCT:g}% of the run "
                        f"each (tids {', '.join(str(t['tid']) for t in idle[:8])}{', ...' if len(idle) > 8 else ''}): "
                        "not among the N slots.")
+        if r.baseline_spread >= SPREAD_HINT:
+            out.append(f"N = {r.n}: the 1-thread run and its passive twin (the same work) took times {100 * r.baseline_spread:.1f}% "
+                       f"apart: S and OTHER are uncertain by about ±{r.speedup * r.baseline_spread:.2f} from the machine's "
+                       "run-to-run noise alone; --repeat 3 keeps each count's median run.")
         if not twins and r.form == "native" and r.other >= OTHER_HINT * r.n:
             out.append(f"N = {r.n}: OTHER {r.other:.2f} is no wait the trace shows: slower work (cache, memory: "
                        "--pirate measures it) or spinning, which reads as work and hides serial parts from SEQ "
