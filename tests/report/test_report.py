@@ -119,3 +119,21 @@ def test_terminal_table_wraps_prose_instead_of_cutting_it():
     console.print(section_table(sec))
     words = [w for w in console.export_text().split() if w not in ("│", "┃")]
     assert "last-word-kept" in words and "1.14x" in words and "worker-1" in words  # nothing cut off
+
+
+def test_bracketed_names_print_as_written_not_as_style_tags():
+    """A stripped library's code, [libz.so.1+0x496e..0x6510], a C++ name's [abi:cxx11] or a thread named
+    [worker] read as rich markup vanished from the terminal (the report said "Most critical: `` in libz")."""
+    from rich.console import Console
+
+    from scalestack.report import Report, Section
+
+    names = ["[libz.so.1+0x496e..0x6510]", "std::__cxx11::basic_string[abi:cxx11]", "[bold]"]
+    sec = Section("functions", "Critical functions", [f"Most critical: `{names[0]}` in libz.so.1, 94.7%."],
+                  [{"function": n, "share": 1.0} for n in names], [("function", "function"), ("share", "share")])
+    report = Report("prog [x]", {"wall_ns": 10**9, "threads": 2}, ["a frame [red] stays"], [sec])
+    console = Console(width=120, record=True, force_terminal=False)
+    print_report(report, console)
+    text = console.export_text()
+    assert f"Most critical: `{names[0]}`" in text and "a frame [red] stays" in text and "prog [x]" in text
+    assert all(n in text for n in names), text

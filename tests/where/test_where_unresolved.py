@@ -100,6 +100,51 @@ def test_each_unnamed_frame_gets_one_note_with_its_cause(tmp_path):
     assert unnamed_frame_notes([("main", str(plain))]) == []
 
 
+LIBRARY = r"""
+static volatile unsigned sink;
+__attribute__((noinline)) static unsigned hidden_loop(unsigned n) {
+    unsigned x = 1;
+    for (unsigned i = 0; i < n; i++) x = x * 33 + i;
+    return x;
+}
+unsigned exported_before(unsigned n) { return n + 1; }
+unsigned exported_after(unsigned n) { sink = hidden_loop(n); return sink; }
+"""
+
+
+@needs_gcc
+def test_a_stripped_librarys_static_function_is_one_stretch_between_its_exports(tmp_path):
+    """libz's longest_match is no exported symbol: every sampled instruction in it was a row of its own.
+    A frame in a stripped library is named by the gap between the function symbols around it, the same
+    for every address in that gap; outside the file's segments or in a known function there is none."""
+    from elftools.elf.elffile import ELFFile
+
+    from scalestack.analysis.where import unnamed_frame_name
+    from scalestack.symbols.elf import ElfSymbols
+
+    src = tmp_path / "lib.c"
+    src.write_text(LIBRARY)
+    lib = tmp_path / "libhid.so"
+    subprocess.run(["gcc", "-O1", "-shared", "-fPIC", str(src), "-o", str(lib)], check=True)
+    nm = subprocess.run(["nm", str(lib)], capture_output=True, text=True, check=True).stdout
+    hidden = next(int(ln.split()[0], 16) for ln in nm.splitlines() if ln.endswith(" hidden_loop"))
+    subprocess.run(["strip", str(lib)], check=True)
+    with open(lib, "rb") as fh:
+        dyn = {s.name: (s["st_value"], s["st_size"]) for s in ELFFile(fh).get_section_by_name(".dynsym").iter_symbols()
+               if s["st_info"]["type"] == "STT_FUNC" and s["st_shndx"] != "SHN_UNDEF"}
+    assert "hidden_loop" not in dyn and {"exported_before", "exported_after"} <= set(dyn)
+    syms = ElfSymbols(str(lib))
+    lo, hi = syms.unnamed_range(hidden)
+    assert lo <= hidden < hi
+    # bounded by function symbols (or the segment), and no exported function overlaps the stretch
+    assert all(v + max(n, 1) <= lo or v >= hi for v, n in dyn.values())
+    assert {syms.unnamed_range(a) for a in (hidden, hidden + 1, hi - 1)} == {(lo, hi)}
+    assert unnamed_frame_name(str(lib), hidden + 3) == f"[libhid.so+{lo:#x}..{hi:#x}]"
+    assert syms.unnamed_range(dyn["exported_after"][0]) is None  # inside a named function
+    assert syms.unnamed_range(1 << 40) is None
+    assert unnamed_frame_name(str(tmp_path / "gone.so"), 0x1234) == "[gone.so+0x1234]"
+
+
 @requires_recording
 @pytest.mark.root
 def test_stripped_program_keeps_raw_addresses_with_a_note(tmp_path):

@@ -35,6 +35,7 @@ import numpy as np
 from scalestack.analysis.criticality import critical_sweep
 from scalestack.errors import UserError
 from scalestack.results import Result
+from scalestack.symbols.elf import symbols_for
 from scalestack.trace import State, Trace
 
 SYSTEM_BINARY = re.compile(r"(^\[|/ld-linux|/libc[.-]|/libpthread|/libgomp|/libstdc\+\+|/libgcc_s|/libm[.-]|"
@@ -144,13 +145,22 @@ class WhereResult(Result):
         return sum(t.get("recording_ns", 0.0) for t in self.threads) / total if total else 0.0
 
 
+def unnamed_frame_name(binary: str, ip: int) -> str:
+    """A frame no symbol names: the stretch of unnamed code it lies in, [libz.so.1+0x3cd0..0x6510],
+    where the binary is still there to read (`ElfSymbols.unnamed_range`), else its own address."""
+    base = binary.rsplit("/", 1)[-1]
+    syms = symbols_for(binary) if binary.startswith("/") else None
+    span = syms.unnamed_range(ip) if syms is not None else None
+    return f"[{base}+{span[0]:#x}..{span[1]:#x}]" if span else f"[{base}+{ip:#x}]"
+
+
 def frame_names(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """Per frame: its function name and how much it is the program's own code: 2 its own, 1 a
     language's standard library compiled into the program's binary (`RUST_STD`, `CXX_STD`: Rust
     links std in, so `std::sys::sync::mutex::futex::Mutex::lock_contended` would name every
     Rust lock), 0 a system library."""
     fr = trace.frames
-    names = np.array([s if s != "[unknown]" else f"[{b.rsplit('/', 1)[-1]}+{ip:#x}]"
+    names = np.array([s if s != "[unknown]" else unnamed_frame_name(b, ip)
                       for s, b, ip in zip(fr.symbol, fr.binary, fr.ip.tolist(), strict=True)], dtype=object)
     rust = {b for s, b in zip(fr.symbol, fr.binary, strict=True) if RUST_MARK.search(s)}
     own = np.array([0 if SYSTEM_BINARY.search(b) else

@@ -93,7 +93,7 @@ def command(path, as_json, chunk_rows):
             k = kernel.get(str(row["tid"]))
             late = after.get(str(row["tid"]), 0)
             extra.append((f"{k[1] / 1e6:.1f}" if k else "") + (f" +{late / 1e6:.1f}" if late >= 50_000 else ""))
-        table.add_row(str(row["tid"]), row["name"] + ("" if row["start_known"] else " *"), row["role"], *cells,
+        table.add_row(str(row["tid"]), escape(row["name"] + ("" if row["start_known"] else " *")), row["role"], *cells,
                       f"{u / 1e6:.1f}" if u else "", *extra)
     console.print(table)
     console.print("times in ms; * = thread existed before recording (its first state is unknown); "
@@ -101,4 +101,4 @@ def command(path, as_json, chunk_rows):
                   + ("; kernel = CPU time the scheduler itself charged (sched_stat_runtime)" if kernel else "")
                   + ("; +x = RUNNING at the trace's end that the scheduler charges after it" if kernel and after else ""))
     for w in warnings:
-        console.print(f"[yellow]warning:[/] {w}")
+        console.print(f"[yellow]warning:[/] {escape(w)}")

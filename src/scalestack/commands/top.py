@@ -222,7 +222,7 @@ class _View:
         for i in order[:40]:
             pw = d["wr"][i] / d["wc"][i] if d["wc"][i] > 0 else float("nan")
             pt = d["tr"][i] / d["tc"][i] if d["tc"][i] > 0 else float("nan")
-            row = [str(d["label"][i])] + ([str(d["role"][i])] if wide else []) + [d["state"][i]]
+            row = [Text(str(d["label"][i]))] + ([str(d["role"][i])] if wide else []) + [d["state"][i]]
             if not final:
                 row += [f"{share_w[i] * 100:5.1f}", "█" * int(round(share_w[i] * (20 if wide else 10))), _f(pw)]
             row += [f"{share_t[i] * 100:5.1f}", _f(pt), f"{d['tr'][i] / 1e6:.1f}"]

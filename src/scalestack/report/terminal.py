@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from scalestack.report import Report, Section
 from scalestack.report.text import elide, is_text_column
@@ -30,7 +31,9 @@ def section_table(section: Section, limit: int = 40) -> Table:
             width = max([len(_fmt(row.get(key))) for row in rows] + [max(map(len, head.split()), default=0)])
             table.add_column(head, justify="right", min_width=width)  # the header may wrap, the figures never
     for row in rows:
-        table.add_row(*[_fmt(row.get(k)) for k, _ in section.columns])
+        # Text, not markup: a stripped binary's frame, [libz.so.1+0x4a08], or a C++ name's [abi:cxx11]
+        # would read as a style tag and vanish
+        table.add_row(*[Text(_fmt(row.get(k))) for k, _ in section.columns])
     if len(section.table) > limit:
         table.caption = f"{len(section.table) - limit} more rows in report.json"
     return table
@@ -44,12 +47,12 @@ def print_report(report: Report, console: Console | None = None, sections: list[
     if f.get("counters"):
         console.print(" · ".join(f"{c['label']} {c['text']}" for c in f["counters"]))
     for w in report.warnings:
-        console.print(f"[yellow]warning:[/] {w}")
+        console.print(f"[yellow]warning:[/] {escape(w)}")
     for s in report.sections:
         if sections is not None and s.key not in sections:
             continue
         console.print(f"\n[bold underline]{s.title}[/]")
         for line in s.summary:
-            console.print(line)
+            console.print(line, markup=False)
         if s.table and s.columns:
             console.print(section_table(s))

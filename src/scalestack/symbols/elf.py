@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import functools
+import itertools
 import os
 
 from elftools.common.exceptions import ELFError
@@ -93,6 +94,7 @@ class ElfSymbols:
     def _load_functions(self) -> None:
         funcs: dict[str, list[int]] = {}
         at: dict[int, str] = {}
+        spans: list[tuple[int, int]] = []
         with open(self.path, "rb") as fh:
             elf = ELFFile(fh)
             for section_name in (".symtab", ".dynsym"):
@@ -103,10 +105,34 @@ class ElfSymbols:
                     if sym["st_info"]["type"] != "STT_FUNC" or sym["st_shndx"] == "SHN_UNDEF" or not sym.name:
                         continue
                     funcs.setdefault(sym.name, []).append(int(sym["st_value"]))
+                    spans.append((int(sym["st_value"]), int(sym["st_value"]) + max(int(sym["st_size"]), 1)))
                     if sym.name.startswith("_Z"):  # perf prints frames demangled
                         funcs.setdefault(demangle(sym.name), []).append(int(sym["st_value"]))
                     at.setdefault(int(sym["st_value"]), sym.name)
         self._funcs, self._func_at = funcs, at
+        spans.sort()
+        self._span_starts = [a for a, _ in spans]
+        self._span_ends = list(itertools.accumulate((b for _, b in spans), max))  # the furthest end so far
+
+    def unnamed_range(self, vaddr: int) -> tuple[int, int] | None:
+        """The stretch of code around `vaddr` that no function symbol covers: from the end of the
+        functions before it to the start of the next one, within its segment. A stripped library's
+        static functions (zlib's longest_match) lie in such gaps between its exported ones: samples
+        anywhere in one gap are one row, not one per instruction. None outside the file's segments,
+        inside a known function, or in a segment no function symbol is in."""
+        if self._funcs is None:
+            self._load_functions()
+        seg = next(((v, v + m) for _, v, _, m in self.segments if v <= vaddr < v + m), None)
+        if seg is None:
+            return None
+        i = bisect.bisect_right(self._span_starts, vaddr)
+        lo = max(self._span_ends[i - 1], seg[0]) if i else seg[0]
+        if lo > vaddr:
+            return None
+        hi = min(self._span_starts[i], seg[1]) if i < len(self._span_starts) else seg[1]
+        if (lo, hi) == seg:  # no function symbol in the segment (a stripped executable): nothing to bound it
+            return None
+        return lo, max(hi, vaddr + 1)
 
     def function_starts(self, name: str) -> list[int]:
         """Virtual addresses of the functions called `name` (several for static functions of one name)."""

@@ -79,8 +79,10 @@ def unnamed_frame_notes(frames) -> list[str]:
                          f"{frames_txt} {stay} raw addresses")
             continue
         if not _has_symtab(binary) and not _has_debug_file(binary):
+            base = binary.rsplit('/', 1)[-1]
             notes.append(f"{binary}: stripped (no .symtab) and no debug file by build-id: {frames_txt} {stay} "
-                         f"raw addresses [{binary.rsplit('/', 1)[-1]}+0xADDR]")
+                         f"unnamed, each shown as the stretch of code between the symbols it exports that it lies in "
+                         f"[{base}+0xSTART..0xEND], or as its address [{base}+0xADDR] where there are none")
         else:
             notes.append(f"{binary}: {frames_txt} at addresses no symbol covers {stay} raw addresses")
     return notes
