@@ -218,6 +218,24 @@ def test_wall_share_worked_example():
     assert run_facts(trace(True)).objects[0]["share_ns"] == pytest.approx(4 / 3)
 
 
+@pytest.mark.parametrize("cores, runs_until, share", [(2, 10, 2.0), (1, 10, 0.0), (1, 2, 1.0), (None, 2, 2.0)])
+def test_a_wait_while_the_other_threads_fill_the_cores_has_no_share(cores, runs_until, share):
+    """Thread 2 waits on 0x1000 over [0, 4) while thread 1 runs over [0, runs_until), then sleeps.
+    On 2 cores a core is free throughout: 4 / 2. On 1 core thread 1 fills it while it runs: the wait
+    leaves no core idle then and costs no wall time (nothing, or only [2, 4) -> 1). A trace that does
+    not say its cores keeps the plain share."""
+    from scalestack.analysis.compare import run_facts
+    from scalestack.trace import State, make_trace
+
+    th = {"tid": [1, 2], "name": ["a", "b"], "start_ns": [0, 0], "end_ns": [10, 10]}
+    stt = {"tid": [1, 1, 2, 2], "start_ns": [0, runs_until, 0, 4], "end_ns": [runs_until, 10, 4, 10],
+           "state": [State.RUNNING, State.SLEEP, State.SYNC_WAIT, State.RUNNING], "addr": [0, 0, 0x1000, 0]}
+    keep = [i for i in range(4) if stt["start_ns"][i] < stt["end_ns"][i]]
+    stt = {k: [v[i] for i in keep] for k, v in stt.items()}
+    tr = make_trace(th, stt, meta={"start_ns": 0, "end_ns": 10, **({"cores": cores} if cores else {})})
+    assert run_facts(tr).objects[0]["share_ns"] == pytest.approx(share)
+
+
 def test_idle_threads_waits_are_no_wait_object():
     """A thread parked on a condition variable for the whole run waits as long as the run lasts: in B,
     twice as long, it waits twice as long, and explains none of the change; nor does a JIT thread's
