@@ -12,16 +12,18 @@ from scalestack.analysis import whatif
 from scalestack.trace import NameTable, State, StateTable, ThreadTable, Trace
 
 
-def _trace(threads: list[tuple[int, int]], states: list[tuple[int, int, int, int, int]], root: int | None = None):
-    """threads (tid, start); states (tid, start, end, state, waker) in the given row order, unchecked."""
-    th = ThreadTable(tid=[t for t, _ in threads], pid=[1] * len(threads), ppid=[-1] * len(threads),
+def _trace(threads: list[tuple[int, int]], states: list[tuple[int, int, int, int, int]], root: int | None = None,
+           ppid: list[int] | None = None, end: int = 100):
+    """threads (tid, start); states (tid, start, end, state, waker) in the given row order, unchecked;
+    ppid: each thread's creator (default -1, unknown)."""
+    th = ThreadTable(tid=[t for t, _ in threads], pid=[1] * len(threads), ppid=ppid or [-1] * len(threads),
                      name=[f"t{t}" for t, _ in threads], role=["app"] * len(threads),
-                     start_ns=[s for _, s in threads], end_ns=[100] * len(threads),
+                     start_ns=[s for _, s in threads], end_ns=[end] * len(threads),
                      start_known=[True] * len(threads), exited=[False] * len(threads))
     cols = list(zip(*states, strict=True)) if states else [[]] * 5
     sts = StateTable(tid=cols[0], start_ns=cols[1], end_ns=cols[2], state=cols[3], cpu=[-1] * len(states),
                      addr=[0] * len(states), waker=cols[4], repaired=[False] * len(states))
-    meta = {"start_ns": 0, "end_ns": 100, **({"root_tid": root} if root is not None else {})}
+    meta = {"start_ns": 0, "end_ns": end, **({"root_tid": root} if root is not None else {})}
     return Trace(threads=th, states=sts, names=NameTable.empty(), meta=meta)
 
 
@@ -47,12 +49,14 @@ def _replay_reference(trace: Trace, scale: dict[int, float]) -> float:
     rows = np.flatnonzero(first_row)
     first_of[k_of[rows]] = rows
     birth = trace.threads.start_ns
+    parent = trace.thread_index(trace.threads.ppid, missing=-1)
     cursor, last_end, nxt = np.zeros(n), birth.astype(float), np.zeros(n, bool)
     for e in _lexsorted(trace):
         if e < n:
             s = float(birth[e])
-            if root_k >= 0 and root_k != e and s > trace.start_ns:
-                cursor[e] = cursor[root_k] + (s - last_end[root_k]) * (inv[root_k] if nxt[root_k] else 1.0)
+            p = parent[e] if parent[e] >= 0 and parent[e] != e else root_k  # its creator, else the root
+            if p >= 0 and p != e and s > trace.start_ns:
+                cursor[e] = cursor[p] + (s - last_end[p]) * (inv[p] if nxt[p] else 1.0)
             else:
                 cursor[e] = s
             last_end[e] = s
@@ -85,6 +89,20 @@ def test_hand_checked_order():
     assert whatif.replay_runtime(tr, {2: 2.0}) == 9.5
 
 
+def test_a_thread_is_born_where_its_creator_is():
+    """Root 1 starts M (2) and waits for it; M runs 100, starts W (3), waits for it, runs 90 and exits.
+    M twice as fast: W is born at 60 (M's re-timed start of it), runs to 160, M resumes and ends at
+    205, the root at 206: 301/206. Placed by the root's schedule (only waiting), W was born at its
+    original 110 and the run ended at 256: a JVM's main() thread is no child of the root either."""
+    rows = [(1, 0, 10, 0, -1), (1, 10, 300, 2, 2), (1, 300, 301, 0, -1),
+            (2, 10, 110, 0, -1), (2, 110, 210, 2, 3), (2, 210, 300, 0, -1), (3, 110, 210, 0, -1)]
+    tr = _trace([(1, 0), (2, 10), (3, 110)], rows, root=1, ppid=[-1, 1, 2], end=301)
+    assert whatif.replay_runtime(tr, {}) == 301.0
+    assert whatif.replay_runtime(tr, {2: 2.0}) == 206.0
+    unknown = _trace([(1, 0), (2, 10), (3, 110)], rows, root=1, end=301)  # no creators known: the root's
+    assert whatif.replay_runtime(unknown, {2: 2.0}) == 256.0
+
+
 @st.composite
 def _any_traces(draw):
     """Threads with states in any row order (runs break where the order goes back), ties everywhere."""
@@ -100,7 +118,8 @@ def _any_traces(draw):
             t = end
     if draw(st.booleans()):
         rows = draw(st.permutations(rows))
-    return _trace(threads, rows, root=draw(st.sampled_from([None, 10, 98])))
+    ppid = [draw(st.sampled_from([-1, 98] + [x for x, _ in threads])) for _ in threads]
+    return _trace(threads, rows, root=draw(st.sampled_from([None, 10, 98])), ppid=ppid)
 
 
 @settings(max_examples=300, deadline=None)

@@ -87,6 +87,10 @@ class ReplayWalk:
     def __init__(self, trace: Trace, scale: dict[int, float]):
         tids = trace.threads.tid
         self.root_k = int(trace.thread_index(trace.meta.get("root_tid", int(tids[0])), missing=-1)[0])
+        # a thread is born where its creator's re-timed schedule is (the root's where the creator is
+        # unknown): a JVM's main() thread, or a program under `sh -c`, is no child of the root, and
+        # its threads placed by the root's schedule, which only waits, started at the original times
+        self.parent_k = trace.thread_index(trace.threads.ppid, missing=-1).astype(np.int64)
         self.inv = 1.0 / np.array([scale.get(int(t), 1.0) for t in tids], dtype=np.float64)
         order = np.argsort(tids, kind="stable")
         self.sorted_tids, self.sorted_k = tids[order], order
@@ -103,7 +107,7 @@ class ReplayWalk:
         per row, whether the thread's next row runs."""
         _replay(births, birth_ns, heap, cur, stop, run_k, head_t, head_k, ctl, ends, states, starts, waker,
                 next_running, self.first_running, self.sorted_tids, self.sorted_k, self.inv, self.root_k, self.t0,
-                self.cursor, self.last_end, self.nxt_running)
+                self.cursor, self.last_end, self.nxt_running, self.parent_k)
 
     def span(self) -> float:
         return float(self.cursor.max() - self.t0) if len(self.cursor) else 0.0
@@ -253,7 +257,8 @@ def _order(births, birth_ns, heap, cur, stop, run_k, head_t, head_k, ctl, ends, 
 
 @numba.njit(cache=True)
 def _replay(births, birth_ns, heap, cur, stop, run_k, head_t, head_k, ctl, ends, states, starts, waker,
-            next_running, first_running, sorted_tids, sorted_k, inv, root_k, t0, cursor, last_end, nxt_running):
+            next_running, first_running, sorted_tids, sorted_k, inv, root_k, t0, cursor, last_end, nxt_running,
+            parent_k):
     """The replay's walk over events in time order: each thread's cursor in the re-timed schedule.
 
     cursor[k]: where thread k's re-timed schedule has reached; last_end[k]: the original instant it
@@ -268,8 +273,8 @@ def _replay(births, birth_ns, heap, cur, stop, run_k, head_t, head_k, ctl, ends,
             i, k = rows[e], ks[e]
             if k < 0:
                 s = float(birth_ns[i])
-                if root_k >= 0 and root_k != i and s > t0:
-                    w = root_k
+                w = parent_k[i] if parent_k[i] >= 0 and parent_k[i] != i else root_k
+                if w >= 0 and w != i and s > t0:
                     cursor[i] = cursor[w] + (s - last_end[w]) * (inv[w] if nxt_running[w] else 1.0)
                 else:
                     cursor[i] = s
