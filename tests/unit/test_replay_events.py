@@ -51,6 +51,7 @@ def _replay_reference(trace: Trace, scale: dict[int, float]) -> float:
     birth = trace.threads.start_ns
     parent = trace.thread_index(trace.threads.ppid, missing=-1)
     cursor, last_end, nxt = np.zeros(n), birth.astype(float), np.zeros(n, bool)
+    cut = {}  # thread -> (re-timed start, original start) of a last wait the recording's end cut
     for e in _lexsorted(trace):
         if e < n:
             s = float(birth[e])
@@ -72,9 +73,15 @@ def _replay_reference(trace: Trace, scale: dict[int, float]) -> float:
             new = max(cursor[k], cursor[w] + (float(st.end_ns[i]) - last_end[w]) * (inv[w] if nxt[w] else 1.0))
         else:
             new = cursor[k] + d
+            if st.state[i] != State.RUNNABLE and st.end_ns[i] >= trace.end_ns:
+                cut[k] = (cursor[k], float(st.start_ns[i]))
         cursor[k], last_end[k] = new, float(st.end_ns[i])
         nxt[k] = i + 1 < len(st) and not first_row[i + 1] and st.state[i + 1] == State.RUNNING
-    return cursor.max() - trace.start_ns
+    if not cut:
+        return cursor.max() - trace.start_ns
+    end = max(cut[k][0] if k in cut else cursor[k] for k in range(n))
+    orig = max(cut[k][1] if k in cut else last_end[k] for k in range(n))
+    return end - trace.start_ns + max(trace.end_ns - orig, 0.0)
 
 
 def test_hand_checked_order():
@@ -103,6 +110,22 @@ def test_a_thread_is_born_where_its_creator_is():
     assert whatif.replay_runtime(unknown, {2: 2.0}) == 256.0
 
 
+def test_a_wait_the_recording_cut_ends_with_the_rest_of_the_run():
+    """An attach window: main (1) is `unknown` (in a join) from before the window to its end, worker
+    2 runs [0, 100). Worker twice as fast: the run is 50 long, not pinned at 100 by main's wait. When
+    the worker then sleeps [60, 100) to the end too, the stretch in which all wait keeps its 40."""
+    tr = _trace([(1, 0), (2, 0)], [(1, 0, 100, int(State.UNKNOWN), -1), (2, 0, 100, 0, -1)], root=1)
+    assert whatif.replay_runtime(tr, {}) == 100.0
+    assert whatif.replay_runtime(tr, {2: 2.0}) == 50.0
+    idle_end = _trace([(1, 0), (2, 0)], [(1, 0, 100, int(State.UNKNOWN), -1), (2, 0, 60, 0, -1),
+                                          (2, 60, 100, int(State.SLEEP), 0)], root=1)
+    assert whatif.replay_runtime(idle_end, {}) == 100.0
+    assert whatif.replay_runtime(idle_end, {2: 2.0}) == 70.0
+    # woken at the end by a traced thread, a wait is no cut one: it ends where its waker gets
+    woken = _trace([(1, 0), (2, 0)], [(1, 0, 100, int(State.SYNC_WAIT), 2), (2, 0, 100, 0, -1)], root=1)
+    assert whatif.replay_runtime(woken, {2: 2.0}) == 50.0
+
+
 @st.composite
 def _any_traces(draw):
     """Threads with states in any row order (runs break where the order goes back), ties everywhere."""
@@ -119,7 +142,10 @@ def _any_traces(draw):
     if draw(st.booleans()):
         rows = draw(st.permutations(rows))
     ppid = [draw(st.sampled_from([-1, 98] + [x for x, _ in threads])) for _ in threads]
-    return _trace(threads, rows, root=draw(st.sampled_from([None, 10, 98])), ppid=ppid)
+    # the recording ends after every row, or where the last ones end (those waits were cut by it)
+    last = max([e for _, _, e, _, _ in rows] + [s for _, s in threads])
+    return _trace(threads, rows, root=draw(st.sampled_from([None, 10, 98])), ppid=ppid,
+                  end=draw(st.sampled_from([100, last])))
 
 
 @settings(max_examples=300, deadline=None)
@@ -140,6 +166,6 @@ def test_blocked_time_is_the_masked_sums(rows):
     state = np.array([s for *_, s, _ in rows], np.int8)
     waker = np.array([w for *_, w in rows], np.int32)
     blocked = (state != State.RUNNING) & (state != State.RUNNABLE)
-    unk = blocked & (waker < 0)
+    unk = blocked & (waker <= 0)  # none seen (-1) or the idle task (0)
     tot, got_unk = whatif._blocked_ns(start, end, state, waker)
     assert tot == (end[blocked] - start[blocked]).sum() and got_unk == (end[unk] - start[unk]).sum()

@@ -30,7 +30,7 @@ class WhatIfResult(Result):
     Attributes
     ----------
     runtime_ns : original span; crit_runtime_ns / replay_runtime_ns : predicted spans.
-    unknown_waker_share : fraction of blocked time whose waker is unknown (-1).
+    unknown_waker_share : fraction of blocked time whose waker is unknown (-1) or the idle task (0).
     """
 
     tid: int
@@ -100,6 +100,10 @@ class ReplayWalk:
         self.last_end = self.birth_ns.astype(np.float64)
         self.nxt_running = np.zeros(len(tids), dtype=np.bool_)
         self.first_running = np.zeros(len(tids), dtype=np.bool_)  # each thread's first state runs
+        self.t_end = float(trace.end_ns)
+        self.is_open = np.zeros(len(tids), dtype=np.bool_)  # see `span`
+        self.open_at = np.zeros(len(tids))
+        self.open_orig = np.zeros(len(tids))
 
     def step(self, births, birth_ns, heap, cur, stop, run_k, head_t, head_k, ctl, ends, states, starts, waker,
              next_running) -> None:
@@ -107,10 +111,22 @@ class ReplayWalk:
         per row, whether the thread's next row runs."""
         _replay(births, birth_ns, heap, cur, stop, run_k, head_t, head_k, ctl, ends, states, starts, waker,
                 next_running, self.first_running, self.sorted_tids, self.sorted_k, self.inv, self.root_k, self.t0,
-                self.cursor, self.last_end, self.nxt_running, self.parent_k)
+                self.cursor, self.last_end, self.nxt_running, self.parent_k, self.t_end, self.is_open,
+                self.open_at, self.open_orig)
 
     def span(self) -> float:
-        return float(self.cursor.max() - self.t0) if len(self.cursor) else 0.0
+        """The re-timed run's length. A wait that the recording's end cut, with no known waker (a
+        thread blocked or `unknown` through a `record --pid` window, a daemon asleep at the end), ends
+        when the rest of the run does: it is not a stretch of work that keeps its length, or main's
+        join through a 2 s attach window would pin every prediction at 1.00x. A stretch at the end in
+        which every thread waits so keeps its original length."""
+        if not len(self.cursor):
+            return 0.0
+        if not self.is_open.any():
+            return float(self.cursor.max() - self.t0)
+        end = np.where(self.is_open, self.open_at, self.cursor).max()
+        orig = np.where(self.is_open, self.open_orig, self.last_end).max()
+        return float(end - self.t0 + max(self.t_end - orig, 0.0))
 
 
 @numba.njit(cache=True)
@@ -258,11 +274,13 @@ def _order(births, birth_ns, heap, cur, stop, run_k, head_t, head_k, ctl, ends, 
 @numba.njit(cache=True)
 def _replay(births, birth_ns, heap, cur, stop, run_k, head_t, head_k, ctl, ends, states, starts, waker,
             next_running, first_running, sorted_tids, sorted_k, inv, root_k, t0, cursor, last_end, nxt_running,
-            parent_k):
+            parent_k, t_end, is_open, open_at, open_orig):
     """The replay's walk over events in time order: each thread's cursor in the re-timed schedule.
 
     cursor[k]: where thread k's re-timed schedule has reached; last_end[k]: the original instant it
-    corresponds to; nxt_running[k]: whether k's next segment runs (so interpolating inside it scales)."""
+    corresponds to; nxt_running[k]: whether k's next segment runs (so interpolating inside it scales).
+    is_open[k]: k's last row is a wait the recording's end (`t_end`) cut, with no known waker; it
+    began at open_at[k] in the re-timed schedule, at open_orig[k] originally."""
     running, runnable = 0, 1  # State.RUNNING, State.RUNNABLE
     rows = np.empty(BLOCK, np.int64)
     ks = np.empty(BLOCK, np.int64)
@@ -292,6 +310,10 @@ def _replay(births, birth_ns, heap, cur, stop, run_k, head_t, head_k, ctl, ends,
                     new_end = max(cursor[k], at_w)
                 else:
                     new_end = cursor[k] + d
+                    if states[i] != runnable and float(ends[i]) >= t_end:
+                        is_open[k] = True
+                        open_at[k] = cursor[k]
+                        open_orig[k] = float(starts[i])
             cursor[k] = new_end
             last_end[k] = float(ends[i])
             nxt_running[k] = next_running[i]
@@ -351,6 +373,6 @@ def _blocked_ns(start, end, state, waker):
         if state[i] != 0 and state[i] != 1:  # State.RUNNING, State.RUNNABLE
             d = end[i] - start[i]
             tot += d
-            if waker[i] < 0:
+            if waker[i] <= 0:  # none seen, or the idle task (a wakeup delivered from an idle CPU)
                 unk += d
     return tot, unk
