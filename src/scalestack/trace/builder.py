@@ -65,7 +65,7 @@ from scalestack.trace.events import (
     is_sorted,
     shows_no_cpu_state,
 )
-from scalestack.trace.exit_wakers import exit_wakers, exits
+from scalestack.trace.exit_wakers import exit_wakers, exits, parent_pids
 from scalestack.trace.futex_wakers import attribute_futex_wakers
 from scalestack.trace.kernel_accounting import ABS_TOL_NS, RUNNING_TOL
 from scalestack.trace.lookup import (
@@ -1785,7 +1785,7 @@ class Walked:
     def exits(self, pids: np.ndarray) -> tuple[np.ndarray, ...]:
         """The threads' exits inside the recording, as `exit_wakers.exit_wakers` takes them."""
         return exits(self.tids, pids, self.dead & (self.end_time <= self.t1), self.end_time, self.exiting,
-                     self.exit_time)
+                     self.exit_time, parent_pids(self.tids, pids, self.parents))
 
     def with_exit_wakers(self, states: StateTable, pids: np.ndarray, ex=None) -> tuple[StateTable, int]:
         """`states` (final rows) with the exiting thread as the waker of each wait an exit ended."""
