@@ -145,6 +145,30 @@ def test_a_stripped_librarys_static_function_is_one_stretch_between_its_exports(
     assert unnamed_frame_name(str(tmp_path / "gone.so"), 0x1234) == "[gone.so+0x1234]"
 
 
+@needs_gcc
+def test_a_stripped_programs_functions_are_their_unwind_entries(tmp_path):
+    """A stripped executable keeps no function symbol (GNU sort exports only `_obstack_*`, after all
+    of its code): its functions are bounded by .eh_frame_hdr's table, each stretch starting where the
+    function does, and the code before the first entry, bounded on one side only, has no stretch."""
+    from scalestack.symbols.elf import ElfSymbols
+
+    plain = _build(tmp_path, "plain")
+    nm = subprocess.run(["nm", "-S", "--defined-only", str(plain)], capture_output=True, text=True, check=True).stdout
+    funcs = {f[3]: (int(f[0], 16), int(f[1], 16)) for f in (ln.split() for ln in nm.splitlines())
+             if len(f) == 4 and f[2] in "tT" and int(f[1], 16) > 0}
+    stripped = tmp_path / "stripped"
+    shutil.copy(plain, stripped)
+    subprocess.run(["strip", str(stripped)], check=True)
+    syms = ElfSymbols(str(stripped))
+    for name in ("update_table", "push_job", "main"):
+        start, size = funcs[name]
+        lo, hi = syms.unnamed_range(start + size // 2)
+        assert lo == start and start + size <= hi, (name, hex(lo), hex(hi), hex(start), size)
+        assert not any(start < a < hi for a, _ in funcs.values() if a != start), name  # no other function inside
+    first = min(syms._unwound)
+    assert syms.unnamed_range(first - 1) is None or syms.unnamed_range(first - 1)[1] <= first
+
+
 @requires_recording
 @pytest.mark.root
 def test_stripped_program_keeps_raw_addresses_with_a_note(tmp_path):
@@ -152,8 +176,9 @@ def test_stripped_program_keeps_raw_addresses_with_a_note(tmp_path):
     trace = scalestack.record([str(exe), "3", "40", "big"], None, stacks=True)
     res = where(trace)
     assert any(f"{exe}: stripped" in n for n in res.notes), res.notes
-    assert any(re.fullmatch(r"\[where_locks\.stripped\+0x[0-9a-f]+\]", f["function"]) for f in res.functions[:3]), \
-        res.functions[:3]
+    # its functions: each the stretch its unwind entry begins (strip keeps .eh_frame_hdr)
+    assert any(re.fullmatch(r"\[where_locks\.stripped\+0x[0-9a-f]+\.\.0x[0-9a-f]+\]", f["function"])
+               for f in res.functions[:3]), res.functions[:3]
     # its global mutex: named by its address in the file
     assert any(re.fullmatch(r"where_locks\.stripped\+0x[0-9a-f]+", lk["name"]) for lk in res.locks), res.locks
 

@@ -16,6 +16,7 @@ import functools
 import itertools
 import os
 
+import numpy as np
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
@@ -49,6 +50,8 @@ class ElfSymbols:
         self._starts: list[int] | None = None
         self._funcs: dict[str, list[int]] | None = None
         self._func_at: dict[int, str] = {}
+        self._unwound: list[int] = []
+        self._unwound_ends: list[int] = []
         with open(path, "rb") as fh:
             elf = ELFFile(fh)
             self.pie = elf.header["e_type"] == "ET_DYN"
@@ -109,30 +112,41 @@ class ElfSymbols:
                     if sym.name.startswith("_Z"):  # perf prints frames demangled
                         funcs.setdefault(demangle(sym.name), []).append(int(sym["st_value"]))
                     at.setdefault(int(sym["st_value"]), sym.name)
+            self._unwound, self._unwound_ends = _unwound_functions(elf)
         self._funcs, self._func_at = funcs, at
         spans.sort()
         self._span_starts = [a for a, _ in spans]
         self._span_ends = list(itertools.accumulate((b for _, b in spans), max))  # the furthest end so far
 
     def unnamed_range(self, vaddr: int) -> tuple[int, int] | None:
-        """The stretch of code around `vaddr` that no function symbol covers: from the end of the
-        functions before it to the start of the next one, within its segment. A stripped library's
-        static functions (zlib's longest_match) lie in such gaps between its exported ones: samples
-        anywhere in one gap are one row, not one per instruction. None outside the file's segments,
-        inside a known function, or in a segment no function symbol is in."""
+        """The stretch of code around `vaddr` that no function symbol covers. Inside a function the
+        unwind table lists (.eh_frame_hdr, kept by `strip`), that function; elsewhere the gap between
+        the functions around it, symbols or unwind entries. A stripped library's static functions
+        (zlib's longest_match) and a stripped program's functions are so named once: samples
+        anywhere in one are one row, not one per instruction. None outside the file's segments,
+        inside a known function, or in a gap bounded on one side only (GNU sort exports only its
+        `_obstack_*` functions, after all of its code: the gap before them is the whole program)."""
         if self._funcs is None:
             self._load_functions()
         seg = next(((v, v + m) for _, v, _, m in self.segments if v <= vaddr < v + m), None)
         if seg is None:
             return None
         i = bisect.bisect_right(self._span_starts, vaddr)
-        lo = max(self._span_ends[i - 1], seg[0]) if i else seg[0]
-        if lo > vaddr:
+        if i and self._span_ends[i - 1] > vaddr:
             return None
-        hi = min(self._span_starts[i], seg[1]) if i < len(self._span_starts) else seg[1]
-        if (lo, hi) == seg:  # no function symbol in the segment (a stripped executable): nothing to bound it
+        sym_lo = self._span_ends[i - 1] if i else None
+        sym_hi = self._span_starts[i] if i < len(self._span_starts) else None
+        k = bisect.bisect_right(self._unwound, vaddr) - 1
+        if k >= 0 and vaddr < self._unwound_ends[k]:  # in a function the unwind table knows
+            lo = max(self._unwound[k], sym_lo or seg[0], seg[0])
+            hi = min(self._unwound_ends[k], sym_hi or seg[1], seg[1])
+            return lo, max(hi, vaddr + 1)
+        below = [b for b in (sym_lo, self._unwound_ends[k] if k >= 0 else None) if b is not None and b >= seg[0]]
+        above = [b for b in (sym_hi, self._unwound[k + 1] if k + 1 < len(self._unwound) else None)
+                 if b is not None and b <= seg[1]]
+        if not below or not above:
             return None
-        return lo, max(hi, vaddr + 1)
+        return max(below), max(min(above), vaddr + 1)
 
     def function_starts(self, name: str) -> list[int]:
         """Virtual addresses of the functions called `name` (several for static functions of one name)."""
@@ -217,3 +231,47 @@ def direct_callee(path: str, symbol: str, offset: int) -> tuple[str, int] | None
     except (OSError, ELFError, ValueError):
         return None
     return None
+
+
+_EH_SIZES = {0x02: 2, 0x03: 4, 0x04: 8, 0x0A: 2, 0x0B: 4, 0x0C: 8}  # DW_EH_PE_ value formats: bytes
+
+
+def _unwound_functions(elf: ELFFile) -> tuple[list[int], list[int]]:
+    """Sorted (starts, ends) of the functions .eh_frame_hdr's search table lists (every function
+    with unwind information: `strip` keeps it, since exceptions and backtraces need it). Read
+    straight from the table, a pair of 4-byte offsets per function, and each entry's pc_begin and
+    pc_range (pyelftools' full CFI parse takes seconds on a large program); an end is the next
+    start where an entry is not laid out as GCC and Clang write them. ([], []) when the section is
+    absent or encoded otherwise."""
+    sec = elf.get_section_by_name(".eh_frame_hdr")
+    if sec is None:
+        return [], []
+    data = sec.data()
+    if len(data) < 4 or data[0] != 1:
+        return [], []
+    ptr_enc, count_enc, table_enc = data[1], data[2], data[3]
+    n_ptr = _EH_SIZES.get(ptr_enc & 0x0F)
+    if n_ptr is None or count_enc != 0x03 or table_enc != 0x3B:  # udata4 count, datarel|sdata4 table
+        return [], []
+    at = 4 + n_ptr
+    if len(data) < at + 4:
+        return [], []
+    count = min(int.from_bytes(data[at:at + 4], "little"), (len(data) - at - 4) // 8)
+    table = np.frombuffer(data, dtype="<i4", count=2 * count, offset=at + 4).astype(np.int64) + int(sec["sh_addr"])
+    starts, fde = table[0::2], table[1::2]
+    order = np.argsort(starts, kind="stable")
+    starts, fde = starts[order], fde[order]
+    ends = np.append(starts[1:], starts[-1:] + 1) if count else starts
+    frame = elf.get_section_by_name(".eh_frame")
+    if frame is not None and count:
+        body = np.frombuffer(frame.data(), np.uint8)
+        o = fde - int(frame["sh_addr"])
+        if o.min() >= 0 and o.max() + 16 <= len(body):
+            def word(off):
+                return (body[off].astype(np.int64) | body[off + 1].astype(np.int64) << 8
+                        | body[off + 2].astype(np.int64) << 16 | body[off + 3].astype(np.int64) << 24)
+            pc = word(o + 8)
+            pc = np.where(pc >= 1 << 31, pc - (1 << 32), pc) + fde + 8  # pcrel|sdata4, as the table's
+            if np.array_equal(pc, starts):  # entries as read: their ranges are the functions' ends
+                ends = starts + word(o + 12)
+    return starts.tolist(), ends.tolist()
