@@ -362,3 +362,23 @@ def test_many_wait_objects_are_matched_in_bounded_time():
     others = [c for c in waits if c.detail["object"] == "others"]
     assert len(others) == 1 and others[0].a["waits"] == 3000 - cmp.MATCHED
     assert sum(c.a["share_ns"] for c in waits) == pytest.approx(sum(o["share_ns"] for o in cmp.run_facts(a).objects))
+
+
+def _split(first: int, second: int) -> dict:
+    """main computes, starts two workers with `first` and `second` units of work and joins them."""
+    return {"name": "split", "threads": [
+        {"name": "main", "start": True, "ops": [["compute", 1_000_000], ["spawn", 1], ["spawn", 2], ["join", 1],
+                                                 ["join", 2]]},
+        {"name": "worker-1", "start": False, "ops": [["compute", first]]},
+        {"name": "worker-2", "start": False, "ops": [["compute", second]]}]}
+
+
+def test_a_join_is_listed_with_no_share_of_the_change():
+    """Balancing the work (8+2 -> 5+5) shortens main's join by as much as the run: the join's wait
+    follows the workers' change, which their pool's row carries; the join is no cause of it."""
+    res = compare(simulate(_split(8_000_000, 2_000_000), cores=4).trace,
+                  simulate(_split(5_000_000, 5_000_000), cores=4).trace)
+    join = next(c for c in res.changes if c.kind == "wait" and c.detail["object"] == "join")
+    assert join.contribution_ns == 0.0 and join.delta("wait_ns") < 0 and "main" in join.detail["waiters"]
+    assert res.changes[0].label == "worker-*" and res.changes[0].contribution_ns == pytest.approx(res.wall_change_ns)
+    assert "join" not in res.summary(), res.summary()
