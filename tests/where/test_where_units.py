@@ -569,3 +569,17 @@ def test_spinning_goes_to_the_speedup_stacks_sync():
     assert where(multi).spin_share == pytest.approx(1 / 12)
     stack = speedup_stack(single, multi, 2)
     assert stack.sync == pytest.approx(1 * MS / (6 * MS))  # no futex wait: all of SYNC is the spin
+
+
+def test_futexes_waited_on_at_one_site_get_distinct_names():
+    """GNU sort's merge threads wait on five futexes in one function: one name each, by primitive and
+    order; a name only one futex has is left as it is."""
+    from scalestack.analysis.where import _distinct_names
+
+    site = "lock waited at [sort+0xac90..0xb6b5]"
+    locks = [{"name": site, "primitive": p} for p in ("mutex", "condition variable", "condition variable", "")]
+    locks.append({"name": "big_lock", "primitive": "mutex"})
+    got = [lk["name"] for lk in _distinct_names(locks)]
+    assert got == [f"{site} (mutex)", f"{site} (condition variable 1)", f"{site} (condition variable 2)",
+                   f"{site} (futex)", "big_lock"]
+    assert len(set(got)) == len(got)

@@ -409,7 +409,24 @@ def locks(trace, names, own, stacks, s_tid, s_time, s_stack, s_weight, s_sym, pe
                     "primitive": "thread exit" if how == "join" else
                     primitives.most_common(1)[0][0] if primitives else ""})
     out.sort(key=lambda r: (r["how"] == "join", -r["wait_ns"], -r["idle_wait_ns"]))
-    return out
+    return _distinct_names(out)
+
+
+def _distinct_names(locks: list[dict]) -> list[dict]:
+    """Futexes named alike (waited on at one call site: GNU sort's merge threads wait on five, mutexes
+    and condition variables, in one function) get their primitive and, among those of one kind, a
+    number in their order (`locks`: most waited first), so that each row names one futex."""
+    by_name = Counter(lk["name"] for lk in locks)
+    kinds = Counter((lk["name"], lk["primitive"] or "futex") for lk in locks)
+    seen: Counter = Counter()
+    for lk in locks:
+        if by_name[lk["name"]] < 2:
+            continue
+        kind = lk["primitive"] or "futex"
+        seen[lk["name"], kind] += 1
+        k = seen[lk["name"], kind]
+        lk["name"] = f"{lk['name']} ({kind}{f' {k}' if kinds[lk['name'], kind] > 1 else ''})"
+    return locks
 
 
 # a thread that ran less than this share of the busiest thread's running time, and waited in stretches
