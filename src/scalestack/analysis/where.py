@@ -207,6 +207,7 @@ def where(trace: Trace, *, top: int = 20, between: tuple[int, int] | None = None
     self_w: dict = defaultdict(float)
     total_w: dict = defaultdict(float)
     count: Counter = Counter()
+    on_stack: Counter = Counter()  # samples with the function anywhere on their stack
     paths: dict = defaultdict(float)
     spin = np.zeros(len(tid), dtype=bool)
     spin_w: dict = defaultdict(float)
@@ -219,6 +220,7 @@ def where(trace: Trace, *, top: int = 20, between: tuple[int, int] | None = None
             key = (fn[0], trace.frames.binary[fids[0]])
             for f in set(fn.tolist()):
                 total_w[f] += w
+                on_stack[f] += 1
             paths[";".join(fn[::-1].tolist())] += w
             frames = fn.tolist(), [trace.frames.binary[f] for f in fids]
         else:
@@ -237,6 +239,7 @@ def where(trace: Trace, *, top: int = 20, between: tuple[int, int] | None = None
             per_thread[(int(tid[i]), key[0])] += w
     functions = sorted(({"function": k[0], "binary": k[1], "self_ns": v, "total_ns": total_w[k[0]],
                          "samples": count[k]} for k, v in self_w.items()), key=lambda r: -r["self_ns"])
+    functions += _callers(trace, names, own, {k[0] for k in self_w}, total_w, on_stack, float(weight.sum()))
     th = trace.threads
     rows = trace.thread_index(tid) if len(tid) else np.zeros(0, np.int64)
     crit = np.bincount(rows, weights=weight, minlength=len(th))
@@ -256,6 +259,25 @@ def where(trace: Trace, *, top: int = 20, between: tuple[int, int] | None = None
                        functions=functions[:max(top, 50)], paths=top_paths,
                        locks=locks(trace, names, own, stacks, tid, time, stack, weight, leaf_sym, period),
                        period_ns=period, span_ns=trace.wall_ns, notes=list(trace.meta.get("stack_notes", [])))
+
+
+CALLER_SHARE = 0.01  # a caller of the program's own listed among the functions: of the criticality sampled
+ENTRY_STUBS = ("_start", "__libc_start_main", "__libc_start_call_main")  # below every main thread's stack
+
+
+def _callers(trace: Trace, names, own, listed: set, total_w: dict, on_stack: Counter, weight: float) -> list[dict]:
+    """The program's own functions that are on the stacks but never the leaf (no self time), with
+    at least `CALLER_SHARE` of the sampled criticality, by total: a Rust program's `critical_section`
+    and `serial_setup` call a spin helper that has all the self time, and the table named only that
+    (perf report --children lists them; system frames such as start_thread are left out)."""
+    fr = trace.frames
+    first: dict = {}
+    for f in np.flatnonzero(own == 2).tolist():
+        first.setdefault(str(names[f]), fr.binary[f])
+    rows = [{"function": n, "binary": b, "self_ns": 0.0, "total_ns": total_w[n], "samples": on_stack[n]}
+            for n, b in first.items()
+            if n not in listed and n not in ENTRY_STUBS and total_w.get(n, 0.0) >= CALLER_SHARE * weight]
+    return sorted(rows, key=lambda r: -r["total_ns"])
 
 
 def spin_samples(trace: Trace) -> np.ndarray:

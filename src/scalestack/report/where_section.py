@@ -24,9 +24,12 @@ def functions_section(source, options: ReportOptions) -> Section | None:
     total = sum(t["criticality_ns"] for t in res.threads) or 1.0
     rows = [{"function": f["function"], "binary": f["binary"].rsplit("/", 1)[-1].strip("[]"),
              "self_pct": round(f["self_ns"] / total * 100, 1), "total_pct": round(f["total_ns"] / total * 100, 1),
-             "self_ms": f["self_ns"] / 1e6, "samples": f["samples"]} for f in res.functions[:25]]
+             "self_ms": f["self_ns"] / 1e6, "samples": f["samples"]}
+            for f in [f for f in res.functions if f["self_ns"] > 0][:25] + [f for f in res.functions
+                                                                           if f["self_ns"] == 0][:10]]
     summary = ["Each on-CPU sample weighted by 1/(threads running at that instant): a function's share of the "
-               "run's criticality. self = the sample's leaf frame, total = anywhere on its stack."]
+               "run's criticality. self = the sample's leaf frame, total = anywhere on its stack; the program's "
+               "own functions that only call others (no self time) follow, by total."]
     if rows:
         summary.append(f"Most critical: `{rows[0]['function']}` in {rows[0]['binary']}, {rows[0]['self_pct']}% "
                        "of the criticality.")
