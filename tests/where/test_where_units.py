@@ -589,3 +589,16 @@ def test_futexes_waited_on_at_one_site_get_distinct_names():
     assert got == [f"{site} (mutex)", f"{site} (condition variable 1)", f"{site} (condition variable 2)",
                    f"{site} (futex)", "big_lock"]
     assert len(set(got)) == len(got)
+
+
+def test_phases_name_unnamed_samples_by_their_leaf_frame():
+    """Samples perf could not name are regions of their own code for phase detection, not one
+    `[unknown]` per binary: each by its leaf frame's name (here a binary gone from disk: its address)."""
+    from scalestack.analysis.phases import _symbols
+
+    frames = [("main", "/bin/app"), ("[unknown]", "/gone/app"), ("[unknown]", "/gone/app"), ("work", "/bin/app")]
+    stacks = [[1, 0], [2, 0], [3, 0]]
+    samples = [(1, k * MS + MS // 2, k % 3) for k in range(6)]
+    trace = _trace({1: [(0, 6 * MS)]}, 6 * MS, samples, frames, stacks)
+    assert list(trace.samples.symbol[:3]) == ["[unknown]", "[unknown]", "work"]
+    assert _symbols(trace, np.arange(6)).tolist() == ["[app+0x1]", "[app+0x2]", "work"] * 2

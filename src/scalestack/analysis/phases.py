@@ -185,7 +185,7 @@ def _regions(trace: Trace, order: np.ndarray, granularity: str, block_bytes: int
     """Region code per sample (in `order`) and the region names."""
     sm = trace.samples
     binu, binc = np.unique(sm.binary[order].astype(str), return_inverse=True)
-    symu, symc = np.unique(sm.symbol[order].astype(str), return_inverse=True)
+    symu, symc = np.unique(_symbols(trace, order), return_inverse=True)
     key = binc.astype(np.int64) * len(symu) + symc
     if granularity == "block":
         blk = np.asarray(sm.offset[order], dtype=np.int64) // block_bytes
@@ -200,6 +200,30 @@ def _regions(trace: Trace, order: np.ndarray, granularity: str, block_bytes: int
     else:
         raise UserError(f"granularity must be 'symbol' or 'block', not {granularity!r}")
     return inv, np.array(names, dtype=object)
+
+
+def _symbols(trace: Trace, order: np.ndarray) -> np.ndarray:
+    """The samples' functions (in `order`); a sample perf could not name, by its leaf frame's
+    stretch of code (`where.unnamed_frame_name`: a stripped program's function by its unwind
+    entry) where it has a call stack: a stripped `git repack` or `sort` was one region,
+    `[unknown]`, whatever code its threads ran."""
+    sm = trace.samples
+    sym = sm.symbol[order].astype(object)
+    stack = sm.stack[order]
+    unk = np.flatnonzero((sym == "[unknown]") & (stack >= 0))
+    st, fr = trace.stacks, trace.frames
+    if len(unk) and len(st) and len(fr):
+        from scalestack.analysis.where import unnamed_frame_name
+
+        leaf = np.full(int(st.stack.max()) + 1, -1, np.int64)
+        top = st.depth == 0
+        leaf[st.stack[top]] = st.frame[top]
+        f = leaf[np.clip(stack[unk], 0, len(leaf) - 1)]
+        ok = (stack[unk] < len(leaf)) & (f >= 0)
+        named = {int(x): (str(fr.symbol[x]) if fr.symbol[x] != "[unknown]" else
+                          unnamed_frame_name(str(fr.binary[x]), int(fr.ip[x]))) for x in np.unique(f[ok]).tolist()}
+        sym[unk[ok]] = [named[int(x)] for x in f[ok].tolist()]
+    return sym.astype(str)
 
 
 def projection_rows(names: Sequence[str], dims: int) -> np.ndarray:
