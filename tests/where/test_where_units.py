@@ -449,12 +449,27 @@ def test_global_mutex_named_by_symbol_and_stripped_binary_noted(tmp_path):
     assert names == {} and any("not readable" in n for n in notes)
 
 
-def test_cpython_gil_named_inside_pyruntime_for_311_only():
+def test_cpython_gil_named_inside_pyruntime_for_the_versions_measured():
     assert _named("_PyRuntime", 0x1B0, "/usr/lib/libpython3.11.so.1.0")["name"] == "the CPython GIL"
     assert _named("_PyRuntime", 0x1B8, "/usr/bin/python3.11")["kind"] == "cpython-gil"
     other = _named("_PyRuntime", 0x10, "/usr/bin/python3.11")
     assert other["name"] == "_PyRuntime+0x10" and other["kind"] == "global"
-    assert "3.11" in _named("_PyRuntime", 0x1B0, "/usr/bin/python3.13")["note"]
+    # 3.13.0: the cond's two futex words and the mutex of the main interpreter's GIL, as recorded
+    for off in (0x177B0, 0x177B4, 0x177B8):
+        assert _named("_PyRuntime", off, "/opt/py/lib/libpython3.13.so.1.0")["name"] == "the CPython GIL"
+    note = _named("_PyRuntime", 0x1B0, "/usr/bin/python3.12")["note"]
+    assert "3.11" in note and "3.13" in note
+
+
+def test_a_lock_names_note_reaches_the_findings():
+    """A futex inside the runtime state of a CPython whose GIL offsets are unknown keeps its symbol
+    name, and the note saying why reaches `where`'s notes (the report prints them), once."""
+    frames = [("main", "/bin/app"), ("work", "/bin/app")]
+    entry = _named("_PyRuntime", 0x1B0, "/usr/lib/libpython3.12.so.1.0")
+    meta = {"locks": {"0x1000": entry, "0x1004": dict(entry, name="_PyRuntime+0x1b4")}}
+    trace = _trace({1: [(0, 4 * MS)]}, 4 * MS, [(1, MS // 2, 0)], frames, [[1, 0]], meta=meta)
+    notes = [n for n in where(trace).notes if "libpython3.12" in n]
+    assert len(notes) == 1 and "GIL's offsets are known for 3.11, 3.13 only" in notes[0], notes
 
 
 def test_traces_keep_stacks_through_save_and_load(tmp_path):

@@ -258,7 +258,19 @@ def where(trace: Trace, *, top: int = 20, between: tuple[int, int] | None = None
     return WhereResult(thread_functions=best, spin_functions=spinning[:top], threads=threads,
                        functions=functions[:max(top, 50)], paths=top_paths,
                        locks=locks(trace, names, own, stacks, tid, time, stack, weight, leaf_sym, period),
-                       period_ns=period, span_ns=trace.wall_ns, notes=list(trace.meta.get("stack_notes", [])))
+                       period_ns=period, span_ns=trace.wall_ns, notes=_notes(trace))
+
+
+def _notes(trace: Trace) -> list[str]:
+    """The recording's notes on its stacks, and those its lock names carry (a futex inside CPython's
+    runtime state of a version whose GIL offsets are not known), one per binary and cause."""
+    notes = list(trace.meta.get("stack_notes", []))
+    for entry in (trace.meta.get("locks") or {}).values():
+        note = entry.get("note") if isinstance(entry, dict) else None
+        line = f"locks: {entry.get('binary', '')}: {entry.get('name', '')} is {note}" if note else None
+        if line and not any(n.startswith(f"locks: {entry.get('binary', '')}:") for n in notes):
+            notes.append(line)
+    return notes
 
 
 CALLER_SHARE = 0.01  # a caller of the program's own listed among the functions: of the criticality sampled
@@ -323,7 +335,7 @@ def _site(stacks, names, own, sid) -> str | None:
     frames = stacks[sid]
     for level in (2, 1):
         for f in frames:
-            if own[f] == level:
+            if own[f] == level and str(names[f]) not in ENTRY_STUBS:  # (a launcher's _start: CPython's)
                 return str(names[f])
     return None
 

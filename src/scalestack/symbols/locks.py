@@ -3,10 +3,11 @@
 * A futex inside a mapped binary's loaded segments (.data/.bss of the program or a library) is
   named by its ELF symbol and offset: a global ``pthread_mutex_t big_lock`` is ``big_lock``
   (a condition variable's futex words lie inside it, at ``name+0x28``).
-* Known runtimes: a futex inside CPython's ``_PyRuntime`` at the offsets of ``ceval.gil`` is
-  "the CPython GIL" (offsets measured for 3.11, whose GIL lives in ``_PyRuntime``:
-  the gil_runtime_state at +360, 208 bytes: its cond's futex words at +0x1b0/+0x1b4 and its
-  mutex at +0x1b8).
+* Known runtimes: a futex inside CPython's ``_PyRuntime`` at the offsets of the GIL is
+  "the CPython GIL" (offsets measured: 3.11's gil_runtime_state at +360, 208 bytes, its cond's
+  futex words at +0x1b0/+0x1b4 and its mutex at +0x1b8; 3.13.0's, the main interpreter's
+  `ceval.gil` embedded in ``_PyRuntime``, the same struct at +0x17768: words at
+  +0x177b0/+0x177b4/+0x177b8).
 * Anything else (heap, stack, anonymous memory) is left to the analysis, which names it by the
   call site of its waits (`scalestack.analysis.where`).
 
@@ -24,7 +25,7 @@ from collections.abc import Iterable
 from scalestack.symbols.elf import symbols_for
 
 # CPython versions whose GIL lives inside _PyRuntime, and where: [start, end) offsets
-CPYTHON_GIL = {(3, 11): (360, 568)}
+CPYTHON_GIL = {(3, 11): (360, 568), (3, 13): (0x17768, 0x17768 + 208)}
 PYTHON_RE = re.compile(r"python(\d)\.(\d+)")
 
 
