@@ -414,6 +414,7 @@ class WaitSums:
     count: np.ndarray
     ns: np.ndarray
     first: np.ndarray  # the start of the group's first wait
+    longest: np.ndarray  # ns of the group's longest wait
 
     @classmethod
     def of(cls, st, tids: np.ndarray, after: int | None = None, upto: int | None = None,
@@ -427,27 +428,27 @@ class WaitSums:
         return cls._sorted(*cols)
 
     @classmethod
-    def _sorted(cls, tid, addr, waker, count, ns, first) -> WaitSums:
+    def _sorted(cls, tid, addr, waker, count, ns, first, longest) -> WaitSums:
         o = np.lexsort((waker, addr, tid))
         return cls(tid[o].astype(np.int64), addr[o].view(np.uint64) if addr.dtype != np.uint64 else addr[o],
                    waker[o].astype(np.int64), count[o].astype(np.int64), ns[o].astype(np.int64),
-                   first[o].astype(np.int64))
+                   first[o].astype(np.int64), longest[o].astype(np.int64))
 
     @classmethod
     def join(cls, parts: list[WaitSums]) -> WaitSums:
         """The groups of the rows of all `parts` (each row in one part)."""
         cat = [np.concatenate([getattr(p, f) for p in parts]) if parts else np.zeros(0, np.int64)
-               for f in ("tid", "addr", "waker", "count", "ns", "first")]
-        tid, addr, waker, count, ns, first = cat
+               for f in ("tid", "addr", "waker", "count", "ns", "first", "longest")]
+        tid, addr, waker, count, ns, first, longest = cat
         addr = addr.astype(np.uint64)
         if len(tid) == 0:
-            return cls._sorted(tid, addr, waker, count, ns, first)
+            return cls._sorted(tid, addr, waker, count, ns, first, longest)
         o = np.lexsort((waker, addr, tid))
-        tid, addr, waker, count, ns, first = (c[o] for c in (tid, addr, waker, count, ns, first))
+        tid, addr, waker, count, ns, first, longest = (c[o] for c in (tid, addr, waker, count, ns, first, longest))
         new = np.r_[True, (tid[1:] != tid[:-1]) | (addr[1:] != addr[:-1]) | (waker[1:] != waker[:-1])]
         at = np.flatnonzero(new)
         return cls._sorted(tid[at], addr[at], waker[at], np.add.reduceat(count, at), np.add.reduceat(ns, at),
-                           np.minimum.reduceat(first, at))
+                           np.minimum.reduceat(first, at), np.maximum.reduceat(longest, at))
 
     @property
     def woken(self) -> np.ndarray:
@@ -469,8 +470,8 @@ class WaitSums:
         w, inv = np.unique(self.waker[sel], return_inverse=True)
         return w, np.bincount(inv, weights=self.count[sel], minlength=len(w)).astype(np.int64)
 
-    def per_thread(self, tids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Each of `tids`' waits and their ns (all its groups)."""
+    def per_thread(self, tids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each of `tids`' waits, their ns and its longest wait's ns (all its groups)."""
         tids = np.asarray(tids, np.int64)
         o = np.argsort(tids, kind="stable")
         i = np.searchsorted(tids[o], self.tid)
@@ -479,7 +480,11 @@ class WaitSums:
         n, ns = np.zeros(len(tids), np.int64), np.zeros(len(tids), np.float64)
         n[o] = np.bincount(i[ok], weights=self.count[ok], minlength=len(tids)).astype(np.int64)
         ns[o] = np.bincount(i[ok], weights=self.ns[ok], minlength=len(tids))
-        return n, ns
+        longest = np.zeros(len(tids), np.float64)
+        np.maximum.at(longest, i[ok], self.longest[ok].astype(np.float64))
+        out = np.zeros(len(tids), np.float64)
+        out[o] = longest
+        return n, ns, out
 
     def caused(self, sel: np.ndarray | None = None) -> dict[int, int]:
         """ns of the waits (of the selected groups) each thread ended, wakers in the order of their
@@ -504,6 +509,7 @@ def _wait_groups(state, tid, addr, waker, start, end, tids, lo, hi):
     count = np.zeros(cap, np.int64)
     ns = np.zeros(cap, np.int64)
     first = np.zeros(cap, np.int64)
+    longest = np.zeros(cap, np.int64)
     for i in range(state.shape[0]):
         if state[i] != 2 or end[i] <= lo or end[i] > hi:  # State.SYNC_WAIT
             continue
@@ -521,6 +527,7 @@ def _wait_groups(state, tid, addr, waker, start, end, tids, lo, hi):
                 count = np.concatenate((count, np.zeros(cap, np.int64)))
                 ns = np.concatenate((ns, np.zeros(cap, np.int64)))
                 first = np.concatenate((first, np.zeros(cap, np.int64)))
+                longest = np.concatenate((longest, np.zeros(cap, np.int64)))
                 cap *= 2
             j = n
             slot[key] = j
@@ -530,7 +537,8 @@ def _wait_groups(state, tid, addr, waker, start, end, tids, lo, hi):
         count[j] += 1
         ns[j] += end[i] - start[i]
         first[j] = min(first[j], start[i])
-    return g_tid[:n], g_addr[:n], g_waker[:n], count[:n], ns[:n], first[:n]
+        longest[j] = max(longest[j], end[i] - start[i])
+    return g_tid[:n], g_addr[:n], g_waker[:n], count[:n], ns[:n], first[:n], longest[:n]
 
 
 @dataclasses.dataclass
@@ -590,7 +598,8 @@ def findings(facts: Facts, factor: float = 2.0, max_threads: int = 3, sweep: dic
     alone = facts.alone
     # the waits that delay work: an idle thread (a runtime's JIT or GC thread, a pool's worker parked
     # for the whole run) waiting for work to do delays none
-    working = ~np.isin(waits.tid, idle_threads(cr.tids, cr.roles, cr.running_ns, *waits.per_thread(cr.tids), span))
+    n, _, longest = waits.per_thread(cr.tids)
+    working = ~np.isin(waits.tid, idle_threads(cr.tids, cr.roles, cr.running_ns, n, longest, span))
     caused = waits.caused(working)
     share = cr.share
     ran = cr.running_ns > 0

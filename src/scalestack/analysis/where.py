@@ -463,10 +463,12 @@ def _distinct_names(locks: list[dict]) -> list[dict]:
     return locks
 
 
-# a thread that ran less than this share of the busiest thread's running time, and waited in stretches
-# of PARKED_WAIT of the run or more on average, is parked: node's V8 workers ran 0.2 ms beside the
-# busiest thread's 620 ms, in 1-4 waits that cover their lives. Threads kept off a lock that another
-# thread holds wait in stretches as long as its critical sections (a flusher's 40 per run: 2.5% each)
+# a thread that ran less than this share of the busiest thread's running time, and once waited for
+# PARKED_WAIT of the run or more, is parked: node's V8 workers ran 0.2 ms beside the busiest
+# thread's 620 ms, in 1-4 waits that cover their lives; its platform workers, woken 15 times a
+# second for GC and compile tasks, 3-6 ms beside 636 ms, their longest waits 28-51% of the run.
+# Threads kept off a lock that another thread holds wait as long as its critical sections (a
+# flusher's 40 per run: 2.5% each)
 PARKED_SHARE = 0.02
 PARKED_WAIT = 0.1
 # a runtime's own threads wait for work it gives them (HotSpot's JIT compiler threads on their queue:
@@ -474,17 +476,17 @@ PARKED_WAIT = 0.1
 SERVICE_ROLES = ("gc", "jit", "runtime")
 
 
-def idle_threads(tids: np.ndarray, roles, running_ns: np.ndarray, waits: np.ndarray, wait_ns: np.ndarray,
+def idle_threads(tids: np.ndarray, roles, running_ns: np.ndarray, waits: np.ndarray, longest_ns: np.ndarray,
                  span_ns: int) -> np.ndarray:
     """The threads of `tids` whose waits are idling, not contention (sorted): the runtime's service
-    threads (by `roles`), and the parked ones: they hardly ran (`running_ns`) and waited in long
-    stretches (`waits` SYNC_WAIT intervals of `wait_ns` in all, in a run of `span_ns`)."""
+    threads (by `roles`), and the parked ones: they hardly ran (`running_ns`) and waited in a long
+    stretch (`waits` SYNC_WAIT intervals, the longest `longest_ns`, in a run of `span_ns`)."""
     running_ns = np.asarray(running_ns, np.float64)
     if len(running_ns) == 0:
         return np.zeros(0, np.int64)
     waits = np.asarray(waits, np.float64)
-    stretch = np.asarray(wait_ns, np.float64) / np.maximum(waits, 1)
-    parked = (running_ns < PARKED_SHARE * running_ns.max()) & (waits > 0) & (stretch >= PARKED_WAIT * max(span_ns, 1))
+    parked = ((running_ns < PARKED_SHARE * running_ns.max()) & (waits > 0)
+              & (np.asarray(longest_ns, np.float64) >= PARKED_WAIT * max(span_ns, 1)))
     idle = parked | np.isin(np.asarray(roles, object), SERVICE_ROLES)
     return np.sort(np.asarray(tids, np.int64)[idle])
 
@@ -497,8 +499,9 @@ def trace_idle_threads(trace: Trace, running_ns: np.ndarray) -> np.ndarray:
     rows = trace.thread_index(st.tid[m], missing=-1)
     ok = rows >= 0
     n = np.bincount(rows[ok], minlength=len(th))
-    ns = np.bincount(rows[ok], weights=st.duration_ns[m][ok].astype(np.float64), minlength=len(th))
-    return idle_threads(th.tid, th.role, running_ns, n, ns, trace.wall_ns)
+    longest = np.zeros(len(th), np.float64)
+    np.maximum.at(longest, rows[ok], st.duration_ns[m][ok].astype(np.float64))
+    return idle_threads(th.tid, th.role, running_ns, n, longest, trace.wall_ns)
 
 
 FAILED_ACQUIRE_NS = 50_000  # running between two waits on one lock below which the thread never got it
