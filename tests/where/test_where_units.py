@@ -609,12 +609,15 @@ def test_futexes_waited_on_at_one_site_get_distinct_names():
     from scalestack.analysis.where import _distinct_names
 
     site = "lock waited at [sort+0xac90..0xb6b5]"
-    locks = [{"name": site, "primitive": p} for p in ("mutex", "condition variable", "condition variable", "")]
-    locks.append({"name": "big_lock", "primitive": "mutex"})
-    got = [lk["name"] for lk in _distinct_names(locks)]
-    assert got == [f"{site} (mutex)", f"{site} (condition variable 1)", f"{site} (condition variable 2)",
-                   f"{site} (futex)", "big_lock"]
-    assert len(set(got)) == len(got)
+    locks = [{"name": site, "primitive": p, "how": "call-site"}
+             for p in ("mutex", "condition variable", "condition variable", "")]
+    locks.append({"name": "big_lock", "primitive": "mutex", "how": "symbol"})
+    joins = [{"name": "thread exit (pthread_join in main)", "primitive": "thread exit", "how": "join"}] * 2
+    got = [lk["name"] for lk in _distinct_names(locks + [dict(j) for j in joins])]
+    assert got[:5] == [f"{site} (mutex)", f"{site} (condition variable 1)", f"{site} (condition variable 2)",
+                       f"{site} (futex)", "big_lock"]
+    assert len(set(got[:5])) == 5
+    assert got[5:] == ["thread exit (pthread_join in main)"] * 2  # each a thread's exit: named alike
 
 
 def test_phases_name_unnamed_samples_by_their_leaf_frame():

@@ -450,10 +450,11 @@ def _distinct_names(locks: list[dict]) -> list[dict]:
     """Futexes named alike (waited on at one call site: GNU sort's merge threads wait on five, mutexes
     and condition variables, in one function) get their primitive and, among those of one kind, a
     number in their order (`locks`: most waited first), so that each row names one futex."""
-    by_name = Counter(lk["name"] for lk in locks)
-    kinds = Counter((lk["name"], lk["primitive"] or "futex") for lk in locks)
+    named = [lk for lk in locks if lk.get("how") in ("call-site", "holder")]  # (a join is each thread's exit)
+    by_name = Counter(lk["name"] for lk in named)
+    kinds = Counter((lk["name"], lk["primitive"] or "futex") for lk in named)
     seen: Counter = Counter()
-    for lk in locks:
+    for lk in named:
         if by_name[lk["name"]] < 2:
             continue
         kind = lk["primitive"] or "futex"
