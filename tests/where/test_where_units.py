@@ -631,3 +631,31 @@ def test_phases_name_unnamed_samples_by_their_leaf_frame():
     trace = _trace({1: [(0, 6 * MS)]}, 6 * MS, samples, frames, stacks)
     assert list(trace.samples.symbol[:3]) == ["[unknown]", "[unknown]", "work"]
     assert _symbols(trace, np.arange(6)).tolist() == ["[app+0x1]", "[app+0x2]", "work"] * 2
+
+
+@pytest.mark.parametrize("broadcast", [True, False])
+def test_a_wait_ended_at_its_wakers_exit_is_a_join_only_without_a_wake_call(broadcast):
+    """Thread 1 works until it exits at 6 ms; thread 2 waits on 0x2000 from 1 ms until 50 µs before
+    that exit. With thread 1's FUTEX_WAKE on the word recorded (a condition variable broadcast just
+    before it exits), the wait is the condition variable's, not a join; without one, the kernel
+    woke it from the exit: a join."""
+    frames = [("start", "/bin/app"), ("work", "/bin/app"), ("futex_wait", "/usr/lib/libc.so.6"),
+              ("wait_here", "/bin/app"), ("futex_wake", "/usr/lib/libc.so.6"), ("done", "/bin/app")]
+    stacks = [[1, 0], [2, 3, 0], [4, 5, 0]]
+    samples = [(1, k * MS + MS // 2, 0) for k in range(6)]
+    end = 6 * MS - 50_000
+    calls = {"tid": [2] + ([1] if broadcast else []), "time_ns": [MS - 10] + ([end - 5_000] if broadcast else []),
+             "op": [0] + ([1] if broadcast else []), "addr": [0x2000] * (2 if broadcast else 1),
+             "stack": [1] + ([2] if broadcast else [])}
+    trace = _trace({1: [(0, 6 * MS)], 2: [(0, MS), (end, 6 * MS)]}, 6 * MS, samples, frames, stacks,
+                   waits=[(2, MS, end, 0x2000, 1)], calls=calls)
+    from scalestack.trace import ThreadTable
+
+    cols = trace.threads.columns()
+    cols["exited"] = np.array([True, False])
+    trace = dataclasses.replace(trace, threads=ThreadTable(**cols))
+    (lk,) = [lk for lk in where(trace).locks if lk["addr"] == "0x2000"]
+    if broadcast:
+        assert lk["how"] == "call-site" and lk["name"] == "lock waited at wait_here", lk
+    else:
+        assert lk["how"] == "join", lk

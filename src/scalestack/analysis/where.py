@@ -37,6 +37,7 @@ from scalestack.errors import UserError
 from scalestack.results import Result
 from scalestack.symbols.elf import symbols_for
 from scalestack.trace import State, Trace
+from scalestack.trace.exit_wakers import SLACK_NS
 
 SYSTEM_BINARY = re.compile(r"(^\[|/ld-linux|/libc[.-]|/libpthread|/libgomp|/libstdc\+\+|/libgcc_s|/libm[.-]|"
                            r"/libpython|/libjvm)")
@@ -400,9 +401,15 @@ def locks(trace, names, own, stacks, s_tid, s_time, s_stack, s_weight, s_sym, pe
         wakes_at = _last_before(fc, on_word & ~is_wait, wk, wb)
         joins = sum(1 for j in waits_at[waits_at >= 0] if _joins(stacks, names, int(fc.stack[j])))
         if not joins:  # or: each wait ended by its waker's exit (the kernel wakes a joiner when a thread exits)
-            known = wk >= 0
+            # only waits nothing else explains: no stack of theirs names a primitive, and their waker
+            # made no wake call on the word (a condition variable broadcast just before the waker
+            # exits ends the wait at the exit too, but the broadcast is recorded)
+            known = (wk >= 0) & (wakes_at < 0)
+            if known.any() and len(waits_at):
+                known &= np.array([j < 0 or _primitive(stacks, names, own, int(fc.stack[j])) is None
+                                   for j in waits_at.tolist()], bool)
             ends = exit_at.get_many(wk[known]) if known.any() else np.zeros(0)
-            joins = int(np.sum(np.abs(ends - wb[known]) < 1_000_000)) if known.any() else 0
+            joins = int(np.sum(np.abs(ends - wb[known]) < SLACK_NS)) if known.any() else 0
         wait_sites = Counter(x for x in (_site(stacks, names, own, int(fc.stack[j])) for j in waits_at[waits_at >= 0])
                              if x)
         releasers = Counter(x for x in (_site(stacks, names, own, int(fc.stack[j])) for j in wakes_at[wakes_at >= 0])
