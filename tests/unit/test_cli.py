@@ -96,6 +96,44 @@ def test_record_checks_its_output_before_the_program_runs(tmp_path):
     assert not (tmp_path / "ran").exists()
 
 
+@pytest.mark.parametrize("rules", ["garbage", "[x=pool"])
+@pytest.mark.parametrize("aggregate", [[], ["--aggregate"]])
+def test_record_checks_its_role_rules_before_the_program_runs(tmp_path, rules, aggregate):
+    """A bad --threads-as-roles was said after the program ran, and the recording lost (an
+    aggregate recording was kept, with the rule in it, and every later read failed)."""
+    proc = run("record", *aggregate, "--threads-as-roles", rules, "-o", "out", "--", "touch", str(tmp_path / "ran"),
+               cwd=tmp_path)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "role rule" in lines[0], proc.stderr
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
+
+
+def test_import_of_a_process_that_is_not_in_the_recording_writes_nothing(tmp_path):
+    """--pid of no process in the recording was a trace of one thread, unknown throughout, written
+    over the output; --pid and --comm together were taken."""
+    (tmp_path / "p.txt").write_bytes(SAMPLE)
+    (tmp_path / "old.trace").write_bytes(b"kept")
+    proc = run("import", "p.txt", "--pid", "999999", "-o", "old.trace", cwd=tmp_path)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "process 999999 has no event in the recording" in lines[0]
+    assert (tmp_path / "old.trace").read_bytes() == b"kept"
+    proc = run("import", "p.txt", "--pid", "2366", "--comm", "java", cwd=tmp_path)
+    assert proc.returncode == 2 and "either --pid or --comm" in proc.stderr
+    assert run("import", "p.txt", "--pid", "2366", "-o", "ok.trace", cwd=tmp_path).returncode == 0
+
+
+def test_a_window_too_small_for_the_run_is_one_line(tmp_path):
+    """--window 1ns on a 0.3 s trace asked for 3 x 10^8 bottle graphs and ran out of memory."""
+    from scalestack.trace import make_trace
+    from scalestack.trace.store import save
+
+    save(make_trace({"tid": [10], "name": ["main"], "start_ns": [0], "end_ns": [10**6]},
+                    {"tid": [10], "start_ns": [0], "end_ns": [10**6], "state": [0]}), tmp_path / "t.trace")
+    proc = run("bottle", "t.trace", "--window", "1ns", cwd=tmp_path)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "windows; give one of" in lines[0], proc.stderr
+
+
 def test_a_trace_that_cannot_be_saved_where_asked_is_kept_elsewhere(tmp_path, monkeypatch):
     """The output's directory gone (or never makeable) once the trace is built: kept in the
     temporary directory, and the one line says where."""

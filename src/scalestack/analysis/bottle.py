@@ -181,9 +181,9 @@ def bottle(
                             res.span_ns, res.t0_ns, active)
     w = parse_duration_ns(window)
     t0, t1 = _span(trace, between)
+    n_win = window_count(t0, t1, w)
     rows, a, b, tl, where = sweep(trace, active, t0, t1)
     m = len(a)
-    n_win = int(-(-(t1 - t0) // w))
     # split every interval at window edges, all at once
     k_a = (a - t0) // w
     k_b = (b - 1 - t0) // w
@@ -208,6 +208,23 @@ def bottle(
         for j in range(n_win)
     )
     return WindowedBottleResult(w, windows)
+
+
+MAX_WINDOWS = 100_000  # bottle graphs per run: each window holds a box per thread group
+
+
+def window_count(t0: int, t1: int, w: int) -> int:
+    """How many windows of `w` ns tile [t0, t1); a user's error beyond `MAX_WINDOWS` (`--window
+    1ns` on a 0.3 s trace asked for 3 x 10^8 of them and ran out of memory)."""
+    if w <= 0:
+        raise UserError("--window must be a positive duration, such as 500ms")
+    n = int(-(-(t1 - t0) // w))
+    if n > MAX_WINDOWS:
+        from scalestack.units import format_ns
+
+        raise UserError(f"--window {format_ns(w)} cuts the {format_ns(t1 - t0)} run into {n:,} windows; give one "
+                        f"of {format_ns(-(-(t1 - t0) // MAX_WINDOWS))} or more (at most {MAX_WINDOWS:,} windows)")
+    return n
 
 
 def _from_counters(rec: AggregateRecording, group_by, active: str, between, window) -> BottleResult | WindowedBottleResult:

@@ -38,8 +38,12 @@ def emit(res, as_json: bool, output: str | None, kind: str) -> None:
         return
     from scalestack.units import format_ns
 
-    for r in rows:  # durations read better with their unit
+    first = min((r["window_start_ns"] for r in rows if "window_start_ns" in r), default=0)
+    for r in rows:  # durations read better with their unit; a window's start, from the first one's
+        if "window_start_ns" in r:
+            r["window_start_ns"] -= first
         for k in [k for k in r if k.endswith("_ns")]:
             r[k[:-3]] = format_ns(r.pop(k))
     cols = [(k, k.replace("_", " ")) for k in rows[0]]
-    Console(width=max(Console().width, 110)).print(section_table(Section(kind, kind, table=rows, columns=cols)))
+    Console(width=max(Console().width, 110)).print(section_table(Section(kind, kind, table=rows, columns=cols),
+                                                                 more="(all of them: --json)"))

@@ -49,6 +49,8 @@ def command(fmt, path, output, pid, comm, roles, between, chunk_rows, list_only)
     if fmt in ("perf-data", "perf-script"):
         if pid is None and comm is None:
             raise UserError(f"{path} records the whole machine: choose the program with --pid PID or --comm NAME")
+        if pid is not None and comm is not None:
+            raise UserError("give either --pid or --comm, not both")
         options = {"pid": pid, "comm": comm, "between": between}
         if chunk_rows is not None:
             if fmt != "perf-data":
@@ -84,6 +86,7 @@ def _import(fmt: str, path: str, out: str, roles, options: dict, progress):
     """Read FILE and write its Trace at `out`; the Trace (a perf.data too big to hold is written as
     it is built, and the Trace returned has no states: `perf_data.import_file`)."""
     def finish(trace):
+        _check_found(trace, options.get("pid"), options.get("between"))
         return trace.with_roles(roles).with_meta(role_rules=None) if roles else trace
 
     if fmt == "perf-data":
@@ -93,6 +96,19 @@ def _import(fmt: str, path: str, out: str, roles, options: dict, progress):
     trace = finish(IMPORTERS[fmt].load(path, progress=progress, **options))
     save_or_keep(trace, out)
     return trace
+
+
+def _check_found(trace, pid: int | None, between) -> None:
+    """A --pid that no event names gives a trace of that one thread, `unknown` throughout: said
+    as an error before anything is written (a trace held whole; one written as it is built keeps
+    no states to tell)."""
+    from scalestack.trace import State
+
+    th, st = trace.threads, trace.states
+    if pid is None or len(th) != 1 or int(th.tid[0]) != pid or not len(st) or not (st.state == State.UNKNOWN).all():
+        return
+    where = "between those times" if between else "in the recording"
+    raise UserError(f"process {pid} has no event {where}; see `scalestack import FILE --list`")
 
 
 def _list(fmt: str, path: str, between) -> None:

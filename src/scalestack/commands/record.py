@@ -57,6 +57,10 @@ def command(output, pid, duration, roles, mmap_size, collector, reader, keep_per
         raise UserError("no command given; usage: scalestack record [OPTIONS] -- CMD [ARGS...]")
     if pid is not None and command:
         raise UserError("give either --pid or a command, not both")
+    if roles:  # a bad rule is said before the program runs, not after (and the recording lost)
+        from scalestack.trace.roles import RoleRules
+
+        RoleRules.parse(roles)
     if aggregate:
         from scalestack.commands._aggregate import record_aggregate_command
 

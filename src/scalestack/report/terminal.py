@@ -18,7 +18,7 @@ def _fmt(value) -> str:
     return "–" if value is None else str(value)
 
 
-def section_table(section: Section, limit: int = 40) -> Table:
+def section_table(section: Section, limit: int = 40, more: str = "in report.json") -> Table:
     """A section's rows as a table that fits the console: text columns wrap where it is too
     narrow, number columns keep their width (a cut number, "11…", would lose the figure)."""
     table = Table(show_edge=False, header_style="bold", pad_edge=False)
@@ -35,7 +35,7 @@ def section_table(section: Section, limit: int = 40) -> Table:
         # would read as a style tag and vanish
         table.add_row(*[Text(_fmt(row.get(k))) for k, _ in section.columns])
     if len(section.table) > limit:
-        table.caption = f"{len(section.table) - limit} more rows in report.json"
+        table.caption = f"{len(section.table) - limit} more rows {more}"
     return table
 
 
