@@ -195,6 +195,9 @@ def where(trace: Trace, *, top: int = 20, between: tuple[int, int] | None = None
     hz = trace.meta.get("sample_hz")
     s = trace.samples
     if not len(s) or not hz:
+        if trace.meta.get("stacks") and trace.meta.get("source") == "perf-data":
+            raise UserError("this trace has call stacks but no CPU samples: its perf.data has no cpu-clock event; "
+                            "record it with `scalestack record --stacks`, or add `-e cpu-clock -F 1000` to perf record")
         raise UserError("this trace has no samples; record it with `scalestack record --stacks`")
     period = 1e9 / float(hz)
     keep = np.isin(s.tid, trace.threads.tid) & (s.time_ns >= trace.start_ns) & (s.time_ns < trace.end_ns)

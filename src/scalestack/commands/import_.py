@@ -58,6 +58,8 @@ def command(fmt, path, output, pid, comm, roles, between, chunk_rows, list_only)
             options["chunk_rows"] = chunk_rows
     elif chunk_rows is not None:
         raise UserError(f"--chunk-rows is for perf.data inputs; {path} is {fmt}")
+    elif pid is not None or comm is not None:
+        raise UserError(f"--pid and --comm are for perf inputs; {path} is {fmt}, imported whole")
     elif between:
         raise UserError(f"--between is for perf inputs; import the whole {fmt} file and give "
                         "`report --between` instead")

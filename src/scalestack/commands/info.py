@@ -22,7 +22,7 @@ def summary(th, times, m, wall_ns: int, warnings: list[str]) -> dict:
             "start_known": bool(th.start_known[i]), "exited": bool(th.exited[i]),
             **{f"{s.label}_ns": int(times[i, s]) for s in State},
         })
-    keys = ("source", "command", "exit_status", "signal", "cores", "kernel", "perf_version", "clock",
+    keys = ("source", "command", "input", "exit_status", "signal", "cores", "kernel", "perf_version", "clock",
             "recorded_at", "lost_events", "lost_chunks", "chain_gaps", "chain_gaps_traced", "missing_wakeups",
             "double_running", "repaired_intervals", "repair_uncertainty_ns", "steal_ns", "n_events")
     return {"wall_ns": wall_ns, "threads": threads, **{k: m.get(k) for k in keys if k in m},
@@ -69,10 +69,14 @@ def command(path, as_json, chunk_rows):
     cmd = short_command(m["command"]) if m.get("command") else short_command(str(m.get("input", "")))
     console.print(f"[bold]{escape(path)}[/]  {m.get('source', '?')}")
     if cmd:
-        console.print(f"command: {escape(cmd)}" + ("  (whole line: info --json)" if cmd != " ".join(m.get("command") or []) else ""))
+        whole = " ".join(m.get("command") or []) or str(m.get("input", ""))
+        console.print(f"{'command' if m.get('command') else 'imported from'}: {escape(cmd)}"
+                      + ("  (whole line: info --json)" if cmd != whole else ""))
     console.print(
-        f"wall {wall_ns / 1e9:.6f} s   threads {len(threads)}   cores {m.get('cores', '?')}   "
-        f"exit {m.get('exit_status')}" + (f"   killed by signal {m['signal']}" if m.get("signal") else "")
+        f"wall {wall_ns / 1e9:.6f} s   threads {len(threads)}"
+        + (f"   cores {m['cores']}" if m.get("cores") else "")
+        + (f"   exit {m['exit_status']}" if m.get("exit_status") is not None else "")
+        + (f"   killed by signal {m['signal']}" if m.get("signal") else "")
     )
     console.print(summary_line(m))
     table = Table(show_edge=False, header_style="bold", pad_edge=False)

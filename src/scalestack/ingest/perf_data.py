@@ -189,7 +189,10 @@ def _header(get, size: int, path: str) -> PerfData:
     if hdr_size == 16:
         raise TraceFormatError(f"{path}: byte 8 says pipe-mode perf.data (`perf record -o -`); write it to a file with "
                                "`perf inject -i FILE -o perf.data` and import that")
-    if hdr_size != HEADER_SIZE or size < HEADER_SIZE:
+    if size < HEADER_SIZE:
+        raise _err(path, size, f"the file ends inside perf's {HEADER_SIZE}-byte header (cut short while written "
+                               "or copied)")
+    if hdr_size != HEADER_SIZE:
         raise _err(path, 8, f"header size {hdr_size}, expected {HEADER_SIZE}")
     attr_size, a_off, a_size, d_off, d_size = struct.unpack_from("<QQQQQ", head, 16)
     feat_bits = int.from_bytes(head[72:104], "little")

@@ -525,6 +525,11 @@ def _opened(path: str):
         if _starts_as_trace(path):  # its first member is the trace's mark, but the ZIP's directory is gone
             raise UserError(f"{path}: damaged trace file (its end is missing: cut short while written or copied); "
                             "record or import it again") from None
+        with open(path, "rb") as fh:
+            parquet = fh.read(4) == b"PAR1"
+        if parquet:
+            raise UserError(f"{path} is a Parquet file, not a trace: an aggregate recording (`record --aggregate`) is "
+                            "read by crit, bottle, report and compare; a fleet's tables by `scalestack fleet`") from None
         raise UserError(
             f"{path} is not a scalestack trace (use `scalestack import` for perf.data, perf script text or Chrome JSON)"
         ) from None
