@@ -58,6 +58,8 @@ def watch(
                         info["exit_status"] = rc
                 else:
                     ended = not aggregator.pid_alive(pid)
+                if ended:
+                    info.setdefault("ended_ns", time.monotonic_ns())  # (seen within the 20 ms polls)
                 if ended or time.monotonic() >= next_tick or (stop is not None and stop()):
                     break
                 if duration_s is not None and time.monotonic() - t0 >= duration_s:
