@@ -54,6 +54,49 @@ def test_invalid_json_names_the_byte(tmp_path):
         load(str(p))
 
 
+EVENTS = [
+    {"ph": "M", "name": "thread_name", "pid": 1, "tid": 7, "args": {"name": "worker"}},
+    {"ph": "B", "pid": 1, "tid": 7, "ts": 0, "name": "outer"},
+    {"ph": "B", "pid": 1, "tid": 7, "ts": 2, "name": "inner"},
+    {"ph": "E", "pid": 1, "tid": 7, "ts": 3},
+    {"ph": "E", "pid": 1, "tid": 7, "ts": 5},
+    {"ph": "X", "pid": 1, "tid": 7, "ts": 9, "dur": 1, "name": "later"},
+]
+
+
+def _rows(tr):
+    s = tr.states
+    return list(zip(s.tid.tolist(), s.start_ns.tolist(), s.end_ns.tolist(), s.state.tolist(), strict=True))
+
+
+def test_events_in_any_order_are_matched_in_time_order():
+    """The Trace Event Format does not ask for events sorted by time: B and E pair up in it."""
+    want = _rows(from_chrome(EVENTS))
+    assert _rows(from_chrome(EVENTS[::-1])) == want
+    assert _rows(from_chrome([EVENTS[0], EVENTS[4], EVENTS[2], EVENTS[1], EVENTS[3], EVENTS[5]])) == want
+
+
+def test_threads_of_two_processes_with_one_tid_stay_two_threads():
+    doc = [{"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "p1main"}},
+           {"ph": "M", "name": "thread_name", "pid": 2, "tid": 1, "args": {"name": "p2main"}},
+           {"ph": "X", "pid": 1, "tid": 1, "ts": 0, "dur": 100_000},
+           {"ph": "X", "pid": 2, "tid": 1, "ts": 50_000, "dur": 200_000}]
+    tr = from_chrome(doc)
+    tr.validate()
+    assert tr.threads.name.tolist() == ["p1main", "p2main"] and tr.threads.pid.tolist() == [1, 2]
+    assert tr.threads.tid.tolist() == [1, 2]
+    assert tr.time_in_states()[:, State.RUNNING].tolist() == [100_000_000, 200_000_000]
+    assert any("tid 1 is a thread of process 1 and of process 2" in w for w in tr.meta["warnings"])
+
+
+@pytest.mark.parametrize("tail", ["", ",", ",\n  "])
+def test_an_array_without_its_closing_bracket_is_read(tmp_path, tail):
+    """The JSON Array Format may end without its ']' (a tracer killed mid-run)."""
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(EVENTS)[:-1] + tail)
+    assert _rows(load(str(p))) == _rows(from_chrome(EVENTS))
+
+
 @settings(max_examples=40, deadline=None)
 @given(tiled_traces())
 def test_export_import_roundtrip_is_exact(trace):

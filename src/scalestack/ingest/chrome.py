@@ -86,14 +86,30 @@ def load(path: str, **_: Any) -> Trace:
     """Import a Chrome / Perfetto JSON trace-event file as a Trace."""
     try:
         with open(path, "rb") as fh:
-            doc = json.load(fh)
+            raw = fh.read()
     except OSError as exc:
         raise UserError(f"{path}: {exc.strerror}") from None
+    try:
+        doc = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        pos = getattr(exc, "pos", None)
-        where = f" at byte {pos}" if pos is not None else ""
-        raise TraceFormatError(f"{path}: not valid JSON{where}: {getattr(exc, 'msg', exc)}") from None
+        doc = _unterminated(raw)
+        if doc is None:
+            pos = getattr(exc, "pos", None)
+            where = f" at byte {pos}" if pos is not None else ""
+            raise TraceFormatError(f"{path}: not valid JSON{where}: {getattr(exc, 'msg', exc)}") from None
     return from_chrome(doc, source=os.path.abspath(path))
+
+
+def _unterminated(raw: bytes):
+    """The events of a JSON Array Format file without its closing bracket, which the Trace Event
+    Format allows (a tracer killed mid-run leaves it so, a trailing comma too); None if it is not one."""
+    text = raw.rstrip()
+    if not text.lstrip().startswith(b"[") or text.endswith(b"]"):
+        return None
+    try:
+        return json.loads(text.rstrip(b",") + b"]")
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
 
 
 def from_chrome(doc: Any, *, source: str = "chrome") -> Trace:
@@ -104,12 +120,13 @@ def from_chrome(doc: Any, *, source: str = "chrome") -> Trace:
     else:
         raise TraceFormatError(f"{source}: not a Chrome trace (expected a list of events or an object with 'traceEvents')")
     saved_meta = other.get("scalestack") if isinstance(other, dict) else None
-    names: dict[int, str] = {}
+    names: dict[tuple[int, int], str] = {}  # by (pid, tid): two processes' threads may share a tid number
     info: dict[int, dict] = {}
     pids: dict[int, int] = {}
     ours: dict[int, list[tuple[int, int, int, int, int, int, bool]]] = {}
-    opens: dict[int, list[float]] = {}
-    spans: dict[int, list[tuple[float, float, int]]] = {}
+    opens: dict[tuple[int, int], list[float]] = {}
+    spans: dict[tuple[int, int], list[tuple[float, float, int]]] = {}
+    begin_end: list[tuple[float, int, str, tuple[int, int]]] = []  # B and E, matched in time order below
     for n, ev in enumerate(events):
         if not isinstance(ev, dict):
             raise TraceFormatError(f"{source}: event {n} is not an object")
@@ -123,7 +140,7 @@ def from_chrome(doc: Any, *, source: str = "chrome") -> Trace:
         args = ev.get("args") or {}
         if ph == "M":
             if ev.get("name") == "thread_name" and isinstance(args, dict):
-                names[tid] = str(args.get("name", ""))
+                names[pid, tid] = str(args.get("name", ""))
             elif ev.get("name") == "scalestack_thread" and isinstance(args, dict):
                 info[tid] = args
             continue
@@ -152,23 +169,26 @@ def from_chrome(doc: Any, *, source: str = "chrome") -> Trace:
                 except (ValueError, TypeError, KeyError):
                     raise TraceFormatError(f"{source}: event {n} is a malformed scalestack state slice") from None
                 continue
-            spans.setdefault(tid, []).append((ts, ts + dur, _state_of(ev.get("name"))))
-        elif ph == "B":
-            opens.setdefault(tid, []).append(ts)
-        else:  # E closes the innermost open slice
-            stack = opens.get(tid)
-            if not stack:
-                raise TraceFormatError(f"{source}: event {n} ends a slice that was never begun on tid {tid}")
-            begin = stack.pop()
-            spans.setdefault(tid, []).append((begin, ts, -1))
-    for tid, stack in opens.items():
+            spans.setdefault((pid, tid), []).append((ts, ts + dur, _state_of(ev.get("name"))))
+        else:
+            begin_end.append((ts, n, ph, (pid, tid)))
+    # the format does not ask for events in time order: B and E are matched in it (file order at ties)
+    for ts, n, ph, key in sorted(begin_end, key=lambda e: (e[0], e[1])):
+        if ph == "B":
+            opens.setdefault(key, []).append(ts)
+            continue
+        stack = opens.get(key)  # E closes the innermost open slice
+        if not stack:
+            raise TraceFormatError(f"{source}: event {n} ends a slice that was never begun on tid {key[1]}")
+        spans.setdefault(key, []).append((stack.pop(), ts, -1))
+    for key, stack in opens.items():
         if stack:
-            raise TraceFormatError(f"{source}: {len(stack)} slice(s) on tid {tid} were begun but never ended")
+            raise TraceFormatError(f"{source}: {len(stack)} slice(s) on tid {key[1]} were begun but never ended")
     if ours and not spans:
-        return _from_ours(ours, names, info, pids, saved_meta)
+        return _from_ours(ours, {t: nm for (_, t), nm in names.items()}, info, pids, saved_meta)
     if not spans and not ours:
         raise UserError(f"{source}: the trace holds no slices (X or B/E events)")
-    return _from_slices(spans, names, pids, source)
+    return _from_slices(spans, names, source)
 
 
 def _state_of(name: Any) -> int:
@@ -208,11 +228,30 @@ def _from_ours(ours, names, info, pids, saved_meta) -> Trace:
     return trace
 
 
-def _from_slices(spans, names, pids, source) -> Trace:
+def _thread_ids(keys) -> tuple[dict[tuple[int, int], int], list[str]]:
+    """A Trace tid for each (pid, tid) of a generic trace: its own tid, but for threads of other
+    processes that share a tid number with an earlier one (in time order of the file's keys), which
+    get numbers above every tid of the file; and a warning for each."""
+    top = max((t for _, t in keys), default=0)
+    out, seen, warnings = {}, {}, []
+    for pid, tid in keys:
+        if tid not in seen:
+            seen[tid] = pid
+            out[pid, tid] = tid
+            continue
+        top += 1
+        out[pid, tid] = top
+        warnings.append(f"tid {tid} is a thread of process {seen[tid]} and of process {pid}: the latter is tid {top} here")
+    return out, warnings
+
+
+def _from_slices(spans, names, source) -> Trace:
     """Generic traces: the union of each thread's slices is RUNNING (or the named state)."""
     tid_c, a_c, b_c, st_c = [], [], [], []
-    th_tid, th_start, th_end = [], [], []
-    for tid, rows in spans.items():
+    th_tid, th_pid, th_name, th_start, th_end = [], [], [], [], []
+    ids, warnings = _thread_ids(list(spans))
+    for key, rows in spans.items():
+        tid = ids[key]
         arr = np.array([(round(a * 1000), round(b * 1000), s) for a, b, s in rows], dtype=np.int64)
         arr = arr[arr[:, 1] > arr[:, 0]]
         if len(arr) == 0:
@@ -236,14 +275,15 @@ def _from_slices(spans, names, pids, source) -> Trace:
         b_c.extend(gb.tolist() + gap_b.tolist())
         st_c.extend(gs.tolist() + [int(State.SLEEP)] * n_gap)
         th_tid.append(tid)
+        th_pid.append(key[0])
+        th_name.append(names.get(key, str(key[1])))
         th_start.append(int(ga[0]))
         th_end.append(int(gb[-1]))
     if not th_tid:
         raise UserError(f"{source}: every slice in the trace is empty")
     return make_trace(
-        {"tid": th_tid, "pid": [pids.get(t, 0) for t in th_tid], "name": [names.get(t, str(t)) for t in th_tid],
-         "start_ns": th_start, "end_ns": th_end},
+        {"tid": th_tid, "pid": th_pid, "name": th_name, "start_ns": th_start, "end_ns": th_end},
         {"tid": tid_c, "start_ns": a_c, "end_ns": b_c, "state": st_c},
         meta={"source": "chrome", "input": source,
-              "warnings": ["imported from generic Chrome slices: busy = RUNNING, between slices = SLEEP"]},
+              "warnings": ["imported from generic Chrome slices: busy = RUNNING, between slices = SLEEP", *warnings]},
     )
