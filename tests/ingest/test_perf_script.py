@@ -57,6 +57,14 @@ def test_fields_of_each_event_kind():
     assert ev.arg1[2] == 1  # target cpu of the wakeup
 
 
+def test_a_cpu_clock_sample_printed_without_its_address_is_skipped():
+    """`perf script -F comm,pid,tid,cpu,time,event,trace` prints a cpu-clock sample as its event name
+    alone: no address to keep, and no reason to refuse the file."""
+    bare = b"       perf-exec  1378/1378  [000]  319.094000000: cpu-clock:\n"
+    ev = parse_perf_script(bare + SAMPLE)
+    assert len(ev) == 12 and ev.stats["unknown_events"] == 2
+
+
 def test_default_format_without_pid_and_microseconds():
     text = b"         perf  2365 [000]   319.094769:       sched:sched_wakeup: comm=migration/0 pid=18 prio=0 target_cpu=000\n"
     ev = parse_perf_script(text)

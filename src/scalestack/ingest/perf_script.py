@@ -391,6 +391,9 @@ def _parse(buf, names, name_lens, kind_codes, keys, seen, line0):
             k += 1
         p = k  # payload start
         ok = True
+        if kd == 17 and p >= e:  # a sample printed without ip/sym (-F ...,trace): nothing to keep of it
+            skipped += 1
+            continue
         if kd == 1:  # SWITCH
             a = _find(buf, p, e, k_prev_comm)
             b = _find(buf, p, e, k_prev_pid)
