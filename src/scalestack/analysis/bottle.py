@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from scalestack.analysis.criticality import _span, criticality, sweep
+from scalestack.analysis.criticality import _span, critical_sweep, criticality, sweep
 from scalestack.errors import UserError
 from scalestack.results import Result
 from scalestack.trace import Trace
@@ -182,25 +182,14 @@ def bottle(
     w = parse_duration_ns(window)
     t0, t1 = _span(trace, between)
     n_win = window_count(t0, t1, w)
-    rows, a, b, tl, where = sweep(trace, active, t0, t1)
-    m = len(a)
-    # split every interval at window edges, all at once
-    k_a = (a - t0) // w
-    k_b = (b - 1 - t0) // w
-    pieces = (k_b - k_a + 1).astype(np.int64)
-    idx = np.repeat(np.arange(len(a)), pieces)
-    k = np.repeat(k_a, pieces) + (np.arange(pieces.sum()) - np.repeat(np.cumsum(pieces) - pieces, pieces))
-    pa = np.maximum(a[idx], t0 + k * w)
-    pb = np.minimum(b[idx], np.minimum(t0 + (k + 1) * w, t1))
     n = len(trace.threads)
-    flat = k * n + rows[idx]
     edges = np.minimum(t0 + np.arange(n_win + 1) * w, t1)
-    # F at a piece's ends: the interval's own endpoint (a gather) or the window's edge
-    f_edge = tl.at(edges)
-    f_a = np.where(pa == a[idx], tl.F[where[0:2 * m:2]][idx], f_edge[k])
-    f_b = np.where(pb == b[idx], tl.F[where[1:2 * m:2]][idx], f_edge[np.minimum(k + 1, n_win)])
-    crit = np.bincount(flat, weights=f_b - f_a, minlength=n_win * n).reshape(n_win, n)
-    run = np.bincount(flat, weights=(pb - pa).astype(np.float64), minlength=n_win * n).reshape(n_win, n)
+    # as the whole run's graph (`criticality`): criticality over the switch spans where the recording
+    # has them, the boxes' running time from the states (one window over the run: the same graph)
+    rows, a, b, tl, where = critical_sweep(trace, active, t0, t1)
+    crit = _per_window(rows, a, b, t0, t1, w, n_win, n, tl, where, edges)
+    rows, a, b, _, _ = sweep(trace, active, t0, t1)
+    run = _per_window(rows, a, b, t0, t1, w, n_win, n)
     idle = np.diff(tl.idle_at(edges))
     windows = tuple(
         BottleResult(_boxes(crit[j], run[j], group, labels, roles, tids), float(idle[j]), int(edges[j + 1] - edges[j]),
@@ -208,6 +197,30 @@ def bottle(
         for j in range(n_win)
     )
     return WindowedBottleResult(w, windows)
+
+
+def _per_window(rows, a, b, t0: int, t1: int, w: int, n_win: int, n: int, tl=None, where=None,
+                edges=None) -> np.ndarray:
+    """(windows, threads) sums of the intervals [a, b) of thread rows `rows` cut at the window
+    edges, all at once: their criticality (F's growth over each piece) given the timeline `tl` and
+    where each endpoint landed, else their length."""
+    k_a = (a - t0) // w
+    k_b = (b - 1 - t0) // w
+    pieces = (k_b - k_a + 1).astype(np.int64)
+    idx = np.repeat(np.arange(len(a)), pieces)
+    k = np.repeat(k_a, pieces) + (np.arange(pieces.sum()) - np.repeat(np.cumsum(pieces) - pieces, pieces))
+    pa = np.maximum(a[idx], t0 + k * w)
+    pb = np.minimum(b[idx], np.minimum(t0 + (k + 1) * w, t1))
+    flat = k * n + rows[idx]
+    if tl is None:
+        weights = (pb - pa).astype(np.float64)
+    else:  # F at a piece's ends: the interval's own endpoint (a gather) or the window's edge
+        m = len(a)
+        f_edge = tl.at(edges)
+        f_a = np.where(pa == a[idx], tl.F[where[0:2 * m:2]][idx], f_edge[k])
+        f_b = np.where(pb == b[idx], tl.F[where[1:2 * m:2]][idx], f_edge[np.minimum(k + 1, n_win)])
+        weights = f_b - f_a
+    return np.bincount(flat, weights=weights, minlength=n_win * n).reshape(n_win, n)
 
 
 MAX_WINDOWS = 100_000  # bottle graphs per run: each window holds a box per thread group

@@ -22,7 +22,13 @@ from collections.abc import Callable
 
 import numpy as np
 
-from scalestack.analysis.bottle import BottleResult, WindowedBottleResult, _boxes, group_threads
+from scalestack.analysis.bottle import (
+    BottleResult,
+    WindowedBottleResult,
+    _boxes,
+    group_threads,
+    window_count,
+)
 from scalestack.analysis.bottle import bottle as _bottle
 from scalestack.analysis.criticality import ACTIVE, CriticalityResult, _criticality, clip_span
 from scalestack.errors import UserError
@@ -155,6 +161,7 @@ def bottle(path: str | os.PathLike, *, group_by=None, active: str = "running", b
         return bottle_of(*_sums(path, active, between, max_rows, progress), group_by)
     w = parse_duration_ns(window, what="--window")
     t0, t1 = _span(path, between)
+    window_count(t0, t1, w)  # (one line for a window too small, before any chunk is planned)
     windows = []
     for _, a, b, part in _chunks(path, plan(path, t0, t1, max_rows, grid=w), progress):
         windows.extend(_bottle(part, group_by=group_by, active=active, between=(a, b), window=w).windows)
