@@ -101,7 +101,7 @@ def _print(answers, titles) -> None:
             for k, v in r.items():
                 if v is None:
                     out[k] = ""
-                elif k.endswith("_ns") and not k.endswith("start_ns") and isinstance(v, (int, float)):
+                elif ("_ns" in k and not k.endswith("start_ns")) and isinstance(v, (int, float)):  # (wait_ns_per_recording)
                     out[k] = format_ns(v)
                 elif isinstance(v, float):
                     out[k] = f"{v:.3g}"

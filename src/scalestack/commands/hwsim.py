@@ -117,7 +117,7 @@ def run(paths, config, sets, gens, cores, no_truth, as_json, output):
                   f"{r.positive:,.0f}", f"{r.isolated_est:,.0f}",
                   "-" if r.isolated_measured is None else f"{r.isolated_measured:,.0f}",
                   "-" if r.error is None else f"{100 * r.error:+.2f}")
-    Console().print(t)
+    Console(width=max(Console().width, 120)).print(t)  # (not a terminal: 80 columns cut the headers)
 
 
 @command.command("trace")

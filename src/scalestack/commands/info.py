@@ -89,18 +89,20 @@ def command(path, as_json, chunk_rows):
         table.add_column(col, justify="left" if col in ("name", "role") else "right", no_wrap=True)
     unc = m.get("repair_uncertainty_ns") or {}
     after = m.get("running_unreported_ns") or {}
+    # ms, or µs for a run shorter than 1 ms (a simulated one: 11 µs read 0.0 in every column)
+    unit, per = ("µs", 1e3) if wall_ns < 1_000_000 else ("ms", 1e6)
     for row in data["threads"]:
-        cells = [f"{row[f'{s.label}_ns'] / 1e6:.1f}" for s in State]
+        cells = [f"{row[f'{s.label}_ns'] / per:.1f}" for s in State]
         u = unc.get(str(row["tid"]), 0)
         extra = []
         if kernel:
             k = kernel.get(str(row["tid"]))
             late = after.get(str(row["tid"]), 0)
-            extra.append((f"{k[1] / 1e6:.1f}" if k else "") + (f" +{late / 1e6:.1f}" if late >= 50_000 else ""))
+            extra.append((f"{k[1] / per:.1f}" if k else "") + (f" +{late / per:.1f}" if late >= 50_000 else ""))
         table.add_row(str(row["tid"]), escape(row["name"] + ("" if row["start_known"] else " *")), row["role"], *cells,
-                      f"{u / 1e6:.1f}" if u else "", *extra)
+                      f"{u / per:.1f}" if u else "", *extra)
     console.print(table)
-    console.print("times in ms; * = thread existed before recording (its first state is unknown); "
+    console.print(f"times in {unit}; * = thread existed before recording (its first state is unknown); "
                   "repair± = how far repairs of missing kernel events could be off"
                   + ("; kernel = CPU time the scheduler itself charged (sched_stat_runtime)" if kernel else "")
                   + ("; +x = RUNNING at the trace's end that the scheduler charges after it" if kernel and after else ""))
