@@ -264,8 +264,16 @@ def test_real_balanced_program_has_no_single_critical_thread(c_programs, tmp_pat
 def test_idle_threads_parked_on_a_condition_variable_are_not_the_lock(c_programs):
     """Four threads parked on a condition variable for the whole run wait far longer in all than the
     two workers do on their mutex (1.35 s against 0.19 s); the mutex is the finding."""
-    trace = scalestack.record([str(c_programs["idle_pool"]), "2", "200", "4"], None)
-    st_ = trace.states
+    for _ in range(3):
+        trace = scalestack.record([str(c_programs["idle_pool"]), "2", "200", "4"], None)
+        st_ = trace.states
+        waiting_for_cpu = int(st_.duration_ns[st_.state == State.RUNNABLE].sum())
+        # the premise: the two workers take turns on the mutex. Another process holding a CPU makes them
+        # take turns on the core instead (284 ms waited for a CPU once: the finding was that wait)
+        if waiting_for_cpu <= 0.1 * trace.wall_ns:
+            break
+    else:
+        pytest.skip(f"other processes kept a CPU busy in three runs: {waiting_for_cpu / 1e6:.0f} ms waited for one")
     run = {int(t): int(st_.duration_ns[(st_.tid == t) & (st_.state == State.RUNNING)].sum()) for t in trace.threads.tid}
     busiest = max(run.values())
     workers = [t for t, r in run.items() if r > 0.2 * busiest]
