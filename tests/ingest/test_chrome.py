@@ -15,16 +15,18 @@ from scalestack.trace import State, make_trace
 from ..unit.test_trace import tiled_traces
 
 
+EVENTS = [
+    {"ph": "M", "name": "thread_name", "pid": 1, "tid": 7, "args": {"name": "worker"}},
+    {"ph": "B", "pid": 1, "tid": 7, "ts": 0, "name": "outer"},
+    {"ph": "B", "pid": 1, "tid": 7, "ts": 2, "name": "inner"},
+    {"ph": "E", "pid": 1, "tid": 7, "ts": 3},
+    {"ph": "E", "pid": 1, "tid": 7, "ts": 5},
+    {"ph": "X", "pid": 1, "tid": 7, "ts": 9, "dur": 1, "name": "later"},
+]
+
+
 def test_generic_nested_slices_become_running_and_sleep():
-    doc = {"traceEvents": [
-        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 7, "args": {"name": "worker"}},
-        {"ph": "B", "pid": 1, "tid": 7, "ts": 0, "name": "outer"},
-        {"ph": "B", "pid": 1, "tid": 7, "ts": 2, "name": "inner"},
-        {"ph": "E", "pid": 1, "tid": 7, "ts": 3},
-        {"ph": "E", "pid": 1, "tid": 7, "ts": 5},
-        {"ph": "X", "pid": 1, "tid": 7, "ts": 9, "dur": 1, "name": "later"},
-        {"ph": "X", "pid": 1, "tid": 8, "ts": 1, "dur": 2, "name": "sync_wait"},
-    ]}
+    doc = {"traceEvents": [*EVENTS, {"ph": "X", "pid": 1, "tid": 8, "ts": 1, "dur": 2, "name": "sync_wait"}]}
     tr = from_chrome(doc)
     tr.validate()
     s = tr.states
@@ -52,16 +54,6 @@ def test_invalid_json_names_the_byte(tmp_path):
     p.write_text('{"traceEvents": [1, 2,,]}')
     with pytest.raises(UserError, match="byte"):
         load(str(p))
-
-
-EVENTS = [
-    {"ph": "M", "name": "thread_name", "pid": 1, "tid": 7, "args": {"name": "worker"}},
-    {"ph": "B", "pid": 1, "tid": 7, "ts": 0, "name": "outer"},
-    {"ph": "B", "pid": 1, "tid": 7, "ts": 2, "name": "inner"},
-    {"ph": "E", "pid": 1, "tid": 7, "ts": 3},
-    {"ph": "E", "pid": 1, "tid": 7, "ts": 5},
-    {"ph": "X", "pid": 1, "tid": 7, "ts": 9, "dur": 1, "name": "later"},
-]
 
 
 def _rows(tr):
