@@ -185,6 +185,12 @@ def main(argv: list[str] | None = None) -> None:
             raise
         click.echo("scalestack: aborted", err=True)
         sys.exit(130)
+    except click.UsageError as exc:  # a mistyped option or value: one line, as every other error
+        if debug:
+            raise
+        path = exc.ctx.command_path if exc.ctx is not None else "scalestack"
+        click.echo(f"scalestack: error: {exc.format_message().rstrip('.')}; see `{path} --help`", err=True)
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)

@@ -14,7 +14,6 @@ from scalestack.trace import State, make_trace
 
 from ..unit.test_trace import tiled_traces
 
-
 EVENTS = [
     {"ph": "M", "name": "thread_name", "pid": 1, "tid": 7, "args": {"name": "worker"}},
     {"ph": "B", "pid": 1, "tid": 7, "ts": 0, "name": "outer"},

@@ -29,6 +29,10 @@ def test_help_lists_the_commands():
     (["scale", "--threads", "0,2", "--", "true"], "give counts of 1 or more"),
     (["scale", "--threads", "1,x", "--", "true"], "not a comma-separated list"),
     (["pirate-stack", "--instances", "0", "--", "true"], "give counts of 1 or more"),
+    # click's own usage errors (their wording is click's): one line, with where to look
+    (["export", "pdf", "x.trace"], "; see `scalestack export --help`"),
+    (["crit", "--bogus", "x.trace"], "; see `scalestack crit --help`"),
+    (["nosuchcommand"], "; see `scalestack --help`"),
 ])
 def test_errors_are_one_line(tmp_path, args, message):
     proc = run(*args, cwd=tmp_path)
