@@ -45,6 +45,7 @@ from scalestack.analysis.criticality import criticality, timeline
 from scalestack.analysis.where import trace_idle_threads
 from scalestack.results import Result
 from scalestack.trace import State, Trace
+from scalestack.trace.exit_wakers import SLACK_NS
 from scalestack.units import format_ns
 
 MATCHED = 200  # wait objects per run matched one by one (by wall-time share); the others are summed
@@ -188,11 +189,6 @@ def _share_where_a_core_is_free(trace: Trace, a: np.ndarray, b: np.ndarray) -> n
     return np.interp(b, u, g) - np.interp(a, u, g)
 
 
-# a wait ending this close to its waker's last switch was ended by its exit (the kernel's join wake
-# comes from the exit path: tens of µs before it; `trace.exit_wakers.SLACK_NS`)
-JOIN_NS = 200_000
-
-
 def _wait_objects(trace: Trace, keys: list[str], idle: np.ndarray) -> list[dict[str, Any]]:
     """The wait objects of the threads that work (`idle`: the threads left out)."""
     st, th = trace.states, trace.threads
@@ -207,10 +203,11 @@ def _wait_objects(trace: Trace, keys: list[str], idle: np.ndarray) -> list[dict[
     bounds = np.searchsorted(inv[order], np.arange(len(addrs) + 1))
     dur = st.duration_ns[sync].astype(float)
     tids = st.tid[sync]
-    # a join: the wait ends as its waker exits (the kernel wakes a joiner from the thread's exit)
+    # a join: the wait ends as its waker exits (the kernel wakes a joiner from the thread's exit; the
+    # slack `exit_wakers` and `where.locks` allow)
     known = wrows >= 0
     joined = np.zeros(len(sync), bool)
-    joined[known] = th.exited[wrows[known]] & (np.abs(th.end_ns[wrows[known]] - st.end_ns[sync][known]) < JOIN_NS)
+    joined[known] = th.exited[wrows[known]] & (np.abs(th.end_ns[wrows[known]] - st.end_ns[sync][known]) < SLACK_NS)
     out = []
     for k, addr in enumerate(addrs.tolist()):
         sel = order[bounds[k]:bounds[k + 1]]

@@ -204,7 +204,7 @@ def _regions(trace: Trace, order: np.ndarray, granularity: str, block_bytes: int
 
 def _symbols(trace: Trace, order: np.ndarray) -> np.ndarray:
     """The samples' functions (in `order`); a sample perf could not name, by its leaf frame's
-    stretch of code (`where.unnamed_frame_name`: a stripped program's function by its unwind
+    stretch of code (`where.frame_name`: a stripped program's function by its unwind
     entry) where it has a call stack: a stripped `git repack` or `sort` was one region,
     `[unknown]`, whatever code its threads ran."""
     sm = trace.samples
@@ -213,16 +213,15 @@ def _symbols(trace: Trace, order: np.ndarray) -> np.ndarray:
     unk = np.flatnonzero((sym == "[unknown]") & (stack >= 0))
     st, fr = trace.stacks, trace.frames
     if len(unk) and len(st) and len(fr):
-        from scalestack.analysis.where import unnamed_frame_name
+        from scalestack.analysis.where import frame_name
 
         leaf = np.full(int(st.stack.max()) + 1, -1, np.int64)
         top = st.depth == 0
         leaf[st.stack[top]] = st.frame[top]
         f = leaf[np.clip(stack[unk], 0, len(leaf) - 1)]
         ok = (stack[unk] < len(leaf)) & (f >= 0)
-        named = {int(x): (str(fr.symbol[x]) if fr.symbol[x] != "[unknown]" else
-                          unnamed_frame_name(str(fr.binary[x]), int(fr.ip[x]))) for x in np.unique(f[ok]).tolist()}
-        sym[unk[ok]] = [named[int(x)] for x in f[ok].tolist()]
+        named = {x: frame_name(str(fr.symbol[x]), str(fr.binary[x]), int(fr.ip[x])) for x in np.unique(f[ok]).tolist()}
+        sym[unk[ok]] = [named[x] for x in f[ok].tolist()]
     return sym.astype(str)
 
 

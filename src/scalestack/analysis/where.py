@@ -155,14 +155,19 @@ def unnamed_frame_name(binary: str, ip: int) -> str:
     return f"[{base}+{span[0]:#x}..{span[1]:#x}]" if span else f"[{base}+{ip:#x}]"
 
 
+def frame_name(symbol: str, binary: str, ip: int) -> str:
+    """A frame's function: perf's symbol, or the stretch of code a frame perf could not name lies in."""
+    return symbol if symbol != "[unknown]" else unnamed_frame_name(binary, ip)
+
+
 def frame_names(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """Per frame: its function name and how much it is the program's own code: 2 its own, 1 a
     language's standard library compiled into the program's binary (`RUST_STD`, `CXX_STD`: Rust
     links std in, so `std::sys::sync::mutex::futex::Mutex::lock_contended` would name every
     Rust lock), 0 a system library."""
     fr = trace.frames
-    names = np.array([s if s != "[unknown]" else unnamed_frame_name(b, ip)
-                      for s, b, ip in zip(fr.symbol, fr.binary, fr.ip.tolist(), strict=True)], dtype=object)
+    names = np.array([frame_name(s, b, ip) for s, b, ip in zip(fr.symbol, fr.binary, fr.ip.tolist(), strict=True)],
+                     dtype=object)
     rust = {b for s, b in zip(fr.symbol, fr.binary, strict=True) if RUST_MARK.search(s)}
     own = np.array([0 if SYSTEM_BINARY.search(b) else
                     1 if (RUST_STD if b in rust else CXX_STD).match(s) else 2
